@@ -1,0 +1,73 @@
+"""The `recscale` command line: a thin dispatcher over `harness.commands.<name>` modules.
+
+Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
+and a problem in one command cannot break the others. Errors derived from RecscaleError are printed
+to stderr (no traceback) with exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from protocols.errors import RecscaleError
+
+#: (command, module under harness.commands, one-line help)
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("synth", "synth", "write a synthetic log in RecFlow's on-disk layout"),
+    ("inspect", "inspect_log", "validate a log and print its statistics"),
+    ("prepare", "prepare", "build (or reuse) a prepared dataset artifact; prints its path"),
+    ("histories", "histories", "export per-target history membership (audit trail) to parquet"),
+    ("compare-delay", "compare_delay", "share of targets whose history membership differs between two delays"),
+    ("list", "list_components", "list registered architectures, protocols and sources"),
+    ("flops", "flops", "forward matrix FLOPs per target by module, and parameter counts"),
+    ("train", "train", "train and evaluate one run"),
+    ("metrics", "metrics", "recompute a run's metrics from its saved predictions and compare"),
+    ("sweep", "sweep", "launch a sweep YAML through Ray Tune"),
+    ("analyze", "analyze", "scaling fits, seed variance, significance, plots and report.md"),
+)
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    lines = "\n".join(f"  {name:<14} {help_}" for name, _, help_ in COMMANDS)
+    p = argparse.ArgumentParser(
+        prog="recscale",
+        description="Ablation and scaling-law benchmark harness for unified recommendation rankers.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"commands:\n{lines}\n\nRun `recscale COMMAND --help` for a command's options.",
+    )
+    p.add_argument("command", nargs="?", help="one of the commands below")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        top.print_help()
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    table = {c: (m, h) for c, m, h in COMMANDS}
+    if name not in table:
+        top.error(f"unknown command {name!r}; valid: {', '.join(table)}")
+    module_name, help_ = table[name]
+    module = importlib.import_module(f"harness.commands.{module_name}")
+    parser = argparse.ArgumentParser(
+        prog=f"recscale {name}",
+        description=(module.__doc__ or help_).strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    try:
+        return int(module.run(args) or 0)
+    except RecscaleError as e:
+        print(f"recscale {name}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"recscale {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

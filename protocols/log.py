@@ -1,0 +1,55 @@
+"""ExposureLog: the canonical in-memory exposure table every source yields.
+
+Sources (`recflow`, `synthetic`, `movielens100k`) read files and return an ExposureLog; protocols,
+splits and encoders only ever see this type. Rows are in (file_index, record_index) order.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .schema import EXPOSURE_COLUMNS, IDENTITY_COLUMNS, TRUE_P_COLUMN
+
+
+@dataclass
+class ExposureLog:
+    """Columns of the exposure table as numpy arrays of equal length.
+
+    Attributes:
+        columns: EXPOSURE_COLUMNS + IDENTITY_COLUMNS as int64, plus `true_p` (float64) on synthetic logs.
+        days: the calendar day (Asia/Shanghai) of each file_index.
+        source: registered source name.
+        root: folder the log was read from.
+        fingerprint: content hash of the inputs (stable across copies of the same files).
+        author50_loader: optional callable returning {request_id: int64 [50, 10]} for one file_index
+            (RecFlow's seq_effective_50_dict), loaded lazily because it is large.
+    """
+
+    columns: dict[str, np.ndarray]
+    days: tuple[dt.date, ...]
+    source: str
+    root: Path
+    fingerprint: str
+    author50_loader: Callable[[int], dict[int, np.ndarray]] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        missing = [c for c in EXPOSURE_COLUMNS + IDENTITY_COLUMNS if c not in self.columns]
+        if missing:
+            raise ValueError(f"ExposureLog lacks columns {missing}")
+        n = {len(v) for v in self.columns.values()}
+        if len(n) > 1:
+            raise ValueError(f"ExposureLog columns differ in length: {sorted(n)}")
+
+    def __len__(self) -> int:
+        return len(self.columns["event_id"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @property
+    def has_truth(self) -> bool:
+        return TRUE_P_COLUMN in self.columns

@@ -1,0 +1,18 @@
+"""Shared pytest fixtures: paths to ../shared data and deterministic, small-thread torch settings."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+ML100K = SHARED / "data" / "ml-100k"
+
+
+@pytest.fixture
+def ml100k_dir() -> Path:
+    """MovieLens-100k from ../shared (internal only, never committed); skips where absent."""
+    if not (ML100K / "u.data").exists():
+        pytest.skip(f"MovieLens-100k not found at {ML100K}")
+    return ML100K
