@@ -1,1 +1,265 @@
-"""(placeholder, being written)"""
+"""HELIX: interleaved sequence reads and feature interaction over a candidate-independent K/V cache.
+
+Paper: "HELIX: Purified and Unified - Rethinking Feature Interaction and Sequence Modeling for Large-Scale
+Recommendation" (ByteDance), as reviewed in ../shared/seeds/003 (MPTF, sequence-only cross-attention,
+Gather/Truncate encoder, last-layer lazy K/V cache, gate/up normalisation, ablations).
+
+Forward pass (B candidates, T mix tokens of width W):
+1. Mix tokens: the 13 non-sequence tokens (`NonSequenceTokens`, 64-d) flattened and projected to T x W.
+2. MixFormer layers (per candidate): the mix tokens cross-attend over the user x candidate sequence only,
+   then interact through MPTF. The sequence is a hard search: the `hard_search_len` most recent history
+   events sharing the candidate's category_level_two or author; its keys/values are projected once and
+   read by every MixFormer layer.
+3. Encoder (once per request when `reuse_requests`): SeqFormer over the user-only sequences with
+   Gather / per-layer Truncate (`blocks/helix_encoder.py`). Only the last layer's output is kept and
+   projected once to keys/values (the lazy K/V cache).
+4. Decoder layers (per candidate): the mix tokens cross-attend over the cache (each layer has only its
+   own query and output projections), then MPTF.
+5. Head: RMSNorm, flatten T x W, MLP -> 1 logit.
+
+Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are not public):
+- Non-sequence features are the seed's 13 tokens; they are cut into T mix tokens by one linear map.
+- History events are tokenized by the shared `HistoryEventTokenizer` (5 item + 2 feedback embeddings +
+  rho -> 64-d) and projected to W; RecFlow has one exposure history, from which the user-only sequences
+  are derived: all exposures, effective views, long views (`hist_fb`). Gather quotas are per sequence.
+- The U x C sequence is a hard search over the same history (category_level_two or author match);
+  PAD and UNK ids never match.
+- Gather packs the selected events by recency, so Truncate keeps the most recent ones (the paper does
+  not state the packing order); a learned vector marks each event's sequence.
+- `history_len` keeps the most recent events of longer histories.
+
+Ablation switches (config values):
+- `interaction`: `mptf` | `self_attention` (multi-head self-attention over the mix tokens + a shared
+  SwiGLU, both pre-norm residual; not parameter-matched to MPTF: it has fewer parameters, more FLOPs);
+- `cross_attention_kv`: `sequence` | `mix_and_sequence` (keys/values = [mix tokens; sequence], as OneTrans);
+- `kv_cache`: `last_layer` (one projection of the last encoder layer) | `per_layer` (decoder layer r
+  projects its own K/V from encoder layer ceil((r + 1) * E / R) - 1, so depths need not match);
+- `compression`: `gather_truncate` | `uniform_pool` | `segment_pool`;
+- `gate_up_norm`: `rms` | `softcap` | `none`;
+- `reuse_requests`: run steps 3 (and the history tokenizer) once per unique `request_idx`. Exact when the
+  candidates of a request share their history, as at evaluation; training-time ID masking of history
+  events is drawn per target, so there the reuse path reads the first candidate's masked history.
+
+`ablation` names a one-switch variant (`ABLATIONS`: self_attention, mix_and_sequence_kv, per_layer_cache,
+uniform_pool, segment_pool, softcap, no_gate_up_norm) so that a sweep runs every ablation on one grid axis.
+
+Named sizes `size` = S / M / L / XL scale width, depths, heads and encoder tokens together
+(`SIZES`); any explicit value (`dim`, `num_layers`, ...) overrides the preset.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+import torch.nn as nn
+
+from protocols.schema import FeatureSpec
+from protocols.typed_config import ConfigError
+
+from . import register
+from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
+from .blocks.helix_encoder import Compression, HelixEncoder
+from .blocks.history_select import gather_rows, hard_search, keep_recent
+from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
+from .blocks.mlp import MLP
+from .blocks.mptf import MPTF, GateUpNorm, SwiGLU
+from .blocks.request_reuse import RequestGroups
+from .blocks.token_mixing import MixTokenizer
+
+#: Named sizes: width, decoder / MixFormer / encoder depth, heads, Gather quotas and retained tokens.
+SIZES: dict[str, dict] = {
+    "S": dict(dim=64, num_layers=2, mixformer_layers=1, num_heads=4, gather_quotas=(32, 16, 16), retained_tokens=(64, 32)),
+    "M": dict(dim=96, num_layers=2, mixformer_layers=1, num_heads=4, gather_quotas=(48, 24, 24), retained_tokens=(96, 64, 32)),
+    "L": dict(dim=128, num_layers=3, mixformer_layers=2, num_heads=8, gather_quotas=(64, 32, 32), retained_tokens=(128, 96, 64, 48)),
+    "XL": dict(dim=192, num_layers=4, mixformer_layers=2, num_heads=8, gather_quotas=(64, 32, 32), retained_tokens=(128, 128, 96, 64, 48, 32)),
+}
+
+
+AblationName = Literal[
+    "none", "self_attention", "mix_and_sequence_kv", "per_layer_cache", "uniform_pool", "segment_pool", "softcap",
+    "no_gate_up_norm",
+]
+#: One-switch ablations by name (`ablation` config value), so a sweep can run them as one grid axis.
+ABLATIONS: dict[str, dict[str, str]] = {
+    "none": {},
+    "self_attention": {"interaction": "self_attention"},
+    "mix_and_sequence_kv": {"cross_attention_kv": "mix_and_sequence"},
+    "per_layer_cache": {"kv_cache": "per_layer"},
+    "uniform_pool": {"compression": "uniform_pool"},
+    "segment_pool": {"compression": "segment_pool"},
+    "softcap": {"gate_up_norm": "softcap"},
+    "no_gate_up_norm": {"gate_up_norm": "none"},
+}
+
+
+@dataclass
+class HelixConfig:
+    """HELIX hyper-parameters. `None` fields take the value of the named `size` (see SIZES)."""
+
+    size: Literal["S", "M", "L", "XL"] = "S"
+    dim: int | None = None  # model width W
+    num_layers: int | None = None  # decoder layers
+    mixformer_layers: int | None = None
+    num_heads: int | None = None
+    gather_quotas: tuple[int, ...] | None = None  # per user-only sequence: exposures, effective, long views
+    retained_tokens: tuple[int, ...] | None = None  # encoder tokens per layer; its length is the encoder depth
+    mix_tokens: int = 8
+    embed_dim: int = 64
+    history_len: int = 128
+    hard_search_len: int = 32
+    ffn_mult: int = 2
+    interaction: Literal["mptf", "self_attention"] = "mptf"
+    cross_attention_kv: Literal["sequence", "mix_and_sequence"] = "sequence"
+    kv_cache: Literal["last_layer", "per_layer"] = "last_layer"
+    compression: Compression = "gather_truncate"
+    gate_up_norm: GateUpNorm = "rms"
+    reuse_requests: bool = False
+    ablation: AblationName = "none"  # a named one-switch ablation (ABLATIONS)
+
+    def resolved(self) -> "HelixConfig":
+        """A copy with every `None` filled from the size preset and the named ablation applied, validated."""
+        preset = SIZES[self.size]
+        cfg = replace(self, **{k: v for k, v in preset.items() if getattr(self, k) is None})
+        problems = []
+        defaults = HelixConfig()
+        for key, value in ABLATIONS[self.ablation].items():
+            if getattr(cfg, key) not in (value, getattr(defaults, key)):
+                problems.append(f"ablation={self.ablation} sets {key}={value}, but {key}={getattr(cfg, key)} was given")
+        cfg = replace(cfg, **ABLATIONS[self.ablation])
+        if cfg.dim % cfg.mix_tokens:
+            problems.append(f"dim={cfg.dim} must be divisible by mix_tokens={cfg.mix_tokens} (Mixup)")
+        if cfg.dim % cfg.num_heads:
+            problems.append(f"dim={cfg.dim} must be divisible by num_heads={cfg.num_heads}")
+        if len(cfg.gather_quotas) != 3:
+            problems.append(f"gather_quotas needs 3 entries (exposures, effective views, long views), got {cfg.gather_quotas}")
+        rt = cfg.retained_tokens
+        if not rt or min(rt) < 1 or any(b > a for a, b in zip(rt, rt[1:])):
+            problems.append(f"retained_tokens must be positive and non-increasing, got {rt}")
+        elif cfg.compression != "uniform_pool" and rt[0] > sum(cfg.gather_quotas):
+            problems.append(f"retained_tokens[0]={rt[0]} exceeds sum(gather_quotas)={sum(cfg.gather_quotas)}")
+        if min(cfg.num_layers, cfg.mixformer_layers + cfg.num_layers, cfg.hard_search_len, cfg.history_len) < 1:
+            problems.append("num_layers, hard_search_len and history_len must be >= 1")
+        if problems:
+            raise ConfigError("model: " + "; ".join(problems))
+        return cfg
+
+
+class SelfAttentionInteraction(nn.Module):
+    """Ablation of MPTF: self-attention over the mix tokens then a shared SwiGLU. [B, T, W] -> [B, T, W]."""
+
+    def __init__(self, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm) -> None:
+        super().__init__()
+        self.attn = MultiHeadAttention(width, heads)
+        self.norm = nn.RMSNorm(width)
+        self.ffn = SwiGLU(width, hidden, gate_up_norm)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        every = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        x = x + self.attn(x, x, every)
+        return x + self.ffn(self.norm(x))
+
+
+class ReadThenInteract(nn.Module):
+    """One MixFormer or decoder layer: cross-attention read of a KV, residual, then the interaction."""
+
+    def __init__(self, cfg: HelixConfig) -> None:
+        super().__init__()
+        W, T, hidden = cfg.dim, cfg.mix_tokens, cfg.ffn_mult * cfg.dim
+        self.read = QueryRead(W, cfg.num_heads)
+        self.mix_kv = KVProjection(W, cfg.num_heads) if cfg.cross_attention_kv == "mix_and_sequence" else None
+        if cfg.interaction == "mptf":
+            self.interact: nn.Module = MPTF(T, W, hidden, cfg.gate_up_norm)
+        else:
+            self.interact = SelfAttentionInteraction(W, cfg.num_heads, hidden, cfg.gate_up_norm)
+
+    def forward(self, mix: torch.Tensor, kv: KV) -> torch.Tensor:  # mix [B, T, W]
+        if self.mix_kv is not None:  # keys/values = [mix tokens; sequence]
+            every = torch.ones(mix.shape[:2], dtype=torch.bool, device=mix.device)
+            kv = self.mix_kv(mix, every).concat(kv)
+        mix = mix + self.read(mix, kv)  # [B, T, W]
+        return self.interact(mix)
+
+
+@register("helix", config=HelixConfig)
+class Helix(nn.Module):
+    def __init__(self, spec: FeatureSpec, cfg: HelixConfig) -> None:
+        super().__init__()
+        cfg = cfg.resolved()
+        self.cfg = cfg
+        W, E = cfg.dim, cfg.embed_dim
+        self.embeddings = FieldEmbeddings(spec, E)
+        self.non_sequence = NonSequenceTokens(spec, E, self.embeddings)  # [B, 13, E]
+        self.mix_tokenizer = MixTokenizer(self.non_sequence.num_tokens, E, cfg.mix_tokens, W)
+        self.events = HistoryEventTokenizer(spec, E, self.embeddings)  # [B, L, E]
+        self.event_proj = nn.Linear(E, W)
+        self.encoder = HelixEncoder(
+            width=W,
+            heads=cfg.num_heads,
+            hidden=cfg.ffn_mult * W,
+            quotas=cfg.gather_quotas,
+            retained=cfg.retained_tokens,
+            compression=cfg.compression,
+            gate_up_norm=cfg.gate_up_norm,
+        )
+        n_cache = 1 if cfg.kv_cache == "last_layer" else cfg.num_layers
+        self.cache_kv = nn.ModuleList([KVProjection(W, cfg.num_heads) for _ in range(n_cache)])
+        self.sequence_kv = KVProjection(W, cfg.num_heads)  # U x C sequence, projected once
+        self.mixformer = nn.ModuleList([ReadThenInteract(cfg) for _ in range(cfg.mixformer_layers)])
+        self.decoder = nn.ModuleList([ReadThenInteract(cfg) for _ in range(cfg.num_layers)])
+        self.head_norm = nn.RMSNorm(W)
+        self.head = MLP(cfg.mix_tokens * W, W, 1)
+
+    # -- candidate-independent part -------------------------------------------------------------
+    def user_side(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[KV]]:
+        """Event tokens [B, L, W] and the decoder's K/V caches; reads only history keys of `batch`."""
+        events = self.event_proj(self.events(batch))  # [B, L, W]
+        layers = self.encoder(events, batch)  # [(tokens [B, n_l, W], mask [B, n_l])]
+        if self.cfg.kv_cache == "last_layer":
+            return events, [self.cache_kv[0](*layers[-1])]  # lazy K/V: projected once
+        E, R = len(layers), self.cfg.num_layers
+        return events, [proj(*layers[math.ceil((r + 1) * E / R) - 1]) for r, proj in enumerate(self.cache_kv)]
+
+    def encode(self, batch: dict[str, torch.Tensor]) -> list[KV]:
+        """The K/V cache(s) the decoder reads, one row per candidate (reuse path when configured)."""
+        return self._user_side(keep_recent(batch, self.cfg.history_len))[1]
+
+    def _user_side(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[KV]]:
+        if not self.cfg.reuse_requests:
+            return self.user_side(batch)
+        groups = RequestGroups.of(batch["request_idx"])
+        per_request = {k: groups.select(v) for k, v in batch.items() if k.startswith("hist_")}
+        events, caches = self.user_side(per_request)  # [R, ...]
+        return groups.expand(events), [c.index_rows(groups.inverse) for c in caches]
+
+    # -- per-candidate part ---------------------------------------------------------------------
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        batch = keep_recent(batch, self.cfg.history_len)
+        mix = self.mix_tokenizer(self.non_sequence(batch))  # [B, T, W]
+        events, caches = self._user_side(batch)  # [B, L, W], K/V [B, H, n, dh]
+
+        idx, valid = hard_search(batch, self.cfg.hard_search_len)  # [B, K]
+        sequence = gather_rows(events, idx) * valid[..., None].to(events.dtype)  # [B, K, W]
+        sequence_kv = self.sequence_kv(sequence, valid)
+        for layer in self.mixformer:
+            mix = layer(mix, sequence_kv)
+        for r, layer in enumerate(self.decoder):
+            mix = layer(mix, caches[min(r, len(caches) - 1)])
+        return self.head(self.head_norm(mix).flatten(1)).squeeze(-1)  # [B]
+
+
+def helix_s(**overrides) -> HelixConfig:
+    return HelixConfig(size="S", **overrides)
+
+
+def helix_m(**overrides) -> HelixConfig:
+    return HelixConfig(size="M", **overrides)
+
+
+def helix_l(**overrides) -> HelixConfig:
+    return HelixConfig(size="L", **overrides)
+
+
+def helix_xl(**overrides) -> HelixConfig:
+    return HelixConfig(size="XL", **overrides)

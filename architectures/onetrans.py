@@ -1,1 +1,153 @@
-"""(placeholder, being written)"""
+"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens].
+
+Paper: Zhang et al., "OneTrans: Unified Feature Interaction and Sequence Modeling with One Transformer in
+Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper (seed 003).
+
+Forward pass (B candidates, L history events, 13 non-sequence tokens, width W):
+1. Tokens: history events (`HistoryEventTokenizer` -> W) right-aligned so the most recent event sits next
+   to the non-sequence block, then the 13 non-sequence tokens (-> W): [B, L + 13, W].
+2. `num_layers` pre-norm causal layers. Mixed parameterisation: sequence tokens share one set of Q/K/V/O
+   and FFN weights; each non-sequence token has its own (per-token weights). A token reads itself and
+   earlier positions; PAD keys are masked.
+3. Pyramid query pruning: layer l computes outputs only for its last `seq_queries[l]` sequence tokens
+   (the most recent) plus all non-sequence tokens; its keys/values are every token of its input. The
+   default shrinks linearly from L to 0, so the last layer updates only the non-sequence tokens.
+4. Head: RMSNorm, flatten the 13 non-sequence tokens, MLP -> 1.
+
+Adaptations to RecFlow: the paper's sequence tokens (several behaviour sequences with separators) become
+RecFlow's single exposure history with feedback; the non-sequence tokens are the seed's 13 tokens;
+the FFN is SwiGLU. The paper's cross-request K/V caching is not implemented (every candidate runs the
+whole stack).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from protocols.schema import FeatureSpec
+from protocols.typed_config import ConfigError
+
+from . import register
+from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
+from .blocks.history_select import gather_rows, keep_recent
+from .blocks.masked_attention import attend, merge_heads, split_heads
+from .blocks.mlp import MLP
+from .blocks.token_mixing import PerTokenLinear
+
+
+@dataclass
+class OneTransConfig:
+    dim: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    embed_dim: int = 64
+    history_len: int = 128
+    ffn_mult: int = 2
+    seq_queries: tuple[int, ...] | None = None  # sequence queries per layer (pyramid); None = linear L -> 0
+
+    def __post_init__(self) -> None:
+        if self.dim % self.num_heads:
+            raise ConfigError(f"model.dim={self.dim} must be divisible by model.num_heads={self.num_heads}")
+        if self.seq_queries is not None:
+            s = self.seq_queries
+            if len(s) != self.num_layers or min(s) < 0 or any(b > a for a, b in zip(s, s[1:])):
+                raise ConfigError(f"model.seq_queries must be {self.num_layers} non-increasing counts >= 0, got {s}")
+
+    def pyramid(self) -> tuple[int, ...]:
+        if self.seq_queries is not None:
+            return tuple(min(s, self.history_len) for s in self.seq_queries)
+        n, L = self.num_layers, self.history_len
+        return tuple(round(L * (n - 1 - l) / (n - 1)) for l in range(n)) if n > 1 else (0,)
+
+
+class MixedLinear(nn.Module):
+    """Shared weights for the S sequence tokens, per-token weights for the N non-sequence tokens.
+
+    x [B, S + N, in] -> [B, S + N, out]; the last N positions are the non-sequence tokens. With
+    `shared=False` (a layer whose outputs hold no sequence token) S must be 0.
+    """
+
+    def __init__(self, ns_tokens: int, in_dim: int, out_dim: int, shared: bool = True) -> None:
+        super().__init__()
+        self.ns_tokens = ns_tokens
+        self.shared = nn.Linear(in_dim, out_dim, bias=False) if shared else None
+        self.per_token = PerTokenLinear(ns_tokens, in_dim, out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        S = x.shape[1] - self.ns_tokens
+        ns = self.per_token(x[:, S:])
+        if self.shared is None:
+            assert S == 0, "this layer has no sequence-token weights"
+            return ns
+        return torch.cat([self.shared(x[:, :S]), ns], dim=1)
+
+
+class OneTransLayer(nn.Module):
+    """Causal mixed-parameter layer; keeps the last `n_seq_out` sequence tokens and all NS tokens as queries."""
+
+    def __init__(self, ns_tokens: int, width: int, heads: int, hidden: int, seq_outputs: bool = True) -> None:
+        super().__init__()
+        self.ns_tokens, self.heads = ns_tokens, heads
+        self.norm_attn, self.norm_ffn = nn.RMSNorm(width), nn.RMSNorm(width)
+        self.kv = MixedLinear(ns_tokens, width, 2 * width)
+        self.q = MixedLinear(ns_tokens, width, width, shared=seq_outputs)
+        # a layer that keeps no sequence query needs no sequence weights after the K/V projection
+        self.out = MixedLinear(ns_tokens, width, width, shared=seq_outputs)
+        self.gate_up = MixedLinear(ns_tokens, width, 2 * hidden, shared=seq_outputs)
+        self.down = MixedLinear(ns_tokens, hidden, width, shared=seq_outputs)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, n_seq_out: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [B, S + N, W], valid [B, S + N] -> ([B, n_seq_out + N, W], [B, n_seq_out + N])."""
+        B, S_N, W = x.shape
+        S = S_N - self.ns_tokens
+        keep = torch.arange(S - n_seq_out, S_N, device=x.device)  # query positions
+        normed = self.norm_attn(x)
+        k, v = self.kv(normed).split(W, dim=-1)  # [B, S + N, W] each
+        q = split_heads(self.q(normed[:, keep]), self.heads)  # [B, H, Nq, dh], queries only where kept
+        causal = keep[:, None] >= torch.arange(S_N, device=x.device)[None, :]  # [Nq, S + N]
+        allowed = causal[None, None] & valid[:, None, None, :]  # [B, 1, Nq, S + N]
+        read = merge_heads(attend(q, split_heads(k, self.heads), split_heads(v, self.heads), allowed))  # [B, Nq, W]
+        h = x[:, keep] + self.out(read)
+        g, u = self.gate_up(self.norm_ffn(h)).chunk(2, dim=-1)
+        h = h + self.down(F.silu(g) * u)
+        v_out = valid[:, keep]
+        return h * v_out[..., None].to(h.dtype), v_out
+
+
+@register("onetrans", config=OneTransConfig)
+class OneTrans(nn.Module):
+    def __init__(self, spec: FeatureSpec, cfg: OneTransConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        W, E = cfg.dim, cfg.embed_dim
+        self.embeddings = FieldEmbeddings(spec, E)
+        self.non_sequence = NonSequenceTokens(spec, E, self.embeddings)
+        self.events = HistoryEventTokenizer(spec, E, self.embeddings)
+        self.seq_proj = nn.Linear(E, W)
+        self.ns_proj = PerTokenLinear(self.non_sequence.num_tokens, E, W)
+        N = self.non_sequence.num_tokens
+        self.layers = nn.ModuleList(
+            [OneTransLayer(N, W, cfg.num_heads, cfg.ffn_mult * W, seq_outputs=n > 0) for n in cfg.pyramid()]
+        )
+        self.head_norm = nn.RMSNorm(W)
+        self.head = MLP(N * W, W, 1)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        batch = keep_recent(batch, self.cfg.history_len)
+        mask = batch["hist_mask"]  # [B, L], left-aligned
+        L = mask.shape[1]
+        # right-align: position p holds event p - (L - n), so the most recent event is at L - 1
+        n = mask.sum(1, keepdim=True)  # [B, 1]
+        src = torch.arange(L, device=mask.device)[None, :] - (L - n)  # [B, L]
+        seq_valid = src >= 0
+        seq = gather_rows(self.seq_proj(self.events(batch)), src.clamp(min=0)) * seq_valid[..., None].to(torch.float32)
+        ns = self.ns_proj(self.non_sequence(batch))  # [B, 13, W]
+        x = torch.cat([seq, ns], 1)  # [B, L + 13, W]
+        valid = torch.cat([seq_valid, torch.ones(ns.shape[:2], dtype=torch.bool, device=ns.device)], 1)
+        for layer, n_seq in zip(self.layers, self.cfg.pyramid()):
+            x, valid = layer(x, valid, min(n_seq, x.shape[1] - ns.shape[1]))
+        out = x[:, -ns.shape[1]:]  # [B, 13, W]
+        return self.head(self.head_norm(out).flatten(1)).squeeze(-1)  # [B]

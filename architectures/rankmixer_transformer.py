@@ -1,1 +1,103 @@
-"""(placeholder, being written)"""
+"""RankMixer + Transformer: the two-stage production baseline HELIX is compared against.
+
+Papers: RankMixer (Zhu et al., "RankMixer: Scaling Up Ranking Models in Industrial Recommenders", 2025)
+for the feature-interaction stage; the sequence stage is a plain Transformer over the user history, as
+in the HELIX paper's baseline description (seed 003: "feature interaction in one stage, sequence
+modelling in another").
+
+Forward pass (B candidates, T tokens of width W):
+1. Sequence stage (candidate-independent, once per request when `reuse_requests`): history event tokens
+   (`HistoryEventTokenizer` -> W) go through `seq_layers` pre-norm Transformer layers (softmax attention
+   with PAD keys masked, SwiGLU FFN); outputs at PAD are zeroed.
+2. Two sequence summaries: the masked mean of the encoded history, and a target-attention read in which
+   the candidate's 5 item embeddings (projected to W) query the encoded history (empty history reads 0).
+3. Feature stage: [13 non-sequence tokens; 2 summaries] flattened and cut into T tokens by one linear
+   map, then `num_layers` RankMixer blocks (parameter-free token mixing + per-token FFN, post-norm).
+4. Head: flatten T x W -> W -> 1.
+
+Adaptations to RecFlow: the production model's hundreds of features become the seed's 13 tokens; the
+history is RecFlow's exposure history with feedback (one sequence); the two summary tokens are our
+choice of how the sequence stage hands over to RankMixer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from protocols.schema import ITEM_FIELD_INDEX, FeatureSpec
+from protocols.typed_config import ConfigError
+
+from . import register
+from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
+from .blocks.helix_encoder import EncoderLayer
+from .blocks.history_select import keep_recent
+from .blocks.masked_attention import MultiHeadAttention
+from .blocks.mlp import MLP
+from .blocks.request_reuse import per_request
+from .blocks.token_mixing import RankMixerBlock
+
+
+@dataclass
+class RankMixerTransformerConfig:
+    dim: int = 64  # width W of the RankMixer tokens and of the history Transformer
+    num_layers: int = 2  # RankMixer blocks
+    seq_layers: int = 2  # Transformer layers over the history
+    num_heads: int = 4
+    mix_tokens: int = 8
+    embed_dim: int = 64
+    history_len: int = 128
+    ffn_mult: int = 2
+    reuse_requests: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dim % self.mix_tokens or self.dim % self.num_heads:
+            raise ConfigError(f"model.dim={self.dim} must be divisible by mix_tokens and num_heads")
+
+
+@register("rankmixer_transformer", config=RankMixerTransformerConfig)
+class RankMixerTransformer(nn.Module):
+    def __init__(self, spec: FeatureSpec, cfg: RankMixerTransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        W, E, T = cfg.dim, cfg.embed_dim, cfg.mix_tokens
+        self.embeddings = FieldEmbeddings(spec, E)
+        self.non_sequence = NonSequenceTokens(spec, E, self.embeddings)
+        self.events = HistoryEventTokenizer(spec, E, self.embeddings)
+        self.event_proj = nn.Linear(E, W)
+        self.seq_layers = nn.ModuleList(
+            [EncoderLayer(W, cfg.num_heads, cfg.ffn_mult * W, gate_up_norm="none") for _ in range(cfg.seq_layers)]
+        )
+        self.target_query = nn.Linear(len(ITEM_FIELD_INDEX) * E, W)
+        self.target_read = MultiHeadAttention(W, cfg.num_heads)
+        self.tokenize = nn.Linear(self.non_sequence.num_tokens * E + 2 * W, T * W)
+        self.mixer = nn.ModuleList([RankMixerBlock(T, W, cfg.ffn_mult) for _ in range(cfg.num_layers)])
+        self.head = MLP(T * W, W, 1)
+
+    def encode_history(self, hist_cat, hist_fb, hist_age, hist_mask) -> torch.Tensor:
+        """Candidate-independent sequence stage: [B, L, W], zero at PAD."""
+        h = self.event_proj(self.events(dict(hist_cat=hist_cat, hist_fb=hist_fb, hist_age=hist_age, hist_mask=hist_mask)))
+        for layer in self.seq_layers:
+            h = layer(h, hist_mask, h, hist_mask)
+        return h * hist_mask[..., None].to(h.dtype)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        batch = keep_recent(batch, self.cfg.history_len)
+        mask = batch["hist_mask"]  # [B, L]
+        hist = per_request(
+            self.encode_history,
+            batch["request_idx"],
+            batch["hist_cat"], batch["hist_fb"], batch["hist_age"], mask,
+            enabled=self.cfg.reuse_requests,
+        )  # [B, L, W]
+        count = mask.sum(1, keepdim=True).clamp(min=1).to(hist.dtype)
+        mean = hist.sum(1) / count  # [B, W]
+        item = self.embeddings.item_tokens(batch["cat"][:, list(ITEM_FIELD_INDEX)]).flatten(1)  # [B, 5E]
+        query = self.target_query(item)[:, None]  # [B, 1, W]
+        target = self.target_read(query, hist, mask)[:, 0]  # [B, W]
+        features = torch.cat([self.non_sequence(batch).flatten(1), mean, target], dim=1)  # [B, 13E + 2W]
+        x = self.tokenize(features).view(-1, self.cfg.mix_tokens, self.cfg.dim)  # [B, T, W]
+        for block in self.mixer:
+            x = block(x)
+        return self.head(x.flatten(1)).squeeze(-1)  # [B]

@@ -1,1 +1,59 @@
-"""(placeholder, being written)"""
+"""Wukong: stacked factorization-machine interaction layers over the 13 non-sequence tokens (seed section 6).
+
+Input: 10 categorical field embeddings + 3 numeric-group tokens = 13 x D (blocks/embeddings.py). Each
+layer is a Wukong layer (blocks/wukong.py: full Gram matrix -> LN -> MLP -> 4 FMB tokens, 4 LCB tokens,
+token-axis residual projection when the count changes, LN); the final 8 x D tokens are flattened into the
+head (8 D -> 2 D -> 1). Wukong reads no history: it is the history-free reference of the comparison.
+
+Adaptations (from the seed write-up, not the Wukong paper): the full n x n Gram matrix rather than its upper
+triangle; the token-axis residual projection without bias; widths scale with `dim` (MLP hidden 2 D, head
+hidden 2 D), which at D = 64 gives the seed's 169 -> 128 -> 256 and 512 -> 128 -> 1.
+FLOPs at the seed configuration: 401,536 per target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from architectures import register
+from protocols.schema import FeatureSpec
+
+from .blocks.config_checks import require_positive
+from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
+from .blocks.heads import PredictionHead
+from .blocks.wukong import wukong_stack
+
+
+@dataclass
+class WukongConfig:
+    """Wukong model size. `None` widths default to 2 * dim."""
+
+    dim: int = 64  # embedding and token width D
+    num_layers: int = 2  # Wukong layers
+    fmb_tokens: int = 4  # tokens produced by the FMB of each layer
+    lcb_tokens: int = 4  # tokens produced by the LCB of each layer
+    fmb_hidden: int | None = None  # hidden width of the FMB MLP
+    head_hidden: int | None = None  # hidden width of the prediction head
+
+    def __post_init__(self) -> None:
+        require_positive(self, "dim", "num_layers", "fmb_tokens", "lcb_tokens", "fmb_hidden", "head_hidden")
+
+
+@register("wukong", config=WukongConfig)
+class Wukong(nn.Module):
+    def __init__(self, spec: FeatureSpec, cfg: WukongConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = FieldEmbeddings(spec, cfg.dim)
+        self.tokens = NonSequenceTokens(spec, cfg.dim, self.embeddings)
+        self.layers = wukong_stack(self.tokens.num_tokens, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
+                                   lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
+        self.head = PredictionHead(self.layers[-1].n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        x = self.tokens(batch)  # [B, 13, D]
+        for layer in self.layers:
+            x = layer(x)  # [B, 8, D]
+        return self.head(x)  # [B]

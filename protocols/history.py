@@ -1,1 +1,78 @@
-"""(placeholder, being written)"""
+"""History protocols, registered in `protocols.PROTOCOLS`: `exposure` and `author50`.
+
+A protocol turns target requests into a history index matrix: int32 [R, L] of exposure-log rows
+(PAD_ROW = -1 where empty), valid entries left-aligned in ascending (request_timestamp, request_id,
+event_id) order. The matrix is computed once per unique target request and shared by that
+request's targets; everything downstream (encoding, artifacts, batches) is protocol-agnostic.
+
+- `exposure` (protocols/legal_history.py): the whole exposure log is the history source; an event is
+  legal for target (u, t, r) when u_e = u, r_e != r, t_e < t and a_{r_e} < t, with
+  a_r = t_r + summed playing_time of r + delay. Keep the L most recent legal events (default L=128,
+  delay 60 s).
+- `author50` (protocols/author_history.py): RecFlow's seq_effective_50 arrays of the target request,
+  linked back to exposure rows (default and maximum L=50; no delay parameter).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from . import register
+from .author_history import AUTHOR50_WIDTH, author50_history_rows
+from .availability import UserTimeline
+from .legal_history import PAD_ROW, legal_history_rows
+from .log import ExposureLog
+
+__all__ = ["PAD_ROW", "HistoryIndex", "ExposureProtocol", "Author50Protocol"]
+
+
+@dataclass(frozen=True)
+class HistoryIndex:
+    """History index matrix of the target requests plus protocol diagnostics (go to the manifest)."""
+
+    rows: np.ndarray  # int32 [R, L]
+    diagnostics: dict[str, float] = field(default_factory=dict)
+
+
+@register("exposure")
+@dataclass(frozen=True)
+class ExposureProtocol:
+    """Legal history from the full exposure log with a feedback delay (seconds)."""
+
+    history_len: int = 128
+    delay_s: float = 60.0
+    default_history_len: ClassVar[int] = 128
+    uses_delay: ClassVar[bool] = True
+
+    def build(
+        self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None, progress: bool = False
+    ) -> HistoryIndex:
+        """History of each target request, given one representative log row per request."""
+        timeline = (timeline or UserTimeline.build(log)).with_delay(int(round(self.delay_s * 1000)))
+        rows = legal_history_rows(
+            timeline,
+            log["user_id"][request_rows],
+            log["request_timestamp"][request_rows],
+            self.history_len,
+            progress=progress,
+        )
+        return HistoryIndex(rows)
+
+
+@register("author50")
+@dataclass(frozen=True)
+class Author50Protocol:
+    """RecFlow's recent-50 effective-view arrays, linked to exposure rows."""
+
+    history_len: int = AUTHOR50_WIDTH
+    default_history_len: ClassVar[int] = AUTHOR50_WIDTH
+    uses_delay: ClassVar[bool] = False
+
+    def build(
+        self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None, progress: bool = False
+    ) -> HistoryIndex:
+        timeline = timeline or UserTimeline.build(log)
+        rows, coverage = author50_history_rows(log, timeline, request_rows, self.history_len, progress=progress)
+        return HistoryIndex(rows, {"link_coverage": coverage.as_dict()})  # type: ignore[dict-item]

@@ -1,0 +1,123 @@
+"""Ablation comparisons of one report: seed-level statistics per metric, Holm correction, DeLong per seed.
+
+Holm's correction runs over every comparison stratum of the report, separately for each metric, on the
+paired t p-values; the verdict words come from those adjusted p-values. DeLong's test answers a different
+question (could the AUC gap on this test set be test-sample noise, for one trained model per side) and is
+reported per seed next to the seed-level verdict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from protocols.errors import DataValidationError
+
+from .collect import SweepResults
+from .comparisons import PairedRuns, default_comparisons, pair_runs
+from .config import HIGHER_IS_BETTER
+from .delong import DeLongResult, delong_paired
+from .significance import PairedStats, holm, paired_stats, verdict
+
+
+@dataclass
+class MetricComparison:
+    metric: str
+    stats: PairedStats
+    p_holm: float = float("nan")
+    verdict: str = ""
+
+    @property
+    def favours_a(self) -> bool:
+        return (self.stats.mean > 0) == HIGHER_IS_BETTER[self.metric]
+
+
+@dataclass
+class DeLongSeed:
+    seed: int
+    result: DeLongResult | None
+    note: str = ""
+
+
+@dataclass
+class AblationResult:
+    paired: PairedRuns
+    metrics: dict[str, MetricComparison]
+    delong: list[DeLongSeed] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.paired.label
+
+    def delong_summary(self, alpha: float) -> str:
+        done = [d.result for d in self.delong if d.result is not None]
+        if not done:
+            notes = {d.note for d in self.delong if d.note}
+            return "; ".join(sorted(notes)) or "not run"
+        hits = sum(r.p_value < alpha for r in done)
+        return f"p < {alpha:g} in {hits}/{len(done)} seeds (median p {np.median([r.p_value for r in done]):.3g})"
+
+
+class _PredictionCache:
+    """Predictions keyed by run row, so the baseline's file is read once for all its comparisons."""
+
+    def __init__(self, results: SweepResults):
+        self.results, self.frames = results, {}
+
+    def get(self, row: int) -> pd.DataFrame | None:
+        if row not in self.frames:
+            run_dir = self.results.runs.at[row, "run_dir"] if "run_dir" in self.results.runs.columns else None
+            self.frames[row] = None if run_dir is None or pd.isna(run_dir) else self.results.predictions(run_dir)
+        return self.frames[row]
+
+
+def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, row_a: int, row_b: int) -> DeLongSeed:
+    pa, pb = cache.get(row_a), cache.get(row_b)
+    if pa is None or pb is None:
+        return DeLongSeed(int(seed), None, "no prediction files")
+    joined = pa.merge(pb, on="event_id", suffixes=("_a", "_b"))
+    if joined.empty:
+        return DeLongSeed(int(seed), None, "the two runs share no test events")
+    mismatch = joined["label_a"].to_numpy() != joined["label_b"].to_numpy()
+    if mismatch.any():
+        i = int(np.flatnonzero(mismatch)[0])
+        run_dir = results.runs.at[row_b, "run_dir"]
+        raise DataValidationError(str(results.run_path(run_dir) / f"predictions_{results.config.split}.parquet"),
+                                  "label", "label differs from the paired run's for the same event",
+                                  value=int(joined["event_id"].iloc[i]))
+    labels = joined["label_a"].to_numpy()
+    if labels.min() == labels.max():
+        return DeLongSeed(int(seed), None, "shared test events have one class only")
+    note = "" if len(joined) == len(pa) == len(pb) else f"{len(joined)} shared events of {len(pa)} / {len(pb)}"
+    return DeLongSeed(int(seed), delong_paired(labels, joined["score_a"].to_numpy(), joined["score_b"].to_numpy()), note)
+
+
+def ablation_analysis(results: SweepResults, *, progress: bool = True) -> list[AblationResult]:
+    cfg, runs = results.config, results.runs
+    comparisons = cfg.comparisons or default_comparisons(results)
+    strata = [p for c in comparisons for p in pair_runs(results, c)]
+    metrics = [m for m in cfg.metrics if results.has_metric(m)]
+    cache = _PredictionCache(results)
+    out: list[AblationResult] = []
+    for paired in tqdm(strata, desc="comparisons", disable=not progress, file=None):
+        per_metric = {}
+        for m in metrics:
+            col = results.metric_column(m)
+            a = runs.loc[paired.rows_a, col].to_numpy(dtype=np.float64)
+            b = runs.loc[paired.rows_b, col].to_numpy(dtype=np.float64)
+            keep = np.isfinite(a) & np.isfinite(b)
+            per_metric[m] = MetricComparison(m, paired_stats(a[keep], b[keep], alpha=cfg.alpha, power=cfg.power,
+                                                             n_resamples=cfg.n_resamples, seed=cfg.seed))
+        seeds = []
+        if cfg.delong:
+            seeds = [_delong_for_seed(results, cache, s, ra, rb)
+                     for s, ra, rb in zip(paired.seeds, paired.rows_a, paired.rows_b)]
+        out.append(AblationResult(paired, per_metric, seeds))
+    for m in metrics:
+        adjusted = holm([r.metrics[m].stats.p_t for r in out])
+        for r, p in zip(out, adjusted):
+            r.metrics[m].p_holm = float(p)
+            r.metrics[m].verdict = verdict(p, cfg.alpha)
+    return out

@@ -1,0 +1,147 @@
+"""Read a sweep's result folder: runs.parquet, the optional `analysis:` section of sweep.yaml, and per-run files.
+
+Everything is addressed relative to the sweep folder, so a folder copied from another machine analyses the
+same. Columns are sorted into config columns (what defines a run besides its seed), the seed, and metrics.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import yaml
+
+from protocols.errors import DataValidationError, RecscaleError
+
+from .config import AnalysisConfig, analysis_config
+
+RUNS_FILE = "runs.parquet"
+SWEEP_FILE = "sweep.yaml"
+#: Columns that describe a run's setting (besides every model./train./data. column).
+PLAIN_CONFIG_COLUMNS = ("arch", "protocol", "delay_s", "history_len")
+CONFIG_PREFIXES = ("model.", "train.", "data.")
+PREDICTION_COLUMNS = ("event_id", "label", "score")
+
+
+@dataclass
+class SweepResults:
+    """One sweep folder, loaded. `runs` has one row per finished run."""
+
+    root: Path
+    name: str
+    runs: pd.DataFrame
+    config: AnalysisConfig
+    config_columns: list[str]  # setting columns, seed excluded
+    baseline: str
+
+    def metric_column(self, metric: str) -> str:
+        return f"{self.config.split}_{metric}"
+
+    def has_metric(self, metric: str) -> bool:
+        col = self.metric_column(metric)
+        return col in self.runs.columns and bool(self.runs[col].notna().any())
+
+    def run_path(self, run_dir: str) -> Path:
+        return self.root / str(run_dir)
+
+    def predictions(self, run_dir: str) -> pd.DataFrame | None:
+        """`event_id, label, score` of the run's predictions for the analysed split, or None if absent."""
+        path = self.run_path(run_dir) / f"predictions_{self.config.split}.parquet"
+        if not path.exists():
+            return None
+        table = pq.read_table(path)
+        missing = [c for c in PREDICTION_COLUMNS if c not in table.column_names]
+        if missing:
+            raise DataValidationError(str(path), missing[0], f"column missing (have {table.column_names})")
+        frame = table.select(list(PREDICTION_COLUMNS)).to_pandas()
+        if frame["event_id"].duplicated().any():
+            row = int(np.flatnonzero(frame["event_id"].duplicated().to_numpy())[0])
+            raise DataValidationError(str(path), "event_id", "duplicate event", record=row,
+                                      value=int(frame["event_id"].iloc[row]))
+        return frame
+
+    def metrics_json(self, run_dir: str) -> dict[str, Any] | None:
+        path = self.run_path(run_dir) / "metrics.json"
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise DataValidationError(str(path), "(file)", f"not valid JSON: {e}") from None
+
+
+def _read_runs(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        raise RecscaleError(f"{path}: not found; is {path.parent} a sweep results folder (recscale sweep output)?")
+    try:
+        runs = pq.read_table(path).to_pandas()
+    except Exception as e:  # pyarrow raises several types for damaged files
+        raise DataValidationError(str(path), "(file)", f"cannot be read as parquet: {e}") from None
+    for col in ("arch", "seed"):
+        if col not in runs.columns:
+            raise DataValidationError(str(path), col, "required column missing")
+        bad = runs[col].isna().to_numpy()
+        if bad.any():
+            raise DataValidationError(str(path), col, "missing value", record=int(np.flatnonzero(bad)[0]))
+    if len(runs) == 0:
+        raise DataValidationError(str(path), "(rows)", "no finished runs to analyse")
+    runs["arch"] = runs["arch"].astype(str)
+    return runs.reset_index(drop=True)
+
+
+def _read_analysis_section(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise DataValidationError(str(path), "(file)", f"not valid YAML: {e}") from None
+    if not isinstance(doc, dict):
+        raise DataValidationError(str(path), "(file)", "top level must be a mapping")
+    return doc.get("analysis")
+
+
+def config_columns(runs: pd.DataFrame) -> list[str]:
+    """Setting columns present in `runs` (seed excluded), in a stable order."""
+    cols = [c for c in PLAIN_CONFIG_COLUMNS if c in runs.columns]
+    cols += sorted(c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and c != "train.seed")
+    return cols
+
+
+def default_baseline(runs: pd.DataFrame) -> str:
+    """The architecture with the least mean FLOPs per target (alphabetical first without FLOPs)."""
+    if "flops_per_target" in runs.columns and runs["flops_per_target"].notna().any():
+        return str(runs.groupby("arch")["flops_per_target"].mean().idxmin())
+    return sorted(runs["arch"].unique())[0]
+
+
+def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResults:
+    """Load a sweep folder; `baseline` overrides the `analysis.baseline` of sweep.yaml."""
+    root = Path(root)
+    if not root.is_dir():
+        raise RecscaleError(f"{root}: results folder not found")
+    runs = _read_runs(root / RUNS_FILE)
+    section = _read_analysis_section(root / SWEEP_FILE)
+    try:
+        cfg = analysis_config(section)
+    except RecscaleError as e:
+        raise RecscaleError(f"{root / SWEEP_FILE}: {e}") from None
+    chosen = baseline or cfg.baseline or default_baseline(runs)
+    archs = sorted(runs["arch"].unique())
+    if chosen not in archs:
+        raise RecscaleError(f"baseline {chosen!r} has no runs in {root / RUNS_FILE}; architectures: {', '.join(archs)}")
+    cfg.baseline = chosen
+    if f"{cfg.split}_auc" not in runs.columns:
+        raise DataValidationError(str(root / RUNS_FILE), f"{cfg.split}_auc", "required metric column missing")
+    cols = config_columns(runs)
+    dup = runs.duplicated(subset=cols + ["seed"], keep=False).to_numpy()
+    if dup.any():
+        rows = np.flatnonzero(dup)[:4].tolist()
+        raise DataValidationError(str(root / RUNS_FILE), "seed",
+                                  f"rows {rows} repeat the same setting and seed; keep one run per seed")
+    return SweepResults(root=root, name=root.resolve().name, runs=runs, config=cfg, config_columns=cols,
+                        baseline=chosen)

@@ -1,0 +1,113 @@
+"""Pairing runs for an ablation: which run of A goes with which run of B.
+
+A comparison selects the runs matching selector `a` and those matching `b` (both within `where`). They are
+paired by seed and by every other setting both sides carry (a column only one side fills, such as an
+architecture-specific width, is not a pairing key). Each distinct value of the pairing keys is a stratum,
+reported as its own comparison, so seed deltas never mix different sizes or protocols.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from protocols.typed_config import ConfigError
+
+from .collect import SweepResults
+from .config import ComparisonConfig
+
+
+@dataclass
+class PairedRuns:
+    """Runs of A and B aligned by seed for one comparison stratum (row labels index `SweepResults.runs`)."""
+
+    comparison: str
+    stratum: dict[str, Any]
+    seeds: np.ndarray  # [S]
+    rows_a: np.ndarray  # [S]
+    rows_b: np.ndarray  # [S]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        if not self.stratum:
+            return self.comparison
+        return f"{self.comparison} [{', '.join(f'{k}={v}' for k, v in self.stratum.items())}]"
+
+
+def _matches(column: pd.Series, value: Any) -> np.ndarray:
+    if isinstance(value, list):
+        return np.logical_or.reduce([_matches(column, v) for v in value]) if value else np.zeros(len(column), bool)
+    if isinstance(value, bool) or column.dtype == bool:
+        return (column.astype(object) == value).to_numpy()
+    if isinstance(value, (int, float)) and pd.api.types.is_numeric_dtype(column):
+        return np.isclose(column.to_numpy(dtype=np.float64), float(value), rtol=1e-9, atol=0.0)
+    return (column.astype(str) == str(value)).to_numpy()
+
+
+def select(runs: pd.DataFrame, selector: dict[str, Any]) -> np.ndarray:
+    """Boolean mask of the runs whose columns equal every value of `selector` (a list means any of)."""
+    mask = np.ones(len(runs), dtype=bool)
+    for key, value in selector.items():
+        if key not in runs.columns:
+            raise ConfigError(f"selector column {key!r} is not in runs.parquet; columns: {', '.join(runs.columns)}")
+        mask &= _matches(runs[key], value)
+    return mask
+
+
+def default_comparisons(results: SweepResults) -> list[ComparisonConfig]:
+    """Every architecture against the baseline."""
+    others = [a for a in sorted(results.runs["arch"].unique()) if a != results.baseline]
+    return [ComparisonConfig(name=f"{a} vs {results.baseline}", a={"arch": a}, b={"arch": results.baseline})
+            for a in others]
+
+
+def _filled(frame: pd.DataFrame, column: str) -> bool:
+    return bool(frame[column].notna().any())
+
+
+def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[PairedRuns]:
+    """One `PairedRuns` per stratum; a comparison without matching runs gives one empty entry with a note."""
+    runs = results.runs
+    scope = select(runs, comparison.where)
+    side_a, side_b = runs[scope & select(runs, comparison.a)], runs[scope & select(runs, comparison.b)]
+    empty = np.array([], dtype=np.int64)
+    if side_a.empty or side_b.empty:
+        which = "A" if side_a.empty else "B"
+        return [PairedRuns(comparison.name, {}, empty, empty, empty, [f"no runs match side {which}"])]
+    keys = [c for c in results.config_columns if c not in comparison.a and c not in comparison.b]
+    shared = [c for c in keys if _filled(side_a, c) and _filled(side_b, c)]
+    only_a = [c for c in keys if c not in shared and _filled(side_a, c)]
+    only_b = [c for c in keys if c not in shared and _filled(side_b, c)]
+    left = side_a[["seed", *shared, *only_a]].assign(_row_a=side_a.index.to_numpy())
+    right = side_b[["seed", *shared, *only_b]].assign(_row_b=side_b.index.to_numpy())
+    merged = left.merge(right, on=["seed", *shared], how="inner")
+    if merged.empty:
+        return [PairedRuns(comparison.name, {}, empty, empty, empty,
+                           ["A and B share no seed with the same settings (" + ", ".join(shared or ["seed"]) + ")"])]
+    strata_cols = [*shared, *only_a, *only_b]
+    varying = [c for c in strata_cols if merged[c].nunique(dropna=False) > 1]
+    # also name settings the pairing narrowed down (e.g. A has several widths, only one pairs with B)
+    shown = [c for c in strata_cols if c in varying or side_a[c].nunique(dropna=False) > 1
+             or side_b[c].nunique(dropna=False) > 1]
+    out: list[PairedRuns] = []
+    groups = merged.groupby(varying, dropna=False, sort=True) if varying else [((), merged)]
+    for key, group in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        if group["seed"].duplicated().any():
+            seed = group.loc[group["seed"].duplicated(), "seed"].iloc[0]
+            raise ConfigError(f"comparison {comparison.name!r}: seed {seed} pairs with several runs; "
+                              "add a selector or `where` that makes the pairing unique")
+        group = group.sort_values("seed")
+        stratum = {c: _plain(group[c].iloc[0]) for c in shown}
+        out.append(PairedRuns(comparison.name, stratum, group["seed"].to_numpy(),
+                              group["_row_a"].to_numpy(), group["_row_b"].to_numpy()))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

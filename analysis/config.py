@@ -1,0 +1,102 @@
+"""Typed `analysis:` section of a sweep YAML (optional; every field has a default).
+
+    analysis:
+      baseline: wukong                 # reference architecture (default: the one with the least compute)
+      comparisons:                     # default: every architecture vs the baseline
+        - {name: WHALE vs MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}}
+        - {name: delay 0 s vs 60 s, vary: {delay_s: [0, 60]}, where: {arch: whale}}
+      scaling:
+        reference: {arch: wukong}      # dAUC is measured against this (default: {arch: <baseline>})
+        size_by: [model.dim, model.num_layers]   # columns that make a model size (default: numeric model.*)
+        families: [whale, helix]       # architectures to fit (default: all)
+        helix_reference: true          # draw HELIX's published CTR fit on the scaling plot
+      metrics: [auc, logloss, ne, gauc]
+
+Runs of a comparison are paired by seed and by every other config value both sides carry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from protocols.typed_config import ConfigError, from_dict
+
+Metric = Literal["auc", "logloss", "ne", "gauc"]
+
+#: Metrics where a higher value is better; the others are losses.
+HIGHER_IS_BETTER: dict[str, bool] = {"auc": True, "gauc": True, "logloss": False, "ne": False}
+
+
+@dataclass
+class ComparisonConfig:
+    """One ablation: runs matching `a` against runs matching `b` (delta = A - B).
+
+    `vary: {column: [value_a, value_b]}` is shorthand for a = {column: value_a}, b = {column: value_b};
+    `where` restricts both sides (e.g. to one architecture).
+    """
+
+    name: str = ""
+    a: dict[str, Any] = field(default_factory=dict)
+    b: dict[str, Any] = field(default_factory=dict)
+    vary: dict[str, list] = field(default_factory=dict)
+    where: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.vary:
+            if self.a or self.b:
+                raise ConfigError(f"comparison {self.name!r}: give either a/b or vary, not both")
+            if len(self.vary) != 1:
+                raise ConfigError(f"comparison {self.name!r}: vary names exactly one column, got {list(self.vary)}")
+            ((column, values),) = self.vary.items()
+            if not isinstance(values, list) or len(values) != 2:
+                raise ConfigError(f"comparison {self.name!r}: vary.{column} needs two values [a, b], got {values!r}")
+            self.a, self.b = {column: values[0]}, {column: values[1]}
+        if not self.a or not self.b:
+            raise ConfigError(f"comparison {self.name!r}: needs both a and b selectors (or vary)")
+        if not self.name:
+            self.name = f"{_describe(self.a)} vs {_describe(self.b)}"
+
+
+@dataclass
+class ScalingConfig:
+    """How scaling points, families and the dAUC reference are formed."""
+
+    reference: dict[str, Any] = field(default_factory=dict)
+    size_by: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    helix_reference: bool = True
+
+
+@dataclass
+class AnalysisConfig:
+    baseline: str | None = None
+    comparisons: list[ComparisonConfig] = field(default_factory=list)
+    scaling: ScalingConfig = field(default_factory=ScalingConfig)
+    metrics: list[Metric] = field(default_factory=lambda: ["auc", "logloss", "ne", "gauc"])
+    split: Literal["test", "valid"] = "test"
+    alpha: float = 0.05
+    power: float = 0.8
+    n_resamples: int = 9999
+    seed: int = 0
+    delong: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"analysis.alpha: must be in (0, 1), got {self.alpha}")
+        if not 0.0 < self.power < 1.0:
+            raise ConfigError(f"analysis.power: must be in (0, 1), got {self.power}")
+        if self.n_resamples < 99:
+            raise ConfigError(f"analysis.n_resamples: at least 99, got {self.n_resamples}")
+        if not self.metrics:
+            raise ConfigError("analysis.metrics: name at least one metric")
+
+
+def _describe(selector: dict[str, Any]) -> str:
+    return ", ".join(str(v) if k == "arch" else f"{k}={v}" for k, v in selector.items())
+
+
+def analysis_config(section: dict[str, Any] | None) -> AnalysisConfig:
+    """Validate the `analysis:` mapping of a sweep YAML (None or missing gives the defaults)."""
+    if section is not None and not isinstance(section, dict):
+        raise ConfigError(f"analysis: expected a mapping, got {type(section).__name__}")
+    return from_dict(AnalysisConfig, section or {}, prefix="analysis.")

@@ -1,0 +1,136 @@
+"""HELIX's SeqFormer encoder over the user-only sequences, with Gather / Truncate compression.
+
+Candidate-independent by construction: it reads only history keys of the batch, so its output can be
+computed once per request and shared by every candidate (see `architectures/helix.py`).
+
+Layer l has n_l = `retained[l]` query tokens (non-increasing). Each layer is pre-norm attention of its
+queries over its keys/values, then a SwiGLU FFN, both residual; outputs at invalid query slots are zeroed.
+
+Compression (`compression`):
+- `gather_truncate` (HELIX): layer 1's queries are gathered per sequence: the `quotas[s]` most recent
+  events of user-only sequence s (exposures, effective views, long views), packed into one stream
+  ordered by recency (most recent first; an event in several sequences appears once per sequence, ties
+  kept in sequence order), truncated to n_1. Layer 1's keys/values are *all* valid events, so events not
+  selected are still read once. Layer l > 1 keeps the first n_l tokens of the previous output (Truncate:
+  the most recent ones, because of the packing order) as queries over all previous output tokens.
+- `uniform_pool`: layer 1's queries are n_1 fixed-width windows over the recency-ordered exposures,
+  each the masked mean of its events; layer l > 1 queries are n_l fixed-width window means of the
+  previous output.
+- `segment_pool`: layer 1's queries split each sequence s (recency-ordered, its own valid length) into
+  `quotas[s]` equal segments and take their masked means (same budget as Gather, pooled instead of
+  picked); later layers pool like `uniform_pool`.
+A learned vector per sequence (exposure / effective view / long view) is added to layer 1's queries.
+
+Shapes: events [B, L, W] -> list over layers of (tokens [B, n_l, W], mask [B, n_l]).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn as nn
+
+from .history_select import USER_ONLY_SEQUENCES, gather_rows, most_recent, user_only_masks
+from .masked_attention import MultiHeadAttention
+from .mptf import GateUpNorm, SwiGLU
+
+Compression = Literal["gather_truncate", "uniform_pool", "segment_pool"]
+
+
+def window_pool(x: torch.Tensor, mask: torch.Tensor, n_out: int, lengths: torch.Tensor | None = None):
+    """Masked means over n_out contiguous windows of the N positions of x [B, N, W].
+
+    Windows are fixed (position i -> floor(i * n_out / N)) or, when `lengths` [B] is given, adaptive to
+    each row's valid length (rank r < length -> floor(r * n_out / length)). Returns ([B, n_out, W], [B, n_out]).
+    """
+    B, N, _ = x.shape
+    pos = torch.arange(N, device=x.device)
+    if lengths is None:
+        window = (pos * n_out // N).expand(B, N)  # [B, N]
+    else:
+        window = pos[None, :] * n_out // lengths.clamp(min=1)[:, None]  # [B, N]
+    member = (window[:, None, :] == torch.arange(n_out, device=x.device)[None, :, None]) & mask[:, None, :]
+    member = member.to(x.dtype)  # [B, n_out, N]
+    count = member.sum(-1)  # [B, n_out]
+    pooled = torch.matmul(member, x) / count.clamp(min=1)[..., None]  # [B, n_out, W]
+    return pooled, count > 0
+
+
+class EncoderLayer(nn.Module):
+    """Queries [B, Nq, W] attend over keys/values [B, Nk, W]; then SwiGLU. Invalid query slots -> 0."""
+
+    def __init__(self, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm) -> None:
+        super().__init__()
+        self.attn = MultiHeadAttention(width, heads)
+        self.norm = nn.RMSNorm(width)
+        self.ffn = SwiGLU(width, hidden, gate_up_norm)
+
+    def forward(self, q: torch.Tensor, q_mask: torch.Tensor, kv: torch.Tensor, kv_mask: torch.Tensor) -> torch.Tensor:
+        h = q + self.attn(q, kv, kv_mask)  # [B, Nq, W]
+        h = h + self.ffn(self.norm(h))
+        return h * q_mask[..., None].to(h.dtype)
+
+
+class HelixEncoder(nn.Module):
+    """SeqFormer encoder; `forward(events, batch)` -> [(tokens [B, n_l, W], mask [B, n_l]) per layer]."""
+
+    def __init__(
+        self,
+        *,
+        width: int,
+        heads: int,
+        hidden: int,
+        quotas: tuple[int, ...],
+        retained: tuple[int, ...],
+        compression: Compression = "gather_truncate",
+        gate_up_norm: GateUpNorm = "rms",
+    ) -> None:
+        super().__init__()
+        if len(quotas) != len(USER_ONLY_SEQUENCES):
+            raise ValueError(f"quotas needs one entry per sequence {USER_ONLY_SEQUENCES}, got {quotas}")
+        if compression != "uniform_pool" and retained[0] > sum(quotas):
+            raise ValueError(f"retained[0]={retained[0]} exceeds the gathered stream sum(quotas)={sum(quotas)}")
+        if any(b > a for a, b in zip(retained, retained[1:])) or min(retained) < 1:
+            raise ValueError(f"retained tokens must be positive and non-increasing, got {retained}")
+        self.quotas, self.retained, self.compression = tuple(quotas), tuple(retained), compression
+        self.sequence_type = nn.Parameter(torch.randn(len(USER_ONLY_SEQUENCES), width) * 0.02)
+        self.layers = nn.ModuleList([EncoderLayer(width, heads, hidden, gate_up_norm) for _ in retained])
+
+    def first_queries(self, events: torch.Tensor, batch: dict[str, torch.Tensor]):
+        """Layer 1's query stream: ([B, n_1, W], [B, n_1])."""
+        masks = user_only_masks(batch)  # [B, 3, L]
+        if self.compression == "uniform_pool":
+            idx, valid = most_recent(masks[:, 0], events.shape[1])  # recency order, [B, L]
+            return window_pool(gather_rows(events, idx) + self.sequence_type[0], valid, self.retained[0])
+        tokens, valid, recency = [], [], []
+        for s, k in enumerate(self.quotas):
+            if self.compression == "gather_truncate":
+                idx, ok = most_recent(masks[:, s], k)  # [B, k]
+                tok = gather_rows(events, idx)
+                recency.append(torch.where(ok, idx, torch.full_like(idx, -1)))
+            else:  # segment_pool
+                idx, ok = most_recent(masks[:, s], events.shape[1])  # [B, L]
+                tok, ok = window_pool(gather_rows(events, idx), ok, k, lengths=ok.sum(-1))
+            tokens.append(tok + self.sequence_type[s])
+            valid.append(ok)
+        tokens, valid = torch.cat(tokens, 1), torch.cat(valid, 1)  # [B, sum k, W], [B, sum k]
+        if self.compression == "gather_truncate":  # pack most recent first (stable: ties keep sequence order)
+            order = torch.cat(recency, 1).sort(dim=1, descending=True, stable=True).indices
+            tokens, valid = gather_rows(tokens, order), gather_rows(valid, order)
+        n = self.retained[0]
+        return tokens[:, :n], valid[:, :n]
+
+    def forward(self, events: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        q, q_mask = self.first_queries(events, batch)  # [B, n_1, W]
+        kv, kv_mask = events, batch["hist_mask"]  # layer 1 reads all valid events
+        outputs = []
+        for layer, n in zip(self.layers, self.retained):
+            if outputs:  # layers > 1: compress the previous output into n queries
+                if self.compression == "gather_truncate":
+                    q, q_mask = kv[:, :n], kv_mask[:, :n]  # Truncate: keep the most recent
+                else:
+                    q, q_mask = window_pool(kv, kv_mask, n)
+            out = layer(q, q_mask, kv, kv_mask)  # [B, n, W]
+            outputs.append((out, q_mask))
+            kv, kv_mask = out, q_mask
+        return outputs

@@ -1,0 +1,80 @@
+"""Vectorised selections over the left-aligned history of the batch schema.
+
+History rows hold valid events left-aligned in ascending time (`hist_mask` True), PAD after them.
+Everything here is index arithmetic (topk / gather), no per-row Python.
+
+- `keep_recent(batch, n)`: the batch with only the n most recent events of each row (still left-aligned).
+- `most_recent(mask, k)`: positions of the k most recent True entries, most recent first, plus validity.
+- `user_only_masks(batch)`: HELIX's candidate-independent sequences derived from the history:
+  all exposures, effective views, long views -> [B, 3, L].
+- `hard_search(batch, k)`: HELIX's user x candidate sequence: the k most recent history events that share
+  the candidate's category_level_two or author (PAD and UNK ids never match).
+- `gather_rows(x, idx)`: x [B, L, D], idx [B, K] -> [B, K, D].
+"""
+from __future__ import annotations
+
+import torch
+
+from protocols.schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, UNK
+
+HISTORY_KEYS: tuple[str, ...] = ("hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask")
+#: Names of the user-only sequences of `user_only_masks`, in order.
+USER_ONLY_SEQUENCES: tuple[str, ...] = ("exposures", "effective_views", "long_views")
+_POSITIVE = FEEDBACK_OFFSET + 1  # encoded feedback value 1
+
+
+def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """x [B, L, ...], idx [B, K] -> [B, K, ...]"""
+    rows = torch.arange(x.shape[0], device=x.device)[:, None]
+    return x[rows, idx]
+
+
+def most_recent(mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """mask [..., L] bool -> (positions [..., k] most recent first, valid [..., k]); invalid slots point at 0."""
+    L = mask.shape[-1]
+    position = torch.arange(L, device=mask.device).expand_as(mask)
+    key = torch.where(mask, position, torch.full_like(position, -1))
+    top, idx = key.topk(min(k, L), dim=-1)  # sorted descending = most recent first
+    valid = top >= 0
+    idx = torch.where(valid, idx, torch.zeros_like(idx))
+    if k > L:  # more slots than history: pad with invalid slots
+        pad = list(mask.shape[:-1]) + [k - L]
+        idx = torch.cat([idx, idx.new_zeros(pad)], -1)
+        valid = torch.cat([valid, valid.new_zeros(pad)], -1)
+    return idx, valid
+
+
+def keep_recent(batch: dict[str, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
+    """Keep the n most recent valid events per row (left-aligned, ascending time); no-op if L <= n."""
+    L = batch["hist_mask"].shape[1]
+    if L <= n:
+        return batch
+    count = batch["hist_mask"].sum(1)  # [B]
+    start = (count - n).clamp(min=0)  # [B]
+    idx = start[:, None] + torch.arange(n, device=count.device)  # [B, n]
+    valid = idx < count[:, None]
+    idx = idx.clamp(max=L - 1)
+    out = dict(batch)
+    for key in HISTORY_KEYS:
+        x = gather_rows(batch[key], idx)
+        v = valid.view(valid.shape + (1,) * (x.dim() - 2))
+        out[key] = torch.where(v, x, torch.zeros_like(x))
+    return out
+
+
+def user_only_masks(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[B, 3, L]: all valid exposures, effective views, long views (in USER_ONLY_SEQUENCES order)."""
+    m = batch["hist_mask"]
+    fb = batch["hist_fb"]
+    return torch.stack([m, m & (fb[..., 0] == _POSITIVE), m & (fb[..., 1] == _POSITIVE)], dim=1)
+
+
+def hard_search(batch: dict[str, torch.Tensor], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """User x candidate sequence positions [B, k] (most recent first) and validity [B, k]."""
+    cat, hist = batch["cat"], batch["hist_cat"]
+    matches = []
+    for field in ("category_level_two", "author_id"):
+        cand = cat[:, CAT_FIELDS.index(field)]  # [B]
+        known = (cand > UNK)[:, None]
+        matches.append(known & (hist[..., HIST_CAT_FIELDS.index(field)] == cand[:, None]))
+    return most_recent(batch["hist_mask"] & (matches[0] | matches[1]), k)

@@ -1,0 +1,136 @@
+"""HSTU layer (seed section 7): pointwise-gated aggregation with relative position and time-bucket biases.
+
+For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] and maximum length L_max:
+
+    [U, V, Q, K] = split(SiLU(LN(X) W_uvqk))               # LN without affine, W_uvqk without bias
+    S_ij = SiLU(q_i . k_j + b_pos[j - i] + b_time[bucket_ij]) / L_max * M_ij     # per head, no softmax
+    A_i  = LN(sum_j S_ij v_j)                               # heads concatenated, LN without affine
+    X'   = (X + W_o (A * U) + b_o) * valid                  # PAD positions re-zeroed after every layer
+
+`bucket(dt) = clamp(floor(ln(max(|dt_ms|, 1)) / 0.301), 0, 128)`; each layer owns its position table
+(2 L_max - 1 entries) and time table (num_buckets + 1 entries). The read mask and the bucket matrix depend
+only on timestamps and validity, so they are built once per batch and shared by every layer:
+
+- `history_layout`: the shared history branch of WHALE / Shallow-hybrid. Position i reads j when both are
+  valid and j happened at a strictly earlier request time, or j is i itself (equal request times do not read
+  each other); dt = t_i - t_j.
+- `sequence_layout`: HSTU-only's item/action/candidate sequence: causal over positions, and (GR's convention)
+  the time bucket of query i uses the time of the next valid position, dt = t_{i+1} - t_j.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DEFAULT_NUM_BUCKETS = 128
+DEFAULT_BUCKET_DIVISOR = 0.301
+
+
+def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
+                divisor: float = DEFAULT_BUCKET_DIVISOR) -> torch.Tensor:
+    """clamp(floor(ln(max(|dt_ms|, 1)) / divisor), 0, num_buckets) as int64 (computed in float64)."""
+    x = dt_ms.abs().clamp(min=1).to(torch.float64).log() / divisor
+    return x.floor().clamp(0, num_buckets).to(torch.int64)
+
+
+def history_layout(ts: torch.Tensor, valid: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
+                   divisor: float = DEFAULT_BUCKET_DIVISOR) -> tuple[torch.Tensor, torch.Tensor]:
+    """Read mask [B, N, N] (bool; query i, key j) and time buckets [B, N, N] of the shared history branch."""
+    N = ts.shape[1]
+    earlier = ts.unsqueeze(1) < ts.unsqueeze(2)  # [B, N, N]: t_j < t_i
+    itself = torch.eye(N, dtype=torch.bool, device=ts.device)
+    mask = (earlier | itself) & valid.unsqueeze(2) & valid.unsqueeze(1)
+    buckets = time_bucket(ts.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets, divisor=divisor)
+    return mask, buckets
+
+
+def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tensor | None = None,
+                    num_buckets: int = DEFAULT_NUM_BUCKETS,
+                    divisor: float = DEFAULT_BUCKET_DIVISOR) -> tuple[torch.Tensor, torch.Tensor]:
+    """Read mask and time buckets of a left-aligned token sequence (HSTU-only).
+
+    Position i reads j <= i when both are valid. With `event [B, N]` (the history event each token comes
+    from), i additionally reads j only at a strictly earlier time or within the same event. The query time
+    is that of the next valid position (its own time at the last valid position).
+    """
+    N = ts.shape[1]
+    pos = torch.arange(N, device=ts.device)
+    mask = (pos.unsqueeze(0) <= pos.unsqueeze(1)) & valid.unsqueeze(2) & valid.unsqueeze(1)  # [B, N, N]
+    if event is not None:
+        same_event = event.unsqueeze(2) == event.unsqueeze(1)
+        mask &= (ts.unsqueeze(1) < ts.unsqueeze(2)) | same_event
+    next_valid = torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], dim=1)  # [B, N]
+    ts_next = torch.where(next_valid, torch.roll(ts, -1, dims=1), ts)  # [B, N]
+    buckets = time_bucket(ts_next.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets, divisor=divisor)
+    return mask, buckets
+
+
+class RelativeBias(nn.Module):
+    """b_pos[j - i] + b_time[bucket_ij] for sequences of at most `max_len` positions -> [B, N, N]."""
+
+    def __init__(self, max_len: int, num_buckets: int = DEFAULT_NUM_BUCKETS) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.position = nn.Parameter(torch.empty(2 * max_len - 1).normal_(std=0.02))
+        self.time = nn.Parameter(torch.empty(num_buckets + 1).normal_(std=0.02))
+
+    def forward(self, buckets: torch.Tensor) -> torch.Tensor:
+        N = buckets.shape[-1]
+        if N > self.max_len:
+            raise ValueError(f"sequence of {N} positions exceeds the bias tables' max_len {self.max_len}")
+        pos = torch.arange(N, device=buckets.device)
+        offset = pos.unsqueeze(0) - pos.unsqueeze(1) + (self.max_len - 1)  # [N, N]: j - i, shifted
+        return self.position[offset] + self.time[buckets]  # [B, N, N]
+
+
+class HSTULayer(nn.Module):
+    """One HSTU layer: [B, N, D] -> [B, N, D]."""
+
+    def __init__(self, dim: int, *, num_heads: int, head_dim: int, max_len: int,
+                 num_buckets: int = DEFAULT_NUM_BUCKETS) -> None:
+        super().__init__()
+        self.dim, self.num_heads, self.head_dim, self.max_len = dim, num_heads, head_dim, max_len
+        inner = num_heads * head_dim
+        self.uvqk = nn.Linear(dim, 4 * inner, bias=False)
+        self.out = nn.Linear(inner, dim)
+        self.bias = RelativeBias(max_len, num_buckets)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, read_scale: torch.Tensor,
+                buckets: torch.Tensor) -> torch.Tensor:
+        """x [B, N, D]; valid [B, N]; read_scale [B, N, N] = mask / L_max; buckets [B, N, N]."""
+        B, N, _ = x.shape
+        H, d = self.num_heads, self.head_dim
+        uvqk = F.silu(self.uvqk(F.layer_norm(x, (self.dim,))))  # [B, N, 4 H d]
+        u, v, q, k = uvqk.split(H * d, dim=-1)  # each [B, N, H d]
+        q = q.view(B, N, H, d).transpose(1, 2)  # [B, H, N, d]
+        k = k.view(B, N, H, d).transpose(1, 2)
+        v = v.view(B, N, H, d).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(2, 3))  # [B, H, N, N]
+        scores = F.silu(scores + self.bias(buckets).unsqueeze(1)) * read_scale.unsqueeze(1)
+        attn = torch.matmul(scores, v).transpose(1, 2).reshape(B, N, H * d)  # [B, N, H d]
+        y = x + self.out(F.layer_norm(attn, (H * d,)) * u)  # [B, N, D]
+        return y * valid.unsqueeze(-1).to(y.dtype)
+
+
+class HSTUEncoder(nn.Module):
+    """A stack of HSTU layers sharing one read mask and bucket matrix; `forward` returns every layer's output."""
+
+    def __init__(self, dim: int, num_layers: int, *, num_heads: int, head_dim: int, max_len: int,
+                 num_buckets: int = DEFAULT_NUM_BUCKETS) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.layers = nn.ModuleList(
+            [HSTULayer(dim, num_heads=num_heads, head_dim=head_dim, max_len=max_len, num_buckets=num_buckets)
+             for _ in range(num_layers)]
+        )
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor,
+                buckets: torch.Tensor) -> list[torch.Tensor]:
+        """x [B, N, D] (0 at PAD), valid [B, N], mask [B, N, N] -> outputs of layers 1..num_layers, each [B, N, D]."""
+        read_scale = mask.to(x.dtype) / self.max_len  # [B, N, N]
+        outs = []
+        for layer in self.layers:
+            x = layer(x, valid, read_scale, buckets)
+            outs.append(x)
+        return outs

@@ -1,0 +1,108 @@
+"""Multi-head softmax attention with key masks, written as explicit matmuls.
+
+Used by HELIX (encoder, MixFormer and decoder cross-attention), OneTrans and the RankMixer+Transformer
+baseline. The score and value products are plain `matmul`s so that fvcore counts them.
+
+Masking rule (same as the seed's fusion): keys that are not allowed get zero weight exactly, and a
+query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
+multiplied by the allowed mask.
+
+- `attend(q, k, v, allowed)`: the core read on [B, H, N, dh] tensors.
+- `split_heads` / `merge_heads`: [B, N, H*dh] <-> [B, H, N, dh].
+- `KVProjection`: LayerNorm'd keys/values projected once (the lazy K/V cache of HELIX).
+- `QueryRead`: a query projection plus output projection that reads a precomputed `KV`.
+- `MultiHeadAttention`: the usual self/cross attention (`KVProjection` + `QueryRead`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """[B, N, H*dh] -> [B, H, N, dh]"""
+    B, N, W = x.shape
+    return x.view(B, N, heads, W // heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """[B, H, N, dh] -> [B, N, H*dh]"""
+    B, H, N, dh = x.shape
+    return x.transpose(1, 2).reshape(B, N, H * dh)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Softmax attention; `allowed` broadcasts to [B, H, Nq, Nk] (True = may read). Returns [B, H, Nq, dh]."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B, H, Nq, Nk]
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    weights = F.softmax(scores, dim=-1) * allowed.to(scores.dtype)  # all-masked rows -> 0
+    return torch.matmul(weights, v)  # [B, H, Nq, dh]
+
+
+@dataclass
+class KV:
+    """Projected keys and values with their validity mask."""
+
+    k: torch.Tensor  # [B, H, N, dh]
+    v: torch.Tensor  # [B, H, N, dh]
+    mask: torch.Tensor  # [B, N] bool
+
+    def concat(self, other: "KV") -> "KV":
+        return KV(torch.cat([self.k, other.k], 2), torch.cat([self.v, other.v], 2), torch.cat([self.mask, other.mask], 1))
+
+    def index_rows(self, index: torch.Tensor) -> "KV":
+        """Rows `index` of the batch (used to gather a per-request cache back to its candidates)."""
+        return KV(self.k[index], self.v[index], self.mask[index])
+
+
+class KVProjection(nn.Module):
+    """LayerNorm(x) W_K, LayerNorm(x) W_V split into heads; x [B, N, W] -> KV."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        if width % heads:
+            raise ValueError(f"width {width} is not divisible by heads {heads}")
+        self.heads = heads
+        self.norm = nn.LayerNorm(width)
+        self.k = nn.Linear(width, width, bias=False)
+        self.v = nn.Linear(width, width, bias=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> KV:
+        h = self.norm(x)  # [B, N, W]
+        return KV(split_heads(self.k(h), self.heads), split_heads(self.v(h), self.heads), mask)
+
+
+class QueryRead(nn.Module):
+    """Queries LayerNorm(x) W_Q read a `KV`; the read is projected by W_O. x [B, Nq, W] -> [B, Nq, W]."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(width)
+        self.q = nn.Linear(width, width, bias=False)
+        self.out = nn.Linear(width, width, bias=False)
+
+    def forward(self, x: torch.Tensor, kv: KV, extra_mask: torch.Tensor | None = None) -> torch.Tensor:
+        q = split_heads(self.q(self.norm(x)), self.heads)  # [B, H, Nq, dh]
+        allowed = kv.mask[:, None, None, :]  # [B, 1, 1, Nk]
+        if extra_mask is not None:  # e.g. causal [Nq, Nk] or [B, 1, Nq, Nk]
+            allowed = allowed & extra_mask
+        return self.out(merge_heads(attend(q, kv.k, kv.v, allowed)))  # [B, Nq, W]
+
+
+class MultiHeadAttention(nn.Module):
+    """Pre-norm multi-head attention of queries x_q [B, Nq, W] over x_kv [B, Nk, W] (key mask [B, Nk])."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.kv = KVProjection(width, heads)
+        self.read = QueryRead(width, heads)
+
+    def forward(
+        self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: torch.Tensor, extra_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.read(x_q, self.kv(x_kv, kv_mask), extra_mask)

@@ -1,0 +1,79 @@
+"""RankMixer-style token mixing: the parameter-free Mixup, per-token linear maps and the RankMixer block.
+
+RankMixer (Zhu et al., 2025) cuts heterogeneous features into T tokens, then alternates a parameter-free
+token mixing with a feed-forward network that has its own parameters per token. HELIX's MPTF
+(`blocks/mptf.py`) reuses `mixup` and `PerTokenLinear` from here.
+
+- `mixup(x)`: split every token's W channels into T slices of W/T; output token t is the concatenation
+  of slice t of all T input tokens (a transpose of [T, T, W/T]; applying it twice is the identity).
+- `PerTokenLinear`: T independent linear maps [B, T, in] -> [B, T, out] as one batched matmul.
+- `PerTokenFFN`: per-token in -> hidden -> in with GELU (RankMixer's PFFN).
+- `MixTokenizer`: the N input feature tokens (flattened) -> T tokens of width W by one linear map.
+- `RankMixerBlock`: S = LN(Mixup(X) + X); out = LN(PFFN(S) + S) (post-norm, as in the RankMixer paper).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def mixup(x: torch.Tensor) -> torch.Tensor:
+    """[B, T, W] -> [B, T, W]; output token t = [slice t of token 0 | slice t of token 1 | ...]."""
+    B, T, W = x.shape
+    if W % T:
+        raise ValueError(f"Mixup needs width {W} divisible by the token count {T}")
+    return x.view(B, T, T, W // T).transpose(1, 2).reshape(B, T, W)
+
+
+class PerTokenLinear(nn.Module):
+    """T independent weight matrices; x [B, T, in] -> [B, T, out] (no bias)."""
+
+    def __init__(self, tokens: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(tokens, in_dim, out_dim))
+        bound = 1.0 / math.sqrt(in_dim)  # nn.Linear's default range
+        nn.init.uniform_(self.weight, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(x.transpose(0, 1), self.weight).transpose(0, 1)  # [T, B, in] @ [T, in, out]
+
+
+class PerTokenFFN(nn.Module):
+    """Per-token two-layer GELU network: [B, T, W] -> [B, T, W]."""
+
+    def __init__(self, tokens: int, width: int, hidden: int) -> None:
+        super().__init__()
+        self.up = PerTokenLinear(tokens, width, hidden)
+        self.down = PerTokenLinear(tokens, hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class MixTokenizer(nn.Module):
+    """[B, N, D] feature tokens -> [B, T, W] mix tokens (flatten, one linear map, reshape)."""
+
+    def __init__(self, in_tokens: int, in_dim: int, tokens: int, width: int) -> None:
+        super().__init__()
+        self.tokens, self.width = tokens, width
+        self.proj = nn.Linear(in_tokens * in_dim, tokens * width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x.flatten(1)).view(x.shape[0], self.tokens, self.width)
+
+
+class RankMixerBlock(nn.Module):
+    """One RankMixer layer: token mixing then per-token FFN, each with a residual and LayerNorm."""
+
+    def __init__(self, tokens: int, width: int, ffn_mult: int = 2) -> None:
+        super().__init__()
+        self.norm_mix = nn.LayerNorm(width)
+        self.ffn = PerTokenFFN(tokens, width, ffn_mult * width)
+        self.norm_ffn = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, W]
+        s = self.norm_mix(mixup(x) + x)
+        return self.norm_ffn(self.ffn(s) + s)

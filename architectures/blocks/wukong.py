@@ -1,0 +1,60 @@
+"""One Wukong interaction layer: Factorization Machine Block + Linear Compression Block (seed section 6.2).
+
+For n input tokens X [B, n, D]:
+
+    G = X X^T                                   # [B, n, n], the full Gram matrix (all n^2 entries)
+    F = reshape(MLP(LN(vec G)))                 # FMB: n^2 -> hidden -> k_f * D, then k_f tokens
+    C = W_L X,   W_L in R^{k_c x n}, no bias    # LCB: k_c learned mixtures over the token axis
+    X_next = LN([F; C] + R(X))                  # R = W_R X (no bias) when n != k_f + k_c, else X
+
+LN(vec G) is one affine LayerNorm over the n^2-vector; the last LN is over each token's D features.
+Every matrix product is a linear / matmul, so the FLOP counters see all of them; the products over the
+token axis are written as linear maps on X^T so that fvcore's shape rules count them exactly.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .mlp import MLP
+
+
+class WukongLayer(nn.Module):
+    """[B, n_in, D] -> [B, fmb_tokens + lcb_tokens, D]."""
+
+    def __init__(self, n_in: int, dim: int, *, fmb_tokens: int = 4, lcb_tokens: int = 4, hidden: int | None = None):
+        super().__init__()
+        self.n_in, self.dim = n_in, dim
+        self.fmb_tokens, self.lcb_tokens = fmb_tokens, lcb_tokens
+        self.n_out = fmb_tokens + lcb_tokens
+        self.gram_norm = nn.LayerNorm(n_in * n_in)
+        self.fmb = MLP(n_in * n_in, hidden or 2 * dim, fmb_tokens * dim)
+        self.lcb = nn.Parameter(torch.empty(lcb_tokens, n_in))  # W_L
+        nn.init.kaiming_uniform_(self.lcb, a=5**0.5)
+        if self.n_out != n_in:
+            self.residual = nn.Parameter(torch.empty(self.n_out, n_in))  # W_R over the token axis
+            nn.init.kaiming_uniform_(self.residual, a=5**0.5)
+        else:
+            self.register_parameter("residual", None)
+        self.out_norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B = x.shape[0]
+        gram = torch.matmul(x, x.transpose(1, 2))  # [B, n, n]
+        fmb = self.fmb(self.gram_norm(gram.reshape(B, -1))).view(B, self.fmb_tokens, self.dim)  # [B, k_f, D]
+        xt = x.transpose(1, 2)  # [B, D, n]
+        lcb = F.linear(xt, self.lcb).transpose(1, 2)  # [B, k_c, D]
+        res = x if self.residual is None else F.linear(xt, self.residual).transpose(1, 2)  # [B, n_out, D]
+        return self.out_norm(torch.cat([fmb, lcb], dim=1) + res)  # [B, n_out, D]
+
+
+def wukong_stack(n_in: int, dim: int, num_layers: int, *, fmb_tokens: int = 4, lcb_tokens: int = 4,
+                 hidden: int | None = None) -> nn.ModuleList:
+    """`num_layers` Wukong layers; the first maps n_in tokens to fmb_tokens + lcb_tokens, the rest keep that count."""
+    layers = []
+    n = n_in
+    for _ in range(num_layers):
+        layers.append(WukongLayer(n, dim, fmb_tokens=fmb_tokens, lcb_tokens=lcb_tokens, hidden=hidden))
+        n = fmb_tokens + lcb_tokens
+    return nn.ModuleList(layers)

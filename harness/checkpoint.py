@@ -1,0 +1,139 @@
+"""Resumable training checkpoints: model, optimisers, position inside the epoch and every RNG state.
+
+A checkpoint also stores the run config and the prepared dataset's fingerprint. `load_checkpoint`
+refuses to resume when either differs (only keys in `config.RESUME_SAFE_KEYS` may change), naming
+what changed. Writes are atomic (temporary file, then rename), so a process killed while saving
+leaves the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from protocols.errors import RecscaleError
+
+from .config import RESUME_SAFE_KEYS
+
+FORMAT_VERSION = 1
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+class ResumeRefused(RecscaleError):
+    """The checkpoint was written by a different config or for different data."""
+
+
+@dataclass
+class Position:
+    """Where training stands: the next batch to run is `batch` of `epoch`.
+
+    `epochs_without_improvement` and `best_metric` carry early-stopping state across a resume.
+    """
+
+    epoch: int = 0
+    batch: int = 0
+    targets_seen: int = 0
+    loss_sum: float = 0.0
+    epoch_loss_sum: float = 0.0
+    train_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    best_metric: float | None = None
+    epochs_without_improvement: int = 0
+    finished: bool = False
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def add_loss(self, value: float) -> None:
+        self.loss_sum += value
+        self.epoch_loss_sum += value
+
+
+def rng_states() -> dict[str, Any]:
+    """Every random state a run may consume: Python, numpy, torch CPU and each CUDA device."""
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Human-readable `key: saved -> current` lines for every result-relevant difference."""
+    a, b = _flatten(saved), _flatten(current)
+    keys = sorted((set(a) | set(b)) - set(RESUME_SAFE_KEYS))
+    return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def save_checkpoint(
+    path: Path,
+    *,
+    config: dict[str, Any],
+    data_fingerprint: str,
+    model: torch.nn.Module,
+    optimizers: list[torch.optim.Optimizer],
+    position: Position,
+    best_model_state: dict[str, torch.Tensor] | None = None,
+) -> None:
+    """Atomically write a resumable checkpoint to `path`."""
+    payload = {
+        "format_version": FORMAT_VERSION,
+        "config": config,
+        "data_fingerprint": data_fingerprint,
+        "model": model.state_dict(),
+        "optimizers": [opt.state_dict() for opt in optimizers],
+        "position": position.__dict__,
+        "rng": rng_states(),
+        "best_model": best_model_state,
+    }
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, *, config: dict[str, Any], data_fingerprint: str) -> dict[str, Any]:
+    """Read a checkpoint, refusing it when the config or the data differ from the current run."""
+    if not path.exists():
+        raise ResumeRefused(f"{path}: no checkpoint to resume from")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # truncated or foreign file
+        raise ResumeRefused(f"{path}: unreadable checkpoint ({e})") from None
+    if payload.get("format_version") != FORMAT_VERSION:
+        raise ResumeRefused(f"{path}: checkpoint format {payload.get('format_version')} != {FORMAT_VERSION}")
+    if payload["data_fingerprint"] != data_fingerprint:
+        raise ResumeRefused(
+            f"{path}: refusing to resume: the checkpoint was trained on data {payload['data_fingerprint']}, "
+            f"this run uses {data_fingerprint}"
+        )
+    diffs = config_differences(payload["config"], config)
+    if diffs:
+        raise ResumeRefused(
+            f"{path}: refusing to resume: the config differs from the checkpoint's:\n  " + "\n  ".join(diffs)
+        )
+    payload["position"] = Position(**payload["position"])
+    return payload

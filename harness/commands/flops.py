@@ -1,0 +1,72 @@
+"""Forward matrix FLOPs per target by module, and parameter counts (embedding / non-embedding).
+
+FLOPs count linear, matmul, bmm, einsum and attention products at 2 per multiply-add (no lookups, norms or
+element-wise ops), measured with fvcore on a random batch whose histories are full (every target reads
+history_len events, one candidate per request). Embedding parameters depend on the vocabularies: pass
+--data ARTIFACT to size them from a prepared dataset; without it a small test vocabulary is used.
+
+examples:
+  recscale flops --arch whale
+  recscale flops --arch whale_meanpool --set dim=32 --set history_len=64 --json
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+import architectures
+from architectures.flops import count_flops, count_params
+from protocols.errors import RecscaleError
+from protocols.schema import default_test_spec, random_batch
+from protocols.typed_config import parse_set_options, to_dict
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", required=True, help="registered architecture (see `recscale list`)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a model config field, e.g. --set dim=32 (repeatable)")
+    parser.add_argument("--data", metavar="ARTIFACT", help="prepared dataset whose vocabularies size the embeddings")
+    parser.add_argument("--batch-size", type=int, default=2, help="targets in the traced batch (default 2)")
+    parser.add_argument("--depth", type=int, default=2, help="module nesting depth shown in the table (default 2)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.arch not in architectures.names():
+        raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
+    cfg = architectures.make_config(args.arch, parse_set_options(args.set))
+    history_len = getattr(cfg, "history_len", 128)
+    if args.data:
+        from protocols.artifact import PreparedDataset
+
+        spec = dataclasses.replace(PreparedDataset.open(args.data).spec, history_len=history_len)
+    else:
+        spec = default_test_spec(history_len=history_len)
+    model = architectures.build(args.arch, spec, cfg)
+    batch = random_batch(spec, max(1, args.batch_size), min_len=history_len)
+    report = count_flops(model, batch)
+    params = count_params(model)
+    if args.json:
+        print(json.dumps({
+            "arch": args.arch,
+            "config": to_dict(cfg),
+            "flops_per_target": report.per_target,
+            "params_embedding": params["embedding"],
+            "params_non_embedding": params["non_embedding"],
+            "flops_by_module": report.by_module,
+            "flops_by_operator": report.by_operator,
+            "vocabulary": "artifact" if args.data else "test",
+        }, indent=2))
+        return 0
+    total = report.per_target or 1.0
+    print(f"{args.arch}: {report.per_target:,.0f} FLOPs per target ({report.per_target / 1e6:.6f} MFLOPs)")
+    print(f"{'module':<40} {'FLOPs/target':>16} {'share':>7}")
+    for name, flops in report.by_module.items():
+        depth = 0 if name == "" else name.count(".") + 1
+        if depth == 0 or depth > args.depth or flops == 0:
+            continue
+        print(f"{'  ' * (depth - 1) + name:<40} {flops:>16,.0f} {flops / total:>7.1%}")
+    vocab = "from the artifact" if args.data else "of the small test vocabulary; pass --data for real ones"
+    print(f"parameters: non-embedding {params['non_embedding']:,}, embedding {params['embedding']:,} ({vocab})")
+    return 0

@@ -1,0 +1,54 @@
+"""Recompute a run's metrics from its saved predictions and compare them with metrics.json.
+
+  recscale metrics RUN_DIR --recompute
+
+Every valid/test metric (AUC, LogLoss, NE, GAUC, oracle metrics, grouped metrics) is recomputed
+from predictions_{valid,test}.parquet joined with the prepared dataset named in config.yaml. Exit
+status 1 (and a list of differences on stderr) when any value differs; 0 when all agree.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="a run folder written by `recscale train`")
+    parser.add_argument("--recompute", action="store_true", help="recompute every metric from the prediction files")
+    parser.add_argument("--data", help="prepared dataset folder, when it moved since training (default: config.yaml's)")
+    parser.add_argument("--tol", type=float, default=0.0, help="allowed absolute difference (default 0: exact)")
+    parser.add_argument("--json", action="store_true", help="print the recomputed metrics as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.recompute import compare, recompute_metrics
+    from harness import run_folder as RF
+
+    run_dir = Path(args.run_dir)
+    saved = RF.read_metrics(run_dir)
+    if not args.recompute:
+        print(json.dumps(saved, indent=2) if args.json else "\n".join(
+            f"{k}: {v}" for k, v in saved.items() if not isinstance(v, (dict, list))))
+        return 0
+    fresh = recompute_metrics(run_dir, data=args.data)
+    diffs = compare(saved, fresh, tol=args.tol)
+    if args.json:
+        print(json.dumps(fresh, indent=2))
+    if diffs:
+        print(f"recscale metrics: {len(diffs)} value(s) differ from {run_dir / RF.METRICS_NAME}:", file=sys.stderr)
+        for line in diffs:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    n = sum(1 for _ in fresh_leaves(fresh))
+    print(f"{run_dir}: all {n} recomputed metrics equal metrics.json", file=sys.stderr)
+    return 0
+
+
+def fresh_leaves(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from fresh_leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v

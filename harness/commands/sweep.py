@@ -1,0 +1,80 @@
+"""Launch a sweep YAML through Ray Tune (locally, or on an existing cluster with --address).
+
+Every distinct dataset is prepared once before any trial; trials train into
+RESULTS/<sweep name>/runs/<trial>/ and finished ones are collected into RESULTS/<sweep name>/runs.parquet.
+Interrupt with Ctrl-C and continue later with --resume: finished trials are not rerun.
+
+examples:
+  recscale sweep sweeps/demo.yaml --dry-run        # trial table and estimated compute, runs nothing
+  recscale sweep sweeps/demo.yaml                  # run it here
+  recscale sweep sweeps/demo.yaml --resume         # continue an interrupted sweep
+  recscale sweep sweeps/demo.yaml --address 10.0.0.1:6379   # join a cluster started with `ray start --head`
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="sweep YAML file (see sweeps/ and docs/sweeps.md)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the sweep in RESULTS/<name>/ (Tuner.restore); finished trials are kept")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="join an existing Ray cluster (host:port, or 'auto') instead of starting one here")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate, print datasets, trials and the estimated compute, and exit")
+    parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                        help="results root; the sweep writes DIR/<name>/ (default: results)")
+    parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
+                        help="CPUs the local Ray may use (default: all); ignored with --address")
+    parser.add_argument("--json", action="store_true", help="print the outcome (or the plan) as one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.sweep.schema import load_sweep
+
+    sweep = load_sweep(args.file)
+    if args.dry_run:
+        return _dry_run(sweep, args)
+
+    from harness.sweep.launcher import run_sweep
+
+    outcome = run_sweep(sweep, results_root=args.results, resume=args.resume, address=args.address,
+                        num_cpus=args.num_cpus)
+    if args.json:
+        print(json.dumps({"sweep_dir": str(outcome.sweep_dir), "planned": outcome.planned,
+                          "finished": outcome.finished, "failed": outcome.failed,
+                          "interrupted": outcome.interrupted, "summary": outcome.summary}, indent=1))
+    else:
+        s = outcome.summary
+        print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / 'runs.parquet'} "
+              f"(total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s, "
+              f"overhead per trial {s.get('overhead_in_trial_s', float('nan')):.1f} s)")
+    if outcome.failed:
+        print(f"recscale sweep: {len(outcome.failed)} trial(s) failed: " + "; ".join(outcome.failed)
+              + "\nrerun with --resume to retry them", file=sys.stderr)
+        return 1
+    if outcome.interrupted:
+        print("recscale sweep: interrupted; continue with --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _dry_run(sweep, args: argparse.Namespace) -> int:
+    from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
+
+    plan = plan_sweep(sweep)
+    costs = estimate_costs(plan.trials)
+    if args.json:
+        print(json.dumps({
+            "sweep": sweep.name,
+            "datasets": [{"dataset_id": d.dataset_id, **d.prepare} for d in plan.datasets],
+            "trials": [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target,
+                        "total_flops": costs[t.trial_id].total} for t in plan.trials],
+        }, indent=1, default=str))
+    else:
+        print(format_plan(plan, costs, args.results / sweep.name))
+    return 0

@@ -1,0 +1,69 @@
+"""Train and evaluate one run, writing its run folder.
+
+Examples:
+  recscale train --arch whale --data artifacts/<fingerprint>
+  recscale train --arch wukong --data ART --set model.dim=32 --set train.epochs=2 --out results/runs/w32
+  recscale train --config run.yaml --out RUN_DIR --resume
+
+The run folder receives config.yaml, metrics.json, predictions_{valid,test}.parquet and checkpoint.pt.
+For speed the command re-executes itself once with glibc malloc settings (see harness/perf.py);
+set RECSCALE_MALLOC_REEXEC=1 to disable that.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", help="registered architecture (see `recscale list`)")
+    parser.add_argument("--data", help="prepared dataset folder written by `recscale prepare`")
+    parser.add_argument("--config", help="optional run config YAML (arch, data, model, train, seed)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config key, e.g. model.dim=32, train.lr=3e-4, seed=1 (repeatable)",
+    )
+    parser.add_argument("--seed", type=int, help="run seed (initialisation, data order, ID masking)")
+    parser.add_argument("--out", help="run folder (default: results/runs/<arch>-seed<seed>-<time>)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar or summary line")
+    parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object on stdout")
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The command line that reproduces `args` (used to re-execute with the malloc settings)."""
+    out = ["train"]
+    for flag in ("arch", "data", "config", "seed", "out"):
+        value = getattr(args, flag)
+        if value is not None:
+            out += [f"--{flag}", str(value)]
+    for item in args.set:
+        out += ["--set", item]
+    out += [f for f, on in (("--resume", args.resume), ("--no-progress", args.no_progress), ("--json", args.json)) if on]
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from protocols.typed_config import ConfigError, parse_set_options
+
+    from harness import perf
+
+    if args.config is None and (args.arch is None or args.data is None):
+        raise ConfigError("give --arch and --data (or a --config file that names them)")
+    if args.resume and args.out is None:
+        raise ConfigError("--resume needs --out RUN_DIR")
+    perf.reexec_with_malloc_env(_argv(args))
+
+    from harness.config import load_run_config
+    from harness.train import train_run
+
+    cfg = load_run_config(args.config, parse_set_options(args.set), arch=args.arch, data=args.data, seed=args.seed)
+    out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(metrics))
+    else:
+        print(out)
+    return 0

@@ -1,0 +1,139 @@
+"""Run configuration: `TrainConfig` (optimiser, schedule, execution options) and `RunConfig`
+(architecture + model overrides + prepared dataset + training + seed).
+
+Defaults follow the seed's training rules (section 10): AdamW, lr 1e-3, weight decay 1e-5 on every
+parameter including the embedding tables, gradient-norm clip 1.0, batch 256, one epoch, ID masking
+with p = 0.05, no early stopping. Configs are loaded from YAML and `--set key=value` overrides through
+`protocols.typed_config`, so unknown keys and wrong types are refused with the key named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+from protocols.typed_config import ConfigError, apply_overrides, from_dict, to_dict
+
+
+@dataclass
+class TrainConfig:
+    """How one model is trained and evaluated.
+
+    Attributes:
+        lr: AdamW learning rate.
+        weight_decay: AdamW decoupled weight decay.
+        decay_embeddings: apply weight decay to embedding tables too (the seed does; with lr 1e-3 and
+            1e-5 the shrink over one epoch is ~1e-4, so this mainly matters for long runs).
+        grad_clip: max global gradient norm (0 disables clipping).
+        batch_size: training targets per step; the last, partial batch is kept.
+        eval_batch_size: targets per forward pass during evaluation (results do not depend on it
+            beyond float rounding).
+        epochs: full passes over the training targets.
+        id_mask_prob: probability of replacing a known user/device/video/author id by UNK in training.
+        early_stopping_patience: stop after this many epochs without a better validation metric and
+            keep the best epoch's weights; 0 = off (the seed's rule: a fixed number of epochs).
+        early_stopping_metric: validation metric watched by early stopping.
+        device: "auto" = cuda when available, else cpu.
+        bf16: autocast matmuls to bfloat16 (cuda, or CPUs with bf16 support); metrics stay fp32.
+        compile: wrap the model in torch.compile.
+        sparse_embeddings: sparse embedding gradients, updated by SparseAdam (lazy moments, no decay
+            on embeddings); dense parameters keep AdamW.
+        num_threads: torch intra-op threads; 0 = leave torch's default.
+        checkpoint_every_batches: also write a resumable checkpoint every N training batches (0 = off).
+        checkpoint_every_s: write a resumable checkpoint when this many seconds passed since the last.
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 1e-5
+    decay_embeddings: bool = True
+    grad_clip: float = 1.0
+    batch_size: int = 256
+    eval_batch_size: int = 1024
+    epochs: int = 1
+    id_mask_prob: float = 0.05
+    early_stopping_patience: int = 0
+    early_stopping_metric: Literal["valid_auc", "valid_logloss"] = "valid_auc"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    bf16: bool = False
+    compile: bool = False
+    sparse_embeddings: bool = False
+    num_threads: int = 0
+    checkpoint_every_batches: int = 0
+    checkpoint_every_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        positive = {"lr": self.lr, "batch_size": self.batch_size, "eval_batch_size": self.eval_batch_size,
+                    "epochs": self.epochs}
+        for key, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"train.{key} must be > 0, got {value!r}")
+        non_negative = {"weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
+                        "early_stopping_patience": self.early_stopping_patience, "num_threads": self.num_threads,
+                        "checkpoint_every_batches": self.checkpoint_every_batches,
+                        "checkpoint_every_s": self.checkpoint_every_s}
+        for key, value in non_negative.items():
+            if value < 0:
+                raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
+        if not 0.0 <= self.id_mask_prob < 1.0:
+            raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
+
+
+#: TrainConfig keys that change when or how often state is saved, never the result; a resumed run
+#: may change them.
+RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s", "data")
+
+
+@dataclass
+class RunConfig:
+    """One run: architecture, its config overrides, a prepared dataset artifact, training, seed.
+
+    `seed` drives model initialisation, training order and ID masking (same config + seed + data ->
+    identical metrics on CPU).
+    """
+
+    arch: str
+    data: str
+    model: dict[str, Any] = field(default_factory=dict)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        import architectures
+
+        if self.arch not in architectures.names():
+            raise ConfigError(f"arch: unknown architecture {self.arch!r}; valid: {', '.join(architectures.names())}")
+        architectures.make_config(self.arch, self.model)  # validates model.* keys and types
+
+    def model_config(self) -> Any:
+        """The architecture's validated config dataclass."""
+        import architectures
+
+        return architectures.make_config(self.arch, self.model)
+
+
+def load_run_config(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> RunConfig:
+    """RunConfig from an optional YAML file, then explicit `fields` (arch=, data=), then `--set` overrides."""
+    base: dict[str, Any] = {}
+    if path is not None:
+        try:
+            base = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{path}: cannot read run config: {e}") from None
+        if not isinstance(base, dict):
+            raise ConfigError(f"{path}: a run config must be a mapping")
+    base.update({k: v for k, v in fields.items() if v is not None})
+    cfg = from_dict(RunConfig, base)
+    return apply_overrides(cfg, overrides or {}) if overrides else cfg
+
+
+def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
+    """Plain dict of a RunConfig with the model section fully resolved (defaults included)."""
+    out = to_dict(cfg)
+    out["model"] = to_dict(cfg.model_config())
+    return out

@@ -1,0 +1,102 @@
+"""Full-set evaluation: predict every target of a split, then compute metrics on the whole set.
+
+Predictions are probabilities computed in float64 from the model's logits, so they are not
+saturated at 0/1 for large logits; the same arrays are written to `predictions_<split>.parquet`
+and used for metrics.json, so `recscale metrics --recompute` can reproduce every number exactly.
+Metrics are joined to the prepared dataset's targets table (user, seen/unseen flags, duration and,
+on synthetic logs, the true probability) row by row; a mismatch of event ids or labels is an error.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+import torch
+
+from protocols.errors import RecscaleError
+
+from . import metrics as M
+
+#: Target columns needed for grouped metrics and GAUC (plus `true_p` when present).
+EVAL_COLUMNS: tuple[str, ...] = ("event_id", "label", "user_id", "video_unseen", "author_unseen", "duration_ms")
+
+
+class PredictionMismatch(RecscaleError):
+    """Saved predictions do not line up with the dataset's targets."""
+
+
+def sigmoid64(logits: np.ndarray) -> np.ndarray:
+    """Numerically stable logistic function in float64."""
+    x = np.asarray(logits, dtype=np.float64)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def move_batch(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    if device.type == "cpu":
+        return batch
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def predict(
+    model: torch.nn.Module,
+    dataset: Any,
+    split: str,
+    *,
+    batch_size: int,
+    device: torch.device,
+    bf16: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(event_id int64, label float32, score float64 probability) of every target of `split`, in order."""
+    was_training = model.training
+    model.eval()
+    event_ids, labels, logits = [], [], []
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    try:
+        for batch in dataset.batches(split, batch_size, seed=0):
+            with autocast:
+                out = model(move_batch(batch, device))  # [B]
+            logits.append(out.float().cpu().numpy())
+            event_ids.append(batch["event_id"].numpy())
+            labels.append(batch["label"].numpy())
+    finally:
+        model.train(was_training)
+    return (
+        np.concatenate(event_ids).astype(np.int64),
+        np.concatenate(labels).astype(np.float32),
+        sigmoid64(np.concatenate(logits)),
+    )
+
+
+def target_columns(dataset: Any, split: str) -> dict[str, np.ndarray]:
+    """The evaluation columns of a split's targets table as numpy arrays."""
+    table = dataset.targets(split)
+    names = list(EVAL_COLUMNS) + (["true_p"] if "true_p" in table.column_names else [])
+    missing = [c for c in names if c not in table.column_names]
+    if missing:
+        raise RecscaleError(f"targets({split!r}) of the dataset lacks column(s) {missing}")
+    return {c: table.column(c).to_numpy() for c in names}
+
+
+def split_metrics(
+    split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray, columns: dict[str, np.ndarray]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Flat metrics named `<split>_auc`, ... and `oracle_<split>_auc`, ..., plus grouped metrics."""
+    if len(event_id) != len(columns["event_id"]) or not np.array_equal(event_id, columns["event_id"]):
+        raise PredictionMismatch(
+            f"{split}: the {len(event_id)} predicted event ids differ from the dataset's "
+            f"{len(columns['event_id'])} targets (order or membership)"
+        )
+    if not np.array_equal(np.asarray(label, dtype=np.float64), np.asarray(columns["label"], dtype=np.float64)):
+        row = int(np.flatnonzero(np.asarray(label, np.float64) != np.asarray(columns["label"], np.float64))[0])
+        raise PredictionMismatch(f"{split}: label of event {int(event_id[row])} (row {row}) differs from the dataset")
+    values, groups = M.split_metrics(label, score, columns)
+    flat: dict[str, float] = {}
+    for key, value in values.items():
+        if key.startswith("oracle_"):
+            flat[f"oracle_{split}_{key[len('oracle_'):]}"] = value
+        else:
+            flat[f"{split}_{key}"] = value
+    return flat, groups

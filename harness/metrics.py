@@ -1,0 +1,187 @@
+"""Evaluation metrics computed on a full prediction set (never averaged over batches).
+
+- `auc`: probability that a random positive outranks a random negative, ties counted as half
+  (Mann-Whitney statistic from average ranks).
+- `logloss`: mean binary cross-entropy of predicted probabilities.
+- `normalized_entropy`: LogLoss divided by the entropy of the set's own positive rate.
+- `gauc`: per-user AUC over users that have both labels, averaged with weights = the user's number
+  of impressions (targets) in the set.
+- `split_metrics`: everything above for one split, plus grouped metrics (video / author seen vs
+  unseen in the training vocabulary, duration buckets) and, on synthetic logs, the same metrics of
+  the true probability (the oracle).
+
+Undefined values (AUC of a set with one class, NE of a set with no positives) are NaN.
+All functions take numpy arrays and work in float64; they are vectorised (one sort per call).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+#: Probabilities are clipped to [EPS, 1 - EPS] before taking logs, so a saturated score costs a
+#: large but finite loss.
+EPS = 1e-15
+
+#: Duration bucket edges in seconds: [0, 15), [15, 30), [30, 60), [60, 180], > 180; duration <= 0 is
+#: "missing" (the same rule as the numeric features).
+DURATION_EDGES_S: tuple[float, ...] = (15.0, 30.0, 60.0, 180.0)
+DURATION_BUCKETS: tuple[str, ...] = (
+    "duration_missing",
+    "duration_lt_15s",
+    "duration_15_30s",
+    "duration_30_60s",
+    "duration_60_180s",
+    "duration_gt_180s",
+)
+
+
+def _as_labels(labels: np.ndarray) -> np.ndarray:
+    y = np.asarray(labels, dtype=np.float64).ravel()
+    if y.size and not np.all((y == 0.0) | (y == 1.0)):
+        bad = np.flatnonzero((y != 0.0) & (y != 1.0))[0]
+        raise ValueError(f"labels must be 0 or 1; row {bad} has {y[bad]!r}")
+    return y
+
+
+def _grouped_auc(
+    labels: np.ndarray, scores: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """AUC within each group (ties count half). Returns (auc [G], positives [G], size [G]);
+    auc is NaN for groups lacking a positive or a negative."""
+    y = _as_labels(labels)
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    g = np.asarray(groups).ravel()
+    if not (y.size == s.size == g.size):
+        raise ValueError(f"length mismatch: labels {y.size}, scores {s.size}, groups {g.size}")
+    if np.isnan(s).any():
+        raise ValueError(f"scores contain NaN at row {int(np.flatnonzero(np.isnan(s))[0])}")
+    if y.size == 0:
+        return np.empty(0), np.empty(0), np.empty(0)
+    order = np.lexsort((s, g))  # by group, then ascending score
+    y, s, g = y[order], s[order], g[order]
+    n = y.size
+    new_group = np.r_[True, g[1:] != g[:-1]]
+    group_id = np.cumsum(new_group) - 1
+    rank_in_group = np.arange(1, n + 1, dtype=np.float64) - np.flatnonzero(new_group)[group_id]  # 1-based
+    new_tie_run = new_group | np.r_[True, s[1:] != s[:-1]]
+    run_id = np.cumsum(new_tie_run) - 1
+    avg_rank = (np.bincount(run_id, weights=rank_in_group) / np.bincount(run_id))[run_id]
+    size = np.bincount(group_id).astype(np.float64)
+    pos = np.bincount(group_id, weights=y)
+    neg = size - pos
+    pos_rank_sum = np.bincount(group_id, weights=avg_rank * y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc_g = (pos_rank_sum - pos * (pos + 1.0) / 2.0) / (pos * neg)
+    auc_g[(pos == 0) | (neg == 0)] = np.nan
+    return auc_g, pos, size
+
+
+def auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC with ties counted as half a correct pair; NaN when one class is absent."""
+    y = np.asarray(labels)
+    auc_g, _, _ = _grouped_auc(y, scores, np.zeros(y.size, dtype=np.int8))
+    return float(auc_g[0]) if auc_g.size else math.nan
+
+
+def gauc(labels: np.ndarray, scores: np.ndarray, users: np.ndarray) -> float:
+    """Impression-weighted mean of per-user AUC over users with both a positive and a negative."""
+    auc_g, _, size = _grouped_auc(labels, scores, users)
+    valid = ~np.isnan(auc_g)
+    if not valid.any():
+        return math.nan
+    return float(np.sum(auc_g[valid] * size[valid]) / np.sum(size[valid]))
+
+
+def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Mean binary cross-entropy of probabilities (clipped to [EPS, 1 - EPS])."""
+    y = _as_labels(labels)
+    p = np.clip(np.asarray(probs, dtype=np.float64).ravel(), EPS, 1.0 - EPS)
+    if y.size != p.size:
+        raise ValueError(f"length mismatch: labels {y.size}, probabilities {p.size}")
+    if y.size == 0:
+        return math.nan
+    return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
+
+
+def entropy_of_rate(rate: float) -> float:
+    """H(p) = -p log p - (1 - p) log(1 - p); NaN when p is 0 or 1 (no reference entropy)."""
+    if not 0.0 < rate < 1.0:
+        return math.nan
+    return float(-rate * math.log(rate) - (1.0 - rate) * math.log1p(-rate))
+
+
+def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
+    """LogLoss / H(positive rate of this same set)."""
+    y = _as_labels(labels)
+    if y.size == 0:
+        return math.nan
+    return logloss(y, probs) / entropy_of_rate(float(np.mean(y)))
+
+
+def binary_metrics(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+    """n, positives, auc, logloss, ne of one prediction set."""
+    y = _as_labels(labels)
+    return {
+        "n": int(y.size),
+        "positives": int(y.sum()),
+        "auc": auc(y, probs),
+        "logloss": logloss(y, probs),
+        "ne": normalized_entropy(y, probs),
+    }
+
+
+def duration_bucket(duration_ms: np.ndarray) -> np.ndarray:
+    """Index into DURATION_BUCKETS for each duration (ms); <= 0 is missing, > 180 s the last bucket."""
+    d_s = np.asarray(duration_ms, dtype=np.float64) / 1000.0
+    bucket = 1 + np.digitize(d_s, DURATION_EDGES_S)  # [a, b) intervals
+    # exactly 180 s belongs to the 60-180 s bucket, so the last bucket is strictly > 180 s
+    bucket = np.where(d_s == DURATION_EDGES_S[-1], len(DURATION_EDGES_S), bucket)
+    return np.where(d_s <= 0.0, 0, bucket)
+
+
+def group_masks(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Boolean row masks of every reported group, from the targets' columns."""
+    video_unseen = np.asarray(columns["video_unseen"]).astype(bool)
+    author_unseen = np.asarray(columns["author_unseen"]).astype(bool)
+    masks = {
+        "video_seen": ~video_unseen,
+        "video_unseen": video_unseen,
+        "author_seen": ~author_unseen,
+        "author_unseen": author_unseen,
+    }
+    bucket = duration_bucket(columns["duration_ms"])
+    for i, name in enumerate(DURATION_BUCKETS):
+        masks[name] = bucket == i
+    return masks
+
+
+def split_metrics(
+    labels: np.ndarray,
+    probs: np.ndarray,
+    columns: Mapping[str, np.ndarray],
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Metrics of one split: (flat {auc, logloss, ne, gauc[, oracle_*]}, groups {name: {...}}).
+
+    `columns` holds the targets' `user_id, video_unseen, author_unseen, duration_ms` and, on synthetic
+    logs, `true_p`, all aligned row by row with `labels` / `probs`.
+    """
+    y = _as_labels(labels)
+    p = np.asarray(probs, dtype=np.float64).ravel()
+    flat = binary_metrics(y, p)
+    flat["gauc"] = gauc(y, p, np.asarray(columns["user_id"]))
+    true_p = columns.get("true_p")
+    if true_p is not None:
+        true_p = np.asarray(true_p, dtype=np.float64)
+        oracle = binary_metrics(y, true_p)
+        flat.update({"oracle_auc": oracle["auc"], "oracle_logloss": oracle["logloss"], "oracle_ne": oracle["ne"]})
+        flat["oracle_gauc"] = gauc(y, true_p, np.asarray(columns["user_id"]))
+    groups: dict[str, dict[str, float]] = {}
+    for name, mask in group_masks(columns).items():
+        g = binary_metrics(y[mask], p[mask])
+        if true_p is not None:
+            g["oracle_auc"] = auc(y[mask], true_p[mask])
+            g["oracle_logloss"] = logloss(y[mask], true_p[mask])
+        groups[name] = g
+    return flat, groups

@@ -1,0 +1,109 @@
+"""The on-disk layout of one run and atomic writers for it.
+
+    RUN_DIR/
+      config.yaml                  resolved RunConfig (model defaults filled in)
+      metrics.json                 flat metrics (docs/contracts.md) + nested `groups` + `versions`;
+                                   written last: its presence means the run finished
+      predictions_valid.parquet    event_id (int64), label (float32), score (float64 probability)
+      predictions_test.parquet
+      checkpoint.pt                model + optimiser + position + RNG states (harness.checkpoint)
+
+Every file is written to a temporary name in the same folder and renamed into place. NaN metrics
+(e.g. AUC of a one-class group) are stored as JSON null.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from protocols.errors import RecscaleError
+
+CONFIG_NAME = "config.yaml"
+METRICS_NAME = "metrics.json"
+PREDICTION_SPLITS: tuple[str, ...] = ("valid", "test")
+
+
+class RunFolderError(RecscaleError):
+    """A run folder is missing a file or holds an unreadable one."""
+
+
+def predictions_name(split: str) -> str:
+    return f"predictions_{split}.parquet"
+
+
+def _atomic_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp.{os.getpid()}")
+
+
+def write_text(path: Path, text: str) -> None:
+    tmp = _atomic_path(path)
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_config(run_dir: Path, config: dict[str, Any]) -> None:
+    write_text(run_dir / CONFIG_NAME, yaml.safe_dump(config, sort_keys=False))
+
+
+def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
+    write_text(run_dir / METRICS_NAME, json.dumps(json_safe(metrics), indent=2, allow_nan=False) + "\n")
+
+
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / METRICS_NAME
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunFolderError(f"{path}: not found (the run has not finished?)") from None
+    except json.JSONDecodeError as e:
+        raise RunFolderError(f"{path}: invalid JSON: {e}") from None
+
+
+def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray) -> None:
+    table = pa.table(
+        {
+            "event_id": pa.array(np.asarray(event_id, dtype=np.int64)),
+            "label": pa.array(np.asarray(label, dtype=np.float32)),
+            "score": pa.array(np.asarray(score, dtype=np.float64)),
+        }
+    )
+    path = run_dir / predictions_name(split)
+    tmp = _atomic_path(path)
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def read_predictions(run_dir: Path, split: str) -> pa.Table:
+    path = run_dir / predictions_name(split)
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise RunFolderError(f"{path}: not found") from None
+    missing = {"event_id", "label", "score"} - set(table.column_names)
+    if missing:
+        raise RunFolderError(f"{path}: missing column(s) {sorted(missing)}")
+    return table
+
+
+def is_finished(run_dir: Path) -> bool:
+    return (run_dir / METRICS_NAME).exists()

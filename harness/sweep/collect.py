@@ -1,0 +1,63 @@
+"""`results/<sweep>/runs.parquet`: one row per finished trial, its config beside its metrics.
+
+Rows are built from the run folders alone (`runs/<trial>/sweep_trial.json` written by the
+trainable + `runs/<trial>/metrics.json` written by `train_run`), so the table can be rebuilt from
+copied results without Ray. Columns (docs/contracts.md): `trial_id, run_dir` (relative to the sweep
+folder), `stage, arch, seed, protocol, delay_s, history_len, dataset_id`, the sweep's model and
+train keys as `model.<key>` / `train.<key>`, then every flat metrics.json field.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .trainable import RUNS_DIR, scalar_metrics
+
+TRIAL_RECORD = "sweep_trial.json"
+RUNS_TABLE = "runs.parquet"
+
+
+def write_trial_record(run_dir: Path, record: dict[str, Any]) -> None:
+    """Atomically write the trial's config record into its run folder."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / f".{TRIAL_RECORD}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    os.replace(tmp, run_dir / TRIAL_RECORD)
+
+
+def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
+    """One dict per run folder holding both the trial record and finished metrics."""
+    rows = []
+    runs = Path(sweep_dir) / RUNS_DIR
+    for run_dir in sorted(p for p in runs.glob("*") if p.is_dir()):
+        record_path, metrics_path = run_dir / TRIAL_RECORD, run_dir / "metrics.json"
+        if not (record_path.exists() and metrics_path.exists()):
+            continue
+        record = json.loads(record_path.read_text())
+        metrics = scalar_metrics(json.loads(metrics_path.read_text()))
+        metrics = {k: v for k, v in metrics.items() if k not in record}  # config columns win (same values)
+        rows.append({"trial_id": record["trial_id"], "run_dir": f"{RUNS_DIR}/{run_dir.name}", **record, **metrics})
+    return rows
+
+
+def collect_runs(sweep_dir: Path) -> pd.DataFrame:
+    """Build and atomically write `runs.parquet`; returns the table (empty when nothing finished)."""
+    sweep_dir = Path(sweep_dir)
+    rows = finished_rows(sweep_dir)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        first = ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "dataset_id"]
+        config = sorted(c for c in table.columns if c.startswith(("model.", "train.")))
+        rest = [c for c in table.columns if c not in first and c not in config]
+        table = table[[c for c in first if c in table.columns] + config + rest]
+        table = table.sort_values(["stage", "trial_id"], kind="stable").reset_index(drop=True)
+        for col in config:  # mixed python types (e.g. int and None) -> let pandas pick one dtype
+            table[col] = pd.Series(table[col].tolist(), dtype=object).infer_objects()
+    tmp = sweep_dir / f".{RUNS_TABLE}.tmp"
+    table.to_parquet(tmp, index=False)
+    os.replace(tmp, sweep_dir / RUNS_TABLE)
+    return table

@@ -1,0 +1,54 @@
+"""Preparing every distinct dataset of a sweep once, in the driver, before any trial starts.
+
+Synthetic sweeps without a `data.root` first generate the log into
+`<cache>/synthetic/<scale>-seed<synth_seed>/` (a no-op when it is already complete). Each distinct
+data configuration then goes through `protocols.prepare.prepare`, which is content-addressed and
+itself a no-op when the artifact exists, so re-running or resuming a sweep never prepares twice.
+Trials only receive the artifact path.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Iterable
+
+from protocols.typed_config import from_dict
+
+from .plan import DatasetPlan
+from .schema import Sweep
+
+
+def synthetic_log_dir(sweep: Sweep) -> Path:
+    data = sweep.config.data
+    return Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.synth_seed}"
+
+
+def log_root(sweep: Sweep) -> Path:
+    """The folder of the log every dataset of this sweep is prepared from (generated if synthetic)."""
+    if sweep.data_root is not None:
+        return sweep.data_root
+    from protocols.synthetic import generate
+
+    out = synthetic_log_dir(sweep)
+    t0 = time.perf_counter()
+    generate(sweep.config.data.scale, out, seed=sweep.config.data.synth_seed)
+    print(f"synthetic log ({sweep.config.data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
+          file=sys.stderr)
+    return out
+
+
+def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str, str]:
+    """Dataset id -> absolute artifact path, preparing each distinct dataset once."""
+    from protocols.prepare import PrepareConfig, prepare
+
+    root = log_root(sweep)
+    paths: dict[str, str] = {}
+    for d in datasets:
+        mapping = {**d.prepare, "root": str(root), "out": str(Path(sweep.config.data.cache) / "prepared")}
+        cfg = from_dict(PrepareConfig, mapping, prefix="data.")
+        t0 = time.perf_counter()
+        path = Path(prepare(cfg)).resolve()
+        print(f"dataset {d.dataset_id} ready in {path} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        paths[d.dataset_id] = str(path)
+    return paths

@@ -1,0 +1,303 @@
+"""Launching a sweep through Ray Tune: datasets first, then an optional Optuna search, then the grid.
+
+Layout of `results/<sweep>/`: `sweep.yaml` (the file as written), `runs/<trial>/` (run folders),
+`runs.parquet`, `trials.jsonl` (trial start/end events), `sweep_summary.json` (timings), and Ray's
+experiment storage under `ray/<stage>/` (`stage` = `search` or `grid`).
+
+- Every distinct dataset is prepared in the driver before Ray starts any trial.
+- The grid is one `tune.Tuner` whose param space is `tune.grid_search` per axis, so every
+  architecture meets every seed and dataset; trials get `tune.with_resources` (cpu, gpu fraction),
+  actors are reused, and a trial whose worker dies is retried (`FailureConfig(max_failures)`).
+- A search (`search:` section) runs first with `OptunaSearch` behind a `ConcurrencyLimiter` at the
+  first value of every grid axis (Ray's Optuna integration refuses grid axes); the grid then runs
+  with the best sampled values fixed.
+- `resume=True` continues through `Tuner.restore` (finished trials are not rerun; errored ones are
+  restarted); without it an existing sweep folder is refused.
+- Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
+  paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead.
+  Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0 (silent)
+from ray import tune  # noqa: E402
+
+from protocols.errors import RecscaleError
+
+from .collect import collect_runs
+from .datasets import prepare_datasets
+from .plan import SweepPlan, plan_sweep, search_base_point, trial_id_for
+from .schema import SearchDimension, Sweep, parse_sweep
+from .trainable import FAULT_ENV, TrialContext, read_events, run_trial
+
+SWEEP_COPY = "sweep.yaml"
+SUMMARY_NAME = "sweep_summary.json"
+SEARCH_BEST = "search_best.json"
+
+
+class SweepError(RecscaleError):
+    """The sweep cannot start or continue (existing folder, changed file, failed trials)."""
+
+
+@dataclass
+class SweepOutcome:
+    """What a launch did: trials planned / finished / failed, and whether it was interrupted."""
+
+    sweep_dir: Path
+    planned: int
+    finished: int
+    failed: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.finished >= self.planned and not self.failed and not self.interrupted
+
+
+# ----------------------------------------------------------------------------------------------
+# the sweep folder
+
+
+def _comparable(sweep: Sweep) -> dict[str, Any]:
+    """The parts of a sweep that define its runs (the `analysis:` section may change on resume)."""
+    raw = yaml.safe_load(sweep.source_text) or {}
+    raw.pop("analysis", None)
+    return raw
+
+
+def prepare_sweep_dir(sweep: Sweep, results_root: Path, *, resume: bool) -> Path:
+    """Create or check `results/<name>/` and store the sweep file there (atomically)."""
+    sweep_dir = (Path(results_root) / sweep.name).resolve()
+    stored = sweep_dir / SWEEP_COPY
+    if stored.exists():
+        if not resume:
+            raise SweepError(f"{sweep_dir} already holds sweep {sweep.name!r}; pass --resume to continue it "
+                             "(finished trials are kept) or remove the folder to start over")
+        previous = parse_sweep(stored.read_text(), path=stored)
+        if _comparable(previous) != _comparable(sweep):
+            raise SweepError(f"{stored} differs from {sweep.path or 'the new sweep file'} outside `analysis:`; "
+                             "a resumed sweep must keep its settings (use a new `name` for a new sweep)")
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    tmp = sweep_dir / f".{SWEEP_COPY}.tmp"
+    tmp.write_text(sweep.source_text)
+    os.replace(tmp, stored)
+    return sweep_dir
+
+
+# ----------------------------------------------------------------------------------------------
+# Ray
+
+
+def worker_env() -> dict[str, str]:
+    """Environment for every Ray worker: malloc settings, plus the test-only fault switch when set."""
+    from harness.perf import MALLOC_ENV
+
+    env = dict(MALLOC_ENV)
+    if os.environ.get(FAULT_ENV):
+        env[FAULT_ENV] = os.environ[FAULT_ENV]
+    return env
+
+
+@contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[None]:
+    """Start a local Ray (dashboard off, short temp dir) or join `address`; always shut down."""
+    import ray
+
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                                  runtime_env={"env_vars": worker_env()})
+    temp_dir = None
+    if address:
+        kwargs["address"] = address
+    else:
+        temp_dir = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
+        kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as e:
+        raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+class TrialProgress(tune.Callback):
+    """Tune callback: a tqdm bar (stderr) of finished trials; failures and retries are printed above it.
+
+    The bar is built lazily and dropped when pickled (Tune stores callbacks with the experiment
+    state); the count is re-read from the trial list, so a restored sweep starts at its finished count.
+    """
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.total, self.desc, self._bar = total, desc, None
+
+    def __getstate__(self) -> dict:
+        return {"total": self.total, "desc": self.desc, "_bar": None}
+
+    def _sync(self, trials: list) -> Any:
+        from tqdm import tqdm
+
+        if self._bar is None:
+            self._bar = tqdm(total=self.total, desc=self.desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+        self._bar.n = sum(t.status == "TERMINATED" for t in trials)
+        self._bar.refresh()
+        return self._bar
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._sync(trials)
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._sync(trials).write(f"trial {trial} failed (worker died or raised); retrying")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._sync(trials).write(f"trial {trial} failed for good; see {trial.local_path}/error.txt")
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._bar is not None:
+            self._sync(trials).close()
+
+
+class GridTrialName:
+    """Picklable Tune trial name / folder creator: the deterministic trial id of the grid point."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+
+    def __call__(self, trial: Any) -> str:
+        return trial_id_for(self.sweep, trial.config)
+
+
+def _tune_domain(dim: SearchDimension) -> Any:
+    if dim.kind == "choice":
+        return tune.choice(list(dim.values or []))
+    if dim.kind == "uniform":
+        return tune.uniform(dim.low, dim.high)
+    if dim.kind == "loguniform":
+        return tune.loguniform(dim.low, dim.high)
+    return tune.randint(int(dim.low), int(dim.high) + 1)  # [low, high] inclusive
+
+
+def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
+    """Run (or restore and finish) one Tune experiment; returns its ResultGrid."""
+
+    sweep, cfg = ctx.sweep, ctx.sweep.config
+    storage = Path(ctx.sweep_dir) / "ray"
+    exp_dir = storage / ctx.stage
+    trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx),
+                                    {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu})
+    if resume and tune.Tuner.can_restore(str(exp_dir)):
+        tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, restart_errored=True)
+        return tuner.fit()
+
+    if ctx.stage == "grid":
+        param_space = {k: tune.grid_search(v) for k, v in sweep.axes.items()}
+        namer = GridTrialName(sweep)
+        tune_config = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.max_concurrent,
+                                      trial_name_creator=namer, trial_dirname_creator=namer)
+    else:
+        from ray.tune.search import ConcurrencyLimiter
+        from ray.tune.search.optuna import OptunaSearch
+
+        s = cfg.search
+        param_space = {**search_base_point(sweep), **{k: _tune_domain(d) for k, d in sweep.space.items()}}
+        searcher = ConcurrencyLimiter(OptunaSearch(metric=s.metric, mode=s.mode, seed=s.seed),
+                                      max_concurrent=cfg.max_concurrent or 1)
+        tune_config = tune.TuneConfig(search_alg=searcher, metric=s.metric, mode=s.mode,
+                                      num_samples=s.num_samples, reuse_actors=True)
+    run_config = tune.RunConfig(
+        name=ctx.stage, storage_path=str(storage), verbose=0,
+        failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
+        callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}")],
+    )
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config).fit()
+
+
+def _best_point(sweep: Sweep, results: Any) -> dict[str, Any]:
+    s = sweep.config.search
+    try:
+        best = results.get_best_result(metric=s.metric, mode=s.mode)
+    except RuntimeError as e:
+        raise SweepError(f"search: no trial reported {s.metric}: {e}") from None
+    return {k: best.config[k] for k in sweep.space}
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[str, Any]:
+    """Timings of this launch and the per-trial overhead (trainable seconds minus training seconds)."""
+    ends = [e for e in read_events(sweep_dir) if e["event"] == "end" and e["time"] >= since]
+    trained = [e for e in ends if e.get("train_wall_s") is not None]
+    out: dict[str, Any] = {**{k: round(v, 3) for k, v in timings.items()}, "trials_run": len(ends)}
+    if trained:
+        n = len(trained)
+        out["mean_trainable_s"] = round(sum(e["trainable_s"] for e in trained) / n, 3)
+        out["mean_train_wall_s"] = round(sum(e["train_wall_s"] for e in trained) / n, 3)
+        out["overhead_in_trial_s"] = round(out["mean_trainable_s"] - out["mean_train_wall_s"], 3)
+    return out
+
+
+def run_sweep(
+    sweep: Sweep,
+    *,
+    results_root: Path | str = "results",
+    resume: bool = False,
+    address: str | None = None,
+    num_cpus: int | None = None,
+) -> SweepOutcome:
+    """Prepare datasets, run the search (if any) and the grid, collect runs.parquet."""
+    t0 = time.perf_counter()
+    since = time.time()
+    sweep_dir = prepare_sweep_dir(sweep, Path(results_root), resume=resume)
+    plan: SweepPlan = plan_sweep(sweep)
+    dataset_paths = prepare_datasets(sweep, plan.datasets)
+    timings = {"prepare_s": time.perf_counter() - t0}
+
+    failed: list[str] = []
+    interrupted = False
+    with ray_session(address, num_cpus=num_cpus):
+        timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
+        fixed: dict[str, Any] = {}
+        if sweep.config.search is not None:
+            t_stage = time.perf_counter()
+            ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="search")
+            results = _run_stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
+            timings["search_s"] = time.perf_counter() - t_stage
+            if results.num_errors or results.num_terminated < sweep.config.search.num_samples:
+                interrupted = results.num_errors == 0
+                failed += [f"search trial ({e})" for e in results.errors]
+            else:
+                fixed = _best_point(sweep, results)
+                (sweep_dir / SEARCH_BEST).write_text(json.dumps(fixed, indent=1) + "\n")
+                plan = plan_sweep(sweep, fixed=fixed)
+        if not failed and not interrupted:
+            t_stage = time.perf_counter()
+            ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
+            results = _run_stage(ctx, resume=resume, n_trials=len(plan.trials))
+            timings["grid_s"] = time.perf_counter() - t_stage
+            failed += [str(e).splitlines()[0] for e in results.errors]
+            interrupted = not failed and results.num_terminated < len(plan.trials)
+
+    table = collect_runs(sweep_dir)
+    finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
+    timings["total_s"] = time.perf_counter() - t0
+    summary = _summary(sweep_dir, since, timings)
+    (sweep_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=1) + "\n")
+    return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=failed,
+                        interrupted=interrupted, summary=summary)

@@ -1,0 +1,276 @@
+"""Expanding a validated sweep into trials and the distinct datasets they need.
+
+A grid point is a mapping axis -> value (`{"arch": "whale", "seed": 1, "model.dim": 32}`); the same
+function (`resolve_trial`) turns it into a run description for `--dry-run`, for Ray's trial folder
+names and inside the trainable, so the table a user sees is exactly what runs. Every architecture
+and model setting meets every seed and every dataset: the grid is a full cartesian product.
+
+The cost estimate for `--dry-run` multiplies forward matrix FLOPs per target (fvcore, counted on a
+random batch) by the targets each run touches: 3 x train targets x epochs (forward + backward)
+plus the validation and test targets (forward only).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .schema import Sweep, arch_fields
+
+#: Characters allowed in a trial id (it is a folder name).
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """One distinct prepared dataset: the PrepareConfig mapping (root filled in by the launcher)."""
+
+    dataset_id: str
+    prepare: Mapping[str, Any]
+    synthetic_scale: str | None = None
+    synthetic_seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """One run of the sweep (everything `train_run` needs except the prepared dataset's path)."""
+
+    trial_id: str
+    stage: str  # "grid" or "search"
+    arch: str
+    seed: int
+    point: Mapping[str, Any]
+    dataset: DatasetPlan
+    model: Mapping[str, Any]
+    train: Mapping[str, Any]
+
+    def record(self) -> dict[str, Any]:
+        """Config columns of this trial for runs.parquet / the dry-run table."""
+        prep = self.dataset.prepare
+        row: dict[str, Any] = {
+            "trial_id": self.trial_id, "stage": self.stage, "arch": self.arch, "seed": self.seed,
+            "protocol": prep["protocol"], "delay_s": prep["delay_s"], "history_len": prep["history_len"],
+            "dataset_id": self.dataset.dataset_id,
+        }
+        row.update({f"model.{k}": v for k, v in self.model.items() if k != "history_len"})
+        row.update({f"train.{k}": v for k, v in self.train.items()})
+        return row
+
+
+@dataclass
+class SweepPlan:
+    """All grid trials of a sweep and the datasets they use (search trials are drawn by Optuna)."""
+
+    sweep: Sweep
+    trials: list[TrialPlan]
+    datasets: list[DatasetPlan] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def grid_points(axes: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    """Cartesian product of the axes, first axis varying slowest."""
+    keys = list(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
+    """The dataset a grid point needs: the base data section with the point's data axes applied."""
+    data = sweep.config.data
+    prep: dict[str, Any] = {
+        "source": data.source,
+        "protocol": data.protocol,
+        "delay_s": data.delay_s,
+        "history_len": data.history_len,
+        "n_train": data.n_train,
+        "n_valid": data.n_valid,
+        "n_test": data.n_test,
+        "seed": data.seed,
+        **data.prepare,
+    }
+    for key, value in point.items():
+        if key.startswith("data."):
+            prep[key[5:]] = value
+    prep["delay_s"] = float(prep["delay_s"])
+    prep["history_len"] = int(prep["history_len"] or default_history_len(prep["protocol"]))
+    digest = hashlib.sha1(json.dumps(prep, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep,
+                       synthetic_scale=data.scale, synthetic_seed=data.synth_seed)
+
+
+def default_history_len(protocol: str) -> int:
+    """The registered protocol's default history length (exposure 128, author50 50)."""
+    import protocols
+
+    protocols.load_components()
+    return int(protocols.PROTOCOLS.get(protocol).default_history_len)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _UNSAFE.sub("_", str(value))
+
+
+def trial_id_for(sweep: Sweep, point: Mapping[str, Any]) -> str:
+    """Readable, deterministic trial id, e.g. `whale-seed1-dim32-delay_s0` (a folder name)."""
+    parts = [_fmt(point["arch"]), f"seed{_fmt(point.get('seed', sweep.config.seed))}"]
+    others = [k for k in point if k not in ("arch", "seed")]
+    short = [k.split(".", 1)[1] if "." in k else k for k in others]
+    for key, label in zip(others, short):
+        if short.count(label) > 1:
+            label = key.replace(".", "_")
+        parts.append(f"{label}{_fmt(point[key])}")
+    return "-".join(parts)
+
+
+def resolve_trial(
+    sweep: Sweep,
+    point: Mapping[str, Any],
+    *,
+    stage: str = "grid",
+    trial_id: str | None = None,
+    fixed: Mapping[str, Any] | None = None,
+) -> TrialPlan:
+    """Turn a grid point (plus `fixed` model./train. values, e.g. a search's best point) into a trial.
+
+    Model keys apply only to architectures whose config has them; the model's `history_len` always
+    follows the dataset's.
+    """
+    cfg = sweep.config
+    arch = str(point["arch"])
+    seed = int(point.get("seed", cfg.seed))
+    fields = set(arch_fields(arch))
+    model = {k: v for k, v in cfg.model.items() if k in fields}
+    train = dict(cfg.train)
+    for key, value in {**(fixed or {}), **point}.items():
+        section, _, sub = key.partition(".")
+        if section == "model" and sub in fields:
+            model[sub] = value
+        elif section == "train":
+            train[sub] = value
+    dataset = dataset_for(sweep, point)
+    if "history_len" in fields:
+        model["history_len"] = dataset.prepare["history_len"]
+    return TrialPlan(
+        trial_id=trial_id or trial_id_for(sweep, point), stage=stage, arch=arch, seed=seed,
+        point=dict(point), dataset=dataset, model=model, train=train,
+    )
+
+
+def plan_sweep(sweep: Sweep, *, fixed: Mapping[str, Any] | None = None) -> SweepPlan:
+    """Every grid trial and the distinct datasets (in first-use order)."""
+    trials = [resolve_trial(sweep, p, fixed=fixed) for p in grid_points(sweep.axes)]
+    ids = [t.trial_id for t in trials]
+    if len(set(ids)) != len(ids):  # cannot happen with distinct axis values; guard the folder layout
+        raise AssertionError(f"duplicate trial ids in {ids}")
+    datasets = list({t.dataset.dataset_id: t.dataset for t in trials}.values())
+    if sweep.config.search is not None:
+        first = {k: v[0] for k, v in sweep.axes.items()}
+        search_ds = dataset_for(sweep, first)
+        if search_ds.dataset_id not in {d.dataset_id for d in datasets}:
+            datasets.insert(0, search_ds)
+    return SweepPlan(sweep=sweep, trials=trials, datasets=datasets)
+
+
+def search_base_point(sweep: Sweep) -> dict[str, Any]:
+    """The grid point a search runs at: the first value of every grid axis."""
+    return {k: v[0] for k, v in sweep.axes.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# cost estimate
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    flops_per_target: float | None
+    targets: float | None
+
+    @property
+    def total(self) -> float | None:
+        if self.flops_per_target is None or self.targets is None:
+            return None
+        return self.flops_per_target * self.targets
+
+
+def _flops_per_target(arch: str, model: Mapping[str, Any], history_len: int) -> float | None:
+    """Forward matrix FLOPs per target on a random batch; None when the model cannot be counted."""
+    try:
+        import torch
+
+        import architectures
+        from architectures.flops import count_flops
+        from protocols.schema import default_test_spec, random_batch
+
+        spec = default_test_spec(history_len)
+        torch.manual_seed(0)
+        net = architectures.build(arch, spec, dict(model)).eval()
+        batch = random_batch(spec, 4, min_len=history_len)
+        with torch.no_grad():
+            return float(count_flops(net, batch).per_target)
+    except Exception:  # noqa: BLE001 - the estimate is best effort; the table shows "?"
+        return None
+
+
+def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
+    """Trial id -> cost; FLOPs are counted once per distinct (arch, model config)."""
+    from harness.config import TrainConfig
+
+    cache: dict[str, float | None] = {}
+    out: dict[str, TrialCost] = {}
+    for t in trials:
+        key = json.dumps([t.arch, dict(t.model)], sort_keys=True, default=str)
+        if key not in cache:
+            cache[key] = _flops_per_target(t.arch, t.model, int(t.dataset.prepare["history_len"]))
+        prep = t.dataset.prepare
+        epochs = int(t.train.get("epochs", TrainConfig.epochs))
+        sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
+        targets = None if None in sizes else 3.0 * sizes[0] * epochs + sizes[1] + sizes[2]
+        out[t.trial_id] = TrialCost(flops_per_target=cache[key], targets=targets)
+    return out
+
+
+def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path) -> str:
+    """The `--dry-run` text: datasets, trials with swept values and FLOPs, and totals."""
+    sweep = plan.sweep
+    swept = [k for k in sweep.axes if k not in ("arch",)]
+    lines = [f"sweep {sweep.name!r}: {len(plan.trials)} grid trials, {len(plan.datasets)} dataset(s), "
+             f"results in {results_dir}"]
+    if sweep.config.search is not None:
+        s = sweep.config.search
+        lines.append(f"search first: {s.num_samples} Optuna trials over {', '.join(sweep.space)} "
+                     f"({s.metric}, {s.mode}) at {search_base_point(sweep)}; the grid then runs at the best point")
+    lines.append("")
+    lines.append("datasets (each prepared once, before any trial):")
+    for d in plan.datasets:
+        p = d.prepare
+        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} delay_s={_fmt(p['delay_s'])} "
+                     f"history_len={p['history_len']} n_train/valid/test={p['n_train']}/{p['n_valid']}/{p['n_test']} "
+                     f"seed={p['seed']}")
+    lines.append("")
+    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "TFLOPs"]
+    rows = []
+    for t in plan.trials:
+        c = costs.get(t.trial_id, TrialCost(None, None))
+        rows.append([t.trial_id, t.arch, *(_fmt(t.point[k]) for k in swept), t.dataset.dataset_id,
+                     "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
+                     "?" if c.total is None else f"{c.total / 1e12:.3f}"])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for r in [header, *rows]:
+        lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+    known = [c.total for c in costs.values() if c.total is not None]
+    total = sum(known)
+    lines.append("")
+    lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
+                 + ("" if len(known) == len(plan.trials) else f" ({len(plan.trials) - len(known)} unknown: "
+                    "sample sizes left to the prepare defaults or model not countable)"))
+    r = sweep.config.resources
+    lines.append(f"resources per trial: cpu={_fmt(r.cpu)} gpu={_fmt(r.gpu)}; max_concurrent="
+                 f"{sweep.config.max_concurrent or 'as resources allow'}; max_failures={sweep.config.max_failures}")
+    return "\n".join(lines)

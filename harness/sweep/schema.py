@@ -1,0 +1,440 @@
+"""The sweep YAML schema: typed sections, validated when the file is loaded.
+
+A sweep file names its data, the base training and model settings, and either grid axes or an
+Optuna search (followed by a grid at the chosen point):
+
+    name: demo                      # results go to results/<name>/
+    data:                           # one prepared dataset per distinct value of the data axes
+      source: synthetic             # a registered source (recscale list)
+      scale: small                  # synthetic only: generate this scale into <cache>/synthetic/
+      protocol: exposure            # a registered protocol
+      delay_s: 60
+      history_len: 32
+      n_train: 60000
+      n_valid: 10000
+      n_test: 20000
+      seed: 42                      # target sampling seed
+    arch: whale                     # default architecture when the grid has no `arch` axis
+    train: {batch_size: 256}        # harness.config.TrainConfig fields
+    model: {dim: 16}                # fields of the architectures' configs (applied where they exist)
+    grid:                           # the cartesian product of these lists is run
+      arch: [wukong, hstu, whale]
+      seed: [0, 1, 2]
+      model.dim: [16, 32]
+      delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, history_len)
+    search:                         # optional: an Optuna search first, then the grid at its best point
+      space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}, model.dim: {choice: [16, 32, 64]}}
+      metric: valid_auc
+      mode: max
+      num_samples: 8
+    resources: {cpu: 1, gpu: 0}     # per trial; gpu may be a fraction
+    max_concurrent: 2
+    max_failures: 2                 # retries of a trial whose worker dies
+    analysis: {...}                 # passed through untouched to `recscale analyze`
+
+Errors name the offending key and list the valid values. Nothing here starts Ray or touches data.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+from protocols.typed_config import ConfigError, from_dict
+
+#: Grid axes that change the prepared dataset (short form -> canonical key).
+DATA_AXIS_SHORTHANDS: dict[str, str] = {
+    "protocol": "data.protocol",
+    "delay_s": "data.delay_s",
+    "history_len": "data.history_len",
+}
+#: Data fields a grid may vary (each distinct combination is prepared once).
+DATA_AXIS_FIELDS: tuple[str, ...] = ("protocol", "delay_s", "history_len", "n_train", "n_valid", "n_test", "seed")
+#: Run-level axes.
+RUN_AXES: tuple[str, ...] = ("arch", "seed")
+#: Metrics a search may optimise (validation only: choosing on test would leak it).
+SEARCH_METRICS: dict[str, str] = {"valid_auc": "max", "valid_gauc": "max", "valid_logloss": "min", "valid_ne": "min"}
+#: Distribution kinds of a search-space entry.
+SEARCH_KINDS: tuple[str, ...] = ("choice", "uniform", "loguniform", "int")
+#: Synthetic scales `protocols.synthetic.generate` accepts (used when the module cannot be asked).
+DEFAULT_SYNTH_SCALES: tuple[str, ...] = ("tiny", "small", "medium", "full")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+@dataclass
+class DataSection:
+    """Where the data comes from and how it is prepared (fields of `protocols.prepare.PrepareConfig`).
+
+    Attributes:
+        source: registered source name (`recflow`, `synthetic`, `movielens100k`).
+        root: folder of the log; `${VAR}` is expanded from the environment. For `synthetic` it may be
+            left out when `scale` is given: the log is then generated into `<cache>/synthetic/`.
+        scale: synthetic scale to generate (`tiny`, `small`, `medium`, `full`).
+        synth_seed: seed of the synthetic generator.
+        protocol, delay_s, history_len, n_train, n_valid, n_test, seed: PrepareConfig fields
+            (history_len None = the protocol's default: exposure 128, author50 50; None sample sizes =
+            the prepare step's defaults scaled to the log).
+        prepare: further PrepareConfig fields (e.g. split boundaries), passed through and validated there.
+        cache: folder holding generated logs and prepared datasets (relative to the working directory).
+    """
+
+    source: str = "synthetic"
+    root: str | None = None
+    scale: str | None = None
+    synth_seed: int = 0
+    protocol: str = "exposure"
+    delay_s: float = 60.0
+    history_len: int | None = None
+    n_train: int | None = None
+    n_valid: int | None = None
+    n_test: int | None = None
+    seed: int = 42
+    prepare: dict[str, Any] = field(default_factory=dict)
+    cache: str = "artifacts"
+
+
+@dataclass
+class Resources:
+    """Ray resources of one trial: CPU cores and a GPU share (a fraction lets trials share a GPU)."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+
+
+@dataclass
+class SearchDimension:
+    """One search-space entry: `choice` over values, `uniform`/`loguniform` on [low, high], `int` in [low, high]."""
+
+    kind: Literal["choice", "uniform", "loguniform", "int"]
+    values: list[Any] | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass
+class SearchSection:
+    """An Optuna search over model/train keys; the grid then runs at the best point found."""
+
+    space: dict[str, Any]
+    metric: str = "valid_auc"
+    mode: Literal["max", "min"] = "max"
+    num_samples: int = 8
+    seed: int = 0
+
+
+@dataclass
+class SweepConfig:
+    """A whole sweep file (see the module docstring)."""
+
+    name: str
+    data: DataSection = field(default_factory=DataSection)
+    arch: str | None = None
+    seed: int = 0
+    train: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, Any] = field(default_factory=dict)
+    search: SearchSection | None = None
+    resources: Resources = field(default_factory=Resources)
+    max_concurrent: int | None = None
+    max_failures: int = 2
+    analysis: dict[str, Any] | None = None
+
+
+@dataclass
+class Sweep:
+    """A validated sweep: the typed config plus derived facts the planner and launcher use.
+
+    Attributes:
+        config: the typed file contents.
+        axes: grid axes in file order, canonical keys (`arch`, `seed`, `data.<f>`, `model.<f>`,
+            `train.<f>`) -> list of values. `arch` is always present (one value when not swept).
+        space: search space (canonical `model.<f>` / `train.<f>` keys) -> SearchDimension.
+        data_root: resolved log folder (None: synthetic log generated into the cache).
+        source_text: the file as written (copied to results/<name>/sweep.yaml).
+        path: the file it was read from.
+    """
+
+    config: SweepConfig
+    axes: dict[str, list[Any]]
+    space: dict[str, SearchDimension]
+    data_root: Path | None
+    source_text: str
+    path: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def archs(self) -> list[str]:
+        return list(self.axes["arch"])
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and validate a sweep YAML file; raises ConfigError naming the key on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read sweep file: {e.strerror}") from None
+    return parse_sweep(text, path=path)
+
+
+def parse_sweep(text: str, *, path: Path | None = None) -> Sweep:
+    """Validate sweep YAML text (see `load_sweep`)."""
+    where = f"{path}: " if path else ""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{where}not valid YAML: {e}") from None
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}a sweep file must be a mapping with at least `name` and `data`")
+    try:
+        return _validate(from_dict(SweepConfig, raw), text, path)
+    except ConfigError as e:
+        raise ConfigError(f"{where}{e}") from None
+
+
+def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
+    import protocols
+
+    if not _NAME_RE.match(cfg.name):
+        raise ConfigError(f"name: {cfg.name!r} must be a folder name (letters, digits, '_', '-', '.')")
+    data = cfg.data
+    _check_choice("data.source", data.source, protocols.source_names())
+    data_root = _check_data_root(data)
+
+    axes = _normalise_grid(cfg)
+    archs = axes["arch"]
+    for key, values in axes.items():
+        if key == "data.protocol":
+            for v in values:
+                _check_choice("grid.protocol", v, protocols.protocol_names())
+    _check_choice("data.protocol", data.protocol, protocols.protocol_names())
+    _check_data_values(cfg, axes)
+
+    _check_model_keys("model", cfg.model, archs)
+    _check_train(cfg.train, "train")
+    for key, values in axes.items():
+        section, _, sub = key.partition(".")
+        for v in values:
+            if section == "model":
+                _check_model_keys(f"grid.{key}", {sub: v}, archs)
+            elif section == "train":
+                _check_train({**cfg.train, sub: v}, f"grid.{key}")
+
+    space = _check_search(cfg, axes, archs)
+    _check_resources(cfg)
+    return Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path)
+
+
+# ----------------------------------------------------------------------------------------------
+# section checks
+
+
+def _check_choice(key: str, value: Any, valid: list[str]) -> None:
+    if value not in valid:
+        raise ConfigError(f"{key}: unknown value {value!r}; valid: {', '.join(valid)}")
+
+
+def expand_path(key: str, value: str) -> Path:
+    """`~` and `${VAR}` expanded; an unset variable is an error naming `key`."""
+    missing = [m for m in _ENV_RE.findall(value) if m not in os.environ]
+    if missing:
+        raise ConfigError(f"{key}: environment variable {missing[0]} is not set (used in {value!r})")
+    return Path(os.path.expanduser(os.path.expandvars(value)))
+
+
+def _synth_scales() -> tuple[str, ...]:
+    try:
+        from protocols.synthetic import SCALES
+    except ImportError:  # generator not importable: fall back to the documented names
+        return DEFAULT_SYNTH_SCALES
+    return tuple(SCALES)
+
+
+def _check_data_root(data: DataSection) -> Path | None:
+    if data.scale is not None:
+        if data.source != "synthetic":
+            raise ConfigError(f"data.scale: only the synthetic source is generated (data.source is {data.source!r})")
+        _check_choice("data.scale", data.scale, list(_synth_scales()))
+        if data.root is not None:
+            raise ConfigError("data: give either `root` (an existing log) or `scale` (generate one), not both")
+        return None
+    if data.root is None:
+        hint = " or data.scale (tiny, small, medium, full) to generate one" if data.source == "synthetic" else ""
+        raise ConfigError(f"data.root: missing; name the folder of the {data.source} log{hint}")
+    root = expand_path("data.root", data.root)
+    if not root.is_dir():
+        raise ConfigError(f"data.root: folder {str(root)!r} does not exist")
+    return root
+
+
+def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
+    axes: dict[str, list[Any]] = {}
+    valid = ", ".join([*RUN_AXES, *DATA_AXIS_SHORTHANDS, *(f"data.{f}" for f in DATA_AXIS_FIELDS),
+                       "model.<field>", "train.<field>"])
+    for key, values in cfg.grid.items():
+        canon = DATA_AXIS_SHORTHANDS.get(key, key)
+        section, _, sub = canon.partition(".")
+        ok = canon in RUN_AXES or (section == "data" and sub in DATA_AXIS_FIELDS) or (
+            section in ("model", "train") and sub and "." not in sub)
+        if not ok:
+            raise ConfigError(f"grid.{key}: not a grid axis; valid: {valid}")
+        if canon in axes:
+            raise ConfigError(f"grid.{key}: axis given twice (as {canon})")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"grid.{key}: expected a non-empty list of values, got {values!r}")
+        if len({repr(v) for v in values}) != len(values):
+            raise ConfigError(f"grid.{key}: repeated values in {values!r}")
+        if canon == "model.history_len":
+            raise ConfigError("grid.model.history_len: the model's history length follows the data; "
+                              "sweep `history_len` (data.history_len) instead")
+        axes[canon] = list(values)
+    if "arch" not in axes:
+        if cfg.arch is None:
+            raise ConfigError("arch: missing; name an architecture at the top level or sweep grid.arch")
+        axes = {"arch": [cfg.arch], **axes}
+    elif cfg.arch is not None:
+        raise ConfigError("arch: given both at the top level and as grid.arch; keep one")
+    import architectures
+
+    for a in axes["arch"]:
+        _check_choice("grid.arch" if "arch" in cfg.grid else "arch", a, architectures.names())
+    for s in axes.get("seed", []):
+        if not isinstance(s, int) or isinstance(s, bool):
+            raise ConfigError(f"grid.seed: expected integers, got {s!r}")
+    return axes
+
+
+def _check_data_values(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> None:
+    """Type-check data axis values by building DataSection copies with each value."""
+    for key, values in axes.items():
+        section, _, sub = key.partition(".")
+        if section != "data":
+            continue
+        for v in values:
+            merged = {**dataclasses.asdict(cfg.data), sub: v}
+            from_dict(DataSection, merged, prefix="data.")
+            if sub == "history_len" and int(v) < 1:
+                raise ConfigError(f"grid.history_len: must be >= 1, got {v!r}")
+    if cfg.data.history_len is not None and cfg.data.history_len < 1:
+        raise ConfigError(f"data.history_len: must be >= 1, got {cfg.data.history_len}")
+    if cfg.data.delay_s < 0:
+        raise ConfigError(f"data.delay_s: must be >= 0, got {cfg.data.delay_s}")
+
+
+def arch_fields(arch: str) -> list[str]:
+    """Config field names of architecture `arch`."""
+    import architectures
+
+    return [f.name for f in dataclasses.fields(architectures.entry(arch).config_cls)]
+
+
+def _check_model_keys(where: str, mapping: Mapping[str, Any], archs: list[str]) -> None:
+    """Every key must be a config field of at least one swept architecture; values must type-check."""
+    import architectures
+
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {mapping!r}")
+    for key, value in mapping.items():
+        if key == "history_len":
+            raise ConfigError(f"{where}.history_len: the model's history length follows the data; "
+                              "set data.history_len (or sweep `history_len`) instead")
+        owners = [a for a in archs if key in arch_fields(a)]
+        if not owners:
+            valid = sorted({f for a in archs for f in arch_fields(a)} - {"history_len"})
+            prefix = where if where.startswith("grid.") else f"{where}.{key}"
+            raise ConfigError(f"{prefix}: not a config field of {', '.join(archs)}; valid: {', '.join(valid)}")
+        for a in owners:
+            architectures.make_config(a, {key: value})  # type / range errors name model.<key>
+
+
+def _check_train(mapping: Mapping[str, Any], where: str) -> None:
+    from harness.config import TrainConfig
+
+    try:
+        from_dict(TrainConfig, mapping, prefix="train.")
+    except ConfigError as e:
+        raise ConfigError(f"{e}" if where == "train" else f"{where}: {e}") from None
+
+
+def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> dict[str, SearchDimension]:
+    search = cfg.search
+    if search is None:
+        return {}
+    _check_choice("search.metric", search.metric, list(SEARCH_METRICS))
+    if search.mode != SEARCH_METRICS[search.metric]:
+        raise ConfigError(f"search.mode: {search.metric} is optimised with mode {SEARCH_METRICS[search.metric]!r}")
+    if search.num_samples < 1:
+        raise ConfigError(f"search.num_samples: must be >= 1, got {search.num_samples}")
+    if not search.space:
+        raise ConfigError("search.space: empty; give at least one model.<field> or train.<field> entry")
+    space: dict[str, SearchDimension] = {}
+    for key, spec in search.space.items():
+        section, _, sub = key.partition(".")
+        if section not in ("model", "train") or not sub:
+            raise ConfigError(f"search.space.{key}: only model.<field> and train.<field> keys can be searched "
+                              "(data axes would need a dataset per sample)")
+        if key in axes:
+            raise ConfigError(f"search.space.{key}: also a grid axis; the grid runs at the searched value, drop one")
+        dim = _parse_dimension(f"search.space.{key}", spec)
+        probes = dim.values if dim.kind == "choice" else [dim.low, dim.high]
+        if dim.kind == "int":
+            probes = [int(p) for p in probes]
+        for v in probes:
+            if section == "model":
+                _check_model_keys(f"search.space.{key}", {sub: v}, archs)
+            else:
+                _check_train({**cfg.train, sub: v}, f"search.space.{key}")
+        space[key] = dim
+    return space
+
+
+def _parse_dimension(key: str, spec: Any) -> SearchDimension:
+    kinds = ", ".join(SEARCH_KINDS)
+    if not isinstance(spec, Mapping) or len(spec) != 1:
+        raise ConfigError(f"{key}: expected one of {{{kinds}}}: ..., e.g. {{loguniform: [1.0e-4, 1.0e-2]}}")
+    kind, arg = next(iter(spec.items()))
+    if kind not in SEARCH_KINDS:
+        raise ConfigError(f"{key}: unknown distribution {kind!r}; valid: {kinds}")
+    if not isinstance(arg, list) or not arg:
+        raise ConfigError(f"{key}.{kind}: expected a list, got {arg!r}")
+    if kind == "choice":
+        return SearchDimension(kind="choice", values=list(arg))
+    if len(arg) != 2 or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in arg):
+        raise ConfigError(f"{key}.{kind}: expected [low, high] numbers, got {arg!r}")
+    low, high = float(arg[0]), float(arg[1])
+    if not low < high:
+        raise ConfigError(f"{key}.{kind}: low must be < high, got {arg!r}")
+    if kind == "loguniform" and low <= 0:
+        raise ConfigError(f"{key}.loguniform: bounds must be > 0, got {arg!r}")
+    if kind == "int" and not (low.is_integer() and high.is_integer()):
+        raise ConfigError(f"{key}.int: bounds must be integers, got {arg!r}")
+    return SearchDimension(kind=kind, low=low, high=high)  # type: ignore[arg-type]
+
+
+def _check_resources(cfg: SweepConfig) -> None:
+    r = cfg.resources
+    if r.cpu <= 0:
+        raise ConfigError(f"resources.cpu: must be > 0, got {r.cpu}")
+    if r.gpu < 0 or (r.gpu > 1 and not float(r.gpu).is_integer()):
+        raise ConfigError(f"resources.gpu: a fraction in [0, 1] or a whole number of GPUs, got {r.gpu}")
+    if cfg.max_concurrent is not None and cfg.max_concurrent < 1:
+        raise ConfigError(f"max_concurrent: must be >= 1, got {cfg.max_concurrent}")
+    if cfg.max_failures < 0:
+        raise ConfigError(f"max_failures: must be >= 0, got {cfg.max_failures}")
+    if math.isnan(r.cpu) or math.isnan(r.gpu):
+        raise ConfigError("resources: cpu and gpu must be numbers")

@@ -1,0 +1,126 @@
+"""The Ray Tune function trainable: one trial = one `train_run` into `results/<sweep>/runs/<trial>/`.
+
+The trainable receives the grid point (or the Optuna sample) as its Tune config and a
+`TrialContext` through `tune.with_parameters`; it resolves the point with the same
+`plan.resolve_trial` the dry-run uses, so names and settings always agree.
+
+A retried trial (worker died) or a resumed sweep calls `train_run(resume=True)` when the run folder
+holds a checkpoint or finished metrics: training continues from the checkpoint, and a run that had
+already finished returns its saved metrics without training again.
+
+Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON object a line: trial,
+event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
+trainable and training seconds); the launcher reads it for the per-trial overhead and tests count
+restarts with it.
+
+Fault injection for tests: when `RECSCALE_SWEEP_FAULT=die_once:<substring>` is set in the driver
+(the launcher forwards it to the workers), the first attempt of every trial whose id contains
+`<substring>` kills its worker process with `os._exit(3)`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .schema import Sweep
+
+FAULT_ENV = "RECSCALE_SWEEP_FAULT"
+EVENTS_NAME = "trials.jsonl"
+RUNS_DIR = "runs"
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of one stage shares: the sweep, its folder, the datasets and fixed values."""
+
+    sweep: Sweep
+    sweep_dir: str
+    dataset_paths: Mapping[str, str]
+    stage: str = "grid"
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+
+def log_event(sweep_dir: Path, **event: Any) -> None:
+    """Append one JSON line to trials.jsonl (a single O_APPEND write, safe across processes)."""
+    line = (json.dumps({"time": time.time(), "pid": os.getpid(), **event}, default=str) + "\n").encode()
+    fd = os.open(sweep_dir / EVENTS_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_events(sweep_dir: Path) -> list[dict[str, Any]]:
+    path = Path(sweep_dir) / EVENTS_NAME
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _maybe_inject_fault(trial_id: str, run_dir: Path) -> None:
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec.startswith("die_once:"):
+        return
+    needle = spec.split(":", 1)[1]
+    marker = run_dir / ".fault_injected"
+    if needle in trial_id and not marker.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text("the test fault injection killed this trial's worker once\n")
+        os._exit(3)
+
+
+def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat, scalar part of a metrics.json dict (what Tune records and runs.parquet keeps)."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        if isinstance(v, bool) or isinstance(v, (int, str)):
+            out[k] = v
+        elif isinstance(v, float):
+            out[k] = v if math.isfinite(v) else None
+    return out
+
+
+def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
+    """Tune entry point: train (or finish, or reuse) the trial's run and return its scalar metrics."""
+    import torch
+
+    from harness import run_folder
+    from harness.checkpoint import CHECKPOINT_NAME
+    from harness.config import RunConfig, TrainConfig
+    from harness.train import train_run
+    from protocols.typed_config import from_dict
+    from ray import tune
+
+    from .collect import write_trial_record
+    from .plan import resolve_trial
+
+    t_start = time.perf_counter()
+    trial_id = None
+    if context.stage == "search":
+        trial_id = f"search-{tune.get_context().get_trial_id()}"
+    trial = resolve_trial(context.sweep, config, stage=context.stage, trial_id=trial_id, fixed=context.fixed)
+    sweep_dir = Path(context.sweep_dir)
+    run_dir = sweep_dir / RUNS_DIR / trial.trial_id
+    log_event(sweep_dir, trial=trial.trial_id, event="start")
+    _maybe_inject_fault(trial.trial_id, run_dir)
+
+    train = from_dict(TrainConfig, trial.train, prefix="train.")
+    if train.num_threads == 0:
+        train.num_threads = max(1, int(context.sweep.config.resources.cpu))
+    torch.set_num_threads(train.num_threads)
+    cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
+                    model=dict(trial.model), train=train, seed=trial.seed)
+    write_trial_record(run_dir, trial.record())
+    reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
+    resume = reused or (run_dir / CHECKPOINT_NAME).exists()
+    metrics = train_run(cfg, run_dir, resume=resume, progress=False)
+
+    trainable_s = time.perf_counter() - t_start
+    log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
+              trainable_s=trainable_s, train_wall_s=None if reused else metrics.get("wall_s"))
+    return {**scalar_metrics(metrics), "trial_id": trial.trial_id, "trainable_s": trainable_s}

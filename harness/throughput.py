@@ -1,0 +1,102 @@
+"""Training-throughput measurement on schema-valid random batches (used by the benchmark in
+tests/bench and by `python -m harness.throughput` for quick what-if comparisons).
+
+It times `TrainStep` (the exact step of the training loop) over pre-built batches, so data loading
+is excluded, and reports targets/s, forward FLOPs/target, the fp32 matmul rate and the counted-FLOP
+utilisation = 3 x FLOPs/target x targets/s / matmul rate.
+
+    python -m harness.throughput --arch whale --steps 30 [--set model.dim=64] [--set train.compile=true]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import torch
+
+import architectures
+from protocols.schema import FeatureSpec, random_batch
+from protocols.typed_config import apply_overrides, parse_set_options
+
+from . import perf
+from .config import TrainConfig
+from .step import TrainStep
+
+#: Vocabulary sizes of the size of `synth --scale small` (about 1M exposures).
+SMALL_VOCAB: dict[str, int] = {
+    "user_id": 2_502, "device_id": 2_502, "age": 10, "gender": 5, "province": 40, "video_id": 120_000,
+    "author_id": 12_000, "category_level_one": 40, "category_level_two": 400, "upload_type": 8,
+}
+
+
+def measure(
+    arch: str,
+    model_overrides: dict[str, Any] | None = None,
+    train: TrainConfig | None = None,
+    *,
+    spec: FeatureSpec | None = None,
+    steps: int = 20,
+    warmup: int = 3,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`."""
+    tc = train or TrainConfig()
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    device = torch.device("cuda" if tc.device != "cpu" and torch.cuda.is_available() else "cpu")
+    spec = spec or FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)
+    torch.manual_seed(seed)
+    model = architectures.build(arch, spec, architectures.make_config(arch, model_overrides or {})).to(device)
+    g = torch.Generator().manual_seed(seed)
+    batches = [random_batch(spec, tc.batch_size, generator=g, min_len=spec.history_len) for _ in range(4)]
+    batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
+
+    from architectures.flops import count_flops
+
+    model.eval()
+    with torch.no_grad():
+        flops = float(count_flops(model, batches[0]).per_target)
+    model.train()
+    step = TrainStep(model, tc, device)
+    for i in range(warmup):
+        step(batches[i % len(batches)])
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(batches[i % len(batches)])
+    sync()
+    elapsed = time.perf_counter() - t0
+    rate = perf.matmul_rate(device)
+    targets_per_s = steps * tc.batch_size / elapsed
+    return {
+        "arch": arch,
+        "batch_size": tc.batch_size,
+        "steps": steps,
+        "seconds_per_step": elapsed / steps,
+        "targets_per_s": targets_per_s,
+        "flops_per_target": flops,
+        "matmul_flops_per_s": rate,
+        "utilisation": perf.utilisation(flops, targets_per_s, rate),
+        "threads": torch.get_num_threads(),
+        "malloc_env": perf.malloc_env_active(),
+        "device": str(device),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.throughput", description=__doc__.splitlines()[0])
+    p.add_argument("--arch", default="whale")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model.* or train.* override")
+    args = p.parse_args(argv)
+    over = parse_set_options(args.set)
+    tc = apply_overrides(TrainConfig(), over.get("train", {}))
+    print(json.dumps(measure(args.arch, over.get("model", {}), tc, steps=args.steps)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,258 @@
+"""`train_run`: train one model on a prepared dataset, evaluate it and write its run folder.
+
+Training rules (seed section 10, `harness.config.TrainConfig`): AdamW (fused where supported), global
+gradient-norm clip, BCE-with-logits where every target weighs 1 / batch_size (so the last, partial
+batch gets no extra weight), data order and ID masking from the dataset's batch loader, everything
+seeded from the run seed. Evaluation predicts every valid and test target with the final weights (or
+the best epoch's when early stopping is on) and computes metrics on the full sets.
+
+Resumable: a checkpoint (model, optimisers, position inside the epoch, RNG states) is written every
+`checkpoint_every_batches` batches / `checkpoint_every_s` seconds and at each epoch end; a run killed
+mid-epoch and resumed gives bitwise-identical metrics on CPU.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import architectures
+from protocols.errors import RecscaleError
+
+from . import perf
+from . import run_folder as RF
+from .checkpoint import CHECKPOINT_NAME, Position, load_checkpoint, save_checkpoint, set_rng_states
+from .config import RunConfig, run_config_dict
+from .evaluate import move_batch, predict, split_metrics, target_columns
+from .step import TrainStep
+
+#: Flat metrics compared by `recscale metrics --recompute` and by the resume / determinism tests.
+QUALITY_KEYS_PREFIXES: tuple[str, ...] = ("valid_", "test_", "oracle_")
+
+
+class RunInterrupted(RuntimeError):
+    """Raised by the `stop_after_batches` test hook to simulate a crash (nothing more is saved)."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RecscaleError("train.device=cuda but no CUDA device is available")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def open_dataset(path: str) -> Any:
+    from protocols.artifact import PreparedDataset
+
+    if not Path(path).exists():
+        raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
+    return PreparedDataset.open(Path(path))
+
+
+def count_cost(model: torch.nn.Module, dataset: Any) -> dict[str, float]:
+    """Forward matrix FLOPs per target and parameter split, measured on one validation batch."""
+    from architectures.flops import count_flops, count_params
+
+    batch = next(iter(dataset.batches("valid", 64, seed=0)))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            report = count_flops(model, batch)
+    finally:
+        model.train(was_training)
+    params = count_params(model)
+    return {
+        "flops_per_target": float(report.per_target),
+        "params_embedding": int(params["embedding"]),
+        "params_non_embedding": int(params["non_embedding"]),
+    }
+
+
+def library_versions() -> dict[str, str]:
+    import pyarrow
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "pyarrow": pyarrow.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def _is_better(metric: str, value: float, best: float | None) -> bool:
+    if best is None:
+        return True
+    return value < best if metric.endswith("logloss") else value > best
+
+
+def train_run(
+    cfg: RunConfig,
+    out_dir: Path | str,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    stop_after_batches: int | None = None,
+) -> dict[str, Any]:
+    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
+
+    `resume=True` continues from `out_dir/checkpoint.pt` (refused when config or data differ) and
+    returns the saved metrics when the run had already finished. `stop_after_batches` is a test hook
+    that raises RunInterrupted after that many batches were trained in this call.
+    """
+    session_start = time.perf_counter()
+    out_dir = Path(out_dir)
+    tc = cfg.train
+    config = run_config_dict(cfg)
+    dataset = open_dataset(cfg.data)
+    ckpt_path = out_dir / CHECKPOINT_NAME
+
+    if resume and RF.is_finished(out_dir):
+        load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)  # same checks
+        return RF.read_metrics(out_dir)
+    if not resume and (RF.is_finished(out_dir) or ckpt_path.exists()):
+        raise RecscaleError(f"{out_dir}: already holds a run; use --resume to continue it or choose another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    device = resolve_device(tc.device)
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    seed_everything(cfg.seed)
+    model = architectures.build(cfg.arch, dataset.spec, cfg.model_config()).to(device)
+    cost = count_cost(model, dataset)
+    step = TrainStep(model, tc, device)
+    optimizers, forward = step.optimizers, step.forward
+    position = Position()
+    best_state: dict[str, torch.Tensor] | None = None
+    if resume:
+        payload = load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)
+        model.load_state_dict(payload["model"])
+        for opt, state in zip(optimizers, payload["optimizers"]):
+            opt.load_state_dict(state)
+        position, best_state = payload["position"], payload["best_model"]
+        set_rng_states(payload["rng"])
+    else:
+        RF.write_config(out_dir, config)
+    rate = perf.matmul_rate(device)
+
+    wall_before = position.wall_seconds  # earlier sessions of a resumed run
+
+    def checkpoint() -> None:
+        position.wall_seconds = wall_before + time.perf_counter() - session_start
+        save_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint, model=model,
+                        optimizers=optimizers, position=position, best_model_state=best_state)
+
+    n_batches = dataset.num_batches("train", tc.batch_size)
+    n_targets = dataset.num_targets("train")
+    batches_this_call = 0
+    last_save = time.perf_counter()
+    model.train()
+    while not position.finished and position.epoch < tc.epochs:
+        bar = tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt",
+                   unit_scale=True, desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress,
+                   file=sys.stderr, dynamic_ncols=True)
+        t0 = time.perf_counter()
+        loss_total = torch.zeros((), dtype=torch.float64, device=device)
+        for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
+                                     start_batch=position.batch, id_mask_prob=tc.id_mask_prob):
+            loss_total += step(move_batch(batch, device)).double()
+            n = int(batch["label"].shape[0])
+            position.batch += 1
+            position.targets_seen += n
+            bar.update(n)
+            batches_this_call += 1
+            now = time.perf_counter()
+            if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
+                now - last_save >= tc.checkpoint_every_s
+            ):
+                position.train_seconds += now - t0
+                position.add_loss(float(loss_total))
+                loss_total.zero_()
+                checkpoint()
+                t0 = last_save = time.perf_counter()
+            if stop_after_batches is not None and batches_this_call >= stop_after_batches:
+                bar.close()
+                raise RunInterrupted(f"stopped after {batches_this_call} batches (test hook)")
+        bar.close()
+        position.train_seconds += time.perf_counter() - t0
+        position.add_loss(float(loss_total))
+        epoch_record = {"epoch": position.epoch, "train_loss": position.epoch_loss_sum / n_targets}
+        position.epoch_loss_sum = 0.0
+        position.epoch, position.batch = position.epoch + 1, 0
+        if tc.early_stopping_patience:
+            ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device, bf16=tc.bf16)
+            flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
+            value = flat[tc.early_stopping_metric]
+            epoch_record[tc.early_stopping_metric] = value
+            if _is_better(tc.early_stopping_metric, value, position.best_metric):
+                position.best_metric, position.epochs_without_improvement = value, 0
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                position.epochs_without_improvement += 1
+                if position.epochs_without_improvement >= tc.early_stopping_patience:
+                    position.finished = True
+        position.history.append(epoch_record)
+        checkpoint()
+        last_save = time.perf_counter()
+
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    position.finished = True
+    checkpoint()
+
+    result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
+    groups: dict[str, Any] = {}
+    for split in RF.PREDICTION_SPLITS:
+        ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device, bf16=tc.bf16)
+        flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+        result.update(flat)
+        RF.write_predictions(out_dir, split, ev, lab, sc)
+    throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
+    result.update(cost)
+    result.update({
+        "train_targets": position.targets_seen,
+        "train_loss": position.loss_sum / max(position.targets_seen, 1),
+        "epochs_run": position.epoch,
+        "epoch_history": position.history,
+        "wall_s": wall_before + time.perf_counter() - session_start,
+        "train_seconds": position.train_seconds,
+        "train_targets_per_s": throughput,
+        "matmul_flops_per_s": rate,
+        "utilisation": perf.utilisation(cost["flops_per_target"], throughput, rate),
+        "peak_rss_bytes": perf.peak_rss_bytes(),
+        "peak_gpu_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0,
+        "device": str(device),
+        "malloc_env": perf.malloc_env_active(),
+        "groups": groups,
+        "versions": library_versions(),
+    })
+    RF.write_metrics(out_dir, result)
+    if progress:
+        print(summary_line(result, out_dir), file=sys.stderr)
+    return RF.read_metrics(out_dir)
+
+
+def summary_line(m: dict[str, Any], out_dir: Path) -> str:
+    oracle = f" (oracle {m['oracle_test_auc']:.4f})" if m.get("oracle_test_auc") is not None else ""
+    return (
+        f"{m['arch']} seed {m['seed']}: test AUC {m['test_auc']:.4f}{oracle} LogLoss {m['test_logloss']:.4f} "
+        f"NE {m['test_ne']:.4f} | {m['train_targets_per_s']:.0f} targets/s, utilisation {m['utilisation']:.2f}, "
+        f"{m['wall_s']:.1f} s, peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB -> {out_dir}"
+    )

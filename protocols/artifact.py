@@ -1,0 +1,182 @@
+"""`PreparedDataset`: read a prepared artifact and assemble batches of the DESIGN batch schema.
+
+Every batch is built by fancy indexing into memory-mapped arrays: target rows -> their encoded
+inputs and request index -> the request's history rows -> the encoded exposure table. No Python
+runs per sample.
+
+Order: the training split is visited by local day ascending, shuffled inside each day with a
+generator seeded by (seed, epoch); valid and test keep their stored order (ascending event_id).
+ID masking (training only): each known (code >= 2) user, device, video and author id of the
+candidate, and each video and author id at a valid history position, becomes UNK with probability
+`id_mask_prob`, drawn from a generator seeded by (seed, epoch, batch index). Labels, feedback,
+times, numeric inputs and PAD are never touched. Batch k therefore depends only on
+(seed, epoch, k), and resuming at `start_batch` reproduces the remaining batches bit for bit.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from .errors import RecscaleError
+from .schema import CAT_FIELDS, FeatureSpec, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK
+from .split import SPLITS
+
+#: Default ID-masking probability on the training split.
+DEFAULT_ID_MASK_PROB = 0.05
+_CAT_MASKED = np.array([CAT_FIELDS.index(f) for f in MASKED_ID_FIELDS])  # user, device, video, author
+_HIST_MASKED = np.array([HIST_CAT_FIELDS.index(f) for f in MASKED_ID_FIELDS if f in HIST_CAT_FIELDS])
+_ORDER_STREAM, _MASK_STREAM = 1, 2
+
+
+class PreparedDataset:
+    """A prepared artifact folder opened for reading (arrays are memory-mapped)."""
+
+    def __init__(self, path: Path, manifest: dict) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.fingerprint: str = manifest["fingerprint"]
+        self.spec = FeatureSpec(vocab_sizes=dict(manifest["vocab_sizes"]), history_len=int(manifest["history_len"]))
+        self.is_synthetic: bool = bool(manifest["is_synthetic"])
+
+    @classmethod
+    def open(cls, path: str | Path) -> "PreparedDataset":
+        path = Path(path)
+        manifest_file = path / "manifest.json"
+        if not manifest_file.exists():
+            raise RecscaleError(f"{path}: not a prepared dataset (no manifest.json); run `recscale prepare`")
+        return cls(path, json.loads(manifest_file.read_text()))
+
+    # ------------------------------------------------------------------ arrays
+    def _load(self, name: str) -> np.ndarray:
+        # a plain ndarray view of the memory map: indexing skips np.memmap's Python-level hooks
+        return np.asarray(np.load(self.path / name, mmap_mode="r"))
+
+    @cached_property
+    def _history(self) -> np.ndarray:
+        return self._load("history.npy")
+
+    @cached_property
+    def _exposure(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._load("exposure_item.npy"), self._load("exposure_feedback.npy"), self._load("exposure_ts.npy")
+
+    def _split_arrays(self, split: str) -> dict[str, np.ndarray]:
+        cache = self.__dict__.setdefault("_split_cache", {})
+        if split not in cache:
+            self._check_split(split)
+            meta = pq.read_table(self.path / f"{split}_targets.parquet",
+                                 columns=["request_idx", "request_ts", "day", "label", "event_id"])
+            cache[split] = {
+                "cat": self._load(f"{split}_cat.npy"),
+                "num": self._load(f"{split}_num.npy"),
+                **{c: meta.column(c).to_numpy() for c in meta.column_names},
+            }
+        return cache[split]
+
+    @staticmethod
+    def _check_split(split: str) -> None:
+        if split not in SPLITS:
+            raise RecscaleError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+
+    # ------------------------------------------------------------------ contract
+    def num_targets(self, split: str) -> int:
+        self._check_split(split)
+        return int(self.manifest["num_targets"][split])
+
+    def num_batches(self, split: str, batch_size: int) -> int:
+        return math.ceil(self.num_targets(split) / batch_size)
+
+    def targets(self, split: str) -> pa.Table:
+        """Per-target metadata in evaluation (stored) order."""
+        self._check_split(split)
+        return pq.read_table(self.path / f"{split}_targets.parquet")
+
+    def history_rows(self, split: str) -> np.ndarray:
+        """int32 [n, L] exposure rows of each target's history (-1 at PAD), stored order."""
+        return np.asarray(self._history[self._split_arrays(split)["request_idx"]])
+
+    def order(self, split: str, *, seed: int, epoch: int = 0) -> np.ndarray:
+        """Target positions in visiting order: train by day, shuffled within a day; else stored order."""
+        arrays = self._split_arrays(split)
+        n = len(arrays["label"])
+        if split != "train":
+            return np.arange(n)
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, _ORDER_STREAM])))
+        return np.lexsort((rng.random(n), arrays["day"]))
+
+    def batches(
+        self,
+        split: str,
+        batch_size: int,
+        *,
+        seed: int,
+        epoch: int = 0,
+        start_batch: int = 0,
+        id_mask_prob: float | None = None,
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Batches of the DESIGN batch schema.
+
+        `id_mask_prob=None` uses DEFAULT_ID_MASK_PROB on the training split; valid and test are
+        never masked, whatever is passed.
+        """
+        if batch_size < 1:
+            raise RecscaleError(f"batch_size must be >= 1, got {batch_size}")
+        p = (DEFAULT_ID_MASK_PROB if id_mask_prob is None else float(id_mask_prob)) if split == "train" else 0.0
+        if not 0.0 <= p <= 1.0:
+            raise RecscaleError(f"id_mask_prob must be in [0, 1], got {id_mask_prob}")
+        order = self.order(split, seed=seed, epoch=epoch)
+        for b in range(start_batch, self.num_batches(split, batch_size)):
+            positions = order[b * batch_size : (b + 1) * batch_size]
+            batch = self.assemble(split, positions)
+            if p > 0:
+                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM])))
+                _mask_ids(batch, p, rng)
+            yield {k: torch.from_numpy(v) for k, v in batch.items()}
+
+    def assemble(self, split: str, positions: np.ndarray) -> dict[str, np.ndarray]:
+        """The unmasked batch (numpy) of the targets at `positions` of `split`."""
+        a = self._split_arrays(split)
+        item, feedback, exposure_ts = self._exposure
+        request_idx = a["request_idx"][positions]
+        rows = self._history[request_idx]  # [B, L]
+        mask = rows >= 0
+        pad_row = len(exposure_ts) - 1  # the all-zero row that PAD positions read
+        safe = np.where(mask, rows, pad_row)
+        hist_cat = item[safe].astype(np.int64)  # [B, L, 5], PAD = 0
+        hist_fb = feedback[safe].astype(np.int64)  # [B, L, 2], PAD = 0
+        request_ts = a["request_ts"][positions].astype(np.int64)
+        hist_ts = exposure_ts[safe]  # [B, L], 0 at PAD
+        age_s = np.maximum(request_ts[:, None] - hist_ts, 0) / 1000.0
+        hist_age = np.where(mask, np.log1p(age_s), 0.0).astype(np.float32)
+        return {
+            "cat": np.asarray(a["cat"][positions], dtype=np.int64),  # [B, 10]
+            "num": np.asarray(a["num"][positions], dtype=np.float32),  # [B, 8]
+            "hist_cat": hist_cat,
+            "hist_fb": hist_fb,
+            "hist_ts": hist_ts,
+            "hist_age": hist_age,
+            "hist_mask": mask,
+            "request_ts": request_ts,
+            "request_idx": request_idx.astype(np.int64),
+            "label": a["label"][positions].astype(np.float32),
+            "event_id": a["event_id"][positions].astype(np.int64),
+        }
+
+
+def _mask_ids(batch: dict[str, np.ndarray], p: float, rng: np.random.Generator) -> None:
+    """Replace known ids with UNK in place (candidate user/device/video/author, history video/author)."""
+    cat = batch["cat"]
+    sub = cat[:, _CAT_MASKED]
+    hit = (rng.random(sub.shape) < p) & (sub > UNK)
+    cat[:, _CAT_MASKED] = np.where(hit, UNK, sub)
+    hist = batch["hist_cat"]
+    sub = hist[:, :, _HIST_MASKED]
+    hit = (rng.random(sub.shape) < p) & (sub > UNK) & batch["hist_mask"][..., None]
+    hist[:, :, _HIST_MASKED] = np.where(hit, UNK, sub)

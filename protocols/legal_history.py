@@ -1,0 +1,106 @@
+"""Vectorised legal exposure history (the `exposure` protocol's core).
+
+For a target request (u, t, r) an event e is legal when u_e = u, r_e != r, t_e < t and a_{r_e} < t.
+Because a_r >= t_r (playing time and delay are non-negative), a_{r_e} < t already implies t_e < t
+and hence r_e != r (all exposures of r share t). We still bound the search to events with t_e < t,
+so all four conditions hold by construction.
+
+Search: in the user timeline the user's events with t_e < t are the sorted positions [lo, hi).
+We look at a window of the W positions just below hi, mark the legal ones (a < t), and keep the
+L most recent legal positions. A row whose window holds fewer than L legal events and does not yet
+reach lo (recent events still pending, older ones legal) is searched again with a window four
+times larger, until it is complete or covers the user's whole past. Work is done in chunks of
+target requests so memory stays bounded (about chunk * W * 30 bytes).
+"""
+from __future__ import annotations
+
+import numpy as np
+from tqdm import tqdm
+
+from .availability import UserTimeline
+
+PAD_ROW = -1
+
+
+def legal_history_rows(
+    timeline: UserTimeline,
+    user_ids: np.ndarray,
+    request_ts: np.ndarray,
+    history_len: int,
+    *,
+    chunk: int = 32_768,
+    slack: int = 64,
+    progress: bool = False,
+) -> np.ndarray:
+    """int32 [R, L]: log rows of each target request's legal history, PAD_ROW where empty.
+
+    Valid entries are left-aligned in ascending (request_timestamp, request_id, event_id) order.
+    `timeline.availability` must be filled (`UserTimeline.with_delay`).
+    """
+    if timeline.availability is None:
+        raise ValueError("timeline.availability is not set; call with_delay() first")
+    n = len(user_ids)
+    out = np.full((n, history_len), PAD_ROW, dtype=np.int32)
+    lo, hi = timeline.before(user_ids, request_ts)
+    ts = np.asarray(request_ts, dtype=np.int64)
+    bar = tqdm(total=n, desc="legal history", unit="req", disable=not progress)
+    for start in range(0, n, chunk):
+        rows = np.arange(start, min(start + chunk, n))
+        width = history_len + slack
+        while len(rows):
+            incomplete = _fill_window(timeline, out, rows, lo[rows], hi[rows], ts[rows], width)
+            rows = rows[incomplete]
+            width *= 4
+        bar.update(min(chunk, n - start))
+    bar.close()
+    return out
+
+
+def _fill_window(
+    timeline: UserTimeline,
+    out: np.ndarray,
+    rows: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    ts: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """Search positions [hi - width, hi) for each row; write finished rows into `out`.
+
+    Returns a boolean mask over `rows` of those that need a wider window.
+    """
+    L = out.shape[1]
+    width = int(min(width, max(1, int((hi - lo).max(initial=1)))))
+    pos = hi[:, None] - width + np.arange(width)[None, :]  # [C, W] sorted positions
+    in_past = pos >= lo[:, None]  # same user and t_e < t
+    pos = np.where(in_past, pos, 0)
+    legal = in_past & (timeline.availability[pos] < ts[:, None])  # [C, W]
+    # keep the L most recent legal positions: those whose running legal count exceeds n_legal - L
+    running = np.cumsum(legal, axis=1, dtype=np.int32)  # [C, W]
+    n_legal = running[:, -1]
+    skip = np.maximum(n_legal - L, 0)  # legal positions older than the kept ones
+    window_covers_past = (hi - width) <= lo
+    done = (n_legal >= L) | window_covers_past
+    keep = legal & (running > skip[:, None]) & done[:, None]
+    r, c = np.nonzero(keep)
+    slot = running[r, c] - skip[r] - 1  # left-aligned, ascending
+    out[rows[r], slot] = timeline.order[pos[r, c]]
+    return ~done
+
+
+def delay_membership_difference(
+    timeline: UserTimeline,
+    user_ids: np.ndarray,
+    request_ts: np.ndarray,
+    history_len: int,
+    delays_ms: tuple[int, int],
+    *,
+    progress: bool = False,
+) -> np.ndarray:
+    """bool [R]: whether each target request's history membership differs between two delays.
+
+    Both histories are sorted by the same key, so equal rows means equal membership.
+    """
+    first = legal_history_rows(timeline.with_delay(delays_ms[0]), user_ids, request_ts, history_len, progress=progress)
+    second = legal_history_rows(timeline.with_delay(delays_ms[1]), user_ids, request_ts, history_len, progress=progress)
+    return np.any(first != second, axis=1)

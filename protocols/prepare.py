@@ -1,0 +1,304 @@
+"""`prepare`: turn an exposure log into a content-addressed prepared dataset (artifact folder).
+
+Pipeline: load the source -> split by request time -> sample targets per split (nested, seeded) ->
+history index matrix once per unique target request (registered protocol) -> vocabularies and
+numeric statistics fit on training inputs -> encoded arrays + manifest, written to a temporary
+folder and renamed into place. The folder name is a hash of (source fingerprint, protocol,
+protocol parameters, resolved target counts, seed, split, format version), so preparing twice with
+the same inputs finds the folder and does nothing.
+
+Artifact layout (`ARTIFACT_FILES` documents every file):
+    manifest.json
+    history.npy            int32 [R, L]   log rows of each target request's history, -1 = PAD
+    exposure_item.npy      int32 [N+1, 5] encoded video, author, cat1, cat2, upload_type of every exposure
+    exposure_feedback.npy  int8  [N+1, 2] effective_view, long_view encoded 2/3
+    exposure_ts.npy        int64 [N+1]    request_timestamp (ms)
+    (the three exposure arrays end with an all-zero PAD row at index N)
+    exposure_event_id.npy  int64 [N]      event_id of every exposure (for `recscale histories`)
+    {split}_cat.npy        int32 [n, 10]  encoded categorical inputs of each target
+    {split}_num.npy        float32 [n, 8] numeric inputs of each target
+    {split}_targets.parquet               one row per target, in evaluation order (ascending event_id)
+    vocab/{field}.npy      int64          raw ids of each vocabulary (code = position + 2)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from . import PROTOCOLS, SOURCES, load_components
+from .availability import UserTimeline
+from .encoding import (
+    USER_CONTEXT_FIELDS,
+    encode,
+    encode_feedback,
+    fit_numeric_stats,
+    fit_vocabulary,
+    numeric_features,
+    vocab_size,
+)
+from .errors import RecscaleError
+from .history import PAD_ROW
+from .log import ExposureLog
+from .sampling import resolve_size, sample_rows
+from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
+from .split import SPLITS, SplitConfig, local_time_parts, split_rows
+from .typed_config import ConfigError, to_dict
+
+FORMAT_VERSION = 1
+
+ARTIFACT_FILES: dict[str, str] = {
+    "manifest.json": "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics",
+    "history.npy": "int32 [R, L] exposure rows of each target request's history (left-aligned, ascending; -1 PAD)",
+    "exposure_item.npy": "int32 [N+1, 5] encoded video, author, category_level_one, category_level_two, upload_type;"
+    " row N is the all-zero PAD row",
+    "exposure_feedback.npy": "int8 [N+1, 2] effective_view, long_view encoded 2/3; row N is PAD",
+    "exposure_ts.npy": "int64 [N+1] request_timestamp (ms) of every exposure; row N is PAD (0)",
+    "exposure_event_id.npy": "int64 [N] event_id of every exposure (audit trail)",
+    "{split}_cat.npy": "int32 [n, 10] encoded categorical inputs of each target (CAT_FIELDS order)",
+    "{split}_num.npy": "float32 [n, 8] numeric inputs of each target (NUM_FEATURES order)",
+    "{split}_targets.parquet": "per-target metadata: event_id, row, request_idx, label, day, unseen flags, ...",
+    "vocab/{field}.npy": "int64 raw ids of the field's vocabulary; raw id vocab[i] encodes to i + 2",
+}
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """What to prepare. `history_len=None` means the protocol's default (exposure 128, author50 50);
+    `n_train/n_valid/n_test=None` means the reference sizes scaled to the log (protocols.sampling)."""
+
+    source: str = "synthetic"
+    root: str = ""
+    protocol: str = "exposure"
+    delay_s: float = 60.0
+    history_len: int | None = None
+    n_train: int | None = None
+    n_valid: int | None = None
+    n_test: int | None = None
+    seed: int = 42
+    split: SplitConfig = field(default_factory=SplitConfig)
+    out: str = "artifacts"
+
+    def __post_init__(self) -> None:
+        load_components()
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"protocol: unknown {self.protocol!r}; valid: {', '.join(PROTOCOLS.names())}")
+        if self.delay_s < 0:
+            raise ConfigError(f"delay_s must be >= 0, got {self.delay_s}")
+        if self.history_len is not None and self.history_len < 1:
+            raise ConfigError(f"history_len must be >= 1, got {self.history_len}")
+
+    def make_protocol(self):
+        cls = PROTOCOLS.get(self.protocol)
+        kwargs: dict = {"history_len": self.history_len or cls.default_history_len}
+        if cls.uses_delay:
+            kwargs["delay_s"] = float(self.delay_s)
+        return cls(**kwargs)
+
+
+def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
+    """Build (or find) the artifact for `cfg`; returns its folder."""
+    load_components()
+    if cfg.source not in SOURCES:
+        raise ConfigError(f"source: unknown {cfg.source!r}; valid: {', '.join(SOURCES.names())}")
+    if not cfg.root:
+        raise ConfigError("root: the folder of the log is required")
+    log = SOURCES.get(cfg.source)(Path(cfg.root))
+    return prepare_log(log, cfg, progress=progress)
+
+
+@dataclass
+class TargetPlan:
+    """Sampled target rows per split (ascending log rows) and the split sizes they came from."""
+
+    rows: dict[str, np.ndarray]
+    available: dict[str, int]
+
+
+def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
+    by_split = split_rows(log["request_timestamp"], cfg.split)
+    requested = {"train": cfg.n_train, "valid": cfg.n_valid, "test": cfg.n_test}
+    rows = {}
+    for s in SPLITS:
+        n = resolve_size(s, requested[s], len(log), len(by_split[s]))
+        if n == 0 and s == "train":
+            raise RecscaleError(f"{log.root}: no training exposures in {cfg.split.interval_ms('train')} (ms)")
+        rows[s] = sample_rows(by_split[s], n, seed=cfg.seed, split=s)
+    return TargetPlan(rows, {s: len(by_split[s]) for s in SPLITS})
+
+
+def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tuple[str, dict]:
+    """(hex digest, hashed parameters) that name the artifact folder."""
+    protocol = cfg.make_protocol()
+    params = {
+        "format_version": FORMAT_VERSION,
+        "source": log.source,
+        "source_fingerprint": log.fingerprint,
+        "protocol": cfg.protocol,
+        "protocol_params": to_dict(protocol),
+        "targets": {s: int(len(plan.rows[s])) for s in SPLITS},
+        "seed": cfg.seed,
+        "split": to_dict(cfg.split),
+    }
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+    return digest, params
+
+
+def prepare_log(log: ExposureLog, cfg: PrepareConfig, *, progress: bool = False) -> Path:
+    """Build (or find) the artifact of an already loaded log."""
+    plan = plan_targets(log, cfg)
+    digest, params = artifact_key(log, cfg, plan)
+    out_root = Path(cfg.out)
+    final = out_root / f"{log.source}-{cfg.protocol}-{digest[:16]}"
+    if (final / "manifest.json").exists():
+        return final
+    out_root.mkdir(parents=True, exist_ok=True)
+    tmp = out_root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        _write_artifact(tmp, log, cfg, plan, params, digest, progress=progress)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / "manifest.json").exists():  # not a concurrent writer that finished first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _write_artifact(
+    folder: Path, log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan, params: dict, digest: str, *, progress: bool
+) -> None:
+    started = time.time()
+    steps = tqdm(total=5, desc="prepare", unit="step", disable=not progress)
+    protocol = cfg.make_protocol()
+    all_rows = np.concatenate([plan.rows[s] for s in SPLITS])
+    split_of = np.repeat(np.arange(len(SPLITS)), [len(plan.rows[s]) for s in SPLITS])
+
+    # 1. one history per unique target request, shared by its targets
+    _, first, request_idx = np.unique(log["request_id"][all_rows], return_index=True, return_inverse=True)
+    request_rows = all_rows[first]
+    timeline = UserTimeline.build(log)
+    history = protocol.build(log, request_rows, timeline=timeline, progress=progress)
+    del timeline
+    np.save(folder / "history.npy", history.rows)
+    request_len = (history.rows != PAD_ROW).sum(axis=1).astype(np.int32)
+    steps.update()
+
+    # 2. vocabularies from training inputs only
+    train_rows = plan.rows["train"]
+    train_requests = np.unique(request_idx[split_of == 0])
+    item_rows = np.zeros(len(log), dtype=bool)
+    item_rows[train_rows] = True
+    for start in range(0, len(train_requests), 65_536):  # chunked: no full copy of the train histories
+        hist = history.rows[train_requests[start : start + 65_536]]
+        item_rows[hist[hist != PAD_ROW]] = True
+    vocabs = {f: fit_vocabulary(log[f][train_rows]) for f in USER_CONTEXT_FIELDS}
+    vocabs.update({f: fit_vocabulary(log[f][item_rows]) for f in HIST_CAT_FIELDS})
+    del item_rows
+    (folder / "vocab").mkdir()
+    for f, v in vocabs.items():
+        np.save(folder / "vocab" / f"{f}.npy", v)
+    stats = fit_numeric_stats(log["duration"][train_rows], log["upload_timestamp"][train_rows],
+                              log["request_timestamp"][train_rows])
+    steps.update()
+
+    # 3. the encoded exposure table every history reads from
+    # one extra all-zero row at index N: PAD positions gather it, so batches need no masking pass
+    n = len(log)
+    item = np.zeros((n + 1, len(HIST_CAT_FIELDS)), dtype=np.int32)
+    for j, f in enumerate(HIST_CAT_FIELDS):
+        item[:n, j] = encode(log[f], vocabs[f])
+    np.save(folder / "exposure_item.npy", item)
+    del item
+    feedback = np.zeros((n + 1, len(HIST_FB_FIELDS)), dtype=np.int8)
+    for j, f in enumerate(HIST_FB_FIELDS):
+        feedback[:n, j] = encode_feedback(log[f])
+    np.save(folder / "exposure_feedback.npy", feedback)
+    del feedback
+    np.save(folder / "exposure_ts.npy", np.append(log["request_timestamp"], 0))
+    np.save(folder / "exposure_event_id.npy", log["event_id"])
+    steps.update()
+
+    # 4. targets of each split
+    membership = {}
+    for i, s in enumerate(SPLITS):
+        rows, req = plan.rows[s], request_idx[split_of == i]
+        cat = np.stack([encode(log[f][rows], vocabs[f]) for f in CAT_FIELDS], axis=1)
+        np.save(folder / f"{s}_cat.npy", cat)
+        np.save(folder / f"{s}_num.npy", numeric_features(
+            log["duration"][rows], log["upload_timestamp"][rows], log["request_timestamp"][rows], stats,
+            cfg.split.timezone))
+        lengths = request_len[req]
+        pq.write_table(_targets_table(log, rows, req, cat, lengths, cfg), folder / f"{s}_targets.parquet")
+        membership[s] = _membership(lengths, history.rows.shape[1])
+    steps.update()
+
+    # 5. manifest
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "fingerprint": digest,
+        "source": log.source,
+        "source_root": str(log.root),
+        "source_fingerprint": log.fingerprint,
+        "protocol": cfg.protocol,
+        "parameters": params,
+        "history_len": int(history.rows.shape[1]),
+        "is_synthetic": bool(log.has_truth),
+        "num_exposures": len(log),
+        "num_target_requests": int(len(request_rows)),
+        "split_exposures": plan.available,
+        "num_targets": {s: int(len(plan.rows[s])) for s in SPLITS},
+        "vocab_sizes": {f: vocab_size(v) for f, v in vocabs.items()},
+        "numeric_stats": stats.as_dict(),
+        "membership": membership,
+        "protocol_diagnostics": history.diagnostics,
+        "files": ARTIFACT_FILES,
+        "prepare_wall_s": round(time.time() - started, 2),
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    steps.update()
+    steps.close()
+
+
+def _targets_table(log: ExposureLog, rows, req, cat, lengths, cfg: PrepareConfig) -> pa.Table:
+    video_col, author_col = CAT_FIELDS.index("video_id"), CAT_FIELDS.index("author_id")
+    columns = {
+        "event_id": log["event_id"][rows],
+        "row": rows.astype(np.int64),
+        "request_idx": req.astype(np.int64),
+        "request_id": log["request_id"][rows],
+        "request_ts": log["request_timestamp"][rows],
+        "day": local_time_parts(log["request_timestamp"][rows], cfg.split.timezone).day,
+        "label": log["long_view"][rows].astype(np.float32),
+        "user_id": log["user_id"][rows],
+        "video_id": log["video_id"][rows],
+        "author_id": log["author_id"][rows],
+        "video_unseen": cat[:, video_col] == UNK,
+        "author_unseen": cat[:, author_col] == UNK,
+        "duration_ms": log["duration"][rows],
+        "history_length": lengths,
+    }
+    if log.has_truth:
+        columns[TRUE_P_COLUMN] = log[TRUE_P_COLUMN][rows]
+    return pa.table(columns)
+
+
+def _membership(lengths: np.ndarray, history_len: int) -> dict[str, float]:
+    return {
+        "targets": int(len(lengths)),
+        "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
+        "full_length_targets": int((lengths == history_len).sum()),
+        "empty_history_targets": int((lengths == 0).sum()),
+    }

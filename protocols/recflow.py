@@ -1,0 +1,188 @@
+"""RecFlow reader: `<root>/realshow/YYYY-MM-DD.feather|.parquet` -> validated `ExposureLog`.
+
+Every rule is checked on the whole log before anything is returned (and callers write nothing before
+that), and a broken log raises `DataValidationError` naming the file, the 1-based record index, the
+field and the offending value:
+- each expected day (default: 37 days 2024-01-13 .. 2024-02-18) has exactly one file; empty or
+  unreadable files are errors; files of other days are ignored;
+- column names are stripped of whitespace (the released files spell ` category_level_two`); every
+  canonical column is present once, with an integer type, without nulls, and fits int64;
+- effective_view and long_view are 0 or 1; playing_time >= 0;
+- each request_id has a single user_id and a single request_timestamp across the whole log;
+- each request_timestamp falls inside its file's day in Asia/Shanghai.
+Rows keep file order; event_id = (file_index << 32) + record_index (file_index from 0 in date order,
+record_index from 1). The fingerprint hashes the bytes of the files read (stable across copies).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from .author50 import Author50Reader
+from .errors import DataValidationError
+from .log import ExposureLog
+from .recflow_days import DEFAULT_DAYS, day_bounds_ms, parse_day
+from .recflow_format import AUTHOR50_DIR, LOG_SUFFIXES, REALSHOW_DIR
+from .schema import EXPOSURE_COLUMNS, make_event_id
+
+BINARY_COLUMNS: tuple[str, ...] = ("effective_view", "long_view")
+NON_NEGATIVE_COLUMNS: tuple[str, ...] = ("playing_time",)
+
+
+def find_day_files(root: Path, days: Iterable[dt.date]) -> list[Path]:
+    """The single realshow file of each day, in the given order; errors name what is missing or doubled."""
+    folder = Path(root) / REALSHOW_DIR
+    if not folder.is_dir():
+        raise DataValidationError(str(folder), "(folder)", "realshow folder not found")
+    files = []
+    for day in days:
+        found = [folder / f"{day.isoformat()}{s}" for s in LOG_SUFFIXES if (folder / f"{day.isoformat()}{s}").exists()]
+        if not found:
+            raise DataValidationError(str(folder / f"{day.isoformat()}.feather"), "(file)", f"no file for day {day}")
+        if len(found) > 1:
+            raise DataValidationError(str(found[1]), "(file)", f"day {day} has more than one file: {[p.name for p in found]}")
+        files.append(found[0])
+    return files
+
+
+def _read_table(path: Path, data: bytes) -> pa.Table:
+    try:
+        buf = pa.py_buffer(data)
+        if path.suffix == ".parquet":
+            return pq.read_table(pa.BufferReader(buf))
+        return feather.read_table(pa.BufferReader(buf))
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise DataValidationError(str(path), "(file)", f"unreadable: {e}") from None
+
+
+def _first_bad(path: Path, name: str, mask: np.ndarray, values: np.ndarray | None, message: str) -> None:
+    bad = np.flatnonzero(mask)
+    if len(bad):
+        i = int(bad[0])
+        value = None if values is None else values[i].item()
+        raise DataValidationError(str(path), name, f"{message} ({len(bad)} record(s))", record=i + 1, value=value)
+
+
+def _int64_column(path: Path, name: str, col: pa.ChunkedArray) -> np.ndarray:
+    """Validated int64 copy of one column (integer type, no nulls, fits int64)."""
+    if col.null_count:
+        nulls = col.is_null().to_numpy(zero_copy_only=False)
+        _first_bad(path, name, nulls, None, "missing value (null)")
+    if not pa.types.is_integer(col.type):
+        raw = col.to_numpy(zero_copy_only=False)
+        first = _first_non_integral(raw)
+        raise DataValidationError(
+            str(path), name, f"must have an integer type, found {col.type}", record=first + 1, value=_plain(raw[first])
+        )
+    values = col.to_numpy()
+    if values.dtype == np.uint64:
+        _first_bad(path, name, values > np.iinfo(np.int64).max, values, "does not fit int64")
+    return values.astype(np.int64)
+
+
+def _first_non_integral(raw: np.ndarray) -> int:
+    """Index of the first value that is not a whole number (0 when the values are not numbers at all)."""
+    as_float = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.flatnonzero(~np.isfinite(as_float) | (as_float != np.round(as_float)))
+    return int(bad[0]) if len(bad) else 0
+
+
+def _plain(value: object) -> object:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def read_day(path: Path, data: bytes, day_start: int, day_end: int) -> dict[str, np.ndarray]:
+    """Read and validate one day's file (every per-file rule); returns canonical int64 columns."""
+    table = _read_table(path, data)
+    stripped = [n.strip() for n in table.column_names]
+    for name in sorted(set(stripped)):
+        if stripped.count(name) > 1:
+            raise DataValidationError(str(path), name, "column appears more than once after stripping whitespace")
+    if table.num_rows == 0:
+        raise DataValidationError(str(path), "(file)", "file has no rows")
+    by_name = dict(zip(stripped, table.columns))
+    out = {}
+    for name in EXPOSURE_COLUMNS:
+        if name not in by_name:
+            raise DataValidationError(str(path), name, f"required column missing; found {sorted(stripped)}")
+        out[name] = _int64_column(path, name, by_name[name])
+    for name in BINARY_COLUMNS:
+        _first_bad(path, name, (out[name] != 0) & (out[name] != 1), out[name], "must be 0 or 1")
+    for name in NON_NEGATIVE_COLUMNS:
+        _first_bad(path, name, out[name] < 0, out[name], "must be >= 0")
+    ts = out["request_timestamp"]
+    _first_bad(path, "request_timestamp", (ts < day_start) | (ts >= day_end), ts, "outside the file's day (Asia/Shanghai)")
+    return out
+
+
+def check_requests(files: list[Path], columns: dict[str, np.ndarray]) -> None:
+    """Each request_id has one user_id and one request_timestamp across the whole log."""
+    rid = columns["request_id"]
+    order = np.argsort(rid, kind="stable")
+    same = rid[order][1:] == rid[order][:-1]
+    for field in ("user_id", "request_timestamp"):
+        v = columns[field][order]
+        clash = np.flatnonzero(same & (v[1:] != v[:-1]))
+        if len(clash):
+            row = int(order[clash[0] + 1])
+            first = int(order[clash[0]])
+            f_idx, rec = int(columns["file_index"][row]), int(columns["record_index"][row])
+            raise DataValidationError(
+                str(files[f_idx]), field,
+                f"request_id {int(rid[row])} already has {field} {int(columns[field][first])} "
+                f"(file {files[int(columns['file_index'][first])].name}, record {int(columns['record_index'][first])})",
+                record=rec, value=int(columns[field][row]),
+            )
+
+
+def read_recflow(
+    root: Path | str,
+    days: Iterable[str | dt.date] | None = None,
+    *,
+    source: str = "recflow",
+    progress: bool = False,
+) -> ExposureLog:
+    """Read and validate a RecFlow-layout log; see the module docstring for the rules."""
+    root = Path(root)
+    day_list = tuple(parse_day(d) for d in days) if days is not None else DEFAULT_DAYS
+    if len(set(day_list)) != len(day_list):
+        raise DataValidationError(str(root), "(days)", "the configured day list repeats a day")
+    day_list = tuple(sorted(day_list))
+    files = find_day_files(root, day_list)
+    starts, ends = day_bounds_ms(day_list)
+    digest = hashlib.sha256(b"recflow-v1")
+    parts: list[dict[str, np.ndarray]] = []
+    for i, path in enumerate(tqdm(files, desc="read", unit="file", disable=not progress)):
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise DataValidationError(str(path), "(file)", f"unreadable: {e}") from None
+        if not data:
+            raise DataValidationError(str(path), "(file)", "file is empty (0 bytes)")
+        digest.update(f"{day_list[i].isoformat()}:{len(data)}:".encode())
+        digest.update(data)
+        parts.append(read_day(path, data, int(starts[i]), int(ends[i])))
+        del data
+    lengths = np.array([len(p["request_id"]) for p in parts], dtype=np.int64)
+    columns: dict[str, np.ndarray] = {name: np.concatenate([p.pop(name) for p in parts]) for name in EXPOSURE_COLUMNS}
+    del parts
+    file_index = np.repeat(np.arange(len(files), dtype=np.int64), lengths)
+    record_index = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths) + 1
+    columns["file_index"], columns["record_index"] = file_index, record_index
+    columns["event_id"] = make_event_id(file_index, record_index)
+    check_requests(files, columns)
+    loader = None
+    if (root / AUTHOR50_DIR).is_dir():
+        loader = Author50Reader(root, day_list)
+    return ExposureLog(
+        columns=columns, days=day_list, source=source, root=root, fingerprint=digest.hexdigest(), author50_loader=loader
+    )

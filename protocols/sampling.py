@@ -1,0 +1,54 @@
+"""Target sampling: uniform without replacement over the exposures of each split.
+
+One seeded permutation is drawn per (seed, split) over that split's exposure rows (in log order);
+a sample of size n is its first n entries. Hence, for the same log, split and seed, a sample of
+size n1 is always contained in the sample of size n2 > n1: a larger training set keeps the smaller
+one and adds new targets drawn uniformly from the rest.
+
+Default sizes are the reference sizes (3,000,000 / 100,000 / 200,000 on RecFlow's 38,245,315
+exposures) scaled by the log's exposure count relative to RecFlow, rounded, at least 1, and capped at
+the number of exposures the split holds. A log the size of RecFlow therefore gets exactly the
+reference sizes, and a 1/100 log gets 30,000 / 1,000 / 2,000.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import RecscaleError
+from .split import SPLITS
+
+#: Target counts of the reference protocol on the full RecFlow exposure log.
+REFERENCE_SIZES: dict[str, int] = {"train": 3_000_000, "valid": 100_000, "test": 200_000}
+REFERENCE_LOG_SIZE = 38_245_315
+
+
+def default_size(split: str, log_size: int, available: int) -> int:
+    """Reference size of `split` scaled to a log of `log_size` exposures, capped at `available`."""
+    scaled = max(1, round(REFERENCE_SIZES[split] * log_size / REFERENCE_LOG_SIZE))
+    return min(scaled, available)
+
+
+def resolve_size(split: str, requested: int | None, log_size: int, available: int) -> int:
+    """The number of targets to draw: `requested` (validated) or the scaled default."""
+    if requested is None:
+        return default_size(split, log_size, available)
+    if requested < 0:
+        raise RecscaleError(f"n_{split} must be >= 0, got {requested}")
+    if requested > available:
+        raise RecscaleError(
+            f"n_{split}={requested:,} targets requested but the {split} split holds only {available:,} exposures"
+        )
+    return requested
+
+
+def sample_rows(split_rows: np.ndarray, n: int, *, seed: int, split: str) -> np.ndarray:
+    """`n` rows drawn uniformly without replacement from `split_rows`, returned in ascending order.
+
+    The draw is the first n entries of one permutation seeded by (seed, split), which makes samples
+    of different sizes nested.
+    """
+    if n > len(split_rows):
+        raise RecscaleError(f"cannot draw {n:,} {split} targets from {len(split_rows):,} exposures")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, SPLITS.index(split)])))
+    chosen = rng.permutation(len(split_rows))[:n]
+    return np.sort(split_rows[chosen])

@@ -1,0 +1,107 @@
+"""Time split of an exposure log into train / valid / test by request time.
+
+Boundaries are calendar dates (or ISO date-times) in a named time zone, Asia/Shanghai by default,
+converted to epoch milliseconds with `zoneinfo`; each split is the left-closed, right-open interval
+[start, end) of `request_timestamp`. The three intervals are contiguous, so no exposure can fall
+into two splits. This module also owns local calendar parts (day, hour, weekday) of timestamps,
+used for the training order and the time-cycle features.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import pandas as pd
+
+from .typed_config import ConfigError
+
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Split boundaries: train = [train_start, valid_start), valid = [valid_start, test_start),
+    test = [test_start, test_end). Values are ISO dates ("2024-02-08") or date-times in `timezone`."""
+
+    train_start: str = "2024-01-13"
+    valid_start: str = "2024-02-08"
+    test_start: str = "2024-02-12"
+    test_end: str = "2024-02-19"
+    timezone: str = "Asia/Shanghai"
+
+    def __post_init__(self) -> None:
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as e:
+            raise ConfigError(f"timezone: unknown time zone {self.timezone!r}") from e
+        bounds = self.boundaries_ms()
+        if not all(a < b for a, b in zip(bounds, bounds[1:])):
+            raise ConfigError(
+                "split boundaries must increase strictly: "
+                f"train_start={self.train_start} < valid_start={self.valid_start} "
+                f"< test_start={self.test_start} < test_end={self.test_end}"
+            )
+
+    def boundaries_ms(self) -> tuple[int, int, int, int]:
+        """The four boundaries as epoch milliseconds."""
+        return tuple(  # type: ignore[return-value]
+            local_to_epoch_ms(v, self.timezone)
+            for v in (self.train_start, self.valid_start, self.test_start, self.test_end)
+        )
+
+    def interval_ms(self, split: str) -> tuple[int, int]:
+        """[start, end) of `split` in epoch milliseconds."""
+        b = self.boundaries_ms()
+        i = SPLITS.index(split)
+        return b[i], b[i + 1]
+
+
+def local_to_epoch_ms(value: str, timezone: str) -> int:
+    """Epoch milliseconds of an ISO date or date-time read as local time in `timezone`."""
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError as e:
+        raise ConfigError(f"split boundary {value!r} is not an ISO date (YYYY-MM-DD[THH:MM])") from e
+    if parsed.tzinfo is not None:
+        raise ConfigError(f"split boundary {value!r} must not carry its own offset; set `timezone` instead")
+    return int(parsed.replace(tzinfo=ZoneInfo(timezone)).timestamp() * 1000)
+
+
+def split_codes(request_ts: np.ndarray, cfg: SplitConfig) -> np.ndarray:
+    """int8 [N]: 0 train, 1 valid, 2 test, -1 outside every interval."""
+    bounds = np.asarray(cfg.boundaries_ms(), dtype=np.int64)
+    # searchsorted(side="right") - 1 gives the interval whose start <= t; the last bound closes test.
+    code = np.searchsorted(bounds, request_ts, side="right").astype(np.int8) - 1
+    code[(request_ts < bounds[0]) | (request_ts >= bounds[-1])] = -1
+    return code
+
+
+def split_rows(request_ts: np.ndarray, cfg: SplitConfig) -> dict[str, np.ndarray]:
+    """Row indices (ascending, int64) of each split."""
+    code = split_codes(request_ts, cfg)
+    return {name: np.flatnonzero(code == i) for i, name in enumerate(SPLITS)}
+
+
+@dataclass(frozen=True)
+class LocalTimeParts:
+    """Calendar parts of timestamps in a time zone (all int arrays of the input's length)."""
+
+    day: np.ndarray  # days since 1970-01-01 of the local calendar date
+    hour: np.ndarray  # 0..23
+    weekday: np.ndarray  # Monday = 0 .. Sunday = 6
+
+
+def local_time_parts(ts_ms: np.ndarray, timezone: str = "Asia/Shanghai") -> LocalTimeParts:
+    """Local day / hour / weekday of epoch-millisecond timestamps (vectorised, zoneinfo-aware)."""
+    local = pd.DatetimeIndex(pd.to_datetime(np.asarray(ts_ms, dtype=np.int64), unit="ms", utc=True)).tz_convert(
+        ZoneInfo(timezone)
+    )
+    # wall-clock time as naive datetime64, truncated to the calendar day (unit-agnostic)
+    day = local.tz_localize(None).values.astype("datetime64[D]").astype(np.int64)
+    return LocalTimeParts(
+        day=day.astype(np.int32),
+        hour=np.asarray(local.hour, dtype=np.int8),
+        weekday=np.asarray(local.day_of_week, dtype=np.int8),
+    )

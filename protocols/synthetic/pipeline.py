@@ -1,0 +1,261 @@
+"""Assemble the synthetic log (world -> requests -> exposures -> labels) and write it atomically."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ..errors import RecscaleError
+from ..recflow_days import DEFAULT_DAYS, day_bounds_ms
+from ..recflow_format import AUTHOR50_DIR, REALSHOW_DIR, TRUTH_DIR
+from ..typed_config import to_dict
+from . import labels as L
+from .config import RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
+from .exposures import make_exposures
+from .history50 import EffectiveViewIndex
+from .sessions import make_requests
+from .world import make_world
+from .writer import write_day
+
+FORMAT_VERSION = 1
+MARKER = "SYNTHETIC.json"
+
+
+def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAULT_DAYS, progress: bool = False) -> "GeneratedLog":
+    """Generate the whole log in memory (compact arrays; columns are materialised per day when written)."""
+    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6)]
+    bar = tqdm(total=5, desc="synth", disable=not progress, unit="stage")
+    day_starts, _ = day_bounds_ms(days)
+    weights = np.resize(np.asarray(RECFLOW_DAILY_REQUESTS, dtype=np.float64), len(days))
+    world = make_world(cfg, int(day_starts[0]), weights, streams[0])
+    bar.update()
+    req = make_requests(cfg, world.users, day_starts, weights, streams[1])
+    exp = make_exposures(cfg, world, req, streams[2])
+    bar.update()
+
+    v, cats = world.videos, world.categories
+    user = req.user[exp.request]
+    day = req.day[exp.request]
+    ts = req.timestamp_ms[exp.request]
+    c2 = v.category_two[exp.video]
+    c1 = cats.level_one_of[c2]
+    static = L.static_logit(cfg, world, user, day, ts, exp.video)
+    bar.update()
+
+    first_of_user = np.searchsorted(req.user, req.user, side="left")  # requests are sorted by (user, ts)
+    request_rank = np.arange(len(req.user)) - first_of_user
+    arrays = {
+        "static": static,
+        "ts": ts,
+        "c2": c2,
+        "c1": c1,
+        "u_long": streams[3].random(len(user), dtype=np.float32),
+        "u_eff": streams[3].random(len(user), dtype=np.float32),
+    }
+    n_c2, n_c1 = cfg.world.num_level_two, cfg.world.num_level_one
+    intercepts = L.calibrate(cfg, arrays, user, exp.request, request_rank, n_c2, n_c1)
+    order, bounds = L.round_order(user, exp.request, request_rank)
+    p_o, lv_o, ev_o, hist_o = L.simulate(
+        cfg, user=user[order], rounds=bounds, intercepts=intercepts, num_users=cfg.scale.users,
+        num_c2=n_c2, num_c1=n_c1, **{k: a[order] for k, a in arrays.items()},
+    )
+    del arrays
+    true_p = np.empty(len(user))
+    long_view = np.empty(len(user), dtype=np.int8)
+    effective_view = np.empty(len(user), dtype=np.int8)
+    true_p[order], long_view[order], effective_view[order] = p_o, lv_o, ev_o
+    history_logit = hist_o
+    del p_o, lv_o, ev_o, order
+    bar.update()
+
+    # file order: requests by request_id (global time rank), exposures by slot
+    file_order = np.lexsort((exp.position, req.request_id[exp.request]))
+    r = exp.request[file_order]
+    vid = exp.video[file_order]
+    n = len(r)
+    lv, ev = long_view[file_order], effective_view[file_order]
+    del long_view, effective_view
+    rng = streams[4]
+    req_order = np.argsort(req.request_id)
+    log = GeneratedLog(
+        world=world,
+        req=req,
+        request=r,
+        video=vid,
+        position=exp.position[file_order].astype(np.int16),
+        level_one=c1[file_order].astype(np.int16),
+        level_two=c2[file_order].astype(np.int16),
+        long_view=lv,
+        effective_view=ev,
+        playing_time=L.playing_time(v.duration_ms[vid], lv, ev, rng),
+        true_p=true_p[file_order],
+        noise={
+            "rank_offset": (np.minimum(rng.geometric(0.3, n), 100) - 1).astype(np.int16),
+            "like": (rng.random(n) < np.where(lv == 1, 0.08, 0.01)).astype(np.int8),
+            "follow": (rng.random(n) < np.where(lv == 1, 0.01, 0.001)).astype(np.int8),
+            "forward": (rng.random(n) < np.where(lv == 1, 0.01, 0.002)).astype(np.int8),
+            "comment": (rng.random(n) < np.where(lv == 1, 0.02, 0.003)).astype(np.int8),
+        },
+        day_rows=np.searchsorted(day[file_order], np.arange(len(days) + 1)),
+        request_order=req_order,
+        request_day_rows=np.searchsorted(req.day[req_order], np.arange(len(days) + 1)),
+        intercepts=intercepts,
+        oracle_auc=_oracle_auc(true_p[file_order], lv),
+        # what a model blind to history could at best reach: the logit without the history term
+        oracle_auc_without_history=_oracle_auc(static[file_order], lv),
+        history_term_sd=float(history_logit.std()),
+    )
+    bar.update()
+    bar.close()
+    return log
+
+
+class GeneratedLog:
+    """A generated log held as compact per-exposure arrays in file order; RecFlow columns on demand."""
+
+    def __init__(self, *, world, req, request, video, position, level_one, level_two, long_view, effective_view,
+                 playing_time, true_p, noise, day_rows, request_order, request_day_rows, intercepts, oracle_auc,
+                 oracle_auc_without_history, history_term_sd):
+        self.world, self.req = world, req
+        self.request, self.video, self.position = request, video, position
+        self.level_one, self.level_two = level_one, level_two
+        self.long_view, self.effective_view, self.playing_time = long_view, effective_view, playing_time
+        self.true_p, self.noise = true_p, noise
+        self.day_rows, self.request_order, self.request_day_rows = day_rows, request_order, request_day_rows
+        self.intercepts, self.oracle_auc = intercepts, oracle_auc
+        self.oracle_auc_without_history, self.history_term_sd = oracle_auc_without_history, history_term_sd
+
+    def __len__(self) -> int:
+        return len(self.request)
+
+    def columns(self, rows: slice | np.ndarray) -> dict[str, np.ndarray]:
+        """RecFlow's columns (canonical names, no leading space) of the given rows."""
+        req, u, v = self.req, self.world.users, self.world.videos
+        r, vid = self.request[rows], self.video[rows]
+        user = req.user[r]
+        n = len(r)
+        position = self.position[rows].astype(np.int64)
+        return {
+            "request_id": req.request_id[r],
+            "request_timestamp": req.timestamp_ms[r],
+            "user_id": u.external_id[user],
+            "device_id": req.device[r],
+            "age": u.age[user],
+            "gender": u.gender[user],
+            "province": u.province[user],
+            "video_id": v.external_id[vid],
+            "author_id": v.author[vid],
+            "category_level_one": self.level_one[rows],
+            "category_level_two": self.level_two[rows],
+            "upload_type": v.upload_type[vid],
+            "upload_timestamp": v.upload_ms[vid] // 1000,
+            "duration": v.duration_ms[vid],
+            "realshow": np.ones(n, np.int8),
+            "rerank_pos": np.ones(n, np.int8),
+            "rerank_neg": np.zeros(n, np.int8),
+            "rank_pos": np.ones(n, np.int8),
+            "rank_neg": np.zeros(n, np.int8),
+            "coarse_neg": np.zeros(n, np.int8),
+            "prerank_neg": np.zeros(n, np.int8),
+            "rank_index": position + self.noise["rank_offset"][rows],
+            "rerank_index": position,
+            "playing_time": self.playing_time[rows],
+            "effective_view": self.effective_view[rows],
+            "long_view": self.long_view[rows],
+            "like": self.noise["like"][rows],
+            "follow": self.noise["follow"][rows],
+            "forward": self.noise["forward"][rows],
+            "comment": self.noise["comment"][rows],
+        }
+
+    def requests(self, rows: slice) -> dict[str, np.ndarray]:
+        """request_id, request_timestamp, user_id of requests in file order."""
+        o = self.request_order[rows]
+        return {
+            "request_id": self.req.request_id[o],
+            "request_timestamp": self.req.timestamp_ms[o],
+            "user_id": self.world.users.external_id[self.req.user[o]],
+        }
+
+
+def _oracle_auc(p: np.ndarray, y: np.ndarray) -> float:
+    from scipy.stats import rankdata
+
+    pos = y == 1
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(p)
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _params(scale: str, seed: int, author50: bool) -> dict:
+    return {"format": "recscale-synthetic", "version": FORMAT_VERSION, "scale": scale, "seed": int(seed), "author50": bool(author50)}
+
+
+def is_complete(out: Path, params: dict) -> bool:
+    marker = Path(out) / MARKER
+    if not marker.is_file():
+        return False
+    try:
+        stored = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return all(stored.get(k) == v for k, v in params.items())
+
+
+def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = None, progress: bool = False) -> Path:
+    """Write the synthetic log of `scale` into `out` (atomically); a no-op if it is already there.
+
+    `author50` (default: on for tiny/small/medium, off for full) writes seq_effective_50_dict/*.pkl.
+    """
+    cfg = scale_config(scale, author50=author50)
+    out = Path(out)
+    params = _params(scale, seed, cfg.scale.author50)
+    if is_complete(out, params):
+        return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise RecscaleError(f"{out}: exists and is not a synthetic log written with {params}; choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    days = DEFAULT_DAYS
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        log = build_log(cfg, seed, days, progress=progress)
+        for sub in (REALSHOW_DIR, TRUTH_DIR) + ((AUTHOR50_DIR,) if cfg.scale.author50 else ()):
+            (tmp / sub).mkdir()
+        index = None
+        if cfg.scale.author50:
+            ev_rows = np.flatnonzero(log.effective_view == 1)
+            index = EffectiveViewIndex(log.columns(ev_rows), np.ones(len(ev_rows), np.int8))
+        rows, rq_rows = log.day_rows, log.request_day_rows
+        for i, day in enumerate(tqdm(days, desc="write", disable=not progress, unit="day")):
+            day_slice = slice(rows[i], rows[i + 1])
+            write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index, log.requests(slice(rq_rows[i], rq_rows[i + 1])))
+        summary = {
+            **params,
+            "days": [d.isoformat() for d in days],
+            "exposures": len(log),
+            "requests": int(len(log.req.user)),
+            "users": int(len(np.unique(log.req.user))),
+            "long_view_rate": float(log.long_view.mean()),
+            "effective_view_rate": float(log.effective_view.mean()),
+            "oracle_auc": log.oracle_auc,
+            "oracle_auc_without_history_term": log.oracle_auc_without_history,
+            "history_term_sd": log.history_term_sd,
+            "calibrated_intercepts": list(log.intercepts),
+            "config": to_dict(cfg),
+        }
+        (tmp / MARKER).write_text(json.dumps(summary, indent=2))
+        if out.exists():
+            out.rmdir()  # empty folder given by the user
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,43 @@
+"""Write a generated log in RecFlow's on-disk layout (plus the truth side files) into a folder.
+
+Per day: `realshow/DAY.feather` with RecFlow's 30 columns (leading-space ` category_level_two`
+included, realistic integer widths), `synthetic_truth/DAY.feather` with `true_p` (float64) aligned row by
+row with the realshow file, and optionally `seq_effective_50_dict/DAY.pkl`.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+
+from ..recflow_format import RECFLOW_COLUMNS, RECFLOW_DTYPES, REALSHOW_DIR, author50_path, day_stem, truth_path
+from .history50 import EffectiveViewIndex
+
+
+def realshow_table(columns: dict[str, np.ndarray]) -> pa.Table:
+    """The RecFlow realshow table from canonical columns (names without the leading space)."""
+    arrays = []
+    for name in RECFLOW_COLUMNS:
+        arrays.append(pa.array(columns[name.strip()].astype(RECFLOW_DTYPES[name], copy=False)))
+    return pa.Table.from_arrays(arrays, names=list(RECFLOW_COLUMNS))
+
+
+def write_day(
+    root: Path,
+    day: dt.date,
+    columns: dict[str, np.ndarray],
+    true_p: np.ndarray,
+    author50: EffectiveViewIndex | None,
+    requests: dict[str, np.ndarray],
+) -> None:
+    """Write one day's realshow file, truth file and (if `author50`) 50-history pickle."""
+    feather.write_feather(realshow_table(columns), str(Path(root) / REALSHOW_DIR / f"{day_stem(day)}.feather"))
+    feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
+    if author50 is not None:
+        arrays = author50.arrays(requests["user_id"], requests["request_timestamp"])
+        with open(author50_path(root, day), "wb") as f:
+            pickle.dump(dict(zip(requests["request_id"].tolist(), arrays)), f, protocol=pickle.HIGHEST_PROTOCOL)

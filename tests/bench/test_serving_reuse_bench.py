@@ -1,0 +1,144 @@
+"""Serving benchmark of HELIX's request-level reuse: n candidates of one request, with and without reuse.
+
+For n in {1, 10, 100, 500} candidates of one request (full 128-event history), measures
+- wall time of one scoring pass without reuse (every candidate runs the encoder) and with reuse (the
+  user side -- history tokenizer, encoder, K/V cache -- runs once and is gathered to the candidates);
+- p, the user side's share of the per-candidate cost, from the no-reuse pass (time of `user_side` on
+  the n rows / time of the whole forward), and p from FLOPs (user-side FLOPs / total FLOPs);
+- the measured speedup next to Amdahl's prediction 1 / ((1 - p) + p / n);
+- forward FLOPs per target unamortised (no reuse) and amortised over the n candidates (reuse).
+
+Run as pytest-benchmark (`make bench` or `pytest tests/bench/test_serving_reuse_bench.py -m bench
+--benchmark-enable`), or as a script printing the markdown table of docs/helix.md:
+`python tests/bench/test_serving_reuse_bench.py [--size S] [--repeats 5] [--json]`.
+Timings use one intra-op thread and the minimum over repeats (the least disturbed run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import architectures  # noqa: E402
+from architectures.flops import count_flops  # noqa: E402
+from protocols.schema import CAT_FIELDS, default_test_spec, random_batch  # noqa: E402
+
+HISTORY_LEN = 128
+CANDIDATES = (1, 10, 100, 500)
+USER_SIDE_MODULES = ("events", "event_proj", "encoder", "cache_kv")
+
+
+def request_batch(n: int, history_len: int = HISTORY_LEN, seed: int = 0) -> dict[str, torch.Tensor]:
+    """n candidates of one request with a full history; candidates match some history events."""
+    spec = default_test_spec(history_len)
+    b = random_batch(spec, n, generator=torch.Generator().manual_seed(seed), min_len=history_len, requests=1)
+    b["cat"][:, CAT_FIELDS.index("category_level_two")] = b["hist_cat"][0, torch.arange(n) % history_len, 3]
+    return b
+
+
+def build(size: str, reuse: bool, history_len: int = HISTORY_LEN) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = architectures.build("helix", default_test_spec(history_len), {"size": size, "reuse_requests": reuse})
+    return model.eval()
+
+
+def best_time(fn, repeats: int) -> float:
+    """Minimum wall time of `fn()` over `repeats` runs after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def measure(n: int, size: str = "S", repeats: int = 3) -> dict:
+    """One row of the serving table for n candidates."""
+    batch = request_batch(n)
+    model = build(size, reuse=False)
+    with torch.no_grad():
+        t_plain = best_time(lambda: model(batch), repeats)
+        t_user = best_time(lambda: model.user_side(batch), repeats)
+        plain_flops = count_flops(model, batch)
+        model.cfg.reuse_requests = True
+        t_reuse = best_time(lambda: model(batch), repeats)
+        reuse_flops = count_flops(model, batch)
+    p_time = t_user / t_plain
+    p_flops = sum(plain_flops.by_module[m] for m in USER_SIDE_MODULES) / plain_flops.per_target
+    amdahl = lambda p: 1.0 / ((1.0 - p) + p / n)  # noqa: E731
+    return {
+        "size": size,
+        "n": n,
+        "ms_no_reuse": 1e3 * t_plain,
+        "ms_reuse": 1e3 * t_reuse,
+        "speedup": t_plain / t_reuse,
+        "p_time": p_time,
+        "amdahl_p_time": amdahl(p_time),
+        "p_flops": p_flops,
+        "amdahl_p_flops": amdahl(p_flops),
+        "mflops_per_target_unamortised": plain_flops.per_target / 1e6,
+        "mflops_per_target_amortised": reuse_flops.per_target / 1e6,
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    head = (
+        "| size | n | no reuse (ms) | reuse (ms) | measured speedup | p (time) | Amdahl(p time) | p (FLOPs) "
+        "| Amdahl(p FLOPs) | MFLOPs/target unamortised | MFLOPs/target amortised |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+    )
+    body = "".join(
+        f"| {r['size']} | {r['n']} | {r['ms_no_reuse']:.1f} | {r['ms_reuse']:.1f} | {r['speedup']:.2f}x | "
+        f"{r['p_time']:.3f} | {r['amdahl_p_time']:.2f}x | {r['p_flops']:.3f} | {r['amdahl_p_flops']:.2f}x | "
+        f"{r['mflops_per_target_unamortised']:.3f} | {r['mflops_per_target_amortised']:.3f} |\n"
+        for r in rows
+    )
+    return head + body
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("n", CANDIDATES)
+def test_serving_reuse(benchmark, n):
+    row = measure(n, repeats=2)
+    benchmark.extra_info.update(row)
+    model = build("S", reuse=True)
+    batch = request_batch(n)
+    with torch.no_grad():
+        benchmark.pedantic(model, args=(batch,), rounds=3, iterations=1)
+    # FLOPs: reuse removes exactly (1 - 1/n) of the user side per target
+    saved = row["mflops_per_target_unamortised"] - row["mflops_per_target_amortised"]
+    assert saved == pytest.approx(row["p_flops"] * row["mflops_per_target_unamortised"] * (1 - 1 / n), rel=1e-6)
+    if n >= 100:
+        assert row["speedup"] > 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", action="append", help="HELIX size(s) (S, M, L, XL); default S")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead of markdown")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = [measure(n, size, args.repeats) for size in (args.size or ["S"]) for n in CANDIDATES]
+    print(json.dumps(rows, indent=2) if args.json else markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

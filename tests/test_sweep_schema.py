@@ -1,0 +1,155 @@
+"""Sweep YAML validation: bad files get errors naming the key and listing the valid values; good
+files (every sweep under sweeps/) load; the grid plan is the full cartesian product."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main as cli_main
+from harness.sweep.plan import grid_points, plan_sweep
+from harness.sweep.schema import load_sweep, parse_sweep
+from protocols.typed_config import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+BASE = """
+name: t
+data: {source: synthetic, scale: tiny, history_len: 8, n_train: 100, n_valid: 50, n_test: 50}
+model: {dim: 8}
+grid:
+  arch: [wukong, whale]
+  seed: [0, 1]
+"""
+
+
+def _with(**sections) -> str:
+    raw = yaml.safe_load(BASE)
+    for key, value in sections.items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    return yaml.safe_dump(raw)
+
+
+def _error(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_sweep(text)
+    return str(info.value)
+
+
+def test_valid_base_loads_and_plans_full_product():
+    sweep = parse_sweep(BASE)
+    plan = plan_sweep(sweep)
+    expected = set(itertools.product(["wukong", "whale"], [0, 1]))
+    assert {(t.arch, t.seed) for t in plan.trials} == expected
+    assert len(plan.trials) == 4 and len(plan.datasets) == 1  # one shared dataset for every arm
+    whale = next(t for t in plan.trials if t.arch == "whale")
+    assert whale.model == {"dim": 8, "history_len": 8}  # model follows the data's history length
+    assert next(t for t in plan.trials if t.arch == "wukong").model == {"dim": 8}  # no history_len field
+
+
+def test_unknown_architecture_lists_valid_ones():
+    msg = _error(_with(grid={"arch": ["wukong", "whael"], "seed": [0]}))
+    assert "grid.arch" in msg and "'whael'" in msg and "whale_meanpool" in msg and "wukong" in msg
+
+
+def test_unknown_protocol_and_source_list_valid_ones():
+    msg = _error(_with(data={"source": "synthetic", "scale": "tiny", "protocol": "exposures"}))
+    assert "data.protocol" in msg and "author50, exposure" in msg
+    msg = _error(_with(grid={"arch": ["whale"], "protocol": ["exposure", "author5"]}))
+    assert "grid.protocol" in msg and "author50" in msg
+    msg = _error(_with(data={"source": "recflw", "root": "/tmp"}))
+    assert "data.source" in msg and "recflow" in msg and "synthetic" in msg
+
+
+def test_wrong_types_name_the_key():
+    msg = _error(_with(max_concurrent="two"))
+    assert msg.startswith("max_concurrent: 'two'") and "int" in msg
+    assert "max_failures: expected an integer" in _error(_with(max_failures=1.5))
+    msg = _error(_with(grid={"arch": ["whale"], "model.dim": [8, "wide"]}))
+    assert "model.dim" in msg and "'wide'" in msg
+    assert "resources.gpu: expected a number" in _error(_with(resources={"cpu": 1, "gpu": "half"}))
+    assert "train.lr" in _error(_with(train={"lr": "fast"}))
+    assert "grid.seed: expected a non-empty list" in _error(_with(grid={"arch": ["whale"], "seed": 3}))
+
+
+def test_missing_data_paths():
+    msg = _error(_with(data={"source": "recflow", "root": "/nonexistent/recflow"}))
+    assert "data.root" in msg and "/nonexistent/recflow" in msg and "does not exist" in msg
+    msg = _error(_with(data={"source": "recflow", "root": "${RECSCALE_TEST_UNSET_VAR}/x"}))
+    assert "data.root" in msg and "RECSCALE_TEST_UNSET_VAR is not set" in msg
+    msg = _error(_with(data={"source": "recflow"}))
+    assert "data.root: missing" in msg
+    msg = _error(_with(data={"source": "synthetic", "scale": "huge"}))
+    assert "data.scale" in msg and "tiny" in msg and "small" in msg
+
+
+def test_unknown_keys_and_axes_list_valid_ones():
+    msg = _error(_with(resoures={"cpu": 1}))
+    assert "resoures" in msg and "resources" in msg and "valid keys" in msg
+    msg = _error(_with(grid={"arch": ["whale"], "width": [8, 16]}))
+    assert "grid.width" in msg and "model.<field>" in msg and "history_len" in msg
+    msg = _error(_with(model={"dimm": 8}))
+    assert "model.dimm" in msg and "dim" in msg and "num_layers" in msg
+    msg = _error(_with(grid={"arch": ["wukong"], "model.num_heads": [1, 2]}))  # wukong has no heads
+    assert "grid.model.num_heads" in msg and "fmb_tokens" in msg
+
+
+def test_search_section_checks():
+    search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "metric": "test_auc", "mode": "max"}
+    msg = _error(_with(search=search))
+    assert "search.metric" in msg and "valid_auc" in msg
+    search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "metric": "valid_logloss", "mode": "max"}
+    assert "search.mode" in _error(_with(search=search))
+    search = {"space": {"data.delay_s": {"choice": [0, 60]}}}
+    assert "search.space.data.delay_s" in _error(_with(search=search))
+    search = {"space": {"train.lr": {"normal": [0, 1]}}}
+    msg = _error(_with(search=search))
+    assert "unknown distribution 'normal'" in msg and "loguniform" in msg
+    search = {"space": {"model.dim": {"choice": [8, 16]}}, "num_samples": 3}
+    sweep = parse_sweep(_with(search=search))
+    assert sweep.space["model.dim"].values == [8, 16]
+
+
+def test_every_sweep_file_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECFLOW_ROOT", str(tmp_path))  # seed_reproduction points at a real RecFlow folder
+    files = sorted((REPO / "sweeps").glob("*.yaml"))
+    assert any(f.name == "demo.yaml" for f in files)
+    for f in files:
+        sweep = load_sweep(f)
+        raw = yaml.safe_load(f.read_text())
+        expected = 1
+        for values in raw.get("grid", {}).values():
+            expected *= len(values)
+        assert len(grid_points(sweep.axes)) == expected, f.name
+
+
+def test_demo_is_five_models_times_three_seeds():
+    sweep = load_sweep(REPO / "sweeps" / "demo.yaml")
+    plan = plan_sweep(sweep)
+    assert sorted({t.arch for t in plan.trials}) == ["hstu", "shallow_hybrid", "whale", "whale_meanpool", "wukong"]
+    assert len(plan.trials) == 15 and len(plan.datasets) == 1
+    for arch in {t.arch for t in plan.trials}:
+        assert sorted(t.seed for t in plan.trials if t.arch == arch) == [0, 1, 2]
+
+
+def test_cli_prints_named_error_and_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(_with(grid={"arch": ["transformer9000"]}))
+    assert cli_main(["sweep", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "transformer9000" in err and "whale" in err
+
+
+def test_cli_dry_run_prints_trial_table(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text(BASE)
+    assert cli_main(["sweep", str(good), "--dry-run", "--results", str(tmp_path / "res")]) == 0
+    out = capsys.readouterr().out
+    for trial in ("wukong-seed0", "wukong-seed1", "whale-seed0", "whale-seed1"):
+        assert trial in out
+    assert "estimated compute" in out and not (tmp_path / "res").exists()  # a dry run writes nothing

@@ -1,0 +1,151 @@
+"""End-to-end training on a real tiny artifact: run folder, metrics vs an independent computation,
+recompute, determinism, kill-and-resume equality and refused resumes."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from sklearn.metrics import log_loss, roc_auc_score
+
+import architectures
+from harness.checkpoint import ResumeRefused
+from harness.cli import main as cli_main
+from harness.config import load_run_config
+from harness.train import RunInterrupted, train_run
+from protocols.artifact import PreparedDataset
+from tests.fixtures_data import tiny_artifact, tiny_artifact_other, tiny_log  # noqa: F401  (pytest fixtures)
+
+ARCH = "whale"
+#: Small model so each run takes about a second; checkpoints every 2 batches for the resume test.
+OVERRIDES = {"model": {"dim": 16}, "train": {"checkpoint_every_batches": 2, "num_threads": 1}}
+QUALITY_PREFIXES = ("valid_", "test_", "oracle_")
+
+
+def quality(m: dict) -> dict:
+    return {k: v for k, v in m.items() if k.startswith(QUALITY_PREFIXES)} | {"groups": m["groups"]}
+
+
+def make_cfg(data: Path, **extra):
+    over = json.loads(json.dumps(OVERRIDES))
+    for section, values in extra.items():
+        over.setdefault(section, {}).update(values) if isinstance(values, dict) else over.update({section: values})
+    return load_run_config(None, over, arch=ARCH, data=str(data))
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny_artifact, tmp_path_factory) -> Path:  # noqa: F811
+    out = tmp_path_factory.mktemp("runs") / "reference"
+    train_run(make_cfg(tiny_artifact), out, progress=False)
+    return out
+
+
+def test_run_folder_and_metrics_match_independent_computation(reference_run, tiny_artifact):  # noqa: F811
+    for name in ("config.yaml", "metrics.json", "predictions_valid.parquet", "predictions_test.parquet",
+                 "checkpoint.pt"):
+        assert (reference_run / name).is_file(), name
+    m = json.loads((reference_run / "metrics.json").read_text())
+    ds = PreparedDataset.open(tiny_artifact)
+    for split in ("valid", "test"):
+        pred = pq.read_table(reference_run / f"predictions_{split}.parquet").to_pandas()
+        targets = ds.targets(split).to_pandas()
+        assert pred["event_id"].tolist() == targets["event_id"].tolist()  # every target, stored order
+        assert np.array_equal(pred["label"].to_numpy(), targets["label"].to_numpy(np.float32))
+        assert pred["score"].between(0, 1).all()
+        y, p = pred["label"].to_numpy(), pred["score"].to_numpy()
+        assert m[f"{split}_auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-9)
+        assert m[f"{split}_logloss"] == pytest.approx(log_loss(y, p), abs=1e-9)
+        assert m[f"oracle_{split}_auc"] == pytest.approx(roc_auc_score(y, targets["true_p"]), abs=1e-9)
+    for key in ("flops_per_target", "params_embedding", "params_non_embedding", "wall_s", "train_targets_per_s",
+                "utilisation", "peak_rss_bytes", "data_fingerprint", "versions"):
+        assert m[key] is not None, key
+    assert m["flops_per_target"] > 0 and m["train_targets_per_s"] > 0
+    assert m["train_targets"] == ds.num_targets("train")
+    assert set(m["groups"]["test"]) >= {"video_seen", "video_unseen", "author_seen", "author_unseen",
+                                        "duration_gt_180s"}
+
+
+def test_recompute_equals_metrics_json_and_detects_tampering(reference_run, tmp_path, capsys):
+    assert cli_main(["metrics", str(reference_run), "--recompute"]) == 0
+    tampered = tmp_path / "tampered"
+    shutil.copytree(reference_run, tampered)
+    m = json.loads((tampered / "metrics.json").read_text())
+    m["groups"]["test"]["video_unseen"]["logloss"] += 1e-6
+    (tampered / "metrics.json").write_text(json.dumps(m))
+    assert cli_main(["metrics", str(tampered), "--recompute"]) == 1
+    assert "groups.test.video_unseen.logloss" in capsys.readouterr().err
+
+
+def test_same_seed_identical_other_seed_differs(reference_run, tiny_artifact, tmp_path):  # noqa: F811
+    ref = json.loads((reference_run / "metrics.json").read_text())
+    again = train_run(make_cfg(tiny_artifact), tmp_path / "again", progress=False)
+    assert quality(again) == quality(ref)
+    other = train_run(make_cfg(tiny_artifact, seed=1), tmp_path / "other", progress=False)
+    assert other["test_auc"] != ref["test_auc"]
+
+
+def test_kill_mid_epoch_and_resume_is_bitwise_identical(reference_run, tiny_artifact, tmp_path):  # noqa: F811
+    ref = json.loads((reference_run / "metrics.json").read_text())
+    cfg = make_cfg(tiny_artifact)
+    out = tmp_path / "killed"
+    with pytest.raises(RunInterrupted):
+        train_run(cfg, out, progress=False, stop_after_batches=3)  # last checkpoint after batch 2
+    assert not (out / "metrics.json").exists()
+    # scramble every global RNG: a resume must restore them from the checkpoint, not inherit them
+    torch.manual_seed(12345), random.seed(12345), np.random.seed(12345)
+    resumed = train_run(cfg, out, resume=True, progress=False)
+    assert quality(resumed) == quality(ref)
+    for split in ("valid", "test"):
+        a = pq.read_table(reference_run / f"predictions_{split}.parquet")
+        b = pq.read_table(out / f"predictions_{split}.parquet")
+        assert a.equals(b)
+
+
+def test_resume_refuses_changed_config_or_data(tiny_artifact, tiny_artifact_other, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        train_run(make_cfg(tiny_artifact), out, progress=False, stop_after_batches=2)
+    with pytest.raises(ResumeRefused, match=r"train\.lr"):
+        train_run(make_cfg(tiny_artifact, train={"lr": 0.01}), out, resume=True, progress=False)
+    with pytest.raises(ResumeRefused, match="data"):
+        train_run(make_cfg(tiny_artifact_other), out, resume=True, progress=False)
+    with pytest.raises(Exception, match="--resume"):  # never silently overwrite a run folder
+        train_run(make_cfg(tiny_artifact), out, progress=False)
+
+
+def test_cli_train_end_to_end_with_malloc_reexec(tiny_artifact, tmp_path):  # noqa: F811
+    out = tmp_path / "cli_run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "RECSCALE_MALLOC"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "train", "--arch", ARCH, "--data", str(tiny_artifact),
+         "--set", "model.dim=16", "--out", str(out), "--json", "--no-progress"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads(proc.stdout)
+    assert m["malloc_env"] is True  # the command re-executed itself with the glibc settings
+    assert (out / "metrics.json").exists()
+
+
+def test_bad_config_is_refused_with_the_key_named(tiny_artifact):  # noqa: F811
+    from protocols.typed_config import ConfigError
+
+    with pytest.raises(ConfigError, match="train.lrr"):
+        load_run_config(None, {"train": {"lrr": 1}}, arch=ARCH, data=str(tiny_artifact))
+    with pytest.raises(ConfigError, match="no_such_arch"):
+        load_run_config(None, None, arch="no_such_arch", data=str(tiny_artifact))
+
+
+@pytest.mark.parametrize("arch", architectures.names())
+def test_every_registered_architecture_trains(arch, tiny_artifact, tmp_path):  # noqa: F811
+    cfg = load_run_config(None, {"train": {"num_threads": 1}}, arch=arch, data=str(tiny_artifact))
+    m = train_run(cfg, tmp_path / arch, progress=False)
+    assert 0.0 <= m["test_auc"] <= 1.0 and np.isfinite(m["test_logloss"])
