@@ -26,7 +26,7 @@ from protocols.schema import HIST_FB_FIELDS, FeatureSpec
 
 from . import register
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_select import keep_recent
+from .blocks.history_window import recent_history
 from .din import relu_mlp
 
 
@@ -63,7 +63,7 @@ class DeepFM(nn.Module):
         return torch.cat([self.non_sequence(batch), pooled], 1)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = keep_recent(batch, self.cfg.history_len)
+        batch = recent_history(batch, self.cfg.history_len)
         v = self.fields(batch)  # [B, F, E]
         cat = batch["cat"]
         first = sum(self.first_order[f](cat[:, i]).squeeze(-1) for i, f in enumerate(self.first_order))

@@ -28,7 +28,7 @@ from protocols.schema import ITEM_FIELD_INDEX, FeatureSpec
 
 from . import register
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_select import keep_recent
+from .blocks.history_window import recent_history
 
 
 def relu_mlp(in_dim: int, widths: list[int], out_dim: int) -> nn.Sequential:
@@ -63,7 +63,7 @@ class Din(nn.Module):
         self.deep = relu_mlp(in_dim, widths, 1)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = keep_recent(batch, self.cfg.history_len)
+        batch = recent_history(batch, self.cfg.history_len)
         mask = batch["hist_mask"].to(torch.float32)  # [B, L]
         q = self.embeddings.item_tokens(batch["cat"][:, list(ITEM_FIELD_INDEX)]).flatten(1)  # [B, 5E]
         k = self.embeddings.item_tokens(batch["hist_cat"]).flatten(2)  # [B, L, 5E]

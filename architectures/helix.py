@@ -49,7 +49,7 @@ Named sizes `size` = S / M / L / XL scale width, depths, heads and encoder token
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Literal
 
 import torch
@@ -61,7 +61,8 @@ from protocols.typed_config import ConfigError
 from . import register
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import Compression, HelixEncoder
-from .blocks.history_select import gather_rows, hard_search, keep_recent
+from .blocks.history_select import gather_rows, hard_search
+from .blocks.history_window import HISTORY_KEYS, recent_history
 from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
 from .blocks.mlp import MLP
 from .blocks.mptf import MPTF, GateUpNorm, SwiGLU
@@ -118,32 +119,43 @@ class HelixConfig:
     reuse_requests: bool = False
     ablation: AblationName = "none"  # a named one-switch ablation (ABLATIONS)
 
-    def resolved(self) -> "HelixConfig":
-        """A copy with every `None` filled from the size preset and the named ablation applied, validated."""
-        preset = SIZES[self.size]
-        cfg = replace(self, **{k: v for k, v in preset.items() if getattr(self, k) is None})
-        problems = []
-        defaults = HelixConfig()
-        for key, value in ABLATIONS[self.ablation].items():
-            if getattr(cfg, key) not in (value, getattr(defaults, key)):
-                problems.append(f"ablation={self.ablation} sets {key}={value}, but {key}={getattr(cfg, key)} was given")
-        cfg = replace(cfg, **ABLATIONS[self.ablation])
-        if cfg.dim % cfg.mix_tokens:
-            problems.append(f"dim={cfg.dim} must be divisible by mix_tokens={cfg.mix_tokens} (Mixup)")
-        if cfg.dim % cfg.num_heads:
-            problems.append(f"dim={cfg.dim} must be divisible by num_heads={cfg.num_heads}")
-        if len(cfg.gather_quotas) != 3:
-            problems.append(f"gather_quotas needs 3 entries (exposures, effective views, long views), got {cfg.gather_quotas}")
-        rt = cfg.retained_tokens
-        if not rt or min(rt) < 1 or any(b > a for a, b in zip(rt, rt[1:])):
-            problems.append(f"retained_tokens must be positive and non-increasing, got {rt}")
-        elif cfg.compression != "uniform_pool" and rt[0] > sum(cfg.gather_quotas):
-            problems.append(f"retained_tokens[0]={rt[0]} exceeds sum(gather_quotas)={sum(cfg.gather_quotas)}")
-        if min(cfg.num_layers, cfg.mixformer_layers + cfg.num_layers, cfg.hard_search_len, cfg.history_len) < 1:
-            problems.append("num_layers, hard_search_len and history_len must be >= 1")
+    def __post_init__(self) -> None:
+        problems = self._merged()[1]
         if problems:
             raise ConfigError("model: " + "; ".join(problems))
-        return cfg
+
+    def resolved(self) -> "HelixConfig":
+        """A copy with every `None` filled from the size preset and the named ablation applied."""
+        return HelixConfig(**self._merged()[0])
+
+    def _merged(self) -> tuple[dict, list[str]]:
+        """(field values after the size preset and the ablation, problems found)."""
+        if self.size not in SIZES:
+            return {}, [f"size={self.size!r} is not one of {list(SIZES)}"]
+        if self.ablation not in ABLATIONS:
+            return {}, [f"ablation={self.ablation!r} is not one of {list(ABLATIONS)}"]
+        v = {f.name: getattr(self, f.name) for f in fields(self)}
+        v.update({k: p for k, p in SIZES[self.size].items() if v[k] is None})
+        defaults = {f.name: f.default for f in fields(self)}
+        problems = []
+        for key, value in ABLATIONS[self.ablation].items():
+            if v[key] not in (value, defaults[key]):
+                problems.append(f"ablation={self.ablation} sets {key}={value}, but {key}={v[key]} was given")
+            v[key] = value
+        if v["dim"] % v["mix_tokens"]:
+            problems.append(f"dim={v['dim']} must be divisible by mix_tokens={v['mix_tokens']} (Mixup)")
+        if v["dim"] % v["num_heads"]:
+            problems.append(f"dim={v['dim']} must be divisible by num_heads={v['num_heads']}")
+        if len(v["gather_quotas"]) != 3:
+            problems.append(f"gather_quotas needs 3 entries (exposures, effective views, long views), got {v['gather_quotas']}")
+        rt = v["retained_tokens"]
+        if not rt or min(rt) < 1 or any(b > a for a, b in zip(rt, rt[1:])):
+            problems.append(f"retained_tokens must be positive and non-increasing, got {rt}")
+        elif v["compression"] != "uniform_pool" and rt[0] > sum(v["gather_quotas"]):
+            problems.append(f"retained_tokens[0]={rt[0]} exceeds sum(gather_quotas)={sum(v['gather_quotas'])}")
+        if min(v["num_layers"], v["hard_search_len"], v["history_len"]) < 1:
+            problems.append("num_layers, hard_search_len and history_len must be >= 1")
+        return v, problems
 
 
 class SelfAttentionInteraction(nn.Module):
@@ -223,19 +235,18 @@ class Helix(nn.Module):
 
     def encode(self, batch: dict[str, torch.Tensor]) -> list[KV]:
         """The K/V cache(s) the decoder reads, one row per candidate (reuse path when configured)."""
-        return self._user_side(keep_recent(batch, self.cfg.history_len))[1]
+        return self._user_side(recent_history(batch, self.cfg.history_len))[1]
 
     def _user_side(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[KV]]:
         if not self.cfg.reuse_requests:
             return self.user_side(batch)
         groups = RequestGroups.of(batch["request_idx"])
-        per_request = {k: groups.select(v) for k, v in batch.items() if k.startswith("hist_")}
-        events, caches = self.user_side(per_request)  # [R, ...]
+        events, caches = self.user_side(groups.select_keys(batch, HISTORY_KEYS))  # [R, ...]
         return groups.expand(events), [c.index_rows(groups.inverse) for c in caches]
 
     # -- per-candidate part ---------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = keep_recent(batch, self.cfg.history_len)
+        batch = recent_history(batch, self.cfg.history_len)
         mix = self.mix_tokenizer(self.non_sequence(batch))  # [B, T, W]
         events, caches = self._user_side(batch)  # [B, L, W], K/V [B, H, n, dh]
 

@@ -32,7 +32,8 @@ from protocols.typed_config import ConfigError
 
 from . import register
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
-from .blocks.history_select import gather_rows, keep_recent
+from .blocks.history_select import gather_rows
+from .blocks.history_window import recent_history
 from .blocks.masked_attention import attend, merge_heads, split_heads
 from .blocks.mlp import MLP
 from .blocks.token_mixing import PerTokenLinear
@@ -136,7 +137,7 @@ class OneTrans(nn.Module):
         self.head = MLP(N * W, W, 1)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = keep_recent(batch, self.cfg.history_len)
+        batch = recent_history(batch, self.cfg.history_len)
         mask = batch["hist_mask"]  # [B, L], left-aligned
         L = mask.shape[1]
         # right-align: position p holds event p - (L - n), so the most recent event is at L - 1

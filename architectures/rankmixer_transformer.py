@@ -32,7 +32,7 @@ from protocols.typed_config import ConfigError
 from . import register
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import EncoderLayer
-from .blocks.history_select import keep_recent
+from .blocks.history_window import recent_history
 from .blocks.masked_attention import MultiHeadAttention
 from .blocks.mlp import MLP
 from .blocks.request_reuse import per_request
@@ -83,7 +83,7 @@ class RankMixerTransformer(nn.Module):
         return h * hist_mask[..., None].to(h.dtype)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        batch = keep_recent(batch, self.cfg.history_len)
+        batch = recent_history(batch, self.cfg.history_len)
         mask = batch["hist_mask"]  # [B, L]
         hist = per_request(
             self.encode_history,

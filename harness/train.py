@@ -113,8 +113,9 @@ def train_run(
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
-    `resume=True` continues from `out_dir/checkpoint.pt` (refused when config or data differ) and
-    returns the saved metrics when the run had already finished. `stop_after_batches` is a test hook
+    `resume=True` continues from `out_dir/checkpoint.pt` (refused when config or data differ),
+    starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
+    already finished. `stop_after_batches` is a test hook
     that raises RunInterrupted after that many batches were trained in this call.
     """
     session_start = time.perf_counter()
@@ -124,6 +125,8 @@ def train_run(
     dataset = open_dataset(cfg.data)
     ckpt_path = out_dir / CHECKPOINT_NAME
 
+    if resume and not ckpt_path.exists() and not RF.is_finished(out_dir):
+        resume = False  # killed before its first checkpoint: nothing to continue, start afresh
     if resume and RF.is_finished(out_dir):
         load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)  # same checks
         return RF.read_metrics(out_dir)
@@ -159,7 +162,6 @@ def train_run(
         save_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint, model=model,
                         optimizers=optimizers, position=position, best_model_state=best_state)
 
-    n_batches = dataset.num_batches("train", tc.batch_size)
     n_targets = dataset.num_targets("train")
     batches_this_call = 0
     last_save = time.perf_counter()

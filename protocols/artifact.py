@@ -45,6 +45,7 @@ class PreparedDataset:
         self.fingerprint: str = manifest["fingerprint"]
         self.spec = FeatureSpec(vocab_sizes=dict(manifest["vocab_sizes"]), history_len=int(manifest["history_len"]))
         self.is_synthetic: bool = bool(manifest["is_synthetic"])
+        self._split_cache: dict[str, dict[str, np.ndarray]] = {}
 
     @classmethod
     def open(cls, path: str | Path) -> "PreparedDataset":
@@ -68,7 +69,7 @@ class PreparedDataset:
         return self._load("exposure_item.npy"), self._load("exposure_feedback.npy"), self._load("exposure_ts.npy")
 
     def _split_arrays(self, split: str) -> dict[str, np.ndarray]:
-        cache = self.__dict__.setdefault("_split_cache", {})
+        cache = self._split_cache
         if split not in cache:
             self._check_split(split)
             meta = pq.read_table(self.path / f"{split}_targets.parquet",

@@ -9,7 +9,7 @@ import torch
 
 import architectures
 from architectures.flops import count_flops, count_params
-from architectures.blocks.history_select import hard_search, keep_recent, most_recent
+from architectures.blocks.history_select import hard_search, most_recent
 from architectures.blocks.mptf import SOFTCAP, normalise_branch
 from architectures.blocks.token_mixing import mixup
 from architectures.helix import ABLATIONS, AblationName, HelixConfig
@@ -161,15 +161,22 @@ def test_hard_search_matches_a_python_loop():
         assert idx[b][valid[b]].tolist() == want
 
 
-def test_most_recent_and_keep_recent():
+def test_most_recent():
     mask = torch.tensor([[True, True, True, False, False], [False] * 5])
     idx, valid = most_recent(mask, 7)
     assert idx[0, :3].tolist() == [2, 1, 0] and valid.sum(1).tolist() == [3, 0] and idx.shape == (2, 7)
+
+
+def test_a_shorter_history_len_keeps_the_most_recent_events():
+    """history_len 6 on a 24-event batch = the same model on the 6 most recent events, cut by hand."""
+    model = build(history_len=6).eval()
     batch = batch_for(SPEC, 4, min_len=10)
-    short = keep_recent(batch, 6)
-    for b in range(4):
-        n = int(batch["hist_mask"][b].sum())
-        assert short["hist_ts"][b].tolist() == batch["hist_ts"][b, n - 6 : n].tolist()
+    n = batch["hist_mask"].sum(1)
+    idx = (n[:, None] - 6) + torch.arange(6)  # [B, 6]
+    rows = torch.arange(4)[:, None]
+    cut = dict(batch, **{k: batch[k][rows, idx] for k in ("hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask")})
+    with torch.no_grad():
+        torch.testing.assert_close(model(batch), model(cut), rtol=0, atol=1e-6)
 
 
 def test_mixup_matches_the_worked_example_and_is_an_involution():
@@ -194,15 +201,15 @@ def test_gate_up_normalisations():
 def test_sizes_resolve_validate_and_grow():
     assert HelixConfig(size="M").resolved().dim == 96 and HelixConfig(size="M", dim=64).resolved().dim == 64
     with pytest.raises(ConfigError, match="mix_tokens"):
-        HelixConfig(dim=60).resolved()
+        architectures.make_config("helix", {"dim": 60})
     with pytest.raises(ConfigError, match="retained_tokens"):
-        HelixConfig(retained_tokens=(8, 16)).resolved()
+        HelixConfig(retained_tokens=(8, 16))
     with pytest.raises(ConfigError, match="unknown key"):
         architectures.make_config("helix", {"sizes": "M"})
     assert set(typing.get_args(AblationName)) == set(ABLATIONS)
     assert HelixConfig(ablation="uniform_pool").resolved().compression == "uniform_pool"
     with pytest.raises(ConfigError, match="ablation=softcap"):
-        HelixConfig(ablation="softcap", gate_up_norm="none").resolved()
+        HelixConfig(ablation="softcap", gate_up_norm="none")
     params = [count_params(architectures.build("helix", SPEC, {"size": s}))["non_embedding"] for s in ("S", "M", "L", "XL")]
     assert params == sorted(params) and len(set(params)) == 4
 

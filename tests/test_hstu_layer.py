@@ -8,7 +8,7 @@ import torch
 
 from architectures.blocks.embeddings import FieldEmbeddings
 from architectures.blocks.history_branch import HistoryBranch
-from architectures.blocks.hstu import HSTULayer, history_layout, sequence_layout, time_bucket
+from architectures.blocks.hstu import HSTULayer, history_layout, mask_to_bias, sequence_layout, time_bucket
 from protocols.schema import default_test_spec, random_batch
 
 
@@ -91,7 +91,7 @@ def test_hstu_layer_matches_brute_force():
     valid = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0]], dtype=torch.bool)
     x = x * valid.unsqueeze(-1)
     mask, buckets = history_layout(ts, valid)
-    got = layer(x, valid, mask.float() / layer.max_len, buckets)
+    got = layer(x, valid, mask_to_bias(mask), buckets)
     want = _layer_reference(layer, x, valid, mask, buckets)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 

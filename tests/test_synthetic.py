@@ -229,3 +229,15 @@ def test_small_log_statistics(tmp_path):
     assert 0.10 <= s["test_delay_sensitive_share_0s_60s"] <= 0.30
     meta = json.loads((tmp_path / "small" / "SYNTHETIC.json").read_text())
     assert meta["oracle_auc"] - meta["oracle_auc_without_history_term"] > 0.03
+
+
+def test_delay_share_agrees_with_the_protocol_history_code(tiny_log):
+    legal_history = pytest.importorskip("protocols.legal_history")
+    from protocols.availability import UserTimeline
+
+    req = request_table(tiny_log)
+    test = req["request_timestamp"] >= TEST_START
+    theirs = legal_history.delay_membership_difference(
+        UserTimeline.build(tiny_log), req["user_id"][test], req["request_timestamp"][test], 128, (0, 60_000)
+    )
+    np.testing.assert_array_equal(delay_sensitive_requests(req)[test], theirs)

@@ -3,7 +3,6 @@
 History rows hold valid events left-aligned in ascending time (`hist_mask` True), PAD after them.
 Everything here is index arithmetic (topk / gather), no per-row Python.
 
-- `keep_recent(batch, n)`: the batch with only the n most recent events of each row (still left-aligned).
 - `most_recent(mask, k)`: positions of the k most recent True entries, most recent first, plus validity.
 - `user_only_masks(batch)`: HELIX's candidate-independent sequences derived from the history:
   all exposures, effective views, long views -> [B, 3, L].
@@ -17,7 +16,6 @@ import torch
 
 from protocols.schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, UNK
 
-HISTORY_KEYS: tuple[str, ...] = ("hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask")
 #: Names of the user-only sequences of `user_only_masks`, in order.
 USER_ONLY_SEQUENCES: tuple[str, ...] = ("exposures", "effective_views", "long_views")
 _POSITIVE = FEEDBACK_OFFSET + 1  # encoded feedback value 1
@@ -42,24 +40,6 @@ def most_recent(mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]
         idx = torch.cat([idx, idx.new_zeros(pad)], -1)
         valid = torch.cat([valid, valid.new_zeros(pad)], -1)
     return idx, valid
-
-
-def keep_recent(batch: dict[str, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
-    """Keep the n most recent valid events per row (left-aligned, ascending time); no-op if L <= n."""
-    L = batch["hist_mask"].shape[1]
-    if L <= n:
-        return batch
-    count = batch["hist_mask"].sum(1)  # [B]
-    start = (count - n).clamp(min=0)  # [B]
-    idx = start[:, None] + torch.arange(n, device=count.device)  # [B, n]
-    valid = idx < count[:, None]
-    idx = idx.clamp(max=L - 1)
-    out = dict(batch)
-    for key in HISTORY_KEYS:
-        x = gather_rows(batch[key], idx)
-        v = valid.view(valid.shape + (1,) * (x.dim() - 2))
-        out[key] = torch.where(v, x, torch.zeros_like(x))
-    return out
 
 
 def user_only_masks(batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -4,6 +4,8 @@ For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] 
 
     [U, V, Q, K] = split(SiLU(LN(X) W_uvqk))               # LN without affine, W_uvqk without bias
     S_ij = SiLU(q_i . k_j + b_pos[j - i] + b_time[bucket_ij]) / L_max * M_ij     # per head, no softmax
+                                                            # (M applied as an additive MASKED bias, 1/L_max after
+                                                            #  the value product: same numbers, fewer N x N passes)
     A_i  = LN(sum_j S_ij v_j)                               # heads concatenated, LN without affine
     X'   = (X + W_o (A * U) + b_o) * valid                  # PAD positions re-zeroed after every layer
 
@@ -25,6 +27,9 @@ import torch.nn.functional as F
 
 DEFAULT_NUM_BUCKETS = 128
 DEFAULT_BUCKET_DIVISOR = 0.301
+#: Additive score bias of a masked pair. sigmoid(MASKED + s) is exactly 0 in float32 for any |s| < 1e29, so
+#: SiLU gives -0.0 and a zero gradient there: the same as multiplying by a 0/1 mask, without the extra pass.
+MASKED = -1e30
 
 
 def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
@@ -66,6 +71,11 @@ def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tenso
     return mask, buckets
 
 
+def mask_to_bias(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """bool read mask [B, N, N] -> additive bias: 0 where read, MASKED where not."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, MASKED)
+
+
 class RelativeBias(nn.Module):
     """b_pos[j - i] + b_time[bucket_ij] for sequences of at most `max_len` positions -> [B, N, N]."""
 
@@ -96,9 +106,9 @@ class HSTULayer(nn.Module):
         self.out = nn.Linear(inner, dim)
         self.bias = RelativeBias(max_len, num_buckets)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor, read_scale: torch.Tensor,
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, mask_bias: torch.Tensor,
                 buckets: torch.Tensor) -> torch.Tensor:
-        """x [B, N, D]; valid [B, N]; read_scale [B, N, N] = mask / L_max; buckets [B, N, N]."""
+        """x [B, N, D]; valid [B, N]; mask_bias [B, N, N] (0 where read, MASKED elsewhere); buckets [B, N, N]."""
         B, N, _ = x.shape
         H, d = self.num_heads, self.head_dim
         uvqk = F.silu(self.uvqk(F.layer_norm(x, (self.dim,))))  # [B, N, 4 H d]
@@ -107,8 +117,9 @@ class HSTULayer(nn.Module):
         k = k.view(B, N, H, d).transpose(1, 2)
         v = v.view(B, N, H, d).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(2, 3))  # [B, H, N, N]
-        scores = F.silu(scores + self.bias(buckets).unsqueeze(1)) * read_scale.unsqueeze(1)
-        attn = torch.matmul(scores, v).transpose(1, 2).reshape(B, N, H * d)  # [B, N, H d]
+        # SiLU(MASKED + anything finite) is exactly -0.0 with a zero gradient: masking costs no extra pass
+        scores = F.silu(scores.add_((self.bias(buckets) + mask_bias).unsqueeze(1)))
+        attn = torch.matmul(scores, v).transpose(1, 2).reshape(B, N, H * d) / self.max_len  # [B, N, H d]
         y = x + self.out(F.layer_norm(attn, (H * d,)) * u)  # [B, N, D]
         return y * valid.unsqueeze(-1).to(y.dtype)
 
@@ -128,9 +139,9 @@ class HSTUEncoder(nn.Module):
     def forward(self, x: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor,
                 buckets: torch.Tensor) -> list[torch.Tensor]:
         """x [B, N, D] (0 at PAD), valid [B, N], mask [B, N, N] -> outputs of layers 1..num_layers, each [B, N, D]."""
-        read_scale = mask.to(x.dtype) / self.max_len  # [B, N, N]
+        mask_bias = mask_to_bias(mask, x.dtype)  # [B, N, N]
         outs = []
         for layer in self.layers:
-            x = layer(x, valid, read_scale, buckets)
+            x = layer(x, valid, mask_bias, buckets)
             outs.append(x)
         return outs

@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         s = outcome.summary
         print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / 'runs.parquet'} "
               f"(total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s, "
-              f"overhead per trial {s.get('overhead_in_trial_s', float('nan')):.1f} s)")
+              f"overhead per trial {s.get('overhead_per_trial_s', float('nan')):.1f} s, of which "
+              f"{s.get('overhead_in_trial_s', float('nan')):.1f} s inside the trial)")
     if outcome.failed:
         print(f"recscale sweep: {len(outcome.failed)} trial(s) failed: " + "; ".join(outcome.failed)
               + "\nrerun with --resume to retry them", file=sys.stderr)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .schema import Sweep, arch_fields
+from .schema import BUNDLE_AXES, Sweep, arch_fields, axis_settings
 
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -53,11 +53,17 @@ class TrialPlan:
         prep = self.dataset.prepare
         row: dict[str, Any] = {
             "trial_id": self.trial_id, "stage": self.stage, "arch": self.arch, "seed": self.seed,
-            "protocol": prep["protocol"], "delay_s": prep["delay_s"], "history_len": prep["history_len"],
+            "protocol": prep["protocol"],
+            "delay_s": prep["delay_s"] if _protocol(prep["protocol"]).uses_delay else None,
+            "history_len": prep["history_len"],
             "dataset_id": self.dataset.dataset_id,
         }
         row.update({f"model.{k}": v for k, v in self.model.items() if k != "history_len"})
         row.update({f"train.{k}": v for k, v in self.train.items()})
+        for axis in BUNDLE_AXES:
+            value = self.point.get(axis)
+            if isinstance(value, Mapping) and "name" in value:
+                row[f"{axis}.name"] = value["name"]
         return row
 
 
@@ -79,6 +85,14 @@ def grid_points(axes: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
 
 
+def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
+    """A grid point as flat canonical settings (`data.delay_s`, `model.dim`, ...; bundles expanded)."""
+    out: dict[str, Any] = {}
+    for axis, value in point.items():
+        out.update(axis_settings(axis, value))
+    return out
+
+
 def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     """The dataset a grid point needs: the base data section with the point's data axes applied."""
     data = sweep.config.data
@@ -93,7 +107,7 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
         "seed": data.seed,
         **data.prepare,
     }
-    for key, value in point.items():
+    for key, value in point_settings(point).items():
         if key.startswith("data."):
             prep[key[5:]] = value
     prep["delay_s"] = float(prep["delay_s"])
@@ -103,15 +117,23 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
                        synthetic_scale=data.scale, synthetic_seed=data.synth_seed)
 
 
-def default_history_len(protocol: str) -> int:
-    """The registered protocol's default history length (exposure 128, author50 50)."""
+def _protocol(name: str) -> Any:
     import protocols
 
     protocols.load_components()
-    return int(protocols.PROTOCOLS.get(protocol).default_history_len)
+    return protocols.PROTOCOLS.get(name)
+
+
+def default_history_len(protocol: str) -> int:
+    """The registered protocol's default history length (exposure 128, author50 50)."""
+    return int(_protocol(protocol).default_history_len)
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, Mapping):  # a bundle value: its name, else its fields
+        if "name" in value:
+            return _fmt(value["name"])
+        return "_".join(f"{k}{_fmt(v)}" for k, v in value.items())
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return _UNSAFE.sub("_", str(value))
@@ -125,6 +147,8 @@ def trial_id_for(sweep: Sweep, point: Mapping[str, Any]) -> str:
     for key, label in zip(others, short):
         if short.count(label) > 1:
             label = key.replace(".", "_")
+        if key in BUNDLE_AXES:
+            label = ""  # the bundle's name (or its fields) says enough
         parts.append(f"{label}{_fmt(point[key])}")
     return "-".join(parts)
 
@@ -148,7 +172,7 @@ def resolve_trial(
     fields = set(arch_fields(arch))
     model = {k: v for k, v in cfg.model.items() if k in fields}
     train = dict(cfg.train)
-    for key, value in {**(fixed or {}), **point}.items():
+    for key, value in {**(fixed or {}), **point_settings(point)}.items():
         section, _, sub = key.partition(".")
         if section == "model" and sub in fields:
             model[sub] = value
@@ -239,7 +263,7 @@ def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
 def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path) -> str:
     """The `--dry-run` text: datasets, trials with swept values and FLOPs, and totals."""
     sweep = plan.sweep
-    swept = [k for k in sweep.axes if k not in ("arch",)]
+    swept = [k for k in sweep.axes if k != "arch"]
     lines = [f"sweep {sweep.name!r}: {len(plan.trials)} grid trials, {len(plan.datasets)} dataset(s), "
              f"results in {results_dir}"]
     if sweep.config.search is not None:
@@ -254,13 +278,13 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
                      f"history_len={p['history_len']} n_train/valid/test={p['n_train']}/{p['n_valid']}/{p['n_test']} "
                      f"seed={p['seed']}")
     lines.append("")
-    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "TFLOPs"]
+    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "GFLOPs"]
     rows = []
     for t in plan.trials:
         c = costs.get(t.trial_id, TrialCost(None, None))
         rows.append([t.trial_id, t.arch, *(_fmt(t.point[k]) for k in swept), t.dataset.dataset_id,
                      "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
-                     "?" if c.total is None else f"{c.total / 1e12:.3f}"])
+                     "?" if c.total is None else f"{c.total / 1e9:.1f}"])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for r in [header, *rows]:
         lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))

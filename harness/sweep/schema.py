@@ -22,6 +22,9 @@ Optuna search (followed by a grid at the chosen point):
       seed: [0, 1, 2]
       model.dim: [16, 32]
       delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, history_len)
+      # data:                       # or: a list of arms, each setting several fields together
+      #   - {name: exposure-0s, protocol: exposure, delay_s: 0}
+      #   - {name: author50, protocol: author50}
     search:                         # optional: an Optuna search first, then the grid at its best point
       space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}, model.dim: {choice: [16, 32, 64]}}
       metric: valid_auc
@@ -58,6 +61,9 @@ DATA_AXIS_SHORTHANDS: dict[str, str] = {
 DATA_AXIS_FIELDS: tuple[str, ...] = ("protocol", "delay_s", "history_len", "n_train", "n_valid", "n_test", "seed")
 #: Run-level axes.
 RUN_AXES: tuple[str, ...] = ("arch", "seed")
+#: Axes whose values are mappings setting several fields of one section together (e.g. the three
+#: arms exposure 0 s / exposure 60 s / author50, or named model sizes), instead of a product.
+BUNDLE_AXES: tuple[str, ...] = ("data", "model", "train")
 #: Metrics a search may optimise (validation only: choosing on test would leak it).
 SEARCH_METRICS: dict[str, str] = {"valid_auc": "max", "valid_gauc": "max", "valid_logloss": "min", "valid_ne": "min"}
 #: Distribution kinds of a search-space entry.
@@ -155,7 +161,8 @@ class Sweep:
     Attributes:
         config: the typed file contents.
         axes: grid axes in file order, canonical keys (`arch`, `seed`, `data.<f>`, `model.<f>`,
-            `train.<f>`) -> list of values. `arch` is always present (one value when not swept).
+            `train.<f>`, or a bundle `data` / `model` / `train` whose values are mappings) -> list of
+            values. `arch` is always present (one value when not swept).
         space: search space (canonical `model.<f>` / `train.<f>` keys) -> SearchDimension.
         data_root: resolved log folder (None: synthetic log generated into the cache).
         source_text: the file as written (copied to results/<name>/sweep.yaml).
@@ -218,22 +225,21 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
 
     axes = _normalise_grid(cfg)
     archs = axes["arch"]
-    for key, values in axes.items():
-        if key == "data.protocol":
-            for v in values:
-                _check_choice("grid.protocol", v, protocols.protocol_names())
+    settings = [kv for key, values in axes.items() for v in values for kv in axis_settings(key, v).items()]
     _check_choice("data.protocol", data.protocol, protocols.protocol_names())
-    _check_data_values(cfg, axes)
+    for key, v in settings:
+        if key == "data.protocol":
+            _check_choice("grid.protocol", v, protocols.protocol_names())
+    _check_data_values(cfg, settings)
 
     _check_model_keys("model", cfg.model, archs)
     _check_train(cfg.train, "train")
-    for key, values in axes.items():
+    for key, v in settings:
         section, _, sub = key.partition(".")
-        for v in values:
-            if section == "model":
-                _check_model_keys(f"grid.{key}", {sub: v}, archs)
-            elif section == "train":
-                _check_train({**cfg.train, sub: v}, f"grid.{key}")
+        if section == "model":
+            _check_model_keys(f"grid.{key}", {sub: v}, archs)
+        elif section == "train":
+            _check_train({**cfg.train, sub: v}, f"grid.{key}")
 
     space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
@@ -282,14 +288,21 @@ def _check_data_root(data: DataSection) -> Path | None:
     return root
 
 
+def axis_settings(axis: str, value: Any) -> dict[str, Any]:
+    """The canonical `section.field` settings one axis value makes (bundles set several at once)."""
+    if axis in BUNDLE_AXES:
+        return {f"{axis}.{k}": v for k, v in value.items() if k != "name"}
+    return {axis: value}
+
+
 def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     axes: dict[str, list[Any]] = {}
     valid = ", ".join([*RUN_AXES, *DATA_AXIS_SHORTHANDS, *(f"data.{f}" for f in DATA_AXIS_FIELDS),
-                       "model.<field>", "train.<field>"])
+                       "model.<field>", "train.<field>", *(f"{b} (list of mappings)" for b in BUNDLE_AXES)])
     for key, values in cfg.grid.items():
         canon = DATA_AXIS_SHORTHANDS.get(key, key)
         section, _, sub = canon.partition(".")
-        ok = canon in RUN_AXES or (section == "data" and sub in DATA_AXIS_FIELDS) or (
+        ok = canon in RUN_AXES or canon in BUNDLE_AXES or (section == "data" and sub in DATA_AXIS_FIELDS) or (
             section in ("model", "train") and sub and "." not in sub)
         if not ok:
             raise ConfigError(f"grid.{key}: not a grid axis; valid: {valid}")
@@ -299,10 +312,15 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
             raise ConfigError(f"grid.{key}: expected a non-empty list of values, got {values!r}")
         if len({repr(v) for v in values}) != len(values):
             raise ConfigError(f"grid.{key}: repeated values in {values!r}")
-        if canon == "model.history_len":
-            raise ConfigError("grid.model.history_len: the model's history length follows the data; "
-                              "sweep `history_len` (data.history_len) instead")
+        if canon in BUNDLE_AXES:
+            _check_bundle(canon, values)
         axes[canon] = list(values)
+    bundled = {k for b in BUNDLE_AXES if b in axes for v in axes[b] for k in axis_settings(b, v)}
+    for key in bundled & set(axes):
+        raise ConfigError(f"grid.{key}: also set by the grid.{key.split('.')[0]} list; keep one")
+    if "model.history_len" in axes:
+        raise ConfigError("grid.model.history_len: the model's history length follows the data; "
+                          "sweep `history_len` (data.history_len) instead")
     if "arch" not in axes:
         if cfg.arch is None:
             raise ConfigError("arch: missing; name an architecture at the top level or sweep grid.arch")
@@ -319,17 +337,38 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     return axes
 
 
-def _check_data_values(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> None:
+def _check_bundle(axis: str, values: list[Any]) -> None:
+    """A bundle axis is a list of mappings (optionally with a `name`) of fields set together."""
+    valid_data = ", ".join(DATA_AXIS_FIELDS)
+    names = []
+    for i, v in enumerate(values):
+        if not isinstance(v, Mapping) or not v:
+            raise ConfigError(f"grid.{axis}[{i}]: expected a mapping of {axis} fields, got {v!r}")
+        if "name" in v:
+            if not isinstance(v["name"], str) or not _NAME_RE.match(v["name"]):
+                raise ConfigError(f"grid.{axis}[{i}].name: {v['name']!r} must be letters, digits, '_', '-', '.'")
+            names.append(v["name"])
+        if axis == "data":
+            for k in v:
+                if k != "name" and k not in DATA_AXIS_FIELDS:
+                    raise ConfigError(f"grid.data[{i}].{k}: not a data field a grid may vary; valid: {valid_data}")
+    if names and len(names) != len(values):
+        raise ConfigError(f"grid.{axis}: give every entry a `name` or none")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"grid.{axis}: repeated names {names}")
+
+
+def _check_data_values(cfg: SweepConfig, settings: list[tuple[str, Any]]) -> None:
     """Type-check data axis values by building DataSection copies with each value."""
-    for key, values in axes.items():
+    for key, v in settings:
         section, _, sub = key.partition(".")
         if section != "data":
             continue
-        for v in values:
-            merged = {**dataclasses.asdict(cfg.data), sub: v}
-            from_dict(DataSection, merged, prefix="data.")
-            if sub == "history_len" and int(v) < 1:
-                raise ConfigError(f"grid.history_len: must be >= 1, got {v!r}")
+        from_dict(DataSection, {**dataclasses.asdict(cfg.data), sub: v}, prefix="data.")
+        if sub == "history_len" and int(v) < 1:
+            raise ConfigError(f"grid.history_len: must be >= 1, got {v!r}")
+        if sub == "delay_s" and float(v) < 0:
+            raise ConfigError(f"grid.delay_s: must be >= 0, got {v!r}")
     if cfg.data.history_len is not None and cfg.data.history_len < 1:
         raise ConfigError(f"data.history_len: must be >= 1, got {cfg.data.history_len}")
     if cfg.data.delay_s < 0:
@@ -388,7 +427,7 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
         if section not in ("model", "train") or not sub:
             raise ConfigError(f"search.space.{key}: only model.<field> and train.<field> keys can be searched "
                               "(data axes would need a dataset per sample)")
-        if key in axes:
+        if key in {k for a, vs in axes.items() for v in vs for k in axis_settings(a, v)}:
             raise ConfigError(f"search.space.{key}: also a grid axis; the grid runs at the searched value, drop one")
         dim = _parse_dimension(f"search.space.{key}", spec)
         probes = dim.values if dim.kind == "choice" else [dim.low, dim.high]

@@ -122,5 +122,6 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
 
     trainable_s = time.perf_counter() - t_start
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
-              trainable_s=trainable_s, train_wall_s=None if reused else metrics.get("wall_s"))
+              trainable_s=trainable_s, train_run_s=None if reused else metrics.get("wall_s"),
+              train_loop_s=None if reused else metrics.get("train_seconds"))
     return {**scalar_metrics(metrics), "trial_id": trial.trial_id, "trainable_s": trainable_s}

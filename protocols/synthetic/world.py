@@ -104,7 +104,7 @@ def make_users(cfg: SyntheticConfig, num_days: int, rng: np.random.Generator) ->
     activity = rng.lognormal(0.0, cfg.sessions.activity_log_sd, size=U)
     activity /= activity.mean()
     age = rng.choice(w.num_ages, size=U, p=zipf_probs(w.num_ages, 0.3)[rng.permutation(w.num_ages)])
-    gender = rng.choice(w.num_genders, size=U, p=np.array([0.05, 0.5, 0.45])[: w.num_genders] / np.array([0.05, 0.5, 0.45])[: w.num_genders].sum())
+    gender = rng.choice(w.num_genders, size=U, p=zipf_probs(w.num_genders, 0.5)[::-1])  # a rare "unknown" value 0
     province = rng.choice(w.num_provinces, size=U, p=zipf_probs(w.num_provinces, 0.8)[rng.permutation(w.num_provinces)])
     has_second = rng.random(U) < w.second_device_share
     devices = rng.permutation(U + int(has_second.sum()))

@@ -11,7 +11,7 @@ For n in {1, 10, 100, 500} candidates of one request (full 128-event history), m
 Run as pytest-benchmark (`make bench` or `pytest tests/bench/test_serving_reuse_bench.py -m bench
 --benchmark-enable`), or as a script printing the markdown table of docs/helix.md:
 `python tests/bench/test_serving_reuse_bench.py [--size S] [--repeats 5] [--json]`.
-Timings use one intra-op thread and the minimum over repeats (the least disturbed run).
+Timings are CPU times of the process with one intra-op thread, the minimum over interleaved repeats.
 """
 from __future__ import annotations
 
@@ -49,37 +49,42 @@ def build(size: str, reuse: bool, history_len: int = HISTORY_LEN) -> torch.nn.Mo
     return model.eval()
 
 
-def best_time(fn, repeats: int) -> float:
-    """Minimum wall time of `fn()` over `repeats` runs after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def best_times(fns: dict, repeats: int) -> dict[str, float]:
+    """Minimum CPU time (s) of each `fns[name]()` over `repeats` interleaved rounds, after one warm-up round.
+
+    CPU time of this process (one intra-op thread) rather than wall time: on a machine shared with other
+    jobs it excludes the time the process waits for a core; interleaving spreads any drift evenly.
+    """
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    best = {name: float("inf") for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - t0)
+    return best
 
 
-def measure(n: int, size: str = "S", repeats: int = 3) -> dict:
+def measure(n: int, size: str = "S", repeats: int = 5) -> dict:
     """One row of the serving table for n candidates."""
     batch = request_batch(n)
-    model = build(size, reuse=False)
+    plain = build(size, reuse=False)
+    reuse = build(size, reuse=True)
     with torch.no_grad():
-        t_plain = best_time(lambda: model(batch), repeats)
-        t_user = best_time(lambda: model.user_side(batch), repeats)
-        plain_flops = count_flops(model, batch)
-        model.cfg.reuse_requests = True
-        t_reuse = best_time(lambda: model(batch), repeats)
-        reuse_flops = count_flops(model, batch)
-    p_time = t_user / t_plain
+        t = best_times({"plain": lambda: plain(batch), "user": lambda: plain.user_side(batch),
+                        "reuse": lambda: reuse(batch)}, repeats)
+        plain_flops = count_flops(plain, batch)
+        reuse_flops = count_flops(reuse, batch)
+    p_time = t["user"] / t["plain"]
     p_flops = sum(plain_flops.by_module[m] for m in USER_SIDE_MODULES) / plain_flops.per_target
     amdahl = lambda p: 1.0 / ((1.0 - p) + p / n)  # noqa: E731
     return {
         "size": size,
         "n": n,
-        "ms_no_reuse": 1e3 * t_plain,
-        "ms_reuse": 1e3 * t_reuse,
-        "speedup": t_plain / t_reuse,
+        "ms_no_reuse": 1e3 * t["plain"],
+        "ms_reuse": 1e3 * t["reuse"],
+        "speedup": t["plain"] / t["reuse"],
         "p_time": p_time,
         "amdahl_p_time": amdahl(p_time),
         "p_flops": p_flops,
@@ -91,7 +96,7 @@ def measure(n: int, size: str = "S", repeats: int = 3) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     head = (
-        "| size | n | no reuse (ms) | reuse (ms) | measured speedup | p (time) | Amdahl(p time) | p (FLOPs) "
+        "| size | n | no reuse (CPU ms) | reuse (CPU ms) | measured speedup | p (time) | Amdahl(p time) | p (FLOPs) "
         "| Amdahl(p FLOPs) | MFLOPs/target unamortised | MFLOPs/target amortised |\n"
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     )
@@ -131,7 +136,7 @@ def test_serving_reuse(benchmark, n):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", action="append", help="HELIX size(s) (S, M, L, XL); default S")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of markdown")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

@@ -1,0 +1,186 @@
+"""Sweeps on a real Ray with real (tiny) training runs.
+
+- a 2 x 2 grid (architecture x seed) completes, and the trial whose worker is killed once
+  (fault injection honoured only by the trainable) is retried; its metrics equal a direct
+  `train_run` of the same config (same config + seed + data -> identical metrics on CPU);
+- an interrupted sweep (SIGINT to `recscale sweep`) resumes with `--resume`, and only the trials
+  that had not finished train again (counted from trials.jsonl; finished run folders untouched);
+- a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops.
+
+Every test builds the same tiny synthetic log and prepared dataset once (session cache) and trains
+tiny models on a few hundred targets. Ray start-up dominates the time, so only the first test runs
+by default; the resume and cluster tests are marked slow.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness.sweep.launcher import run_sweep
+from harness.sweep.schema import parse_sweep
+from harness.sweep.trainable import FAULT_ENV, read_events
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def sweep_cache(tmp_path_factory) -> Path:
+    """Shared cache for the tiny synthetic log and its prepared dataset (prepared on first use)."""
+    return tmp_path_factory.mktemp("sweep_cache")
+
+
+def _sweep_text(name: str, cache: Path, *, max_concurrent: int = 2, n_train: int = 384) -> str:
+    return yaml.safe_dump({
+        "name": name,
+        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": n_train,
+                 "n_valid": 128, "n_test": 128, "cache": str(cache)},
+        "train": {"batch_size": 64, "eval_batch_size": 256, "device": "cpu", "checkpoint_every_batches": 2},
+        "model": {"dim": 8, "num_layers": 1},
+        "grid": {"arch": ["wukong", "whale"], "seed": [0, 1]},
+        "resources": {"cpu": 1},
+        "max_concurrent": max_concurrent,
+        "max_failures": 2,
+    })
+
+
+ALL_TRIALS = {"wukong-seed0", "wukong-seed1", "whale-seed0", "whale-seed1"}
+
+
+def _trained_ends(events: list[dict]) -> list[str]:
+    """Trials whose trainable finished a real training (not a read-back of a finished run)."""
+    return [e["trial"] for e in events if e["event"] == "end" and not e["reused"]]
+
+
+def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "die_once:whale-seed1")
+    sweep = parse_sweep(_sweep_text("grid2x2", sweep_cache))
+    outcome = run_sweep(sweep, results_root=tmp_path, num_cpus=2)
+    assert outcome.complete and outcome.finished == 4 and not outcome.failed
+
+    sweep_dir = tmp_path / "grid2x2"
+    table = pd.read_parquet(sweep_dir / "runs.parquet")
+    assert set(zip(table["arch"], table["seed"])) == {("wukong", 0), ("wukong", 1), ("whale", 0), ("whale", 1)}
+    assert len(table) == 4 and table["data_fingerprint"].nunique() == 1  # every arm saw the same data
+    for row in table.itertuples():
+        metrics = json.loads((sweep_dir / row.run_dir / "metrics.json").read_text())
+        assert (row.test_auc, row.valid_logloss, row.arch) == (metrics["test_auc"], metrics["valid_logloss"],
+                                                              metrics["arch"])
+        assert (sweep_dir / row.run_dir / "predictions_test.parquet").exists()
+    assert set(table["model.dim"]) == {8} and set(table["history_len"]) == {8}
+
+    # the fault killed whale-seed1's worker once; Tune retried it and it trained once
+    events = read_events(sweep_dir)
+    starts = [e["trial"] for e in events if e["event"] == "start"]
+    assert starts.count("whale-seed1") == 2
+    assert all(starts.count(t) == 1 for t in ALL_TRIALS - {"whale-seed1"})
+    assert sorted(_trained_ends(events)) == sorted(ALL_TRIALS)
+    assert (sweep_dir / "runs" / "whale-seed1" / ".fault_injected").exists()
+
+    # the trial's metrics equal a direct train_run of the same config outside Ray
+    from harness.config import RunConfig, TrainConfig
+    from harness.train import train_run
+
+    record = json.loads((sweep_dir / "runs" / "whale-seed1" / "sweep_trial.json").read_text())
+    data_path = (sweep_dir / "runs" / "whale-seed1" / "config.yaml")
+    data = yaml.safe_load(data_path.read_text())["data"]
+    cfg = RunConfig(arch="whale", data=data, model={"dim": 8, "num_layers": 1, "history_len": 8},
+                    train=TrainConfig(batch_size=64, eval_batch_size=256, device="cpu", num_threads=1,
+                                      checkpoint_every_batches=2),
+                    seed=record["seed"])
+    direct = train_run(cfg, tmp_path / "direct", progress=False)
+    row = table[table["trial_id"] == "whale-seed1"].iloc[0]
+    assert (direct["test_auc"], direct["test_logloss"]) == (row["test_auc"], row["test_logloss"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache):
+    sweep_file = tmp_path / "resume.yaml"
+    sweep_file.write_text(_sweep_text("resume", sweep_cache, max_concurrent=1, n_train=1536))
+    sweep_dir = tmp_path / "results" / "resume"
+    cmd = [str(VENV_BIN / "recscale"), "sweep", str(sweep_file), "--results", str(tmp_path / "results"),
+           "--num-cpus", "1"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 300
+        while not list((sweep_dir / "runs").glob("*/metrics.json")):
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.time() < deadline, "no trial finished in time"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    finished_before = {p.parent.name for p in (sweep_dir / "runs").glob("*/metrics.json")}
+    assert 1 <= len(finished_before) < 4
+    mtimes = {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in finished_before}
+    first_session = read_events(sweep_dir)
+
+    outcome = run_sweep(parse_sweep(sweep_file.read_text(), path=sweep_file), results_root=tmp_path / "results",
+                        resume=True, num_cpus=1)
+    assert outcome.complete and outcome.finished == 4
+    events = read_events(sweep_dir)
+    resumed_session = events[len(first_session):]
+    assert sorted(_trained_ends(resumed_session)) == sorted(ALL_TRIALS - finished_before)
+    assert sorted(_trained_ends(events)) == sorted(ALL_TRIALS)  # no trial trained twice
+    assert {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in finished_before} == mtimes
+    assert len(pd.read_parquet(sweep_dir / "runs.parquet")) == 4
+
+
+@pytest.mark.slow
+def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache):
+    port = _free_port()
+    temp_dir = Path(f"/tmp/rs-test-{os.getpid()}-{port}")  # short: Unix socket paths are limited
+    head = subprocess.Popen(
+        [str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp_dir}",
+         f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
+         f"--metrics-export-port={_free_port()}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        sweep = parse_sweep(_sweep_text("cluster", sweep_cache))
+        outcome = _run_when_cluster_is_up(sweep, tmp_path, f"127.0.0.1:{port}", head)
+        assert outcome.complete and outcome.finished == 4
+        table = pd.read_parquet(tmp_path / "cluster" / "runs.parquet")
+        assert set(table["trial_id"]) == ALL_TRIALS
+    finally:
+        head.send_signal(signal.SIGTERM)  # `ray start --block` stops every process of this cluster
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+    assert head.returncode is not None
+    leftover = subprocess.run(["pgrep", "-f", str(temp_dir)], capture_output=True, text=True).stdout.split()
+    assert not leftover, f"cluster processes left running: {leftover}"
+
+
+def _run_when_cluster_is_up(sweep, results: Path, address: str, head: subprocess.Popen):
+    deadline = time.time() + 120
+    while True:
+        assert head.poll() is None, "ray start --head exited early"
+        try:
+            return run_sweep(sweep, results_root=results, address=address)
+        except Exception as e:  # noqa: BLE001 - the head may still be starting
+            if "cannot join" not in str(e) or time.time() > deadline:
+                raise
+            time.sleep(2)
