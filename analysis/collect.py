@@ -90,6 +90,10 @@ def _read_runs(path: Path) -> pd.DataFrame:
     if len(runs) == 0:
         raise DataValidationError(str(path), "(rows)", "no finished runs to analyse")
     runs["arch"] = runs["arch"].astype(str)
+    for col in runs.columns[runs.dtypes == object]:
+        # list-valued settings (e.g. model.gather_quotas) arrive as numpy arrays: make them hashable tuples
+        runs[col] = runs[col].map(lambda v: tuple(v.tolist()) if isinstance(v, np.ndarray) else
+                                  tuple(v) if isinstance(v, list) else v)
     return runs.reset_index(drop=True)
 
 

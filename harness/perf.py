@@ -17,9 +17,10 @@ import platform
 import resource
 import sys
 import time
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import torch
+if TYPE_CHECKING:  # torch is imported lazily so that `recscale train` can re-execute before loading it
+    import torch
 
 #: Environment every training process should start with (glibc reads it at start-up only).
 MALLOC_ENV: dict[str, str] = {
@@ -49,8 +50,10 @@ def reexec_with_malloc_env(argv: Sequence[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
 
 
-def matmul_rate(device: torch.device, *, n: int = 1024, repeats: int = 5) -> float:
+def matmul_rate(device: "torch.device", *, n: int = 1024, repeats: int = 3) -> float:
     """Best observed fp32 matmul FLOP/s of an n x n x n product on `device` (2 n^3 FLOPs each)."""
+    import torch
+
     g = torch.Generator().manual_seed(0)  # never touch the global RNG a run depends on
     a = torch.randn(n, n, generator=g).to(device)
     b = torch.randn(n, n, generator=g).to(device)

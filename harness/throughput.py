@@ -24,10 +24,10 @@ from . import perf
 from .config import TrainConfig
 from .step import TrainStep
 
-#: Vocabulary sizes of the size of `synth --scale small` (about 1M exposures).
+#: Vocabulary sizes of a prepared `synth --scale small` log (about 1M exposures, 78k training targets).
 SMALL_VOCAB: dict[str, int] = {
-    "user_id": 2_502, "device_id": 2_502, "age": 10, "gender": 5, "province": 40, "video_id": 120_000,
-    "author_id": 12_000, "category_level_one": 40, "category_level_two": 400, "upload_type": 8,
+    "user_id": 2_419, "device_id": 2_469, "age": 10, "gender": 5, "province": 81, "video_id": 142_814,
+    "author_id": 49_978, "category_level_one": 142, "category_level_two": 786, "upload_type": 42,
 }
 
 

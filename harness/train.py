@@ -35,10 +35,6 @@ from .config import RunConfig, run_config_dict
 from .evaluate import move_batch, predict, split_metrics, target_columns
 from .step import TrainStep
 
-#: Flat metrics compared by `recscale metrics --recompute` and by the resume / determinism tests.
-QUALITY_KEYS_PREFIXES: tuple[str, ...] = ("valid_", "test_", "oracle_")
-
-
 class RunInterrupted(RuntimeError):
     """Raised by the `stop_after_batches` test hook to simulate a crash (nothing more is saved)."""
 
@@ -65,11 +61,11 @@ def open_dataset(path: str) -> Any:
     return PreparedDataset.open(Path(path))
 
 
-def count_cost(model: torch.nn.Module, dataset: Any) -> dict[str, float]:
+def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device) -> dict[str, float]:
     """Forward matrix FLOPs per target and parameter split, measured on one validation batch."""
     from architectures.flops import count_flops, count_params
 
-    batch = next(iter(dataset.batches("valid", 64, seed=0)))
+    batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
     was_training = model.training
     model.eval()
     try:
@@ -139,7 +135,7 @@ def train_run(
         torch.set_num_threads(tc.num_threads)
     seed_everything(cfg.seed)
     model = architectures.build(cfg.arch, dataset.spec, cfg.model_config()).to(device)
-    cost = count_cost(model, dataset)
+    cost = count_cost(model, dataset, device)
     step = TrainStep(model, tc, device)
     optimizers, forward = step.optimizers, step.forward
     position = Position()

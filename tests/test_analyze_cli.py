@@ -150,3 +150,15 @@ def test_help_runs():
     done = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", "--help"], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0 and "RESULTS_DIR" in done.stdout and "--baseline" in done.stdout
+
+
+def test_list_valued_config_columns_are_accepted(tmp_path, capsys):
+    """Sweeps over list-valued settings (e.g. HELIX gather quotas) store arrays in runs.parquet."""
+    root = make_results(tmp_path / "lists")
+    runs = pd.read_parquet(root / "runs.parquet")
+    runs["model.gather_quotas"] = [[8, 4, 4]] * len(runs)
+    runs.to_parquet(root / "runs.parquet")
+    assert main(["analyze", str(root), "--json", "--no-plots"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert {a["comparison"] for a in summary["ablations"]} == {
+        "shallow_hybrid vs wukong", "whale vs wukong", "whale_meanpool vs wukong"}

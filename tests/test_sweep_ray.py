@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -146,19 +147,20 @@ def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache)
 
 
 @pytest.mark.slow
-def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache):
+def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # `ray start` and this driver both use ~/.ray's token
     port = _free_port()
     temp_dir = Path(f"/tmp/rs-test-{os.getpid()}-{port}")  # short: Unix socket paths are limited
+    head_log = tmp_path / "ray_head.log"
     head = subprocess.Popen(
         [str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
          "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp_dir}",
-         f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
-         f"--metrics-export-port={_free_port()}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+         f"--dashboard-agent-listen-port={_free_port()}", f"--metrics-export-port={_free_port()}"],
+        stdout=head_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
         sweep = parse_sweep(_sweep_text("cluster", sweep_cache))
-        outcome = _run_when_cluster_is_up(sweep, tmp_path, f"127.0.0.1:{port}", head)
+        outcome = _run_when_cluster_is_up(sweep, tmp_path, f"127.0.0.1:{port}", head, head_log)
         assert outcome.complete and outcome.finished == 4
         table = pd.read_parquet(tmp_path / "cluster" / "runs.parquet")
         assert set(table["trial_id"]) == ALL_TRIALS
@@ -169,15 +171,15 @@ def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache):
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
-    assert head.returncode is not None
+    shutil.rmtree(temp_dir, ignore_errors=True)
     leftover = subprocess.run(["pgrep", "-f", str(temp_dir)], capture_output=True, text=True).stdout.split()
     assert not leftover, f"cluster processes left running: {leftover}"
 
 
-def _run_when_cluster_is_up(sweep, results: Path, address: str, head: subprocess.Popen):
+def _run_when_cluster_is_up(sweep, results: Path, address: str, head: subprocess.Popen, log: Path):
     deadline = time.time() + 120
     while True:
-        assert head.poll() is None, "ray start --head exited early"
+        assert head.poll() is None, f"ray start --head exited early:\n{log.read_text()[-3000:]}"
         try:
             return run_sweep(sweep, results_root=results, address=address)
         except Exception as e:  # noqa: BLE001 - the head may still be starting

@@ -34,10 +34,8 @@ def quality(m: dict) -> dict:
     return {k: v for k, v in m.items() if k.startswith(QUALITY_PREFIXES)} | {"groups": m["groups"]}
 
 
-def make_cfg(data: Path, **extra):
-    over = json.loads(json.dumps(OVERRIDES))
-    for section, values in extra.items():
-        over.setdefault(section, {}).update(values) if isinstance(values, dict) else over.update({section: values})
+def make_cfg(data: Path, *, seed: int = 0, train: dict | None = None):
+    over = {"model": dict(OVERRIDES["model"]), "train": {**OVERRIDES["train"], **(train or {})}, "seed": seed}
     return load_run_config(None, over, arch=ARCH, data=str(data))
 
 
@@ -126,7 +124,7 @@ def test_cli_train_end_to_end_with_malloc_reexec(tiny_artifact, tmp_path):  # no
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "RECSCALE_MALLOC"))}
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "train", "--arch", ARCH, "--data", str(tiny_artifact),
-         "--set", "model.dim=16", "--out", str(out), "--json", "--no-progress"],
+         "--set", "model.dim=16", "--set", "train.num_threads=1", "--out", str(out), "--json", "--no-progress"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
@@ -146,6 +144,7 @@ def test_bad_config_is_refused_with_the_key_named(tiny_artifact):  # noqa: F811
 
 @pytest.mark.parametrize("arch", architectures.names())
 def test_every_registered_architecture_trains(arch, tiny_artifact, tmp_path):  # noqa: F811
-    cfg = load_run_config(None, {"train": {"num_threads": 1}}, arch=arch, data=str(tiny_artifact))
+    over = {"model": {"dim": 16}, "train": {"num_threads": 1}}
+    cfg = load_run_config(None, over, arch=arch, data=str(tiny_artifact))
     m = train_run(cfg, tmp_path / arch, progress=False)
     assert 0.0 <= m["test_auc"] <= 1.0 and np.isfinite(m["test_logloss"])

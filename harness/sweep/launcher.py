@@ -112,8 +112,39 @@ def worker_env() -> dict[str, str]:
     return env
 
 
+def _check_fits(available: dict[str, float], per_trial: dict[str, float]) -> None:
+    """Refuse a sweep whose trials could never be scheduled (Tune would wait forever)."""
+    for kind, need in per_trial.items():
+        have = available.get(kind.upper(), 0.0)
+        if need > 0 and have < need:
+            hint = " (set resources.gpu: 0 and train.device: cpu to run on CPUs)" if kind == "gpu" else ""
+            raise SweepError(f"resources.{kind}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
+
+
+def _enable_token_auth_when_available() -> None:
+    """Present this user's Ray token when joining a cluster, as `ray start` does when it finds one.
+
+    `ray start --head` enables token authentication when a token exists (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), but a driver joining with `ray.init(address=...)`
+    only sends it when RAY_AUTH_MODE=token, read when Ray's config is loaded (at import). So set
+    the mode when a token is there and reload Ray's config, as Ray does itself. An explicit
+    RAY_AUTH_MODE=disabled is left alone.
+    """
+    if "RAY_AUTH_MODE" not in os.environ:
+        token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+        if os.environ.get("RAY_AUTH_TOKEN") or token_file.exists():
+            os.environ["RAY_AUTH_MODE"] = "token"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        try:
+            from ray._raylet import Config  # private; what ray.init does for token mode
+        except ImportError:
+            return
+        Config.initialize("")
+
+
 @contextmanager
-def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> Iterator[None]:
+def ray_session(address: str | None = None, *, num_cpus: int | None = None,
+                per_trial: dict[str, float] | None = None) -> Iterator[None]:
     """Start a local Ray (dashboard off, short temp dir) or join `address`; always shut down."""
     import ray
 
@@ -122,6 +153,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     temp_dir = None
     if address:
         kwargs["address"] = address
+        _enable_token_auth_when_available()
     else:
         temp_dir = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
         kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
@@ -130,6 +162,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     except ConnectionError as e:
         raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
     try:
+        _check_fits(ray.cluster_resources(), per_trial or {})
         yield
     finally:
         ray.shutdown()
@@ -294,7 +327,8 @@ def run_sweep(
 
     failed: list[str] = []
     interrupted = False
-    with ray_session(address, num_cpus=num_cpus):
+    per_trial = {"cpu": sweep.config.resources.cpu, "gpu": sweep.config.resources.gpu}
+    with ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
         timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
         fixed: dict[str, Any] = {}
         if sweep.config.search is not None:
