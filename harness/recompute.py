@@ -49,19 +49,19 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
     return json.loads(json.dumps(RF.json_safe(out), allow_nan=False))
 
 
-def _leaves(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+def leaves(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for k, v in d.items():
         if isinstance(v, dict):
-            yield from _leaves(v, f"{prefix}{k}.")
+            yield from leaves(v, f"{prefix}{k}.")
         else:
             yield f"{prefix}{k}", v
 
 
 def compare(saved: dict[str, Any], fresh: dict[str, Any], *, tol: float = 0.0) -> list[str]:
     """`key: saved -> recomputed` for every recomputed value that differs from the saved one."""
-    saved_leaves = dict(_leaves(saved))
+    saved_leaves = dict(leaves(saved))
     diffs = []
-    for key, value in _leaves(fresh):
+    for key, value in leaves(fresh):
         old = saved_leaves.get(key, "<absent>")
         same = old == value or (
             isinstance(old, (int, float)) and isinstance(value, (int, float)) and math.isclose(old, value, rel_tol=0, abs_tol=tol)

@@ -148,3 +148,14 @@ def test_every_registered_architecture_trains(arch, tiny_artifact, tmp_path):  #
     cfg = load_run_config(None, over, arch=arch, data=str(tiny_artifact))
     m = train_run(cfg, tmp_path / arch, progress=False)
     assert 0.0 <= m["test_auc"] <= 1.0 and np.isfinite(m["test_logloss"])
+
+
+def test_early_stopping_keeps_the_best_epoch(tiny_artifact, tmp_path):  # noqa: F811
+    over = {"model": {"dim": 8}, "train": {"epochs": 4, "early_stopping_patience": 1, "lr": 0.01, "num_threads": 1}}
+    m = train_run(load_run_config(None, over, arch="wukong", data=str(tiny_artifact)), tmp_path / "es", progress=False)
+    history = [e["valid_auc"] for e in m["epoch_history"]]
+    assert m["epochs_run"] == len(history) <= 4
+    # the final evaluation uses the best epoch's weights, so it reproduces that epoch's validation AUC
+    assert m["valid_auc"] == max(history)
+    if len(history) < 4:  # stopped early: the last epoch did not improve
+        assert history[-1] <= max(history[:-1])

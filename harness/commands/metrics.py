@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.recompute import compare, recompute_metrics
+    from harness.recompute import compare, leaves, recompute_metrics
     from harness import run_folder as RF
 
     run_dir = Path(args.run_dir)
@@ -41,14 +41,7 @@ def run(args: argparse.Namespace) -> int:
         for line in diffs:
             print(f"  {line}", file=sys.stderr)
         return 1
-    n = sum(1 for _ in fresh_leaves(fresh))
+    n = sum(1 for _ in leaves(fresh))
     print(f"{run_dir}: all {n} recomputed metrics equal metrics.json", file=sys.stderr)
     return 0
 
-
-def fresh_leaves(d: dict, prefix: str = ""):
-    for k, v in d.items():
-        if isinstance(v, dict):
-            yield from fresh_leaves(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v

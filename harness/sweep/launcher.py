@@ -174,7 +174,7 @@ class TrialProgress(tune.Callback):
     """Tune callback: a tqdm bar (stderr) of finished trials; failures and retries are printed above it.
 
     The bar is built lazily and dropped when pickled (Tune stores callbacks with the experiment
-    state); the count is re-read from the trial list, so a restored sweep starts at its finished count.
+    state); a restored sweep's bar starts at the trials already finished.
     """
 
     def __init__(self, total: int, desc: str) -> None:
@@ -183,27 +183,27 @@ class TrialProgress(tune.Callback):
     def __getstate__(self) -> dict:
         return {"total": self.total, "desc": self.desc, "_bar": None}
 
-    def _sync(self, trials: list) -> Any:
+    def _get(self, trials: list, current: Any = None) -> Any:
         from tqdm import tqdm
 
-        if self._bar is None:
-            self._bar = tqdm(total=self.total, desc=self.desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
-        self._bar.n = sum(t.status == "TERMINATED" for t in trials)
-        self._bar.refresh()
+        if self._bar is None:  # a restored sweep starts at the trials it had already finished
+            done = sum(t.status == "TERMINATED" and t is not current for t in trials)
+            self._bar = tqdm(total=self.total, initial=done, desc=self.desc, unit="trial", file=sys.stderr,
+                             dynamic_ncols=True)
         return self._bar
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._sync(trials)
+        self._get(trials, trial).update(1)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._sync(trials).write(f"trial {trial} failed (worker died or raised); retrying")
+        self._get(trials).write(f"trial {trial} failed (worker died or raised); retrying")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._sync(trials).write(f"trial {trial} failed for good; see {trial.local_path}/error.txt")
+        self._get(trials).write(f"trial {trial} failed for good; see {trial.local_path}/error.txt")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._bar is not None:
-            self._sync(trials).close()
+            self._bar.close()
 
 
 class GridTrialName:
