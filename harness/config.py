@@ -50,7 +50,7 @@ class TrainConfig:
     decay_embeddings: bool = True
     grad_clip: float = 1.0
     batch_size: int = 256
-    eval_batch_size: int = 1024
+    eval_batch_size: int = 256
     epochs: int = 1
     id_mask_prob: float = 0.05
     early_stopping_patience: int = 0

@@ -5,11 +5,12 @@
   `train_run` of the same config (same config + seed + data -> identical metrics on CPU);
 - an interrupted sweep (SIGINT to `recscale sweep`) resumes with `--resume`, and only the trials
   that had not finished train again (counted from trials.jsonl; finished run folders untouched);
-- a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops.
+- a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops;
+- a search picks the best sampled value and the grid then runs at it.
 
 Every test builds the same tiny synthetic log and prepared dataset once (session cache) and trains
 tiny models on a few hundred targets. Ray start-up dominates the time, so only the first test runs
-by default; the resume and cluster tests are marked slow.
+by default (~30-60 s here); the others are marked slow (`make test-slow`).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.sweep.launcher import run_sweep
+from harness.sweep.launcher import SweepError, run_sweep
 from harness.sweep.schema import parse_sweep
 from harness.sweep.trainable import FAULT_ENV, read_events
 
@@ -102,6 +103,13 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
     direct = train_run(cfg, tmp_path / "direct", progress=False)
     row = table[table["trial_id"] == "whale-seed1"].iloc[0]
     assert (direct["test_auc"], direct["test_logloss"]) == (row["test_auc"], row["test_logloss"])
+
+    # launching the finished sweep again runs nothing; a changed file is refused
+    again = run_sweep(sweep, results_root=tmp_path)
+    assert again.complete and len(read_events(sweep_dir)) == len(events)
+    changed = parse_sweep(_sweep_text("grid2x2", sweep_cache, max_concurrent=1))
+    with pytest.raises(SweepError, match="differs"):
+        run_sweep(changed, results_root=tmp_path, resume=True)
 
 
 def _free_port() -> int:
@@ -186,3 +194,21 @@ def _run_when_cluster_is_up(sweep, results: Path, address: str, head: subprocess
             if "cannot join" not in str(e) or time.time() > deadline:
                 raise
             time.sleep(2)
+
+
+@pytest.mark.slow
+def test_search_then_grid_at_the_best_point(tmp_path, sweep_cache):
+    raw = yaml.safe_load(_sweep_text("search", sweep_cache))
+    raw["grid"] = {"arch": ["whale"], "seed": [0, 1]}
+    raw["search"] = {"space": {"train.lr": {"choice": [1.0e-4, 1.0e-2]}}, "metric": "valid_logloss",
+                     "mode": "min", "num_samples": 3}
+    outcome = run_sweep(parse_sweep(yaml.safe_dump(raw)), results_root=tmp_path, num_cpus=2)
+    assert outcome.complete and outcome.finished == 2
+
+    table = pd.read_parquet(tmp_path / "search" / "runs.parquet")
+    search = table[table["stage"] == "search"]
+    assert len(search) == 3 and set(search["seed"]) == {0}  # the search runs at the first grid point
+    best_lr = search.sort_values("valid_logloss").iloc[0]["train.lr"]
+    assert json.loads((tmp_path / "search" / "search_best.json").read_text()) == {"train.lr": best_lr}
+    grid = table[table["stage"] == "grid"]
+    assert sorted(grid["seed"]) == [0, 1] and set(grid["train.lr"]) == {best_lr}

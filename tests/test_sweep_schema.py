@@ -153,3 +153,15 @@ def test_cli_dry_run_prints_trial_table(tmp_path, capsys):
     for trial in ("wukong-seed0", "wukong-seed1", "whale-seed0", "whale-seed1"):
         assert trial in out
     assert "estimated compute" in out and not (tmp_path / "res").exists()  # a dry run writes nothing
+
+
+def test_unfinished_sweep_folder_needs_resume(tmp_path):
+    from harness.sweep.launcher import SweepError, prepare_sweep_dir
+
+    sweep = parse_sweep(BASE)
+    plan = plan_sweep(sweep)
+    sweep_dir, resume = prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
+    assert not resume and (sweep_dir / "sweep.yaml").read_text() == BASE
+    with pytest.raises(SweepError, match="--resume"):
+        prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
+    assert prepare_sweep_dir(sweep, plan, tmp_path, resume=True) == (sweep_dir, True)

@@ -12,7 +12,8 @@ experiment storage under `ray/<stage>/` (`stage` = `search` or `grid`).
   first value of every grid axis (Ray's Optuna integration refuses grid axes); the grid then runs
   with the best sampled values fixed.
 - `resume=True` continues through `Tuner.restore` (finished trials are not rerun; errored ones are
-  restarted); without it an existing sweep folder is refused.
+  restarted); without it an existing, unfinished sweep folder is refused (a finished one is only
+  collected again), and a changed sweep file is always refused.
 - Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
   paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead.
   Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env.
@@ -41,7 +42,7 @@ from .collect import collect_runs
 from .datasets import prepare_datasets
 from .plan import SweepPlan, plan_sweep, search_base_point, trial_id_for
 from .schema import SearchDimension, Sweep, parse_sweep
-from .trainable import FAULT_ENV, TrialContext, read_events, run_trial
+from .trainable import FAULT_ENV, RUNS_DIR, TrialContext, read_events, run_trial
 
 SWEEP_COPY = "sweep.yaml"
 SUMMARY_NAME = "sweep_summary.json"
@@ -79,23 +80,36 @@ def _comparable(sweep: Sweep) -> dict[str, Any]:
     return raw
 
 
-def prepare_sweep_dir(sweep: Sweep, results_root: Path, *, resume: bool) -> Path:
-    """Create or check `results/<name>/` and store the sweep file there (atomically)."""
+def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
+    return all((sweep_dir / RUNS_DIR / t.trial_id / "metrics.json").exists() for t in plan.trials)
+
+
+def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resume: bool) -> tuple[Path, bool]:
+    """Create or check `results/<name>/`, store the sweep file there (atomically); returns the
+    folder and whether to resume.
+
+    An existing folder needs `--resume`, except when it holds this same sweep with every trial
+    finished: launching it again then only re-collects runs.parquet (so the demo can be re-run).
+    """
     sweep_dir = (Path(results_root) / sweep.name).resolve()
     stored = sweep_dir / SWEEP_COPY
     if stored.exists():
-        if not resume:
-            raise SweepError(f"{sweep_dir} already holds sweep {sweep.name!r}; pass --resume to continue it "
-                             "(finished trials are kept) or remove the folder to start over")
         previous = parse_sweep(stored.read_text(), path=stored)
         if _comparable(previous) != _comparable(sweep):
             raise SweepError(f"{stored} differs from {sweep.path or 'the new sweep file'} outside `analysis:`; "
-                             "a resumed sweep must keep its settings (use a new `name` for a new sweep)")
+                             "use a new `name` for a new sweep, or remove the folder to start over")
+        if not resume:
+            if not _all_finished(sweep_dir, plan):
+                raise SweepError(f"{sweep_dir} holds an unfinished run of sweep {sweep.name!r}; pass --resume to "
+                                 "continue it (finished trials are kept) or remove the folder to start over")
+            print(f"{sweep_dir}: every trial of this sweep has finished; collecting the results again",
+                  file=sys.stderr)
+            resume = True
     sweep_dir.mkdir(parents=True, exist_ok=True)
     tmp = sweep_dir / f".{SWEEP_COPY}.tmp"
     tmp.write_text(sweep.source_text)
     os.replace(tmp, stored)
-    return sweep_dir
+    return sweep_dir, resume
 
 
 # ----------------------------------------------------------------------------------------------
@@ -228,7 +242,6 @@ def _tune_domain(dim: SearchDimension) -> Any:
 
 def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     """Run (or restore and finish) one Tune experiment; returns its ResultGrid."""
-
     sweep, cfg = ctx.sweep, ctx.sweep.config
     storage = Path(ctx.sweep_dir) / "ray"
     exp_dir = storage / ctx.stage
@@ -268,6 +281,32 @@ def _best_point(sweep: Sweep, results: Any) -> dict[str, Any]:
     except RuntimeError as e:
         raise SweepError(f"search: no trial reported {s.metric}: {e}") from None
     return {k: best.config[k] for k in sweep.space}
+
+
+def _failures(results: Any) -> list[str]:
+    """One line per trial that failed for good: its folder under ray/<stage>/ and the error."""
+    out = []
+    for r in results:
+        if r.error is not None:
+            first = (str(r.error).strip().splitlines() or [""])[-1]
+            out.append(f"{Path(r.path).name}: {type(r.error).__name__}: {first} (see {r.path}/error.txt)")
+    return out
+
+
+@dataclass
+class _StageOutcome:
+    results: Any
+    wall_s: float
+    failed: list[str]
+    interrupted: bool
+
+
+def _stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> _StageOutcome:
+    t0 = time.perf_counter()
+    results = _run_stage(ctx, resume=resume, n_trials=n_trials)
+    failed = _failures(results)
+    interrupted = not failed and results.num_terminated < n_trials
+    return _StageOutcome(results, time.perf_counter() - t0, failed, interrupted)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,41 +359,39 @@ def run_sweep(
     """Prepare datasets, run the search (if any) and the grid, collect runs.parquet."""
     t0 = time.perf_counter()
     since = time.time()
-    sweep_dir = prepare_sweep_dir(sweep, Path(results_root), resume=resume)
     plan: SweepPlan = plan_sweep(sweep)
+    sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
+    if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
+        collect_runs(sweep_dir)
+        summary_path = sweep_dir / SUMMARY_NAME
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=len(plan.trials),
+                            summary=summary)
     dataset_paths = prepare_datasets(sweep, plan.datasets)
     timings = {"prepare_s": time.perf_counter() - t0}
 
-    failed: list[str] = []
-    interrupted = False
     per_trial = {"cpu": sweep.config.resources.cpu, "gpu": sweep.config.resources.gpu}
     with ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
         timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
         fixed: dict[str, Any] = {}
+        stage = None
         if sweep.config.search is not None:
-            t_stage = time.perf_counter()
             ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="search")
-            results = _run_stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
-            timings["search_s"] = time.perf_counter() - t_stage
-            if results.num_errors or results.num_terminated < sweep.config.search.num_samples:
-                interrupted = results.num_errors == 0
-                failed += [f"search trial ({e})" for e in results.errors]
-            else:
-                fixed = _best_point(sweep, results)
+            stage = _stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
+            timings["search_s"] = stage.wall_s
+            if not (stage.failed or stage.interrupted):
+                fixed = _best_point(sweep, stage.results)
                 (sweep_dir / SEARCH_BEST).write_text(json.dumps(fixed, indent=1) + "\n")
                 plan = plan_sweep(sweep, fixed=fixed)
-        if not failed and not interrupted:
-            t_stage = time.perf_counter()
+        if stage is None or not (stage.failed or stage.interrupted):
             ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
-            results = _run_stage(ctx, resume=resume, n_trials=len(plan.trials))
-            timings["grid_s"] = time.perf_counter() - t_stage
-            failed += [str(e).splitlines()[0] for e in results.errors]
-            interrupted = not failed and results.num_terminated < len(plan.trials)
+            stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
+            timings["grid_s"] = stage.wall_s
 
     table = collect_runs(sweep_dir)
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
     (sweep_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=1) + "\n")
-    return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=failed,
-                        interrupted=interrupted, summary=summary)
+    return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
+                        interrupted=stage.interrupted, summary=summary)

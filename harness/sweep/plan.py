@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .schema import BUNDLE_AXES, Sweep, arch_fields, axis_settings
+from .schema import BUNDLE_AXES, DataSection, Sweep, arch_fields, axis_settings
 
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -27,12 +27,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 @dataclass(frozen=True)
 class DatasetPlan:
-    """One distinct prepared dataset: the PrepareConfig mapping (root filled in by the launcher)."""
+    """One distinct prepared dataset: its PrepareConfig fields except `root` and `out` (filled in by
+    `datasets.prepare_datasets`); `dataset_id` hashes them."""
 
     dataset_id: str
     prepare: Mapping[str, Any]
-    synthetic_scale: str | None = None
-    synthetic_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,10 +110,11 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
         if key.startswith("data."):
             prep[key[5:]] = value
     prep["delay_s"] = float(prep["delay_s"])
+    if not _protocol(prep["protocol"]).uses_delay:  # e.g. author50: one dataset whatever the delay axis says
+        prep["delay_s"] = float(DataSection.delay_s)
     prep["history_len"] = int(prep["history_len"] or default_history_len(prep["protocol"]))
     digest = hashlib.sha1(json.dumps(prep, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep,
-                       synthetic_scale=data.scale, synthetic_seed=data.synth_seed)
+    return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
 
 
 def _protocol(name: str) -> Any:
@@ -274,7 +274,8 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     lines.append("datasets (each prepared once, before any trial):")
     for d in plan.datasets:
         p = d.prepare
-        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} delay_s={_fmt(p['delay_s'])} "
+        delay = _fmt(p["delay_s"]) if _protocol(p["protocol"]).uses_delay else "-"
+        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} delay_s={delay} "
                      f"history_len={p['history_len']} n_train/valid/test={p['n_train']}/{p['n_valid']}/{p['n_test']} "
                      f"seed={p['seed']}")
     lines.append("")
