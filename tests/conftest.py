@@ -16,3 +16,17 @@ def ml100k_dir() -> Path:
     if not (ML100K / "u.data").exists():
         pytest.skip(f"MovieLens-100k not found at {ML100K}")
     return ML100K
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for modules of tiny models on a shared 2-core machine.
+
+    Use with `pytestmark = pytest.mark.usefixtures("one_thread")`.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -20,13 +20,7 @@ from protocols.typed_config import ConfigError
 L = 24
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: these models are tiny and the test machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models, shared cores
 
 
 SPEC = default_test_spec(history_len=L)

@@ -109,12 +109,7 @@ def markdown(rows: list[dict]) -> str:
     return head + body
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models, shared cores
 
 
 @pytest.mark.bench
