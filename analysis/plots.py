@@ -107,14 +107,23 @@ def _xlabel(metric: str) -> str:
     return f"$\\Delta$ {METRIC_NAMES[metric]} (A $-$ B) $\\times 10^{{-3}}$, {better} is better for A"
 
 
-def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path) -> Path | None:
-    """Mean paired delta per comparison with its 95% BCa interval; filled = significant across seeds."""
+def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
+    """Paired deltas plus one axis per metric with a row per comparison; None when there is nothing to draw."""
     frame = _delta_frame(ablations, metrics)
     if frame.empty:
         return None
     _style()
     labels = list(dict.fromkeys(frame["comparison"]))
     fig, axes = _metric_axes(metrics, len(labels))
+    return frame, labels, fig, axes
+
+
+def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path) -> Path | None:
+    """Mean paired delta per comparison with its 95% BCa interval; filled = significant across seeds."""
+    grid = _comparison_grid(ablations, metrics)
+    if grid is None:
+        return None
+    frame, labels, fig, axes = grid
     for ax, m in zip(axes, metrics):
         sub = frame[frame["metric"] == m].drop_duplicates("comparison").set_index("comparison").reindex(labels)
         y = np.arange(len(labels))
@@ -137,12 +146,10 @@ def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path)
 
 def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: Path) -> Path | None:
     """Every seed's paired delta, so the spread behind each mean is visible."""
-    frame = _delta_frame(ablations, metrics)
-    if frame.empty:
+    grid = _comparison_grid(ablations, metrics)
+    if grid is None:
         return None
-    _style()
-    labels = list(dict.fromkeys(frame["comparison"]))
-    fig, axes = _metric_axes(metrics, len(labels))
+    frame, labels, fig, axes = grid
     for ax, m in zip(axes, metrics):
         sub = frame[frame["metric"] == m]
         sns.stripplot(data=sub, x="delta", y="comparison", order=labels, hue="seed", palette="viridis",
