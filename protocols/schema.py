@@ -21,7 +21,7 @@ Batch schema (B = batch size, L = history length), all values torch tensors:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -146,7 +146,6 @@ class FeatureSpec:
     num_features: tuple[str, ...] = NUM_FEATURES
     num_groups: tuple[tuple[str, int, int], ...] = NUM_GROUPS
     feedback_vocab: int = FEEDBACK_VOCAB
-    extras: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [f for f in self.cat_fields if f not in self.vocab_sizes]
@@ -157,13 +156,6 @@ class FeatureSpec:
             raise ValueError(f"vocabulary sizes must count PAD and UNK (>= 2): {small}")
         if self.history_len < 1:
             raise ValueError(f"history_len must be >= 1, got {self.history_len}")
-
-    def to_dict(self) -> dict:
-        return {"vocab_sizes": dict(self.vocab_sizes), "history_len": self.history_len}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "FeatureSpec":
-        return cls(vocab_sizes={k: int(v) for k, v in d["vocab_sizes"].items()}, history_len=int(d["history_len"]))
 
 
 def random_batch(
