@@ -3,7 +3,8 @@
 Everything a model may know about the data is in this module. `architectures` imports only this
 module (and `protocols.registry`) from `protocols`.
 
-Batch schema (B = batch size, L = history length), all values torch tensors:
+Batch schema (B = batch size, L = history length), all values torch tensors; the typed form is `Batch`
+(`ModelInputs` = the keys a model may read):
 
 | key           | dtype, shape        | meaning                                                            |
 | ------------- | ------------------- | ------------------------------------------------------------------ |
@@ -22,6 +23,7 @@ Batch schema (B = batch size, L = history length), all values torch tensors:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 
@@ -130,6 +132,28 @@ BATCH_KEYS: tuple[str, ...] = (
     "label",
     "event_id",
 )
+
+
+class ModelInputs(TypedDict):
+    """The batch keys a model may read; dtypes and shapes are the batch-schema table of this module."""
+
+    cat: torch.Tensor
+    num: torch.Tensor
+    hist_cat: torch.Tensor
+    hist_fb: torch.Tensor
+    hist_ts: torch.Tensor
+    hist_age: torch.Tensor
+    hist_mask: torch.Tensor
+    request_ts: torch.Tensor
+    request_idx: torch.Tensor
+
+
+class Batch(ModelInputs, total=False):
+    """One batch of the schema (the table of this module): the model inputs plus `label` and `event_id`,
+    which the loader always yields and a model never reads. Every model's `forward` takes a `Batch`."""
+
+    label: torch.Tensor
+    event_id: torch.Tensor
 
 
 @dataclass(frozen=True)
