@@ -94,6 +94,24 @@ def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, 
     return DeLongSeed(int(seed), delong_paired(labels, joined["score_a"].to_numpy(), joined["score_b"].to_numpy()), note)
 
 
+def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> str | None:
+    """A warning naming how many compared runs have no prediction file (DeLong skipped for them), or None.
+
+    A results folder may hold only sweep.yaml and runs.parquet (a committed reference study): everything but
+    DeLong comes from runs.parquet, and this says so instead of dropping the test silently."""
+    if not results.config.delong:
+        return None
+    rows = sorted({int(r) for a in ablations for r in (*a.paired.rows_a, *a.paired.rows_b)})
+    paths = {r: results.predictions_path(r) for r in rows}
+    missing = [r for r in rows if paths[r] is None or not paths[r].exists()]
+    if not missing:
+        return None
+    example = paths[missing[0]]
+    where = f" (e.g. {example.relative_to(results.root)})" if example is not None else " (no run_dir column)"
+    return (f"DeLong skipped where a run has no predictions: {len(missing)} of {len(rows)} compared run(s) lack "
+            f"predictions_{results.config.split}.parquet{where}; the seed-level statistics come from runs.parquet")
+
+
 def ablation_analysis(results: SweepResults, *, progress: bool = True) -> list[AblationResult]:
     cfg, runs = results.config, results.runs
     comparisons = cfg.comparisons or default_comparisons(results)

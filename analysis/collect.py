@@ -25,6 +25,10 @@ SWEEP_FILE = "sweep.yaml"
 PLAIN_CONFIG_COLUMNS = ("arch", "protocol", "delay_s", "history_len")
 CONFIG_PREFIXES = ("model.", "train.", "data.")
 PREDICTION_COLUMNS = ("event_id", "label", "score")
+#: runs.parquet column with the oracle (true-probability) AUC of a run's split, as train_run records it.
+ORACLE_COLUMN = "oracle_{split}_auc"
+#: runs.parquet column with a run's non-embedding parameter count.
+PARAMS_COLUMN = "params_non_embedding"
 
 
 @dataclass
@@ -45,8 +49,20 @@ class SweepResults:
         col = self.metric_column(metric)
         return col in self.runs.columns and bool(self.runs[col].notna().any())
 
+    @property
+    def oracle_column(self) -> str:
+        """Per-run AUC of the true probabilities on the analysed split (synthetic logs only)."""
+        return ORACLE_COLUMN.format(split=self.config.split)
+
     def run_path(self, run_dir: str) -> Path:
         return self.root / str(run_dir)
+
+    def predictions_path(self, row: int) -> Path | None:
+        """The run's prediction file for the analysed split (None without a `run_dir`); may not exist."""
+        run_dir = self.runs.at[row, "run_dir"] if "run_dir" in self.runs.columns else None
+        if run_dir is None or pd.isna(run_dir):
+            return None
+        return self.run_path(run_dir) / f"predictions_{self.config.split}.parquet"
 
     def predictions(self, run_dir: str) -> pd.DataFrame | None:
         """`event_id, label, score` of the run's predictions for the analysed split, or None if absent."""
@@ -90,23 +106,27 @@ def _read_runs(path: Path) -> pd.DataFrame:
     if len(runs) == 0:
         raise DataValidationError(str(path), "(rows)", "no finished runs to analyse")
     runs["arch"] = runs["arch"].astype(str)
+    return hashable_lists(runs).reset_index(drop=True)
+
+
+def hashable_lists(runs: pd.DataFrame) -> pd.DataFrame:
+    """List-valued settings (e.g. model.gather_quotas, numpy arrays from parquet) as hashable tuples."""
     for col in runs.columns[runs.dtypes == object]:
-        # list-valued settings (e.g. model.gather_quotas) arrive as numpy arrays: make them hashable tuples
         runs[col] = runs[col].map(lambda v: tuple(v.tolist()) if isinstance(v, np.ndarray) else
                                   tuple(v) if isinstance(v, list) else v)
-    return runs.reset_index(drop=True)
+    return runs
 
 
-def _read_analysis_section(path: Path) -> dict[str, Any] | None:
+def _read_sweep_doc(path: Path) -> dict[str, Any]:
     if not path.exists():
-        return None
+        return {}
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise DataValidationError(str(path), "(file)", f"not valid YAML: {e}") from None
     if not isinstance(doc, dict):
         raise DataValidationError(str(path), "(file)", "top level must be a mapping")
-    return doc.get("analysis")
+    return doc
 
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
@@ -129,9 +149,9 @@ def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResul
     if not root.is_dir():
         raise RecscaleError(f"{root}: results folder not found")
     runs = _read_runs(root / RUNS_FILE)
-    section = _read_analysis_section(root / SWEEP_FILE)
+    doc = _read_sweep_doc(root / SWEEP_FILE)
     try:
-        cfg = analysis_config(section)
+        cfg = analysis_config(doc.get("analysis"))
     except RecscaleError as e:
         raise RecscaleError(f"{root / SWEEP_FILE}: {e}") from None
     chosen = baseline or cfg.baseline or default_baseline(runs)
@@ -147,5 +167,5 @@ def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResul
         rows = np.flatnonzero(dup)[:4].tolist()
         raise DataValidationError(str(root / RUNS_FILE), "seed",
                                   f"rows {rows} repeat the same setting and seed; keep one run per seed")
-    return SweepResults(root=root, name=root.resolve().name, runs=runs, config=cfg, config_columns=cols,
-                        baseline=chosen)
+    name = str(doc.get("name") or root.resolve().name)  # the sweep's name, so a copied folder reads the same
+    return SweepResults(root=root, name=name, runs=runs, config=cfg, config_columns=cols, baseline=chosen)

@@ -6,10 +6,16 @@
         - {name: WHALE vs MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}}
         - {name: delay 0 s vs 60 s, vary: {delay_s: [0, 60]}, where: {arch: whale}}
       scaling:
-        reference: {arch: wukong}      # dAUC is measured against this (default: {arch: <baseline>})
-        size_by: [model.dim, model.num_layers]   # columns that make a model size (default: numeric model.*)
-        families: [whale, helix]       # architectures to fit (default: all)
-        helix_reference: true          # draw HELIX's published CTR fit on the scaling plot
+        reference: {arch: wukong, model.dim: 64}   # one architecture at one fixed size, outside every
+                                       # fitted family (default: {arch: <baseline>})
+        size_by: [model.dim, model.num_layers]   # columns that make a model size (default: numeric model.*
+                                       # columns and model.size)
+        families: [whale, helix]       # architectures to fit (default: all but the reference's)
+        x_axis: forward                # forward FLOPs per target, or training = 3 x forward (per sample)
+        x_unit: flops                  # flops or gflops
+        gain: absolute                 # absolute dAUC, or relative dAUC / AUC_ref (LogLoss gain is relative)
+        compare: [[whale, hstu]]       # family pairs to compare (default: every pair in the same context)
+        helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
       metrics: [auc, logloss, ne, gauc]
 
 Runs of a comparison are paired by seed and by every other config value both sides carry.
@@ -57,14 +63,38 @@ class ComparisonConfig:
             self.name = f"{_describe(self.a)} vs {_describe(self.b)}"
 
 
+XAxis = Literal["forward", "training"]
+XUnit = Literal["flops", "gflops"]
+GainKind = Literal["absolute", "relative"]
+
+
 @dataclass
 class ScalingConfig:
-    """How scaling points, families and the dAUC reference are formed."""
+    """How scaling points, families, the reference, the axes and family comparisons are formed.
+
+    `x_axis`: `forward` = forward matrix FLOPs per target; `training` = 3 x forward per sample (forward plus
+    a backward pass of twice its cost). `x_unit`: `flops` or `gflops` (1e9). `gain`: `absolute` dAUC =
+    AUC - AUC_ref, or `relative` dAUC / AUC_ref; the LogLoss gain (L_ref - L) / L_ref is relative either way.
+    `compare`: pairs of families (architecture names or family labels) to compare; empty = every pair of
+    fitted families in the same context.
+    """
 
     reference: dict[str, Any] = field(default_factory=dict)
     size_by: list[str] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
+    x_axis: XAxis = "forward"
+    x_unit: XUnit = "flops"
+    gain: GainKind = "absolute"
+    compare: list[list[str]] = field(default_factory=list)
     helix_reference: bool = True
+
+    def __post_init__(self) -> None:
+        for i, pair in enumerate(self.compare):
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise ConfigError(f"analysis.scaling.compare[{i}]: expected two different family names "
+                                  f"[a, b], got {pair!r}")
+        if "arch" in self.reference and isinstance(self.reference["arch"], list):
+            raise ConfigError(f"analysis.scaling.reference.arch: one architecture, got {self.reference['arch']!r}")
 
 
 @dataclass

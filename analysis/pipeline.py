@@ -16,12 +16,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .ablations import ablation_analysis
+from .ablations import ablation_analysis, delong_coverage
 from .collect import load_results
-from .comparisons import select
+from .family_comparison import family_comparisons
+from .families import family_columns, labelled_columns, size_columns
+from .headline import headline
 from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
+from .gain_reference import resolve_reference
 from .report import AnalysisResult, render_report, summary_dict
-from .scaling import GAIN_LABELS, scaling_analysis, size_columns
+from .scaling import MIN_SEEDS, scaling_analysis
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -33,8 +36,9 @@ def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
     largest-compute model size, labelled by architecture and that setting."""
     results = res.results
     runs = results.runs
-    family_cols = [c for c in results.config_columns if c not in size_columns(results)]
-    labelled = [c for c in family_cols if c != "arch" and runs[c].nunique(dropna=False) > 1]
+    sizes = size_columns(runs, results.config_columns, results.config.scaling.size_by)
+    family_cols = family_columns(runs, results.config_columns, sizes)
+    labelled = labelled_columns(runs, family_cols)
     label = runs["arch"].astype(str)
     for c in labelled:
         label = label + f", {c}=" + runs[c].astype(str)
@@ -58,7 +62,11 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
         "settings": plot_settings(res.results, plots / "settings.png"),
     }
     runs, label = _group_labels(res)
-    made["groups"] = plot_groups(group_frame(res.results, runs, label), plots / "groups.png")
+    groups = group_frame(res.results, runs, label)
+    made["groups"] = plot_groups(groups, plots / "groups.png")
+    if groups.empty:
+        res.notes.append("Grouped metrics: no run folder with metrics.json `groups` (a folder with only runs.parquet "
+                         "has none): no group plot.")
     res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}
 
 
@@ -84,13 +92,34 @@ def json_safe(x):
     return x
 
 
+def _warnings(res: AnalysisResult, compare_notes: list[str]) -> list[str]:
+    out = list(res.reference.notes) if res.reference is not None else []
+    out += [f"{p.label}: {f.gain_label} {p.gain:+.3g} <= 0 (vs {f.reference}); left out of the log fit"
+            for f in res.scaling for p in f.excluded]
+    for f in res.scaling:
+        if f.fit is not None and f.fit.dropped:
+            out.append(f"{f.family} ({f.gain_label}): {len(f.fit.dropped)} single-seed gain(s) <= 0 left out of the "
+                       "per-seed fit (listed in the report)")
+    few = {f.family: f.n_seeds for f in res.scaling if 0 < f.n_seeds < MIN_SEEDS}
+    out += [f"{fam}: {n} seed(s) (< {MIN_SEEDS}): its slope interval and family comparisons rest on few replicates"
+            for fam, n in few.items()]
+    delong = delong_coverage(res.results, res.ablations)
+    return out + compare_notes + ([delong] if delong else [])
+
+
 def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True, plots: bool = True) -> AnalysisResult:
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
     results = load_results(root, baseline=baseline)
-    res = AnalysisResult(results, scaling_analysis(results), ablation_analysis(results, progress=progress))
-    res.warnings = [f"{p.label}: {GAIN_LABELS[f.metric]} {p.gain:+.3g} <= 0 (vs {f.reference}); left out of the log fit"
-                    for f in res.scaling for p in f.excluded]
+    reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
+    scaling = scaling_analysis(results, reference)
+    comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
+    res = AnalysisResult(results, scaling, ablation_analysis(results, progress=progress),
+                         headline(results, reference), comparisons, reference)
+    if not reference.families:
+        res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
+                         "another architecture as analysis.scaling.reference to fit this one.")
+    res.warnings = _warnings(res, compare_notes)
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))

@@ -16,7 +16,8 @@ import seaborn as sns  # noqa: E402
 from .ablations import AblationResult  # noqa: E402
 from .collect import SweepResults  # noqa: E402
 from .config import HIGHER_IS_BETTER  # noqa: E402
-from .scaling import GAIN_LABELS, HELIX_CTR, FamilyScaling  # noqa: E402
+from .papers import HELIX_CTR  # noqa: E402
+from .scaling import FamilyScaling  # noqa: E402
 from .significance import SIGNIFICANT  # noqa: E402
 
 METRIC_NAMES = {"auc": "AUC", "gauc": "GAUC", "logloss": "LogLoss", "ne": "NE"}
@@ -35,45 +36,63 @@ def _save(fig: plt.Figure, path: Path, *, bottom: float = 0.0) -> Path:
     return path
 
 
+def _helix_line(ax: plt.Axes, fits: list[FamilyScaling]) -> None:
+    """HELIX's CTR line over our measured x range only, without moving the axes (text when out of view)."""
+    xs = np.geomspace(*ax.get_xlim(), 50)
+    (ylo, yhi), limits = ax.get_ylim(), (ax.get_xlim(), ax.get_ylim())
+    ys = np.exp(HELIX_CTR["intercept"]) * xs ** HELIX_CTR["slope"]
+    lo_x = min(f.fit.x_range[0] for f in fits if f.fit is not None)
+    hi_x = max(f.fit.x_range[1] for f in fits if f.fit is not None)
+    keep = (xs >= lo_x) & (xs <= hi_x)
+    label = f"HELIX CTR fit, slope {HELIX_CTR['slope']} (their reference and data; compare slopes)"
+    if ((ys[keep] >= ylo) & (ys[keep] <= yhi)).any():
+        ax.plot(xs[keep], ys[keep], ls="--", color="grey", lw=1.3, label=label)
+    else:
+        where = "below" if ys[keep].max() < ylo else "above"
+        ax.text(0.99, 0.02, f"{label}:\n{where} this plot (dAUC {ys[keep].min():.2g}–{ys[keep].max():.2g} here)",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="grey")
+    ax.set_xlim(limits[0])
+    ax.set_ylim(limits[1])
+
+
 def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: bool = True) -> Path | None:
-    """Log-log gain vs MFLOPs per target: seed dots, seed-mean markers, fit lines and bootstrap bands."""
+    """Log-log gain against compute: one colour per family, seeds as small dots, seed means as large
+    markers, the fitted line with its t band; HELIX's CTR line only in its own convention."""
     fits = [f for f in fits if f.metric == metric and f.points]
-    positive = [p for f in fits for p in f.points if np.isfinite(p.gain) and p.gain > 0]
+    positive = [p for f in fits for p in f.points if np.isfinite(p.gain) and p.gain > 0 and np.isfinite(p.x)]
     if not positive:
         return None
     _style()
-    fig, ax = plt.subplots(figsize=(8.5, 5.5))
+    fig, ax = plt.subplots(figsize=(8.5, 5.8))
     palette = sns.color_palette("colorblind", len(fits))
     for colour, fam in zip(palette, fits):
-        x = np.array([p.flops for p in fam.points]) / 1e6
+        x = np.array([p.x for p in fam.points])
         g = np.array([p.gain for p in fam.points])
         for p in fam.points:  # per-seed gains
             seed_gain = p.gain_per_seed[np.isfinite(p.gain_per_seed) & (p.gain_per_seed > 0)]
-            ax.scatter(np.full(len(seed_gain), p.flops / 1e6), seed_gain, s=14, color=colour, alpha=0.35, lw=0)
-        ok = g > 0
+            ax.scatter(np.full(len(seed_gain), p.x), seed_gain, s=12, color=colour, alpha=0.45, lw=0)
+        ok = np.isfinite(g) & (g > 0) & np.isfinite(x)
         label = fam.family
         if fam.fit is not None:
             lo, hi = fam.fit.slope_ci
             label += f": slope {fam.fit.slope:.3f} [{lo:.3f}, {hi:.3f}], $R^2$ {fam.fit.r2:.2f}"
             xs = fam.fit.band_x
-            ax.plot(xs / 1e6, fam.fit.predict(xs), color=colour, lw=2)
-            ax.fill_between(xs / 1e6, fam.fit.band_lo, fam.fit.band_hi, color=colour, alpha=0.15, lw=0)
+            ax.plot(xs, fam.fit.predict(xs), color=colour, lw=2)
+            if np.isfinite(fam.fit.band_lo).all():
+                ax.fill_between(xs, fam.fit.band_lo, fam.fit.band_hi, color=colour, alpha=0.15, lw=0)
         if (~ok).any():
-            label += f" ({int((~ok).sum())} point(s) $\\leq$ 0 not drawn)"
+            label += f" ({int((~ok).sum())} size(s) $\\leq$ 0 not drawn)"
         ax.scatter(x[ok], g[ok], s=60, color=colour, edgecolor="black", lw=0.6, zorder=3, label=label)
-    if helix and metric == "auc":
-        all_x = np.array([p.flops for f in fits for p in f.points]) / 1e6
-        xs = np.geomspace(all_x.min() / 1.5, all_x.max() * 1.5, 50)
-        ys = np.exp(HELIX_CTR["intercept"]) * (xs * 1e6 / HELIX_CTR["flops_unit"]) ** HELIX_CTR["slope"]
-        ax.plot(xs, ys, ls="--", color="grey", lw=1.3,
-                label="HELIX CTR fit, slope 0.085 (their reference and FLOP count)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ref = fits[0].reference
-    ax.set_xlabel("forward matrix FLOPs per target (MFLOPs, log scale)")
-    ax.set_ylabel(f"{GAIN_LABELS[metric]} vs {ref} (log scale)")
-    ax.set_title(f"Scaling: {GAIN_LABELS[metric]} against compute\n(dots: seeds; bands: 95% bootstrap over seeds)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=1, frameon=False)
+    conv = fits[0].convention
+    if helix and any(f.helix is not None and f.helix.comparable for f in fits):
+        _helix_line(ax, fits)
+    ax.set_xlabel(f"{conv.x_label} (log scale)")
+    ax.set_ylabel(f"{fits[0].gain_label} vs {fits[0].reference} (log scale)")
+    ax.set_title(f"Scaling: {fits[0].gain_label} against compute\n(small dots: seeds; large: seed means; "
+                 "bands: 95% t band of the fitted line)", fontsize=11)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
     return _save(fig, path)
 
 
@@ -181,27 +200,51 @@ def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> 
     return pd.DataFrame(rows)
 
 
+def group_name(name: str) -> str:
+    """Readable group label: `duration_lt_15s` -> `duration < 15 s`, `duration_15_30s` -> `duration 15–30 s`."""
+    parts = name.split("_")
+    if parts[0] == "duration" and len(parts) > 1:
+        rest = parts[1:]
+        if rest[0] in ("lt", "gt"):
+            return f"duration {'<' if rest[0] == 'lt' else '>'} {rest[1].removesuffix('s')} s"
+        if len(rest) == 2 and rest[1].endswith("s"):
+            return f"duration {rest[0]}–{rest[1].removesuffix('s')} s"
+    return name.replace("_", " ")
+
+
 def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
-    """Bars of grouped test AUC and LogLoss (mean over seeds, error bar = seed sd) per run label."""
+    """Horizontal bars of grouped test AUC and LogLoss (mean over seeds, error bar = seed sd) per run label;
+    groups without events or without a defined metric are left out."""
     if groups.empty:
         return None
+    n = pd.to_numeric(groups["n"], errors="coerce").fillna(0)
+    groups = groups[(n > 0) & (groups[["auc", "logloss"]].notna().any(axis=1))]
+    if groups.empty:
+        return None
+    groups = groups.assign(group=groups["group"].map(group_name))
     _style()
     metrics = [m for m in ("auc", "logloss") if groups[m].notna().any()]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.8), squeeze=False)
+    order = list(dict.fromkeys(groups["group"]))
+    n_runs = groups["run"].nunique()
+    height = max(3.6, 1.6 + len(order) * (0.25 + 0.12 * n_runs))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.0 * len(metrics) + 1.5, height), squeeze=False,
+                             sharey=True)
     for ax, m in zip(axes.flat, metrics):
-        sns.barplot(data=groups, x="group", y=m, hue="run", errorbar="sd", ax=ax, palette="colorblind")
-        lo, hi = groups[m].min(), groups[m].max()
+        data = groups[groups[m].notna()]
+        sns.barplot(data=data, y="group", x=m, hue="run", order=order, errorbar="sd", ax=ax, palette="colorblind",
+                    orient="h")
+        lo, hi = data[m].min(), data[m].max()
         pad = 0.15 * (hi - lo) + 1e-3
-        ax.set_ylim(lo - pad, hi + pad)
-        ax.set_ylabel(f"test {METRIC_NAMES[m]} (axis does not start at 0)")
-        ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=20)
-        ax.set_title(f"test {METRIC_NAMES[m]} by group ({'higher' if m == 'auc' else 'lower'} is better)")
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.set_xlabel(f"test {METRIC_NAMES[m]} (axis does not start at 0; {'higher' if m == 'auc' else 'lower'} "
+                      "is better)")
+        ax.set_ylabel("")
+        ax.set_title(f"test {METRIC_NAMES[m]} by group")
         ax.get_legend().remove()
     handles, names = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(4, len(names)), fontsize=9, frameon=False)
+    fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=9, frameon=False)
     fig.suptitle("Grouped test metrics (largest model of each architecture; error bar: seed sd)", fontsize=12)
-    rows = int(np.ceil(len(names) / 4))
+    rows = int(np.ceil(len(names) / 3))
     return _save(fig, path, bottom=(0.15 + 0.25 * rows) / fig.get_figheight())
 
 

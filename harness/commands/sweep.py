@@ -65,17 +65,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
+    from analysis.gain_reference import check_planned
     from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
 
     plan = plan_sweep(sweep)
     costs = estimate_costs(plan.trials)
+    records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
+    reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
     if args.json:
         print(json.dumps({
             "sweep": sweep.name,
             "datasets": [{"dataset_id": d.dataset_id, **d.prepare} for d in plan.datasets],
-            "trials": [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target,
-                        "total_flops": costs[t.trial_id].total} for t in plan.trials],
+            "trials": [{**r, "total_flops": costs[r["trial_id"]].total} for r in records],
+            "scaling_reference": reference,
         }, indent=1, default=str))
     else:
-        print(format_plan(plan, costs, args.results / sweep.name))
+        print(format_plan(plan, costs, args.results / sweep.name) + "\n" + reference)
     return 0

@@ -1,0 +1,75 @@
+"""The compute axis and the gain of a scaling fit: which FLOPs, in which unit, and which gain.
+
+x axis (`analysis.scaling.x_axis`):
+  forward   forward matrix FLOPs per target, as `recscale flops` and runs.parquet's `flops_per_target` count
+            them (fvcore, 2 FLOPs per multiply-add);
+  training  training FLOPs per sample = 3 x forward (one forward pass plus a backward pass that costs about
+            twice the forward one). A target is one scored exposure, i.e. one sample.
+unit (`x_unit`): `flops` or `gflops` (1e9 FLOPs). Logarithms are natural throughout, so the unit only moves
+the intercept: intercept(gflops) = intercept(flops) + slope * ln(1e9).
+gain (`gain`):
+  absolute  dAUC = AUC - AUC_ref (the HELIX and WHALE papers' dAUC);
+  relative  dAUC / AUC_ref (a relative AUC lift, as the papers' "+0.21%" tables state it).
+The LogLoss (and NE) gain is (L_ref - L) / L_ref, a relative loss reduction, under both settings: an
+absolute LogLoss difference depends on the label rate and has no published counterpart.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .config import ScalingConfig
+
+#: Training FLOPs per sample as a multiple of forward FLOPs per target (forward + backward at 2x forward).
+TRAINING_MULTIPLIER = 3.0
+UNIT_SCALE = {"flops": 1.0, "gflops": 1e9}
+UNIT_NAMES = {"flops": "FLOPs", "gflops": "GFLOPs"}
+AXIS_NAMES = {"forward": "forward FLOPs per target", "training": "training FLOPs per sample (3 x forward)"}
+HIGHER_IS_BETTER_GAIN = {"auc", "gauc"}  # gains of these are differences of a score; the others of a loss
+
+
+@dataclass(frozen=True)
+class Convention:
+    """Axis, unit and gain of one fit (stored with every FamilyScaling and in analysis.json)."""
+
+    x_axis: str = "forward"
+    x_unit: str = "flops"
+    gain: str = "absolute"
+
+    @classmethod
+    def from_config(cls, cfg: ScalingConfig) -> Convention:
+        return cls(cfg.x_axis, cfg.x_unit, cfg.gain)
+
+    def x(self, forward_flops: np.ndarray | float) -> np.ndarray:
+        """Forward FLOPs per target -> this axis, in this unit."""
+        mult = TRAINING_MULTIPLIER if self.x_axis == "training" else 1.0
+        return np.asarray(forward_flops, dtype=np.float64) * mult / UNIT_SCALE[self.x_unit]
+
+    @property
+    def x_label(self) -> str:
+        """E.g. "training FLOPs per sample (3 x forward), GFLOPs"."""
+        return f"{AXIS_NAMES[self.x_axis]}, {UNIT_NAMES[self.x_unit]}"
+
+    def gain_of(self, metric: str, value: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """Gain of `value` over `ref` (positive = better than the reference)."""
+        if metric in HIGHER_IS_BETTER_GAIN:
+            diff = value - ref
+            return diff / ref if self.gain == "relative" else diff
+        return (ref - value) / ref
+
+    def value_of(self, metric: str, gain: np.ndarray | float, ref: float) -> np.ndarray:
+        """The metric value a gain corresponds to (inverse of `gain_of` at a fixed reference value)."""
+        gain = np.asarray(gain, dtype=np.float64)
+        if metric in HIGHER_IS_BETTER_GAIN:
+            return ref * (1.0 + gain) if self.gain == "relative" else ref + gain
+        return ref * (1.0 - gain)
+
+    def gain_label(self, metric: str) -> str:
+        name = {"auc": "AUC", "gauc": "GAUC"}.get(metric)
+        if name is None:
+            return {"logloss": "relative LogLoss gain", "ne": "relative NE gain"}[metric]
+        return f"d{name} / {name}_ref" if self.gain == "relative" else f"d{name}"
+
+    def record(self) -> dict[str, str]:
+        return {**asdict(self), "x_label": self.x_label}

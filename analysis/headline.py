@@ -1,0 +1,99 @@
+"""The headline table: one row per architecture and model setting, read straight from runs.parquet.
+
+Per row: test AUC and LogLoss mean and sample sd over seeds, the number of seeds, forward FLOPs per target,
+non-embedding parameters (`params_non_embedding`, when the column exists), and on synthetic logs the share
+of the oracle gap closed,
+
+    share = (AUC - AUC_ref) / (AUC_oracle - AUC_ref),
+
+with AUC_oracle the AUC of the true probabilities on the same test targets (`oracle_<split>_auc`, which every
+run on a synthetic log records) and AUC_ref the scaling reference's mean AUC in the row's data setting:
+0 is the reference, 1 would be the oracle. Rows are labelled by the settings that vary in the sweep.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .collect import PARAMS_COLUMN, SweepResults
+from .families import context_columns, family_columns, show, size_columns
+from .gain_reference import Reference, reference_rows
+
+
+@dataclass
+class HeadlineRow:
+    label: str
+    setting: dict[str, Any]  # the row's config values
+    n_seeds: int
+    auc: tuple[float, float]  # mean, sd over seeds
+    logloss: tuple[float, float]
+    flops_per_target: float
+    params_non_embedding: float
+    oracle_auc: float
+    share_oracle_gap: float
+    is_reference: bool = False
+
+
+@dataclass
+class Headline:
+    rows: list[HeadlineRow]
+    reference: str  # what share_oracle_gap is measured from ("" when it is not)
+    notes: list[str] = field(default_factory=list)
+    has_params: bool = False
+    has_oracle: bool = False
+
+
+def _mean_sd(values: pd.Series) -> tuple[float, float]:
+    v = values.dropna().to_numpy(dtype=np.float64)
+    if len(v) == 0:
+        return float("nan"), float("nan")
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
+
+
+def _present(value: Any) -> bool:
+    return isinstance(value, tuple) or bool(pd.notna(value))
+
+
+def _column_mean(rows: pd.DataFrame, column: str) -> float:
+    if column not in rows.columns or not rows[column].notna().any():
+        return float("nan")
+    return float(rows[column].astype(float).mean())
+
+
+def headline(results: SweepResults, reference: Reference | None) -> Headline:
+    runs, cols = results.runs, results.config_columns
+    auc_col, ll_col, oracle_col = results.metric_column("auc"), results.metric_column("logloss"), results.oracle_column
+    shown = [c for c in cols if c != "arch" and runs[c].astype(str).nunique() > 1]
+    has_oracle = oracle_col in runs.columns and bool(runs[oracle_col].notna().any())
+    notes = []
+    usable_ref = reference is not None and reference.fixed
+    if has_oracle and not usable_ref:
+        notes.append("share of the oracle gap: the reference is not one fixed model, so it is not computed")
+    elif not has_oracle:
+        notes.append(f"share of the oracle gap: no `{oracle_col}` column (only synthetic logs know the oracle)")
+    context = []
+    if usable_ref:
+        sizes = size_columns(runs, cols, results.config.scaling.size_by)
+        context = context_columns(family_columns(runs, cols, sizes))
+    out = []
+    for key, rows in runs.groupby(cols, dropna=False, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        setting = {c: (v.item() if isinstance(v, np.generic) else v) for c, v in zip(cols, key)}
+        label = setting["arch"] + "".join(f", {c.removeprefix('model.')}={show(setting[c])}" for c in shown
+                                          if _present(setting[c]))
+        oracle, share = _column_mean(rows, oracle_col), float("nan")
+        is_ref = bool(reference is not None and reference.mask[rows.index.to_numpy()].all())
+        if has_oracle and usable_ref:
+            ref, _ = reference_rows(runs, reference, rows, context)
+            ref_auc = _column_mean(ref, auc_col)
+            share = (_column_mean(rows, auc_col) - ref_auc) / (oracle - ref_auc) if oracle > ref_auc else float("nan")
+        out.append(HeadlineRow(label, setting, int(rows["seed"].nunique()), _mean_sd(rows[auc_col]),
+                               _mean_sd(rows[ll_col]) if ll_col in rows.columns else (float("nan"),) * 2,
+                               _column_mean(rows, "flops_per_target"), _column_mean(rows, PARAMS_COLUMN),
+                               oracle, share, is_ref))
+    out.sort(key=lambda r: (r.setting["arch"], np.nan_to_num(r.flops_per_target, nan=np.inf), r.label))
+    desc = reference.description if usable_ref else ""
+    return Headline(out, desc, notes, PARAMS_COLUMN in runs.columns, has_oracle)

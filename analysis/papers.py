@@ -1,0 +1,66 @@
+"""Published scaling laws and when one of our fits may be compared with them.
+
+HELIX (CTR): ln(dAUC) = 0.085 ln(C) - 4.733, R^2 0.925; CVR slope 0.132 (R^2 0.994). Logarithms are
+natural: the smallest size sits near dAUC = 9e-3 on the published plot, which the line gives at C of about
+1.3 GFLOPs with natural logarithms and at no sensible C with base-10 ones. C is FLOPs per sample, and the only
+per-sample FLOP figures the paper gives for its sizes are training FLOPs (HELIX-L 35.28 G, its production
+baseline 5.75 G), so C is read as training FLOPs per sample in GFLOPs. The dAUC is absolute and measured
+against a reference the paper does not name (its smallest size is not at zero), so heights are not
+comparable across setups and slopes are; the comparison is made only for a fit in the same convention
+(absolute dAUC, training FLOPs per sample, GFLOPs). A slope does not depend on the unit, but it does depend on
+the gain's definition, and the intercept depends on both.
+
+WHALE states no fitted law: its paper studies model scaling on industrial data only, so there is no published
+slope to compare with.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .axes import UNIT_NAMES, Convention
+
+#: HELIX CTR fit, with the convention it is stated in.
+HELIX_CTR = {"slope": 0.085, "intercept": -4.733, "r2": 0.925, "metric": "auc",
+             "convention": Convention(x_axis="training", x_unit="gflops", gain="absolute")}
+HELIX_CVR_SLOPE = 0.132
+HELIX_CVR_R2 = 0.994
+
+
+@dataclass(frozen=True)
+class PaperComparison:
+    """Whether a fit can be compared with HELIX's CTR line and, if so, how its slope relates."""
+
+    comparable: bool
+    reason: str  # why not, or what was compared
+    inside_ci: bool | None = None  # 0.085 inside the fit's slope interval
+
+
+def helix_convention_mismatch(metric: str, conv: Convention) -> list[str]:
+    """What differs between a fit's convention and HELIX's CTR line (empty: comparable)."""
+    ref: Convention = HELIX_CTR["convention"]
+    out = []
+    if metric != HELIX_CTR["metric"]:
+        return [f"it is a law of AUC, this fit is of {metric}"]
+    if conv.gain != ref.gain:
+        out.append(f"its gain is {ref.gain} dAUC, this fit's is {conv.gain}")
+    if conv.x_axis != ref.x_axis:
+        out.append(f"its C is {ref.x_axis} FLOPs per sample, this fit's x is {conv.x_axis} FLOPs")
+    if conv.x_unit != ref.x_unit:
+        out.append(f"its C is in {UNIT_NAMES[ref.x_unit]}, this fit's x in {UNIT_NAMES[conv.x_unit]}")
+    return out
+
+
+def compare_with_helix(metric: str, conv: Convention, slope_ci: tuple[float, float] | None) -> PaperComparison:
+    """HELIX CTR comparison for one fit: slope inside / outside the fit's interval, or why not compared."""
+    mismatch = helix_convention_mismatch(metric, conv)
+    if mismatch:
+        return PaperComparison(False, "not compared with HELIX's CTR line: " + "; ".join(mismatch))
+    if slope_ci is None:
+        return PaperComparison(False, "not compared with HELIX's CTR line: no fit")
+    lo, hi = slope_ci
+    tol = 1e-9  # a fit through exact points has a zero-width interval at the slope, up to rounding
+    inside = bool(lo - tol <= HELIX_CTR["slope"] <= hi + tol)
+    where = "inside" if inside else "outside"
+    return PaperComparison(True, f"HELIX CTR slope {HELIX_CTR['slope']} is {where} this fit's 95% interval "
+                                 f"[{lo:.3f}, {hi:.3f}] (CVR slope {HELIX_CVR_SLOPE}); heights differ by "
+                                 "reference model and data", inside)
