@@ -157,19 +157,17 @@ def _crossover(out: FamilyComparison, lx: np.ndarray, beta: np.ndarray) -> None:
     unit = UNIT_NAMES[out.convention.x_unit]
     lo, hi = float(lx.min()), float(lx.max())
     da, db = float(beta[2]), float(beta[3])
-    ahead_lo = out.a if da + db * lo > 0 else out.b
     ahead_hi = out.a if da + db * hi > 0 else out.b
     if db == 0.0:
-        out.crossover = f"parallel fits: no crossover ({ahead_lo} ahead throughout)"
+        out.crossover = f"parallel fits: no crossover ({ahead_hi} ahead throughout)"
         return
     xc = -da / db
     if lo <= xc <= hi:
         where = "inside the measured range"
     elif lo - np.log(CROSSOVER_REACH) <= xc <= hi + np.log(CROSSOVER_REACH):
         where = f"outside the measured range, within a factor {CROSSOVER_REACH:g} of it (extrapolated)"
-    else:
-        same = "ahead over the whole measured range" if ahead_lo == ahead_hi else "ahead"
-        out.crossover = f"no crossover in range ({ahead_hi} {same})"
+    else:  # the lines meet far outside: one family is ahead at both ends of the range
+        out.crossover = f"no crossover in range ({ahead_hi} ahead over the whole measured range)"
         return
     out.crossover_x = float(np.exp(xc))
     leader = out.a if db > 0 else out.b

@@ -65,8 +65,8 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     groups = group_frame(res.results, runs, label)
     made["groups"] = plot_groups(groups, plots / "groups.png")
     if groups.empty:
-        res.notes.append("Grouped metrics: no run folder with metrics.json `groups` (a folder with only runs.parquet "
-                         "has none): no group plot.")
+        res.group_note = ("No run folder with metrics.json `groups` (a results folder with only runs.parquet has "
+                          "none): no grouped-metric plot.")
     res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}
 
 

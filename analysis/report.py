@@ -35,6 +35,7 @@ class AnalysisResult:
     plots: dict[str, str] = field(default_factory=dict)  # name -> path relative to the sweep folder
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # scaling notes that are not warnings
+    group_note: str = ""  # why there is no grouped-metric plot
 
 
 def _f(x: float | None, fmt: str = ".3g") -> str:
@@ -160,7 +161,7 @@ def _helix_lines(res: AnalysisResult) -> list[str]:
 def _scaling_section(res: AnalysisResult) -> list[str]:
     out = ["## Scaling fits", ""]
     if not res.scaling:
-        why = res.notes or ["No FLOPs per target in runs.parquet: no scaling fit."]
+        why = res.notes or ["No `flops_per_target` in runs.parquet: no scaling fit."]
         return out + why + [""]
     ref = res.scaling[0].reference
     out += [f"Gain of each family over the reference **{ref}** (one architecture at one fixed size, outside "
@@ -273,8 +274,9 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 def render_report(res: AnalysisResult) -> str:
     lines = (_overview(res) + _ablation_section(res) + _scaling_section(res) + _family_comparison_section(res))
     extra = [n for n in ("groups", "settings") if n in res.plots]
-    if extra:
+    if extra or res.group_note:
         lines += ["## Grouped metrics and data settings", ""]
+        lines += [res.group_note, ""] if res.group_note else []
         lines += [f"![{n}]({res.plots[n]})" for n in extra] + [""]
     if res.warnings:
         lines += ["## Warnings", "", *[f"- {w}" for w in res.warnings], ""]

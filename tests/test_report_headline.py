@@ -1,0 +1,75 @@
+"""The report opens with the per-architecture table (values checked against pandas/numpy on the runs table,
+the oracle-gap share by hand), in the order headline -> comparisons -> fits -> family comparisons, on disk and
+on stdout; a folder with only sweep.yaml and runs.parquet is analysed with DeLong's absence named, and twice
+(or as a copy under another name) gives the same analysis.json."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from test_analyze_cli import ANALYSIS, SEEDS, make_results
+
+ORACLE = 0.80
+
+
+def _with_oracle(root: Path) -> pd.DataFrame:
+    runs = pd.read_parquet(root / "runs.parquet")
+    runs["oracle_test_auc"] = ORACLE
+    runs.to_parquet(root / "runs.parquet")
+    return runs
+
+
+def test_headline_table_comes_first_with_independently_computed_values(tmp_path, capsys):
+    root = make_results(tmp_path / "h", analysis=ANALYSIS)
+    runs = _with_oracle(root)
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    report = (root / "report.md").read_text()
+    order = [report.index(h) for h in ("## Results per architecture", "## Comparisons", "## Scaling fits")]
+    assert order == sorted(order)
+    assert out.splitlines()[1].lstrip().startswith("architecture (setting)")  # stdout opens with the table
+    summary = json.loads((root / "analysis.json").read_text())
+    rows = {r["label"]: r for r in summary["headline"]["rows"]}
+    whale = runs[(runs["arch"] == "whale") & (runs["model.dim"] == 128)]
+    ref = runs[runs["arch"] == "wukong"]
+    row = rows["whale, dim=128"]
+    assert row["n_seeds"] == len(SEEDS)
+    assert row["auc_mean"] == pytest.approx(whale["test_auc"].mean(), rel=1e-12)
+    assert row["auc_sd"] == pytest.approx(np.std(whale["test_auc"].to_numpy(), ddof=1), rel=1e-9)
+    assert row["logloss_sd"] == pytest.approx(np.std(whale["test_logloss"].to_numpy(), ddof=1), rel=1e-9)
+    assert row["params_non_embedding"] == 128_000 and row["flops_per_target"] == pytest.approx(32e6)
+    share = (whale["test_auc"].mean() - ref["test_auc"].mean()) / (ORACLE - ref["test_auc"].mean())
+    assert row["share_oracle_gap"] == pytest.approx(share, rel=1e-9)
+    assert rows["wukong, dim=64"]["is_reference"] and rows["wukong, dim=64"]["share_oracle_gap"] == pytest.approx(0)
+    assert f"{share:.1%}" in report and "share of oracle gap closed" in report
+    assert "128,000" in report
+
+
+def test_results_folder_without_run_folders_names_the_missing_predictions_and_is_deterministic(tmp_path, capsys):
+    root = make_results(tmp_path / "only", analysis=ANALYSIS)
+    shutil.rmtree(root / "runs")  # a committed reference study: sweep.yaml and runs.parquet only
+    n_compared = len(pd.read_parquet(root / "runs.parquet").query("arch != 'whale' or `model.dim` == 64"))
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    first = (root / "analysis.json").read_text()
+    summary = json.loads(first)
+    (delong,) = [w for w in summary["warnings"] if w.startswith("DeLong skipped")]
+    assert f"{n_compared} of {n_compared} compared run(s) lack predictions_test.parquet" in delong
+    assert "runs/" in delong
+    assert "DeLong skipped" in (root / "report.md").read_text()
+    assert all(d["note"] == "no prediction files" for a in summary["ablations"] for d in a["delong"])
+    assert summary["ablations"][0]["metrics"]["auc"]["verdict"]  # everything else comes from runs.parquet
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    assert (root / "analysis.json").read_text() == first
+    copy = tmp_path / "elsewhere" / "renamed"
+    copy.parent.mkdir()
+    shutil.copytree(root, copy)
+    (copy / "analysis.json").unlink()
+    assert main(["analyze", str(copy), "--no-plots"]) == 0
+    assert (copy / "analysis.json").read_text() == first
+    capsys.readouterr()

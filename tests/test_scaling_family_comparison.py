@@ -1,0 +1,123 @@
+"""Family comparisons on constructed cases with known answers: two exact power laws (slope difference,
+iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against the closed-form pooled
+OLS formulas."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats
+
+from analysis.pipeline import analyze
+
+AUC_REF = 0.70
+SEEDS = (0, 1, 2)
+X_A = (1.0, 4.0, 16.0, 64.0)  # forward GFLOPs per target of family A's sizes
+X_B = (2.0, 8.0, 32.0, 128.0)
+A_LAW = (-5.0, 0.20)  # (intercept, slope) of ln gain against ln GFLOPs
+
+
+def make_pair(root: Path, b_law: tuple[float, float], *, noise: float = 0.0, compare=None, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    rows = [{"arch": "wukong", "seed": s, "model.dim": 64, "test_auc": AUC_REF, "test_logloss": 0.5,
+             "flops_per_target": 1e5} for s in SEEDS]
+    for arch, xs, (a, b) in (("whale", X_A, A_LAW), ("hstu", X_B, b_law)):
+        for i, x in enumerate(xs):
+            for s in SEEDS:
+                gain = np.exp(a + b * np.log(x) + (rng.normal(0, noise) if noise else 0.0))
+                rows.append({"arch": arch, "seed": s, "model.dim": 16 * 2**i, "test_auc": AUC_REF + gain,
+                             "test_logloss": 0.5 * (1 - gain), "flops_per_target": x * 1e9})
+    root.mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(root / "runs.parquet")
+    scaling = {"reference": {"arch": "wukong"}, "x_unit": "gflops", "size_by": ["model.dim"]}
+    if compare is not None:
+        scaling["compare"] = compare
+    (root / "sweep.yaml").write_text(yaml.safe_dump({"name": "pair", "analysis": {"scaling": scaling}}))
+    return root
+
+
+def _auc_comparisons(root: Path) -> list[dict]:
+    analyze(root, progress=False, plots=False)
+    summary = json.loads((root / "analysis.json").read_text())
+    return [c for c in summary["family_comparisons"] if c["metric"] == "auc"]
+
+
+def test_exact_power_laws_give_the_known_slope_difference_iso_flop_gains_and_crossover(tmp_path):
+    b_law = (-4.6, 0.10)  # meets A where -5 + 0.2 l = -4.6 + 0.1 l: l = 4, x = e^4 = 54.6 GFLOPs
+    (c,) = _auc_comparisons(make_pair(tmp_path / "x", b_law))
+    assert (c["a"], c["b"]) == ("hstu", "whale")  # default pairs are in name order
+    assert c["slope_diff"]["value"] == pytest.approx(0.10 - 0.20, abs=1e-9)
+    # iso-FLOP point: geometric middle of the overlap [2, 64] = sqrt(128)
+    x_star = np.sqrt(2.0 * 64.0)
+    assert c["iso_x"] == pytest.approx(x_star, rel=1e-9)
+    g_hstu, g_whale = np.exp(-4.6 + 0.1 * np.log(x_star)), np.exp(-5.0 + 0.2 * np.log(x_star))
+    assert c["gain_a"]["value"] == pytest.approx(g_hstu, rel=1e-8)
+    assert c["gain_b"]["value"] == pytest.approx(g_whale, rel=1e-8)
+    assert c["diff"]["value"] == pytest.approx(g_hstu - g_whale, rel=1e-7)
+    assert c["ratio"]["value"] == pytest.approx(g_hstu / g_whale, rel=1e-8)
+    assert c["value_a"] == pytest.approx(AUC_REF + g_hstu, rel=1e-10)  # AUC at matched FLOPs
+    assert c["crossover_x"] == pytest.approx(np.exp(4.0), rel=1e-7)
+    assert "whale overtakes hstu above 54.6 GFLOPs, inside the measured range" in c["crossover"]
+    assert "interaction" in c["method"]
+
+
+@pytest.mark.parametrize("b_intercept, words, x_cross", [
+    (-4.45, "outside the measured range, within a factor 10 of it", np.exp(5.5)),  # 245 GFLOPs, range [1, 128]
+    (-4.0, "no crossover in range (hstu ahead over the whole measured range)", None),  # e^10 = 22026 GFLOPs
+])
+def test_crossover_near_or_far_from_the_measured_range(tmp_path, b_intercept, words, x_cross):
+    (c,) = _auc_comparisons(make_pair(tmp_path / "y", (b_intercept, 0.10)))
+    assert words in c["crossover"]
+    if x_cross is None:
+        assert c["crossover_x"] is None
+    else:
+        assert c["crossover_x"] == pytest.approx(x_cross, rel=1e-7)
+
+
+def _ols(x, y):
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (intercept + slope * x)
+    return slope, intercept, (resid**2).sum(), ((x - x.mean()) ** 2).sum(), x.mean(), len(x)
+
+
+def test_noisy_seeds_match_the_closed_form_pooled_regression(tmp_path):
+    root = make_pair(tmp_path / "n", (-4.6, 0.10), noise=0.05, seed=3, compare=[["whale", "hstu"]])
+    (c,) = _auc_comparisons(root)
+    assert (c["a"], c["b"]) == ("whale", "hstu")  # the configured order: A - B = whale - hstu
+    runs = pd.read_parquet(root / "runs.parquet")
+    fits = {}
+    for arch in ("whale", "hstu"):
+        r = runs[runs["arch"] == arch]
+        fits[arch] = _ols(np.log(r["flops_per_target"].to_numpy() / 1e9), np.log(r["test_auc"].to_numpy() - AUC_REF))
+    (sa, ia, ssa, sxa, ma, na), (sb, ib, ssb, sxb, mb, nb) = fits["whale"], fits["hstu"]
+    df = na + nb - 4
+    s = np.sqrt((ssa + ssb) / df)
+    se = s * np.sqrt(1 / sxa + 1 / sxb)
+    t = stats.t.ppf(0.975, df)
+    assert c["df"] == df == 20
+    assert c["slope_diff"]["value"] == pytest.approx(sa - sb, rel=1e-9)
+    assert [c["slope_diff"]["lo"], c["slope_diff"]["hi"]] == pytest.approx([sa - sb - t * se, sa - sb + t * se], rel=1e-8)
+    assert c["p_value"] == pytest.approx(2 * stats.t.sf(abs(sa - sb) / se, df), rel=1e-6)
+    l_star = np.log(np.sqrt(2.0 * 64.0))
+    mu_a, mu_b = ia + sa * l_star, ib + sb * l_star
+    se_a = s * np.sqrt(1 / na + (l_star - ma) ** 2 / sxa)
+    se_b = s * np.sqrt(1 / nb + (l_star - mb) ** 2 / sxb)
+    assert [c["gain_a"]["value"], c["gain_a"]["lo"], c["gain_a"]["hi"]] == pytest.approx(
+        np.exp([mu_a, mu_a - t * se_a, mu_a + t * se_a]), rel=1e-8)
+    se_diff = np.sqrt((np.exp(mu_a) * se_a) ** 2 + (np.exp(mu_b) * se_b) ** 2)  # delta method, independent fits
+    d = np.exp(mu_a) - np.exp(mu_b)
+    assert [c["diff"]["lo"], c["diff"]["hi"]] == pytest.approx([d - t * se_diff, d + t * se_diff], rel=1e-7)
+    ratio_se = np.sqrt(se_a**2 + se_b**2)
+    assert c["ratio"]["lo"] == pytest.approx(np.exp(mu_a - mu_b - t * ratio_se), rel=1e-8)
+
+
+def test_configured_pair_without_fits_is_a_named_warning(tmp_path):
+    root = make_pair(tmp_path / "w", (-4.6, 0.10), compare=[["whale", "helix"]])
+    res = analyze(root, progress=False, plots=False)
+    assert res.comparisons == []
+    assert any("analysis.scaling.compare [whale, helix]" in w for w in res.warnings)
+    assert "analysis.scaling.compare [whale, helix]" in (root / "report.md").read_text()
