@@ -8,7 +8,8 @@ of the oracle gap closed,
 
 with AUC_oracle the AUC of the true probabilities on the same test targets (`oracle_<split>_auc`, which every
 run on a synthetic log records) and AUC_ref the scaling reference's mean AUC in the row's data setting:
-0 is the reference, 1 would be the oracle. Rows are labelled by the settings that vary in the sweep.
+0 is the reference, 1 would be the oracle. Rows are labelled by the settings that vary in the sweep (size attributes such as a head width that
+follows the width are implied by the size and not repeated).
 """
 from __future__ import annotations
 
@@ -66,7 +67,10 @@ def _column_mean(rows: pd.DataFrame, column: str) -> float:
 def headline(results: SweepResults, reference: Reference | None) -> Headline:
     runs, cols = results.runs, results.config_columns
     auc_col, ll_col, oracle_col = results.metric_column("auc"), results.metric_column("logloss"), results.oracle_column
-    shown = [c for c in cols if c != "arch" and runs[c].astype(str).nunique() > 1]
+    sizes = size_columns(runs, cols, results.config.scaling.size_by)
+    fam_cols = family_columns(runs, cols, sizes)
+    # label: varying non-size settings, then the size (its attributes, e.g. a head width, are implied)
+    shown = [c for c in [*fam_cols, *sizes] if c != "arch" and runs[c].astype(str).nunique() > 1]
     has_oracle = oracle_col in runs.columns and bool(runs[oracle_col].notna().any())
     notes = []
     usable_ref = reference is not None and reference.fixed
@@ -74,10 +78,7 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         notes.append("share of the oracle gap: the reference is not one fixed model, so it is not computed")
     elif not has_oracle:
         notes.append(f"share of the oracle gap: no `{oracle_col}` column (only synthetic logs know the oracle)")
-    context = []
-    if usable_ref:
-        sizes = size_columns(runs, cols, results.config.scaling.size_by)
-        context = context_columns(family_columns(runs, cols, sizes))
+    context = context_columns(fam_cols)
     out = []
     for key, rows in runs.groupby(cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)

@@ -300,11 +300,11 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     h = res.headline
     if h is not None and h.rows:
         oracle = "  oracle gap" if h.has_oracle else ""
-        out.append(f"  {'architecture (setting)':<34} seeds  {split} AUC        LogLoss          MFLOPs{oracle}")
+        out.append(f"  {'architecture (setting)':<40} seeds  {split} AUC        LogLoss          MFLOPs{oracle}")
         more: list[str] = []
         for r in _cut(h.rows, max_rows, more, "rows"):
             share = f"  {r.share_oracle_gap:6.1%}" if h.has_oracle and np.isfinite(r.share_oracle_gap) else ""
-            out.append(f"  {r.label[:34]:<34} {r.n_seeds:>5}  {_pm(r.auc)}  {_pm(r.logloss)}  "
+            out.append(f"  {r.label[:40]:<40} {r.n_seeds:>5}  {_pm(r.auc)}  {_pm(r.logloss)}  "
                        f"{_f(r.flops_per_target / 1e6, '.4g'):>7}{share}")
         out += more
     if res.ablations:
