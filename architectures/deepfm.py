@@ -1,15 +1,15 @@
 """DeepFM: a factorisation machine and a deep network sharing one set of field embeddings.
 
-Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017
-(seed 000 §12.1: explicit second-order interactions, the idea Wukong's FMB scales up).
+Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017:
+explicit second-order interactions, the idea Wukong's FMB scales up.
 
 logit = bias + first order + FM + deep, with F field vectors v_1..v_F [B, F, E]:
 - first order: one scalar weight per categorical id (its own 1-d tables) plus a linear map of the 8
   numeric features;
 - FM: sum over pairs i < j of <v_i, v_j> = 0.5 * sum_e ((sum_i v_ie)^2 - sum_i v_ie^2);
-- deep: flatten(v) -> `num_layers` hidden layers of width `mlp_width`, ReLU -> 1.
+- deep: flatten(v) -> `num_layers` hidden layers of width `mlp_width`, ReLU -> 1 (blocks/mlp.py).
 
-Adaptations to RecFlow: the fields are the seed's 13 non-sequence tokens (10 categorical embeddings and
+Adaptations to RecFlow: the fields are the 13 non-sequence tokens every model reads (10 categorical embeddings and
 the 3 numeric-group tokens) plus 7 history fields, the masked mean over valid history events of each
 item field's embedding (video, author, both categories, upload type; tables shared with the candidate)
 and of each feedback embedding (effective_view, long_view): the usual multi-hot average pooling of
@@ -22,12 +22,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from protocols.schema import HIST_FB_FIELDS, FeatureSpec
+from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
 from . import register
+from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
-from .din import relu_mlp
+from .blocks.mlp import MLP
 
 
 @dataclass
@@ -36,6 +37,10 @@ class DeepFMConfig:
     num_layers: int = 2  # hidden layers of the deep part
     mlp_width: int = 256
     history_len: int = 128
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        require_positive(self, "dim", "num_layers", "mlp_width", "history_len")
 
 
 @register("deepfm", config=DeepFMConfig)
@@ -51,9 +56,9 @@ class DeepFM(nn.Module):
             nn.init.zeros_(t.weight)
         self.first_order_num = nn.Linear(len(spec.num_features), 1)
         n_fields = self.non_sequence.num_tokens + len(spec.hist_cat_fields) + len(HIST_FB_FIELDS)
-        self.deep = relu_mlp(n_fields * E, [cfg.mlp_width] * cfg.num_layers, 1)
+        self.deep = MLP(n_fields * E, [cfg.mlp_width] * cfg.num_layers, 1)
 
-    def fields(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def fields(self, batch: Batch) -> torch.Tensor:
         """[B, 13 + 5 + 2, E]: non-sequence tokens then the mean-pooled history item and feedback fields."""
         mask = batch["hist_mask"].to(torch.float32)  # [B, L]
         items = self.embeddings.item_tokens(batch["hist_cat"])  # [B, L, 5, E]
@@ -62,7 +67,7 @@ class DeepFM(nn.Module):
         pooled = torch.einsum("bl,blfe->bfe", mask, events) / mask.sum(1).clamp(min=1)[:, None, None]
         return torch.cat([self.non_sequence(batch), pooled], 1)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         v = self.fields(batch)  # [B, F, E]
         cat = batch["cat"]

@@ -1,7 +1,7 @@
 """DIN: the candidate weights the user's history through a local activation unit.
 
-Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018 (seed 000 §12.1:
-a candidate-dependent read of the history, the idea WHALE's fusion generalises).
+Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018: a
+candidate-dependent read of the history, the idea WHALE's fusion generalises.
 
 Forward pass (B candidates, L history events, E-dim embeddings):
 1. Query: the candidate's 5 item embeddings concatenated, q [B, 5E]; keys: each event's 5 item
@@ -9,7 +9,7 @@ Forward pass (B candidates, L history events, E-dim embeddings):
 2. Activation unit: MLP([k; q; k - q; k * q]) -> one weight per event (no softmax, as in the paper);
    PAD events get weight 0, so an empty history reads 0.
 3. Interest: sum over events of weight x [item embeddings; 2 feedback embeddings] -> [B, 7E].
-4. Deep network: [13 non-sequence tokens; interest] -> MLP with `num_layers` hidden layers of width
+4. Deep network: [13 non-sequence tokens; interest] -> ReLU MLP (blocks/mlp.py) with `num_layers` hidden layers of width
    `mlp_width`, halving each layer, ReLU -> 1 logit.
 
 Adaptations to RecFlow: the paper's history holds clicked items only; RecFlow's exposure history holds
@@ -24,20 +24,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from protocols.schema import ITEM_FIELD_INDEX, FeatureSpec
+from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 
 from . import register
+from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
-
-
-def relu_mlp(in_dim: int, widths: list[int], out_dim: int) -> nn.Sequential:
-    """in -> widths... -> out with ReLU between layers."""
-    layers: list[nn.Module] = []
-    for w in widths:
-        layers += [nn.Linear(in_dim, w), nn.ReLU()]
-        in_dim = w
-    return nn.Sequential(*layers, nn.Linear(in_dim, out_dim))
+from .blocks.mlp import MLP
 
 
 @dataclass
@@ -48,6 +41,10 @@ class DinConfig:
     attention_hidden: tuple[int, ...] = (80, 40)
     history_len: int = 128
 
+    def __post_init__(self) -> None:
+        check_choices(self)
+        require_positive(self, "dim", "num_layers", "mlp_width", "attention_hidden", "history_len")
+
 
 @register("din", config=DinConfig)
 class Din(nn.Module):
@@ -57,12 +54,12 @@ class Din(nn.Module):
         E, n_item = cfg.dim, len(ITEM_FIELD_INDEX)
         self.embeddings = FieldEmbeddings(spec, E)
         self.non_sequence = NonSequenceTokens(spec, E, self.embeddings)
-        self.activation = relu_mlp(4 * n_item * E, list(cfg.attention_hidden), 1)
+        self.activation = MLP(4 * n_item * E, cfg.attention_hidden, 1)
         in_dim = self.non_sequence.num_tokens * E + (n_item + 2) * E
         widths = [max(1, cfg.mlp_width // 2**i) for i in range(cfg.num_layers)]
-        self.deep = relu_mlp(in_dim, widths, 1)
+        self.deep = MLP(in_dim, widths, 1)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         mask = batch["hist_mask"].to(torch.float32)  # [B, L]
         q = self.embeddings.item_tokens(batch["cat"][:, list(ITEM_FIELD_INDEX)]).flatten(1)  # [B, 5E]

@@ -1,8 +1,8 @@
 """HELIX: interleaved sequence reads and feature interaction over a candidate-independent K/V cache.
 
 Paper: "HELIX: Purified and Unified - Rethinking Feature Interaction and Sequence Modeling for Large-Scale
-Recommendation" (ByteDance), as reviewed in ../shared/seeds/003 (MPTF, sequence-only cross-attention,
-Gather/Truncate encoder, last-layer lazy K/V cache, gate/up normalisation, ablations).
+Recommendation" (ByteDance): MPTF, sequence-only cross-attention, the Gather/Truncate encoder, the
+last-layer lazy K/V cache, gate/up normalisation and the ablations below (docs/helix.md).
 
 Forward pass (B candidates, T mix tokens of width W):
 1. Mix tokens: the 13 non-sequence tokens (`NonSequenceTokens`, 64-d) flattened and projected to T x W.
@@ -18,7 +18,7 @@ Forward pass (B candidates, T mix tokens of width W):
 5. Head: RMSNorm, flatten T x W, MLP -> 1 logit.
 
 Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are not public):
-- Non-sequence features are the seed's 13 tokens; they are cut into T mix tokens by one linear map.
+- Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T mix tokens by one linear map.
 - History events are tokenized by the shared `HistoryEventTokenizer` (5 item + 2 feedback embeddings +
   rho -> 64-d) and projected to W; RecFlow has one exposure history, from which the user-only sequences
   are derived: all exposures, effective views, long views (`hist_fb`). Gather quotas are per sequence.
@@ -50,23 +50,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from types import SimpleNamespace
 from typing import Literal
 
 import torch
 import torch.nn as nn
 
-from protocols.schema import FeatureSpec
+from protocols.schema import Batch, FeatureSpec
 from protocols.typed_config import ConfigError
 
 from . import register
+from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import Compression, HelixEncoder
 from .blocks.history_select import gather_rows, hard_search
-from .blocks.history_window import HISTORY_KEYS, recent_history
+from .blocks.history_window import History, recent_history
 from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
 from .blocks.mlp import MLP
-from .blocks.mptf import MPTF, GateUpNorm, SwiGLU
-from .blocks.request_reuse import RequestGroups
+from .blocks.mptf import MPTF
+from .blocks.request_reuse import history_per_request
+from .blocks.swiglu import GateUpNorm, SwiGLU
 from .blocks.token_mixing import MixTokenizer
 
 #: Named sizes: width, decoder / MixFormer / encoder depth, heads, Gather quotas and retained tokens.
@@ -121,42 +124,38 @@ class HelixConfig:
     ablation: AblationName = "none"  # a named one-switch ablation (ABLATIONS)
 
     def __post_init__(self) -> None:
-        problems = self._merged()[1]
-        if problems:
-            raise ConfigError("model: " + "; ".join(problems))
+        check_choices(self)
+        v = SimpleNamespace(**self._merged())
+        require_positive(v, "dim", "num_layers", "num_heads", "retained_tokens", "mix_tokens", "embed_dim",
+                         "history_len", "hard_search_len", "ffn_mult")
+        require_non_negative(v, "mixformer_layers", "gather_quotas")
+        require_divisible(v, "dim", "mix_tokens", "num_heads")  # Mixup; attention heads
+        if len(v.gather_quotas) != 3:
+            raise ConfigError(f"model.gather_quotas: {v.gather_quotas!r} is not allowed (allowed: 3 entries, for "
+                              "exposures, effective views, long views)")
+        rt = v.retained_tokens
+        if not rt or any(b > a for a, b in zip(rt, rt[1:])):
+            raise ConfigError(f"model.retained_tokens: {rt!r} is not allowed (allowed: a non-empty, non-increasing "
+                              "sequence of counts >= 1)")
+        if v.compression != "uniform_pool" and rt[0] > sum(v.gather_quotas):
+            raise ConfigError(f"model.retained_tokens: {rt!r} is not allowed (allowed: a first entry <= "
+                              f"sum(model.gather_quotas)={sum(v.gather_quotas)} with compression={v.compression!r})")
 
     def resolved(self) -> "HelixConfig":
         """A copy with every `None` filled from the size preset and the named ablation applied."""
-        return HelixConfig(**self._merged()[0])
+        return HelixConfig(**self._merged())
 
-    def _merged(self) -> tuple[dict, list[str]]:
-        """(field values after the size preset and the ablation, problems found)."""
-        if self.size not in SIZES:
-            return {}, [f"size={self.size!r} is not one of {list(SIZES)}"]
-        if self.ablation not in ABLATIONS:
-            return {}, [f"ablation={self.ablation!r} is not one of {list(ABLATIONS)}"]
+    def _merged(self) -> dict:
+        """Field values after the size preset and the named ablation (which must not contradict given values)."""
         v = {f.name: getattr(self, f.name) for f in fields(self)}
         v.update({k: p for k, p in SIZES[self.size].items() if v[k] is None})
         defaults = {f.name: f.default for f in fields(self)}
-        problems = []
         for key, value in ABLATIONS[self.ablation].items():
             if v[key] not in (value, defaults[key]):
-                problems.append(f"ablation={self.ablation} sets {key}={value}, but {key}={v[key]} was given")
+                raise ConfigError(f"model.{key}: {v[key]!r} is not allowed with model.ablation={self.ablation!r} "
+                                  f"(allowed: {value!r} or the default {defaults[key]!r})")
             v[key] = value
-        if v["dim"] % v["mix_tokens"]:
-            problems.append(f"dim={v['dim']} must be divisible by mix_tokens={v['mix_tokens']} (Mixup)")
-        if v["dim"] % v["num_heads"]:
-            problems.append(f"dim={v['dim']} must be divisible by num_heads={v['num_heads']}")
-        if len(v["gather_quotas"]) != 3:
-            problems.append(f"gather_quotas needs 3 entries (exposures, effective views, long views), got {v['gather_quotas']}")
-        rt = v["retained_tokens"]
-        if not rt or min(rt) < 1 or any(b > a for a, b in zip(rt, rt[1:])):
-            problems.append(f"retained_tokens must be positive and non-increasing, got {rt}")
-        elif v["compression"] != "uniform_pool" and rt[0] > sum(v["gather_quotas"]):
-            problems.append(f"retained_tokens[0]={rt[0]} exceeds sum(gather_quotas)={sum(v['gather_quotas'])}")
-        if min(v["num_layers"], v["hard_search_len"], v["history_len"]) < 1:
-            problems.append("num_layers, hard_search_len and history_len must be >= 1")
-        return v, problems
+        return v
 
 
 class SelfAttentionInteraction(nn.Module):
@@ -225,7 +224,7 @@ class Helix(nn.Module):
         self.head = MLP(cfg.mix_tokens * W, W, 1)
 
     # -- candidate-independent part -------------------------------------------------------------
-    def user_side(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[KV]]:
+    def user_side(self, batch: History) -> tuple[torch.Tensor, list[KV]]:
         """Event tokens [B, L, W] and the decoder's K/V caches; reads only history keys of `batch`."""
         events = self.event_proj(self.events(batch))  # [B, L, W]
         layers = self.encoder(events, batch)  # [(tokens [B, n_l, W], mask [B, n_l])]
@@ -234,19 +233,15 @@ class Helix(nn.Module):
         E, R = len(layers), self.cfg.num_layers
         return events, [proj(*layers[math.ceil((r + 1) * E / R) - 1]) for r, proj in enumerate(self.cache_kv)]
 
-    def encode(self, batch: dict[str, torch.Tensor]) -> list[KV]:
+    def encode(self, batch: Batch) -> list[KV]:
         """The K/V cache(s) the decoder reads, one row per candidate (reuse path when configured)."""
         return self._user_side(recent_history(batch, self.cfg.history_len))[1]
 
-    def _user_side(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, list[KV]]:
-        if not self.cfg.reuse_requests:
-            return self.user_side(batch)
-        groups = RequestGroups.of(batch["request_idx"])
-        events, caches = self.user_side(groups.select_keys(batch, HISTORY_KEYS))  # [R, ...]
-        return groups.expand(events), [c.index_rows(groups.inverse) for c in caches]
+    def _user_side(self, batch: Batch) -> tuple[torch.Tensor, list[KV]]:
+        return history_per_request(self.user_side, batch, enabled=self.cfg.reuse_requests)
 
     # -- per-candidate part ---------------------------------------------------------------------
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         mix = self.mix_tokenizer(self.non_sequence(batch))  # [B, T, W]
         events, caches = self._user_side(batch)  # [B, L, W], K/V [B, H, n, dh]
@@ -260,18 +255,3 @@ class Helix(nn.Module):
             mix = layer(mix, caches[min(r, len(caches) - 1)])
         return self.head(self.head_norm(mix).flatten(1)).squeeze(-1)  # [B]
 
-
-def helix_s(**overrides) -> HelixConfig:
-    return HelixConfig(size="S", **overrides)
-
-
-def helix_m(**overrides) -> HelixConfig:
-    return HelixConfig(size="M", **overrides)
-
-
-def helix_l(**overrides) -> HelixConfig:
-    return HelixConfig(size="L", **overrides)
-
-
-def helix_xl(**overrides) -> HelixConfig:
-    return HelixConfig(size="XL", **overrides)

@@ -1,4 +1,7 @@
-"""HSTU-only ranker: history items, feedback and the candidate as one causal token sequence (seed section 7.3).
+"""HSTU-only ranker: history items, feedback and the candidate as one causal token sequence.
+
+After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
+Recommendations" (ICML 2024), in the form of the WHALE seed write-up (docs/architectures.md).
 
 Each history event k gives two tokens, its item (5 item embeddings + rho -> 5 D + 1 -> 2 D -> D) and its
 action (2 feedback embeddings -> 2 D -> 2 D -> D); the candidate is one token from the 13 non-sequence
@@ -26,9 +29,9 @@ import torch
 import torch.nn as nn
 
 from architectures import register
-from protocols.schema import HIST_FB_FIELDS, FeatureSpec
+from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
-from .blocks.config_checks import require_positive
+from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.heads import PredictionHead
 from .blocks.history_window import recent_history
@@ -51,6 +54,7 @@ class HSTUConfig:
     head_hidden: int | None = None
 
     def __post_init__(self) -> None:
+        check_choices(self)
         require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
                          "tokenizer_hidden", "head_hidden")
 
@@ -71,7 +75,7 @@ class HSTU(nn.Module):
                                    max_len=self.max_len, num_buckets=cfg.num_time_buckets)
         self.head = PredictionHead(D, cfg.head_hidden or 2 * D)
 
-    def sequence(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def sequence(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """The interleaved input: tokens [B, N, D], times [B, N], valid [B, N], candidate position [B]; N = 2L + 1."""
         hist_mask = batch["hist_mask"]  # [B, L]
         B, L = hist_mask.shape
@@ -95,7 +99,7 @@ class HSTU(nn.Module):
         ts = torch.where(is_cand, batch["request_ts"].unsqueeze(1), ts)
         return seq, ts, valid, cand_pos
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         seq, ts, valid, cand_pos = self.sequence(batch)  # [B, N, D], [B, N], [B, N], [B]
         B, N, D = seq.shape

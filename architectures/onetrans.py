@@ -1,7 +1,7 @@
 """OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens].
 
 Paper: Zhang et al., "OneTrans: Unified Feature Interaction and Sequence Modeling with One Transformer in
-Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper (seed 003).
+Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper.
 
 Forward pass (B candidates, L history events, 13 non-sequence tokens, width W):
 1. Tokens: history events (`HistoryEventTokenizer` -> W) right-aligned so the most recent event sits next
@@ -15,8 +15,8 @@ Forward pass (B candidates, L history events, 13 non-sequence tokens, width W):
 4. Head: RMSNorm, flatten the 13 non-sequence tokens, MLP -> 1.
 
 Adaptations to RecFlow: the paper's sequence tokens (several behaviour sequences with separators) become
-RecFlow's single exposure history with feedback; the non-sequence tokens are the seed's 13 tokens;
-the FFN is SwiGLU. The paper's cross-request K/V caching is not implemented (every candidate runs the
+RecFlow's single exposure history with feedback; the non-sequence tokens are the 13 tokens every model reads;
+the FFN is SwiGLU (the formula of blocks/swiglu.py, written with mixed weights and a fused gate/up projection). The paper's cross-request K/V caching is not implemented (every candidate runs the
 whole stack).
 """
 from __future__ import annotations
@@ -27,10 +27,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from protocols.schema import FeatureSpec
+from protocols.schema import Batch, FeatureSpec
 from protocols.typed_config import ConfigError
 
 from . import register
+from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.history_select import gather_rows
 from .blocks.history_window import recent_history
@@ -50,12 +51,14 @@ class OneTransConfig:
     seq_queries: tuple[int, ...] | None = None  # sequence queries per layer (pyramid); None = linear L -> 0
 
     def __post_init__(self) -> None:
-        if self.dim % self.num_heads:
-            raise ConfigError(f"model.dim={self.dim} must be divisible by model.num_heads={self.num_heads}")
-        if self.seq_queries is not None:
-            s = self.seq_queries
-            if len(s) != self.num_layers or min(s) < 0 or any(b > a for a, b in zip(s, s[1:])):
-                raise ConfigError(f"model.seq_queries must be {self.num_layers} non-increasing counts >= 0, got {s}")
+        check_choices(self)
+        require_positive(self, "dim", "num_layers", "num_heads", "embed_dim", "history_len", "ffn_mult")
+        require_non_negative(self, "seq_queries")
+        require_divisible(self, "dim", "num_heads")
+        s = self.seq_queries
+        if s is not None and (len(s) != self.num_layers or any(b > a for a, b in zip(s, s[1:]))):
+            raise ConfigError(f"model.seq_queries: {s!r} is not allowed (allowed: None, or model.num_layers="
+                              f"{self.num_layers} non-increasing counts >= 0)")
 
     def pyramid(self) -> tuple[int, ...]:
         if self.seq_queries is not None:
@@ -136,7 +139,7 @@ class OneTrans(nn.Module):
         self.head_norm = nn.RMSNorm(W)
         self.head = MLP(N * W, W, 1)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         mask = batch["hist_mask"]  # [B, L], left-aligned
         L = mask.shape[1]

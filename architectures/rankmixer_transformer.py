@@ -2,20 +2,20 @@
 
 Papers: RankMixer (Zhu et al., "RankMixer: Scaling Up Ranking Models in Industrial Recommenders", 2025)
 for the feature-interaction stage; the sequence stage is a plain Transformer over the user history, as
-in the HELIX paper's baseline description (seed 003: "feature interaction in one stage, sequence
-modelling in another").
+in the HELIX paper's description of its production baseline (feature interaction in one stage, sequence
+modelling in another).
 
 Forward pass (B candidates, T tokens of width W):
 1. Sequence stage (candidate-independent, once per request when `reuse_requests`): history event tokens
    (`HistoryEventTokenizer` -> W) go through `seq_layers` pre-norm Transformer layers (softmax attention
-   with PAD keys masked, SwiGLU FFN); outputs at PAD are zeroed.
+   with PAD keys masked, SwiGLU FFN without gate/up normalisation); outputs at PAD are zeroed.
 2. Two sequence summaries: the masked mean of the encoded history, and a target-attention read in which
    the candidate's 5 item embeddings (projected to W) query the encoded history (empty history reads 0).
 3. Feature stage: [13 non-sequence tokens; 2 summaries] flattened and cut into T tokens by one linear
    map, then `num_layers` RankMixer blocks (parameter-free token mixing + per-token FFN, post-norm).
 4. Head: flatten T x W -> W -> 1.
 
-Adaptations to RecFlow: the production model's hundreds of features become the seed's 13 tokens; the
+Adaptations to RecFlow: the production model's hundreds of features become the 13 tokens every model reads; the
 history is RecFlow's exposure history with feedback (one sequence); the two summary tokens are our
 choice of how the sequence stage hands over to RankMixer.
 """
@@ -26,16 +26,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from protocols.schema import ITEM_FIELD_INDEX, FeatureSpec
-from protocols.typed_config import ConfigError
+from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 
 from . import register
+from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import EncoderLayer
-from .blocks.history_window import recent_history
+from .blocks.history_window import History, recent_history
 from .blocks.masked_attention import MultiHeadAttention
 from .blocks.mlp import MLP
-from .blocks.request_reuse import per_request
+from .blocks.request_reuse import history_per_request
 from .blocks.token_mixing import RankMixerBlock
 
 
@@ -52,8 +52,10 @@ class RankMixerTransformerConfig:
     reuse_requests: bool = False
 
     def __post_init__(self) -> None:
-        if self.dim % self.mix_tokens or self.dim % self.num_heads:
-            raise ConfigError(f"model.dim={self.dim} must be divisible by mix_tokens and num_heads")
+        check_choices(self)
+        require_positive(self, "dim", "num_layers", "num_heads", "mix_tokens", "embed_dim", "history_len", "ffn_mult")
+        require_non_negative(self, "seq_layers")
+        require_divisible(self, "dim", "mix_tokens", "num_heads")  # Mixup; attention heads
 
 
 @register("rankmixer_transformer", config=RankMixerTransformerConfig)
@@ -75,22 +77,18 @@ class RankMixerTransformer(nn.Module):
         self.mixer = nn.ModuleList([RankMixerBlock(T, W, cfg.ffn_mult) for _ in range(cfg.num_layers)])
         self.head = MLP(T * W, W, 1)
 
-    def encode_history(self, hist_cat, hist_fb, hist_age, hist_mask) -> torch.Tensor:
+    def encode_history(self, hist: History) -> torch.Tensor:
         """Candidate-independent sequence stage: [B, L, W], zero at PAD."""
-        h = self.event_proj(self.events(dict(hist_cat=hist_cat, hist_fb=hist_fb, hist_age=hist_age, hist_mask=hist_mask)))
+        mask = hist["hist_mask"]  # [B, L]
+        h = self.event_proj(self.events(hist))
         for layer in self.seq_layers:
-            h = layer(h, hist_mask, h, hist_mask)
-        return h * hist_mask[..., None].to(h.dtype)
+            h = layer(h, mask, h, mask)
+        return h * mask[..., None].to(h.dtype)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         mask = batch["hist_mask"]  # [B, L]
-        hist = per_request(
-            self.encode_history,
-            batch["request_idx"],
-            batch["hist_cat"], batch["hist_fb"], batch["hist_age"], mask,
-            enabled=self.cfg.reuse_requests,
-        )  # [B, L, W]
+        hist = history_per_request(self.encode_history, batch, enabled=self.cfg.reuse_requests)  # [B, L, W]
         count = mask.sum(1, keepdim=True).clamp(min=1).to(hist.dtype)
         mean = hist.sum(1) / count  # [B, W]
         item = self.embeddings.item_tokens(batch["cat"][:, list(ITEM_FIELD_INDEX)]).flatten(1)  # [B, 5E]

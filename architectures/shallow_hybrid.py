@@ -1,12 +1,14 @@
-"""Shallow-hybrid: HSTU-encoded history summarised once, then Wukong over 14 tokens (seed section 9.1).
+"""Shallow-hybrid: HSTU-encoded history summarised once, then Wukong over 14 tokens.
+
+The shallow-fusion control of the WHALE seed write-up (docs/architectures.md):
 
     H = HSTU^num_layers(event tokens)                    # shared history branch, [B, L, D]
     s = sum_j m_j H_j / max(1, sum_j m_j)                # mean over valid positions, 0 for an empty history
     logits = head(Wukong^num_layers([13 non-sequence tokens; s]))   # 14 -> 8 -> 8 tokens
 
-The history reaches the interaction layers only as one summary token, before the first of them: the
-shallow-fusion control of the comparison. Adaptation (the seed's own): the summary is the masked mean
-of the last HSTU layer, appended as a 14th token. FLOPs at the seed configuration: 36,097,792 per target.
+The history reaches the interaction layers only as one summary token, before the first of them. Adaptation
+(the seed's own): the summary is the masked mean of the last HSTU layer, appended as a 14th token. FLOPs at
+the seed configuration: 36,097,792 per target.
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ import torch
 import torch.nn as nn
 
 from architectures import register
-from protocols.schema import FeatureSpec
+from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import require_positive
+from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.heads import PredictionHead
 from .blocks.history_branch import HistoryBranch
@@ -44,6 +46,7 @@ class ShallowHybridConfig:
     head_hidden: int | None = None
 
     def __post_init__(self) -> None:
+        check_choices(self)
         require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
                          "fmb_tokens", "lcb_tokens", "fmb_hidden", "event_hidden", "head_hidden")
 
@@ -62,7 +65,7 @@ class ShallowHybrid(nn.Module):
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
         self.head = PredictionHead(self.layers[-1].n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
         h = self.history(batch)[-1]  # [B, L, D], 0 at PAD
         m = batch["hist_mask"].unsqueeze(-1).to(h.dtype)  # [B, L, 1]

@@ -1,4 +1,6 @@
-"""WHALE: layer-wise fusion of feature interaction (Wukong) and history encoding (HSTU) (seed section 8).
+"""WHALE: layer-wise fusion of feature interaction (Wukong) and history encoding (HSTU).
+
+The model of the WHALE seed write-up (docs/architectures.md), whose configuration and counts we reproduce.
 
 Per layer l = 1..num_layers, with non-sequence tokens N (13 x D at the input, 8 x D after the first layer)
 and history tokens H (L x D, one per event):
@@ -8,12 +10,12 @@ and history tokens H (L x D, one per event):
     N  = Fusion_l(N~, H)             # 8 queries cross-attend over the valid history, W_F residual, SwiGLU
     logits = head(flatten(N))        # 8 D -> 2 D -> 1
 
-`whale_meanpool` (seed section 9.2) is the same model with `fusion_read = "mean"`: every query token gets
+`whale_meanpool` (the seed's MeanPool control) is the same model with `fusion_read = "mean"`: every query token gets
 the masked mean of the projected history values instead of its own attention read (no W_Q, W_K).
 
-Adaptations: the history branch is the seed's (5.3 event token, 7.2 read mask: a position reads itself and
+Adaptations: the history branch is the seed's (event token; read mask: a position reads itself and
 strictly earlier request times); fusion K and V use the history after this layer's HSTU; widths scale with
-`dim` (hidden widths 2 D). `reuse_history_per_request = true` computes the history branch and the fusion
+`dim` (hidden widths 2 D). `reuse_requests = true` computes the history branch and the fusion
 K / V (or mean) once per unique `request_idx` in the batch and gathers them back to the candidates
 (blocks/request_reuse.py); identical outputs when the candidates of a request carry the same history, which
 the seed's per-target training does not assume (training-time ID masking of history ids is per target), so
@@ -29,16 +31,16 @@ import torch
 import torch.nn as nn
 
 from architectures import register
-from protocols.schema import FeatureSpec
+from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import require_positive
+from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.fusion import Fusion, Memory
 from .blocks.heads import PredictionHead
 from .blocks.history_branch import HistoryBranch
-from .blocks.history_window import HISTORY_KEYS, recent_history
+from .blocks.history_window import History, recent_history
 from .blocks.hstu import DEFAULT_NUM_BUCKETS
-from .blocks.request_reuse import RequestGroups
+from .blocks.request_reuse import history_per_request
 from .blocks.wukong import wukong_stack
 
 
@@ -59,16 +61,17 @@ class WhaleConfig:
     ffn_hidden: int | None = None  # SwiGLU hidden width
     event_hidden: int | None = None
     head_hidden: int | None = None
-    reuse_history_per_request: bool = False  # compute the history side once per request in the batch
+    reuse_requests: bool = False  # compute the history side once per request in the batch
 
     def __post_init__(self) -> None:
+        check_choices(self)
         require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
                          "fmb_tokens", "lcb_tokens", "fmb_hidden", "ffn_hidden", "event_hidden", "head_hidden")
 
 
 @dataclass
 class WhaleMeanPoolConfig(WhaleConfig):
-    """WHALE with the mean-pool read (seed section 9.2); only the default of `fusion_read` differs."""
+    """WHALE with the mean-pool read (the MeanPool control); only the default of `fusion_read` differs."""
 
     fusion_read: Literal["attention", "mean"] = "mean"
 
@@ -90,19 +93,15 @@ class Whale(nn.Module):
         )
         self.head = PredictionHead(self.wukong[-1].n_out * D, cfg.head_hidden or 2 * D)
 
-    def _memories(self, hist: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def _memories(self, hist: History) -> tuple[torch.Tensor, ...]:
         """Everything candidate-independent: each layer's fusion memory (K, V or the mean), flattened."""
         outs = self.history(hist)  # num_layers x [B, L, D]
         valid = hist["hist_mask"]
         return tuple(t for fusion, h in zip(self.fusions, outs) for t in fusion.memory(h, valid))
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
-        if self.cfg.reuse_history_per_request:
-            groups = RequestGroups.of(batch["request_idx"])
-            flat = groups.expand_all(self._memories(groups.select_keys(batch, HISTORY_KEYS)))
-        else:
-            flat = self._memories(batch)
+        flat = history_per_request(self._memories, batch, enabled=self.cfg.reuse_requests)
         per_layer = len(flat) // self.cfg.num_layers
         memories: list[Memory] = [flat[i * per_layer:(i + 1) * per_layer] for i in range(self.cfg.num_layers)]
         valid = batch["hist_mask"]  # [B, L]

@@ -1,9 +1,13 @@
-"""Wukong: stacked factorization-machine interaction layers over the 13 non-sequence tokens (seed section 6).
+"""Wukong: stacked factorization-machine interaction layers over the 13 non-sequence tokens.
+
+Paper: Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024); the
+configuration and adaptations below are those of the WHALE seed write-up (docs/architectures.md).
 
 Input: 10 categorical field embeddings + 3 numeric-group tokens = 13 x D (blocks/embeddings.py). Each
 layer is a Wukong layer (blocks/wukong.py: full Gram matrix -> LN -> MLP -> 4 FMB tokens, 4 LCB tokens,
 token-axis residual projection when the count changes, LN); the final 8 x D tokens are flattened into the
-head (8 D -> 2 D -> 1). Wukong reads no history: it is the history-free reference of the comparison.
+head (8 D -> 2 D -> 1). Wukong reads no history (`reads_history = False`): it is the history-free
+reference of the comparison; `history_len` is accepted only because every model config has it.
 
 Adaptations (from the seed write-up, not the Wukong paper): the full n x n Gram matrix rather than its upper
 triangle; the token-axis residual projection without bias; widths scale with `dim` (MLP hidden 2 D, head
@@ -18,9 +22,9 @@ import torch
 import torch.nn as nn
 
 from architectures import register
-from protocols.schema import FeatureSpec
+from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import require_positive
+from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.heads import PredictionHead
 from .blocks.wukong import wukong_stack
@@ -32,17 +36,22 @@ class WukongConfig:
 
     dim: int = 64  # embedding and token width D
     num_layers: int = 2  # Wukong layers
+    history_len: int = 128  # the model contract's field; Wukong reads no history
     fmb_tokens: int = 4  # tokens produced by the FMB of each layer
     lcb_tokens: int = 4  # tokens produced by the LCB of each layer
     fmb_hidden: int | None = None  # hidden width of the FMB MLP
     head_hidden: int | None = None  # hidden width of the prediction head
 
     def __post_init__(self) -> None:
-        require_positive(self, "dim", "num_layers", "fmb_tokens", "lcb_tokens", "fmb_hidden", "head_hidden")
+        check_choices(self)
+        require_positive(self, "dim", "num_layers", "history_len", "fmb_tokens", "lcb_tokens", "fmb_hidden",
+                         "head_hidden")
 
 
 @register("wukong", config=WukongConfig)
 class Wukong(nn.Module):
+    reads_history = False
+
     def __init__(self, spec: FeatureSpec, cfg: WukongConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -52,7 +61,7 @@ class Wukong(nn.Module):
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
         self.head = PredictionHead(self.layers[-1].n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         x = self.tokens(batch)  # [B, 13, D]
         for layer in self.layers:
             x = layer(x)  # [B, 8, D]

@@ -8,12 +8,19 @@ import pytest
 import torch
 
 import architectures
-from architectures.flops import count_flops, count_params
 from architectures.blocks.history_select import hard_search, most_recent
-from architectures.blocks.mptf import SOFTCAP, normalise_branch
+from architectures.blocks.swiglu import SOFTCAP, normalise_branch
 from architectures.blocks.token_mixing import mixup
+from architectures.flops import count_flops, count_params
 from architectures.helix import ABLATIONS, AblationName, HelixConfig
-from model_checks import assert_empty_history_runs, assert_label_not_input, assert_pad_invariant, assert_trains, batch_for
+from model_checks import (
+    assert_empty_history_runs,
+    assert_label_not_input,
+    assert_pad_invariant,
+    assert_trains,
+    batch_for,
+    with_related_history,
+)
 from protocols.schema import CAT_FIELDS, default_test_spec
 from protocols.typed_config import ConfigError
 
@@ -40,14 +47,6 @@ SWITCHES = [
 ]
 
 
-def with_matches(batch):
-    """Candidates take category_level_two and author from their own history, so hard search finds events."""
-    out = dict(batch, cat=batch["cat"].clone())
-    out["cat"][:, CAT_FIELDS.index("category_level_two")] = batch["hist_cat"][:, 0, 3]
-    out["cat"][:, CAT_FIELDS.index("author_id")] = batch["hist_cat"][:, 1, 1]
-    return out
-
-
 def build(**over):
     torch.manual_seed(0)
     return architectures.build("helix", SPEC, {**TINY, **over})
@@ -56,7 +55,7 @@ def build(**over):
 @pytest.mark.parametrize("switch", SWITCHES, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "default")
 def test_every_switch_passes_the_correctness_checks(switch):
     model = build(**switch)
-    batch = with_matches(batch_for(SPEC, 8, requests=3, min_len=2))
+    batch = with_related_history(batch_for(SPEC, 8, requests=3, min_len=2))
     assert_pad_invariant(model, batch, SPEC)
     assert_label_not_input(model, batch)
     assert_empty_history_runs(model, batch)
@@ -103,7 +102,7 @@ def test_encoder_output_is_identical_for_all_candidates_of_a_request():
 @pytest.mark.parametrize("kv_cache", ["last_layer", "per_layer"])
 def test_reuse_path_gives_the_no_reuse_logits_and_gradients(kv_cache):
     model = build(kv_cache=kv_cache)
-    batch = with_matches(batch_for(SPEC, 12, requests=4, min_len=2))
+    batch = with_related_history(batch_for(SPEC, 12, requests=4, min_len=2))
     results = []
     for reuse in (False, True):
         model.cfg.reuse_requests = reuse
@@ -194,15 +193,22 @@ def test_gate_up_normalisations():
 
 def test_sizes_resolve_validate_and_grow():
     assert HelixConfig(size="M").resolved().dim == 96 and HelixConfig(size="M", dim=64).resolved().dim == 64
-    with pytest.raises(ConfigError, match="mix_tokens"):
+    with pytest.raises(ConfigError, match=r"model\.dim: 60 is not allowed \(allowed: multiples of model\.mix_tokens=8\)"):
         architectures.make_config("helix", {"dim": 60})
-    with pytest.raises(ConfigError, match="retained_tokens"):
+    with pytest.raises(ConfigError, match=r"model\.retained_tokens: \(8, 16\) is not allowed \(allowed: a non-empty, non-inc"):
         HelixConfig(retained_tokens=(8, 16))
+    with pytest.raises(ConfigError, match=r"model\.retained_tokens: .*first entry <= sum\(model\.gather_quotas\)=16"):
+        HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,))
+    assert HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,), compression="uniform_pool").resolved().retained_tokens == (17,)
+    with pytest.raises(ConfigError, match=r"model\.gather_quotas: \(8, 4\) is not allowed \(allowed: 3 entries"):
+        HelixConfig(gather_quotas=(8, 4))
+    with pytest.raises(ConfigError, match=r"model\.size: 'XXL' is not allowed \(allowed: \['XS', 'S', 'M', 'L', 'XL'\]\)"):
+        HelixConfig(size="XXL")
     with pytest.raises(ConfigError, match="unknown key"):
         architectures.make_config("helix", {"sizes": "M"})
     assert set(typing.get_args(AblationName)) == set(ABLATIONS)
     assert HelixConfig(ablation="uniform_pool").resolved().compression == "uniform_pool"
-    with pytest.raises(ConfigError, match="ablation=softcap"):
+    with pytest.raises(ConfigError, match=r"model\.gate_up_norm: 'none' is not allowed with model\.ablation='softcap'"):
         HelixConfig(ablation="softcap", gate_up_norm="none")
     params = [count_params(architectures.build("helix", SPEC, {"size": s}))["non_embedding"] for s in ("S", "M", "L", "XL")]
     assert params == sorted(params) and len(set(params)) == 4
@@ -211,7 +217,7 @@ def test_sizes_resolve_validate_and_grow():
 def test_flops_match_the_analytic_mptf_count_and_reuse_amortises_the_user_side():
     model = build()
     n = 8
-    batch = with_matches(batch_for(SPEC, n, requests=1, min_len=L))  # one request, n candidates
+    batch = with_related_history(batch_for(SPEC, n, requests=1, min_len=L))  # one request, n candidates
     plain = count_flops(model, batch)
     W, T, H = TINY["dim"], TINY["mix_tokens"], 2 * TINY["dim"]
     assert plain.by_module["decoder.0.interact"] == 2 * T * 3 * W * H  # gate, up, down per token

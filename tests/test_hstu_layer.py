@@ -53,7 +53,7 @@ def test_sequence_layout_next_event_time_and_causality():
 
 
 def _layer_reference(layer: HSTULayer, x, valid, mask, buckets):
-    """Loops over batch, heads, queries and keys, written from the formulas in the seed (section 7.1)."""
+    """Loops over batch, heads, queries and keys, written from the HSTU layer formula (blocks/hstu.py docstring)."""
     B, N, D = x.shape
     H, d, Lmax = layer.num_heads, layer.head_dim, layer.max_len
     W, Wo, bo = layer.uvqk.weight, layer.out.weight, layer.out.bias

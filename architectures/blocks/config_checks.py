@@ -1,12 +1,64 @@
-"""Value checks shared by the model config dataclasses (types are checked by protocols.typed_config)."""
+"""Value checks shared by every model config dataclass, called from its `__post_init__`.
+
+Types of values read from YAML / `--set` are checked by `protocols.typed_config`; these checks also
+cover configs constructed directly in code. Every message names the key as `model.<key>` and says
+what is allowed, in one format:
+
+    model.<key>: <value> <problem> (allowed: ...)
+"""
 from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Literal, get_args, get_origin
 
 from protocols.typed_config import ConfigError
 
 
-def require_positive(cfg: object, *names: str) -> None:
-    """Raise ConfigError naming `model.<name>` when a listed field is set and below 1."""
+def _literal_choices(tp: object) -> tuple | None:
+    """Allowed values of a Literal annotation (also inside `X | None`), else None."""
+    if get_origin(tp) is Literal:
+        return get_args(tp)
+    for arg in get_args(tp):
+        if get_origin(arg) is Literal:
+            return get_args(arg) + ((None,) if type(None) in get_args(tp) else ())
+    return None
+
+
+def check_choices(cfg: object) -> None:
+    """Every field annotated with a Literal holds one of its values."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        allowed = _literal_choices(hints[f.name])
+        value = getattr(cfg, f.name)
+        if allowed is not None and value not in allowed:
+            raise ConfigError(f"model.{f.name}: {value!r} is not allowed (allowed: {list(allowed)})")
+
+
+def _require_at_least(cfg: object, names: tuple[str, ...], low: int) -> None:
     for name in names:
         value = getattr(cfg, name)
-        if value is not None and value < 1:
-            raise ConfigError(f"model.{name} must be >= 1, got {value}")
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(v is not None and v < low for v in values):
+            raise ConfigError(f"model.{name}: {value!r} is not allowed (allowed: integers >= {low}"
+                              f"{', each entry' if isinstance(value, (tuple, list)) else ''})")
+
+
+def require_positive(cfg: object, *names: str) -> None:
+    """Each listed field (an int, None, or a tuple of ints checked entry by entry) is >= 1 when set."""
+    _require_at_least(cfg, names, 1)
+
+
+def require_non_negative(cfg: object, *names: str) -> None:
+    """Each listed field (an int, None, or a tuple of ints checked entry by entry) is >= 0 when set."""
+    _require_at_least(cfg, names, 0)
+
+
+def require_divisible(cfg: object, name: str, *by: str) -> None:
+    """Field `name` is a multiple of each field in `by`."""
+    value = getattr(cfg, name)
+    for other in by:
+        d = getattr(cfg, other)
+        if value % d:
+            raise ConfigError(f"model.{name}: {value!r} is not allowed (allowed: multiples of "
+                              f"model.{other}={d})")

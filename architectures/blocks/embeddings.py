@@ -1,4 +1,4 @@
-"""Input tokenizers shared by every model (seed section 5).
+"""Input tokenizers shared by every model: the 13 non-sequence tokens and the history event token.
 
 - `FieldEmbeddings`: one d-dim table per categorical field; video, author, both category levels and
   upload type are shared between the candidate and the history events. Two feedback tables
@@ -15,8 +15,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from protocols.schema import FeatureSpec, HIST_FB_FIELDS
+from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
+from .history_window import History
 from .mlp import MLP
 
 
@@ -66,7 +67,7 @@ class NonSequenceTokens(nn.Module):
         self.numeric = NumericTokenizer(spec, dim)
         self.num_tokens = len(spec.cat_fields) + len(spec.num_groups)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         return torch.cat([self.embeddings.cat_tokens(batch["cat"]), self.numeric(batch["num"])], dim=1)
 
 
@@ -80,7 +81,7 @@ class HistoryEventTokenizer(nn.Module):
         self.in_dim = (n_item + len(HIST_FB_FIELDS)) * dim + 1
         self.mlp = MLP(self.in_dim, hidden or 2 * dim, dim)
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: History) -> torch.Tensor:
         item = self.embeddings.item_tokens(batch["hist_cat"]).flatten(-2)  # [B, L, 5D]
         fb = self.embeddings.feedback_tokens(batch["hist_fb"]).flatten(-2)  # [B, L, 2D]
         rho = batch["hist_age"].unsqueeze(-1)  # [B, L, 1]

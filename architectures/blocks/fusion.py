@@ -1,8 +1,8 @@
-"""Fusion of the non-sequence tokens with the history (seed sections 8.2, 8.3 and 9.2).
+"""Fusion of WHALE's non-sequence tokens with the history, and the reads of WHALE and WHALE MeanPool.
 
     A = read(LN(N), LN(H))                 # cross-attention, or the MeanPool control's masked mean
     Z = N + [N; A] W_F                      # W_F: 2D -> D, no bias
-    N' = SwiGLU(Z) = Z + W_d(SiLU(W_g LN(Z)) * W_u LN(Z))     # gate/up D -> hidden, down hidden -> D, no biases
+    N' = Z + SwiGLU(LN(Z)) = Z + W_d(SiLU(W_g LN(Z)) * W_u LN(Z))   # gate/up D -> hidden, down hidden -> D, no biases
 
 Reads (both return A [B, T, D] for T query tokens and give exactly zero for an empty history):
 - `CrossAttentionRead`: one head of width D; Q = LN(N) W_Q, K = LN(H) W_K, V = LN(H) W_V (no biases),
@@ -19,24 +19,10 @@ from typing import Literal
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from .swiglu import SwiGLU
 
 Memory = tuple[torch.Tensor, ...]
-
-
-class SwiGLU(nn.Module):
-    """Pre-norm gated feed-forward with its residual: [.., D] -> [.., D]."""
-
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(dim)
-        self.gate = nn.Linear(dim, hidden, bias=False)
-        self.up = nn.Linear(dim, hidden, bias=False)
-        self.down = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        h = self.norm(z)
-        return z + self.down(F.silu(self.gate(h)) * self.up(h))
 
 
 class CrossAttentionRead(nn.Module):
@@ -96,7 +82,7 @@ class Fusion(nn.Module):
         super().__init__()
         self.read = READS[read](dim)
         self.proj = nn.Linear(2 * dim, dim, bias=False)  # W_F
-        self.ffn = SwiGLU(dim, ffn_hidden)
+        self.ffn = SwiGLU(dim, ffn_hidden, "none", input_norm="layer")  # LN inside, residual here
 
     def memory(self, h: torch.Tensor, valid: torch.Tensor) -> Memory:
         return self.read.memory(h, valid)
@@ -105,4 +91,4 @@ class Fusion(nn.Module):
         """n [B, T, D], memory from `memory(h, valid)`, valid [B, L] -> [B, T, D]."""
         a = self.read(n, memory, valid)  # [B, T, D]
         z = n + self.proj(torch.cat([n, a], dim=-1))  # [B, T, D]
-        return self.ffn(z)
+        return z + self.ffn(z)  # [B, T, D]

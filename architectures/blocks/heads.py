@@ -1,4 +1,4 @@
-"""Prediction head: flatten the final tokens and map them to one logit (seed sections 6.3 and 8).
+"""Prediction head of Wukong, HSTU-only, Shallow-hybrid and WHALE: flatten the final tokens, map them to one logit.
 
 WHALE, Wukong and Shallow-hybrid flatten 8 x 64 tokens (512 -> 128 -> 1); HSTU-only reads the single
 candidate token (64 -> 128 -> 1). Linear -> ReLU -> Linear with biases.

@@ -31,8 +31,9 @@ import torch
 import torch.nn as nn
 
 from .history_select import USER_ONLY_SEQUENCES, gather_rows, most_recent, user_only_masks
+from .history_window import History
 from .masked_attention import MultiHeadAttention
-from .mptf import GateUpNorm, SwiGLU
+from .swiglu import GateUpNorm, SwiGLU
 
 Compression = Literal["gather_truncate", "uniform_pool", "segment_pool"]
 
@@ -96,7 +97,7 @@ class HelixEncoder(nn.Module):
         self.sequence_type = nn.Parameter(torch.randn(len(USER_ONLY_SEQUENCES), width) * 0.02)
         self.layers = nn.ModuleList([EncoderLayer(width, heads, hidden, gate_up_norm) for _ in retained])
 
-    def first_queries(self, events: torch.Tensor, batch: dict[str, torch.Tensor]):
+    def first_queries(self, events: torch.Tensor, batch: History):
         """Layer 1's query stream: ([B, n_1, W], [B, n_1])."""
         masks = user_only_masks(batch)  # [B, 3, L]
         if self.compression == "uniform_pool":
@@ -120,7 +121,7 @@ class HelixEncoder(nn.Module):
         n = self.retained[0]
         return tokens[:, :n], valid[:, :n]
 
-    def forward(self, events: torch.Tensor, batch: dict[str, torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, events: torch.Tensor, batch: History) -> list[tuple[torch.Tensor, torch.Tensor]]:
         q, q_mask = self.first_queries(events, batch)  # [B, n_1, W]
         kv, kv_mask = events, batch["hist_mask"]  # layer 1 reads all valid events
         outputs = []

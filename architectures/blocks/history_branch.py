@@ -1,4 +1,4 @@
-"""The shared history branch of WHALE and Shallow-hybrid (seed sections 5.3, 7.1, 7.2).
+"""The shared history branch of WHALE and Shallow-hybrid: event tokens, then a stack of HSTU layers.
 
 Each history event becomes one token (5 item + 2 feedback embeddings + rho -> MLP, zero at PAD); a stack
 of HSTU layers then encodes the tokens, a position reading itself and events at strictly earlier request
@@ -12,6 +12,7 @@ import torch.nn as nn
 from protocols.schema import FeatureSpec
 
 from .embeddings import FieldEmbeddings, HistoryEventTokenizer
+from .history_window import History
 from .hstu import HSTUEncoder, history_layout
 
 
@@ -26,7 +27,7 @@ class HistoryBranch(nn.Module):
         self.hstu = HSTUEncoder(dim, num_layers, num_heads=num_heads, head_dim=head_dim, max_len=max_len,
                                 num_buckets=num_buckets)
 
-    def forward(self, hist: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def forward(self, hist: History) -> list[torch.Tensor]:
         valid = hist["hist_mask"]  # [B, L]
         tokens = self.events(hist)  # [B, L, D], 0 at PAD
         mask, buckets = history_layout(hist["hist_ts"], valid, num_buckets=self.num_buckets)  # [B, L, L] x2

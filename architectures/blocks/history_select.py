@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from protocols.schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, UNK
+from protocols.schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, UNK, Batch
+
+from .history_window import History
 
 #: Names of the user-only sequences of `user_only_masks`, in order.
 USER_ONLY_SEQUENCES: tuple[str, ...] = ("exposures", "effective_views", "long_views")
@@ -42,14 +44,14 @@ def most_recent(mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]
     return idx, valid
 
 
-def user_only_masks(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def user_only_masks(batch: History) -> torch.Tensor:
     """[B, 3, L]: all valid exposures, effective views, long views (in USER_ONLY_SEQUENCES order)."""
     m = batch["hist_mask"]
     fb = batch["hist_fb"]
     return torch.stack([m, m & (fb[..., 0] == _POSITIVE), m & (fb[..., 1] == _POSITIVE)], dim=1)
 
 
-def hard_search(batch: dict[str, torch.Tensor], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def hard_search(batch: Batch, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """User x candidate sequence positions [B, k] (most recent first) and validity [B, k]."""
     cat, hist = batch["cat"], batch["hist_cat"]
     matches = []

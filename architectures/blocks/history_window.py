@@ -1,17 +1,26 @@
-"""Cut a batch's history to the model's history length, keeping the most recent valid events.
+"""The history part of a batch, and cutting it to the model's history length.
 
-Valid events are left-aligned in ascending time (DESIGN batch schema), so the most recent k of a row with
-n valid events sit at positions max(n - k, 0) .. n - 1. A batch prepared with a longer history than a model
-was configured for is therefore usable as is: one prepared dataset serves a sweep over `history_len`.
+`HISTORY_KEYS` are the batch keys that describe the user's history (`History`: what candidate-independent
+code such as the history encoders may read). `recent_history` cuts every one of them to the most recent
+valid events: valid events are left-aligned in ascending time (batch schema, `protocols/schema.py`), so
+the most recent k of a row with n valid events sit at positions max(n - k, 0) .. n - 1. A batch prepared
+with a longer history than a model was configured for is therefore usable as is: one prepared dataset
+serves a sweep over `history_len`.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 import torch
 
+from protocols.schema import Batch
+
 HISTORY_KEYS: tuple[str, ...] = ("hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask")
+#: The `HISTORY_KEYS` entries of a batch (a `protocols.schema.Batch` is one too).
+History = Mapping[str, torch.Tensor]
 
 
-def recent_history(batch: dict[str, torch.Tensor], max_len: int) -> dict[str, torch.Tensor]:
+def recent_history(batch: Batch, max_len: int) -> Batch:
     """`batch` with every history tensor cut to the `max_len` most recent valid events (unchanged if short enough)."""
     L = batch["hist_mask"].shape[1]
     if L <= max_len:
@@ -24,4 +33,4 @@ def recent_history(batch: dict[str, torch.Tensor], max_len: int) -> dict[str, to
         x = batch[key]
         gather_idx = idx.view(idx.shape + (1,) * (x.dim() - 2)).expand((-1, -1) + x.shape[2:])
         out[key] = torch.gather(x, 1, gather_idx)
-    return out
+    return out  # type: ignore[return-value]  # a Batch with its history keys cut

@@ -1,4 +1,7 @@
-"""HSTU layer (seed section 7): pointwise-gated aggregation with relative position and time-bucket biases.
+"""HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases.
+
+After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
+Recommendations" (ICML 2024), as specified by the WHALE seed write-up (docs/architectures.md).
 
 For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] and maximum length L_max:
 

@@ -3,7 +3,7 @@
 Used by HELIX (encoder, MixFormer and decoder cross-attention), OneTrans and the RankMixer+Transformer
 baseline. The score and value products are plain `matmul`s so that fvcore counts them.
 
-Masking rule (same as the seed's fusion): keys that are not allowed get zero weight exactly, and a
+Masking rule (the same as WHALE's fusion, `fusion.py`): keys that are not allowed get zero weight exactly, and a
 query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
 multiplied by the allowed mask.
 

@@ -1,27 +1,36 @@
-"""Compute a candidate-independent function once per request, then give every candidate its result.
+"""Request reuse: compute the candidate-independent (history) side once per request, then give every
+candidate its result. The one implementation behind every model's `reuse_requests` switch.
 
-Candidates of one request share the user, the request time and the history (DESIGN batch schema,
-`request_idx`). A history encoder that does not look at the candidate therefore gives the same
-output for all of them; running it once per unique request and gathering the result back is exact
-and saves (candidates per request - 1) / (candidates per request) of that work.
+Candidates of one request share the user, the request time and the history (`request_idx` of the batch
+schema, `protocols/schema.py`). A history encoder that does not look at the candidate therefore gives
+the same output for all of them; running it once per unique request and gathering the result back is
+exact and saves (candidates per request - 1) / (candidates per request) of that work.
 
-    groups = RequestGroups.of(batch["request_idx"])          # R unique requests among B candidates
-    h = encoder(groups.select(batch["hist_cat"]), ...)       # [R, L, D], computed once per request
-    h = groups.expand(h)                                     # [B, L, D]
+    out = history_per_request(encode, batch, enabled=cfg.reuse_requests)
 
-or in one call: `per_request(encoder, batch["request_idx"], hist_cat, hist_ts, ...)`.
+`encode` receives only the history keys of the batch (`HISTORY_KEYS`), with or without reuse, so it
+cannot read the candidate. Its result may be a tensor, a tuple / list of results, or an object with
+`index_rows(index)` (e.g. `masked_attention.KV`); every leaf has the batch axis first. With reuse on and
+at least two candidates in some request, `encode` runs on one row per request (`RequestGroups.select`,
+the first candidate of each) and its result is gathered back (`RequestGroups.expand_tree`); otherwise
+it runs on the full batch.
 
-The caller guarantees that the selected inputs are equal across candidates of one request (true of
-every batch built by the loader and by `protocols.schema.random_batch`); `select` keeps the first
-candidate of each request. Gradients flow back through `expand` (an index gather, whose backward
-sums the candidates' gradients into their request's row).
+The caller guarantees that the history is equal across candidates of one request (true of every
+batch built by the loader and by `protocols.schema.random_batch`; training-time ID masking of history
+ids, drawn per target, breaks it, which is why every model defaults to `reuse_requests = False`).
+Gradients flow back through the gathers (whose backward sums the candidates' gradients into their
+request's row).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import torch
+
+from .history_window import HISTORY_KEYS, History
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -64,29 +73,38 @@ class RequestGroups:
         """[R, ...] -> [B, ...]: every candidate gets its request's row."""
         return y.index_select(0, self.inverse)
 
-    def select_keys(self, batch: dict[str, torch.Tensor], keys: Iterable[str]) -> dict[str, torch.Tensor]:
+    def select_keys(self, batch: Mapping[str, torch.Tensor], keys: Iterable[str]) -> dict[str, torch.Tensor]:
         """The listed batch entries, one row per request."""
         return {k: self.select(batch[k]) for k in keys}
 
-    def expand_all(self, ys: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """`expand` applied to each tensor of a sequence."""
-        return tuple(self.expand(y) for y in ys)
+    def expand_tree(self, y: Any) -> Any:
+        """`expand` on every leaf of `y`: tensors, tuples / lists of leaves, objects with `index_rows`."""
+        if isinstance(y, torch.Tensor):
+            return self.expand(y)
+        if isinstance(y, (tuple, list)):
+            return type(y)(self.expand_tree(v) for v in y)
+        if hasattr(y, "index_rows"):
+            return y.index_rows(self.inverse)
+        raise TypeError(f"cannot gather a {type(y).__name__} back to the candidates")
 
 
-def per_request(
-    fn: Callable[..., torch.Tensor],
-    request_idx: torch.Tensor,
-    *inputs: torch.Tensor,
-    enabled: bool = True,
-) -> torch.Tensor:
-    """`fn(*inputs)` evaluated once per unique request and gathered back to the B candidates.
+def history_per_request(
+    fn: Callable[[History], R],
+    batch: Mapping[str, torch.Tensor],
+    *,
+    enabled: bool,
+    keys: Iterable[str] = HISTORY_KEYS,
+) -> R:
+    """`fn(history)` for every candidate, computed once per unique request when `enabled`.
 
-    With `enabled=False` (or when every candidate is its own request) `fn` runs on the full batch;
-    the result is the same either way when the inputs are request-level.
+    `history` holds only the `keys` entries of `batch`. With `enabled=False`, or when every candidate
+    is its own request, `fn` runs on the full batch; the result is the same either way when the
+    history is request-level.
     """
+    history = {k: batch[k] for k in keys}
     if not enabled:
-        return fn(*inputs)
-    groups = RequestGroups.of(request_idx)
+        return fn(history)
+    groups = RequestGroups.of(batch["request_idx"])
     if groups.is_trivial:
-        return fn(*inputs)
-    return groups.expand(fn(*(groups.select(x) for x in inputs)))
+        return fn(history)
+    return groups.expand_tree(fn(groups.select_keys(history, history)))

@@ -1,4 +1,7 @@
-"""One Wukong interaction layer: Factorization Machine Block + Linear Compression Block (seed section 6.2).
+"""One Wukong interaction layer: Factorization Machine Block + Linear Compression Block.
+
+After Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024), as specified
+by the WHALE seed write-up (docs/architectures.md; its adaptations are listed in architectures/wukong.py).
 
 For n input tokens X [B, n, D]:
 

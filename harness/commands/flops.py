@@ -2,7 +2,7 @@
 
 FLOPs count linear, matmul, bmm, einsum and attention products at 2 per multiply-add (no lookups, norms or
 element-wise ops), measured with fvcore on a random batch whose histories are full (every target reads
-history_len events, one candidate per request). Embedding parameters depend on the vocabularies: pass
+the model's `history_len` events, one candidate per request). Embedding parameters depend on the vocabularies: pass
 --data ARTIFACT to size them from a prepared dataset; without it a small test vocabulary is used.
 
 examples:
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.arch not in architectures.names():
         raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
     cfg = architectures.make_config(args.arch, parse_set_options(args.set))
-    history_len = getattr(cfg, "history_len", 128)
+    history_len = cfg.history_len  # every model config has it (architectures/contract.py)
     if args.data:
         from protocols.artifact import PreparedDataset
 

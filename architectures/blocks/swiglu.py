@@ -1,0 +1,79 @@
+"""SwiGLU, the one gated feed-forward network of every model, and its gate/up normalisations.
+
+    SwiGLU(x) = W_d (SiLU(n(x' W_g)) * n(x' W_u))          [..., W] -> [..., W], no biases
+    x' = x, or LayerNorm(x) with `input_norm="layer"`
+    n  = the gate/up normalisation `gate_up_norm` (identity for "none")
+
+It never adds a residual: a block writes `x + ffn(x)` (or `x + ffn(norm(x))` with its own norm).
+`tokens=T` gives every one of T tokens its own W_g, W_u, W_d (`PerTokenLinear`; input [B, T, W]), the
+per-token FFN of HELIX's MPTF; otherwise the weights are shared by every position.
+
+Users: WHALE's fusion (`input_norm="layer"`, "none"), HELIX (encoder, self-attention ablation: shared;
+MPTF: per token) and RankMixer+Transformer's sequence stage (shared, "none"). OneTrans writes the same
+formula with its mixed (shared / per-token) weights and a fused gate/up projection.
+
+Gate/up normalisation (HELIX's stability fix, after QK-Norm): the gate and up branch outputs are each
+normalised before the product, without a learnable gain (a gain was found to re-amplify the outliers).
+The paper does not name the normalisation; we use RMS normalisation over the hidden channels:
+- `"rms"`: gate <- g / rms(g), up <- u / rms(u) (non-parametric);
+- `"softcap"`: the earlier fix, bounding extreme activations: v <- c * tanh(v / c) with c = `SOFTCAP`
+  on both branches (a smooth cap that saturates at the threshold; the HELIX paper describes a hard clip);
+- `"none"`: plain SwiGLU.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .token_mixing import PerTokenLinear
+
+GateUpNorm = Literal["rms", "softcap", "none"]
+#: Threshold of the SoftCap alternative.
+SOFTCAP = 10.0
+
+
+def normalise_branch(x: torch.Tensor, kind: GateUpNorm) -> torch.Tensor:
+    """Gate/up branch normalisation over the last (hidden) axis."""
+    if kind == "rms":
+        return F.rms_norm(x, (x.shape[-1],))
+    if kind == "softcap":
+        return SOFTCAP * torch.tanh(x / SOFTCAP)
+    if kind == "none":
+        return x
+    raise ValueError(f"unknown gate_up_norm {kind!r}; valid: rms, softcap, none")
+
+
+class SwiGLU(nn.Module):
+    """[..., W] -> [..., W] (per-token weights: [B, T, W] -> [B, T, W]); see the module docstring."""
+
+    def __init__(
+        self,
+        width: int,
+        hidden: int,
+        gate_up_norm: GateUpNorm = "none",
+        *,
+        input_norm: Literal["none", "layer"] = "none",
+        tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        if input_norm == "layer":
+            self.norm = nn.LayerNorm(width)
+        else:
+            self.norm = None
+
+        def linear(i: int, o: int) -> nn.Module:
+            return nn.Linear(i, o, bias=False) if tokens is None else PerTokenLinear(tokens, i, o)
+
+        self.gate = linear(width, hidden)
+        self.up = linear(width, hidden)
+        self.down = linear(hidden, width)
+        self.gate_up_norm = gate_up_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x if self.norm is None else self.norm(x)
+        g = normalise_branch(self.gate(h), self.gate_up_norm)  # [..., H]
+        u = normalise_branch(self.up(h), self.gate_up_norm)  # [..., H]
+        return self.down(F.silu(g) * u)  # [..., W]
