@@ -21,7 +21,6 @@ from protocols.errors import RecscaleError
 from .config import RESUME_SAFE_KEYS
 
 FORMAT_VERSION = 1
-CHECKPOINT_NAME = "checkpoint.pt"
 
 
 class ResumeRefused(RecscaleError):

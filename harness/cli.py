@@ -3,6 +3,11 @@
 Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
 and a problem in one command cannot break the others. Errors derived from RecscaleError are printed
 to stderr (no traceback) with exit status 2.
+
+Each command's parsed arguments carry `process_argv`: the command line this process was started
+with (`sys.argv[1:]`) when `main()` runs as the program, None when it is called from Python with an
+explicit argument list. A command that must restart its own process (`train`, for the malloc
+settings) re-executes exactly that command line, so no flag is ever lost.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("metrics", "metrics", "recompute a run's metrics from its saved predictions and compare"),
     ("sweep", "sweep", "launch a sweep YAML through Ray Tune"),
     ("analyze", "analyze", "scaling fits, seed variance, significance, plots and report.md"),
+    ("reference", "reference", "publish a sweep as a committed reference study, or check a fresh run against one"),
 )
 
 
@@ -41,6 +47,7 @@ def _top_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    process_argv = list(sys.argv[1:]) if argv is None else None
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
     if not argv or argv[0] in ("-h", "--help"):
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     module.add_arguments(parser)
     args = parser.parse_args(rest)
+    args.process_argv = process_argv
     try:
         return int(module.run(args) or 0)
     except RecscaleError as e:

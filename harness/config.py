@@ -1,7 +1,7 @@
 """Run configuration: `TrainConfig` (optimiser, schedule, execution options) and `RunConfig`
 (architecture + model overrides + prepared dataset + training + seed).
 
-Defaults follow the seed's training rules (section 10): AdamW, lr 1e-3, weight decay 1e-5 on every
+Defaults follow the seed's training rules: AdamW, lr 1e-3, weight decay 1e-5 on every
 parameter including the embedding tables, gradient-norm clip 1.0, batch 256, one epoch, ID masking
 with p = 0.05, no early stopping. Configs are loaded from YAML and `--set key=value` overrides through
 `protocols.typed_config`, so unknown keys and wrong types are refused with the key named.

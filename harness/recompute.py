@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from protocols import results_layout as layout
 from protocols.errors import RecscaleError
 
 from . import run_folder as RF
@@ -24,7 +25,7 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
     """{`<split>_auc`, ..., `oracle_<split>_...`, `groups`: {split: {...}}} from the prediction files."""
     from harness.train import open_dataset
 
-    config_path = run_dir / RF.CONFIG_NAME
+    config_path = run_dir / layout.CONFIG_FILE
     try:
         config = yaml.safe_load(config_path.read_text())
     except FileNotFoundError:
@@ -34,7 +35,7 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
     if saved_fp is not None and saved_fp != dataset.fingerprint:
         raise RecscaleError(f"{run_dir}: trained on data {saved_fp}, but {dataset.fingerprint} was given")
     out: dict[str, Any] = {"groups": {}}
-    for split in RF.PREDICTION_SPLITS:
+    for split in layout.PREDICTION_SPLITS:
         table = RF.read_predictions(run_dir, split)
         flat, groups = split_metrics(
             split,

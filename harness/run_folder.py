@@ -1,8 +1,8 @@
-"""The on-disk layout of one run and atomic writers for it.
+"""Atomic writers and readers of one run folder (its file names: `protocols.results_layout`).
 
     RUN_DIR/
       config.yaml                  resolved RunConfig (model defaults filled in)
-      metrics.json                 flat metrics (docs/contracts.md) + nested `groups` + `versions`;
+      metrics.json                 flat metrics (docs/training.md) + nested `groups` + `versions`;
                                    written last: its presence means the run finished
       predictions_valid.parquet    event_id (int64), label (float32), score (float64 probability)
       predictions_test.parquet
@@ -24,19 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from protocols import results_layout as layout
 from protocols.errors import RecscaleError
-
-CONFIG_NAME = "config.yaml"
-METRICS_NAME = "metrics.json"
-PREDICTION_SPLITS: tuple[str, ...] = ("valid", "test")
 
 
 class RunFolderError(RecscaleError):
     """A run folder is missing a file or holds an unreadable one."""
-
-
-def predictions_name(split: str) -> str:
-    return f"predictions_{split}.parquet"
 
 
 def _atomic_path(path: Path) -> Path:
@@ -62,15 +55,15 @@ def json_safe(value: Any) -> Any:
 
 
 def write_config(run_dir: Path, config: dict[str, Any]) -> None:
-    write_text(run_dir / CONFIG_NAME, yaml.safe_dump(config, sort_keys=False))
+    write_text(run_dir / layout.CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
 
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
-    write_text(run_dir / METRICS_NAME, json.dumps(json_safe(metrics), indent=2, allow_nan=False) + "\n")
+    write_text(run_dir / layout.METRICS_FILE, json.dumps(json_safe(metrics), indent=2, allow_nan=False) + "\n")
 
 
 def read_metrics(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / METRICS_NAME
+    path = run_dir / layout.METRICS_FILE
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -87,14 +80,14 @@ def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np
             "score": pa.array(np.asarray(score, dtype=np.float64)),
         }
     )
-    path = run_dir / predictions_name(split)
+    path = run_dir / layout.predictions_file(split)
     tmp = _atomic_path(path)
     pq.write_table(table, tmp)
     os.replace(tmp, path)
 
 
 def read_predictions(run_dir: Path, split: str) -> pa.Table:
-    path = run_dir / predictions_name(split)
+    path = run_dir / layout.predictions_file(split)
     try:
         table = pq.read_table(path)
     except FileNotFoundError:
@@ -106,4 +99,4 @@ def read_predictions(run_dir: Path, split: str) -> pa.Table:
 
 
 def is_finished(run_dir: Path) -> bool:
-    return (run_dir / METRICS_NAME).exists()
+    return (run_dir / layout.METRICS_FILE).exists()

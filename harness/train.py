@@ -1,6 +1,6 @@
 """`train_run`: train one model on a prepared dataset, evaluate it and write its run folder.
 
-Training rules (seed section 10, `harness.config.TrainConfig`): AdamW (fused where supported), global
+Training rules (the seed's, `harness.config.TrainConfig`): AdamW (fused where supported), global
 gradient-norm clip, BCE-with-logits where every target weighs 1 / batch_size (so the last, partial
 batch gets no extra weight), data order and ID masking from the dataset's batch loader, everything
 seeded from the run seed. Evaluation predicts every valid and test target with the final weights (or
@@ -8,7 +8,8 @@ the best epoch's when early stopping is on) and computes metrics on the full set
 
 Resumable: a checkpoint (model, optimisers, position inside the epoch, RNG states) is written every
 `checkpoint_every_batches` batches / `checkpoint_every_s` seconds and at each epoch end; a run killed
-mid-epoch and resumed gives bitwise-identical metrics on CPU.
+mid-epoch and resumed gives bitwise-identical metrics on CPU (tests/test_train_run.py interrupts a
+run from outside, through the dataset's batch iterator, and resumes it).
 """
 from __future__ import annotations
 
@@ -27,16 +28,14 @@ from tqdm import tqdm
 
 import architectures
 from protocols.errors import RecscaleError
+from protocols.results_layout import CHECKPOINT_FILE, PREDICTION_SPLITS
 
 from . import perf
 from . import run_folder as RF
-from .checkpoint import CHECKPOINT_NAME, Position, load_checkpoint, save_checkpoint, set_rng_states
+from .checkpoint import Position, load_checkpoint, save_checkpoint, set_rng_states
 from .config import RunConfig, run_config_dict
 from .evaluate import move_batch, predict, split_metrics, target_columns
 from .step import TrainStep
-
-class RunInterrupted(RuntimeError):
-    """Raised by the `stop_after_batches` test hook to simulate a crash (nothing more is saved)."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -105,21 +104,19 @@ def train_run(
     *,
     resume: bool = False,
     progress: bool = True,
-    stop_after_batches: int | None = None,
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
     `resume=True` continues from `out_dir/checkpoint.pt` (refused when config or data differ),
     starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
-    already finished. `stop_after_batches` is a test hook
-    that raises RunInterrupted after that many batches were trained in this call.
+    already finished.
     """
     session_start = time.perf_counter()
     out_dir = Path(out_dir)
     tc = cfg.train
     config = run_config_dict(cfg)
     dataset = open_dataset(cfg.data)
-    ckpt_path = out_dir / CHECKPOINT_NAME
+    ckpt_path = out_dir / CHECKPOINT_FILE
 
     if resume and not ckpt_path.exists() and not RF.is_finished(out_dir):
         resume = False  # killed before its first checkpoint: nothing to continue, start afresh
@@ -159,7 +156,6 @@ def train_run(
                         optimizers=optimizers, position=position, best_model_state=best_state)
 
     n_targets = dataset.num_targets("train")
-    batches_this_call = 0
     last_save = time.perf_counter()
     model.train()
     while not position.finished and position.epoch < tc.epochs:
@@ -175,7 +171,6 @@ def train_run(
             position.batch += 1
             position.targets_seen += n
             bar.update(n)
-            batches_this_call += 1
             now = time.perf_counter()
             if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
                 now - last_save >= tc.checkpoint_every_s
@@ -185,9 +180,6 @@ def train_run(
                 loss_total.zero_()
                 checkpoint()
                 t0 = last_save = time.perf_counter()
-            if stop_after_batches is not None and batches_this_call >= stop_after_batches:
-                bar.close()
-                raise RunInterrupted(f"stopped after {batches_this_call} batches (test hook)")
         bar.close()
         position.train_seconds += time.perf_counter() - t0
         position.add_loss(float(loss_total))
@@ -217,7 +209,7 @@ def train_run(
 
     result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
     groups: dict[str, Any] = {}
-    for split in RF.PREDICTION_SPLITS:
+    for split in PREDICTION_SPLITS:
         ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device, bf16=tc.bf16)
         flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
         result.update(flat)

@@ -15,7 +15,6 @@ request's targets; everything downstream (encoding, artifacts, batches) is proto
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 
@@ -39,12 +38,14 @@ class HistoryIndex:
 @register("exposure")
 @dataclass(frozen=True)
 class ExposureProtocol:
-    """Legal history from the full exposure log with a feedback delay (seconds)."""
+    """Legal history from the full exposure log with a feedback delay (seconds).
+
+    The fields are the protocol's parameters and their defaults (the only place they are defined);
+    `protocols.prepare.PrepareConfig` passes on the ones a prepare config sets.
+    """
 
     history_len: int = 128
     delay_s: float = 60.0
-    default_history_len: ClassVar[int] = 128
-    uses_delay: ClassVar[bool] = True
 
     def build(
         self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None, progress: bool = False
@@ -64,11 +65,9 @@ class ExposureProtocol:
 @register("author50")
 @dataclass(frozen=True)
 class Author50Protocol:
-    """RecFlow's recent-50 effective-view arrays, linked to exposure rows."""
+    """RecFlow's recent-50 effective-view arrays, linked to exposure rows (no delay parameter)."""
 
     history_len: int = AUTHOR50_WIDTH
-    default_history_len: ClassVar[int] = AUTHOR50_WIDTH
-    uses_delay: ClassVar[bool] = False
 
     def build(
         self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None, progress: bool = False

@@ -27,8 +27,9 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,12 +48,12 @@ from .encoding import (
     vocab_size,
 )
 from .errors import RecscaleError
-from .history import PAD_ROW
+from .history import PAD_ROW, ExposureProtocol
 from .log import ExposureLog
 from .sampling import resolve_size, sample_rows
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
 from .split import SPLITS, SplitConfig, local_time_parts, split_rows
-from .typed_config import ConfigError, to_dict
+from .typed_config import ConfigError, from_dict, to_dict
 
 FORMAT_VERSION = 1
 
@@ -73,13 +74,33 @@ ARTIFACT_FILES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """What to prepare. `history_len=None` means the protocol's default (exposure 128, author50 50);
-    `n_train/n_valid/n_test=None` means the reference sizes scaled to the log (protocols.sampling)."""
+    """Every data-preparation setting and its default, defined once.
+
+    `recscale prepare` (flags and `--set key=value`), `recscale compare-delay` and a sweep's `data:`
+    section (`harness.sweep.schema.DataSection` extends this class) all take these fields.
+
+    Attributes:
+        source: registered source (`recscale list`): recflow, synthetic, movielens100k.
+        root: folder of the log.
+        protocol: registered history protocol: exposure, author50.
+        delay_s: feedback delay in seconds, used by protocols with a `delay_s` parameter (exposure) and
+            ignored by the others; default: the exposure protocol's (60 s).
+        history_len: history length L; None = the protocol's default (exposure 128, author50 50).
+        n_train, n_valid, n_test: targets per split; None = the reference sizes scaled to the log
+            (`protocols.sampling`).
+        seed: target sampling seed.
+        split: split boundaries and time zone (`protocols.split.SplitConfig`).
+        out: folder that receives the artifact folder.
+
+    Protocol parameters live on the protocol's own config, the registered protocol dataclass
+    (`protocols.history`), which also holds their defaults; `protocol_config()` passes on every field
+    of this config that the protocol has (a field left None keeps the protocol's default).
+    """
 
     source: str = "synthetic"
     root: str = ""
     protocol: str = "exposure"
-    delay_s: float = 60.0
+    delay_s: float = ExposureProtocol.delay_s
     history_len: int | None = None
     n_train: int | None = None
     n_valid: int | None = None
@@ -90,26 +111,31 @@ class PrepareConfig:
 
     def __post_init__(self) -> None:
         load_components()
+        if self.source not in SOURCES:
+            raise ConfigError(f"source: unknown {self.source!r}; valid: {', '.join(SOURCES.names())}")
         if self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol: unknown {self.protocol!r}; valid: {', '.join(PROTOCOLS.names())}")
         if self.delay_s < 0:
-            raise ConfigError(f"delay_s must be >= 0, got {self.delay_s}")
+            raise ConfigError(f"delay_s: must be >= 0, got {self.delay_s}")
         if self.history_len is not None and self.history_len < 1:
-            raise ConfigError(f"history_len must be >= 1, got {self.history_len}")
+            raise ConfigError(f"history_len: must be >= 1, got {self.history_len}")
 
-    def make_protocol(self):
+    def protocol_config(self) -> Any:
+        """The protocol's own config: its registered dataclass with the fields this config sets."""
         cls = PROTOCOLS.get(self.protocol)
-        kwargs: dict = {"history_len": self.history_len or cls.default_history_len}
-        if cls.uses_delay:
-            kwargs["delay_s"] = float(self.delay_s)
-        return cls(**kwargs)
+        given = {f.name: getattr(self, f.name) for f in fields(cls) if getattr(self, f.name, None) is not None}
+        return from_dict(cls, given)
+
+
+def protocol_parameters(protocol: str) -> dict[str, Any]:
+    """The parameters of a registered protocol and their defaults, e.g. exposure -> {history_len: 128,
+    delay_s: 60.0}, author50 -> {history_len: 50}."""
+    load_components()
+    return {f.name: f.default for f in fields(PROTOCOLS.get(protocol))}
 
 
 def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
     """Build (or find) the artifact for `cfg`; returns its folder."""
-    load_components()
-    if cfg.source not in SOURCES:
-        raise ConfigError(f"source: unknown {cfg.source!r}; valid: {', '.join(SOURCES.names())}")
     if not cfg.root:
         raise ConfigError("root: the folder of the log is required")
     log = SOURCES.get(cfg.source)(Path(cfg.root))
@@ -138,7 +164,7 @@ def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
 
 def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tuple[str, dict]:
     """(hex digest, hashed parameters) that name the artifact folder."""
-    protocol = cfg.make_protocol()
+    protocol = cfg.protocol_config()
     params = {
         "format_version": FORMAT_VERSION,
         "source": log.source,
@@ -182,7 +208,7 @@ def _write_artifact(
 ) -> None:
     started = time.time()
     steps = tqdm(total=5, desc="prepare", unit="step", disable=not progress)
-    protocol = cfg.make_protocol()
+    protocol = cfg.protocol_config()
     all_rows = np.concatenate([plan.rows[s] for s in SPLITS])
     split_of = np.repeat(np.arange(len(SPLITS)), [len(plan.rows[s]) for s in SPLITS])
 

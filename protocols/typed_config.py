@@ -1,11 +1,16 @@
 """Typed dataclass configs built from YAML / `--set key=value` overrides, validated at load time.
 
-Every config in recscale is a dataclass; this module turns plain mappings into them, refusing
-unknown keys (listing the valid ones) and values of the wrong type (naming the key).
+Every config in recscale is a dataclass (run, train, model, sweep, prepare, protocol, analysis); this
+module is the one validation layer that turns plain mappings into them. It refuses unknown keys
+(listing the valid ones) and values of the wrong type (naming the key with its full path, e.g.
+`data.split.timezone`); a value that fits no member of a union gets every member's reason. Range
+checks live in each dataclass's `__post_init__` and raise ConfigError with the field name; `from_dict`
+prefixes it with the section path.
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import types
 import typing
 from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_type_hints
@@ -29,15 +34,21 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
+        members = [a for a in args if a is not type(None)]
+        reasons = []
+        for a in members:
             try:
                 return _coerce(value, a, key)
             except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(f"{key}: {value!r} matches none of {tp}")
+                reasons.append((a, str(e)))
+        if len(reasons) == 1:  # X | None: X's own reason names the key (or the nested key) precisely
+            message = reasons[0][1]
+            if type(None) in args and message.startswith(f"{key}: "):
+                message += " (or null)"
+            raise ConfigError(message)
+        allowed = " | ".join(_type_name(a) for a in args)
+        why = "; ".join(f"as {_type_name(a)}: {_without_key(msg, key)}" for a, msg in reasons)
+        raise ConfigError(f"{key}: {value!r} matches none of {allowed} ({why})")
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
@@ -98,10 +109,25 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 pass
         raise ConfigError(f"{key}: expected a number, got {value!r}")
     if tp is str:
+        if isinstance(value, (dt.date, dt.time)):  # YAML reads 2024-02-08 as a date; the field wants the text
+            return value.isoformat()
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return value
     return value
+
+
+def _type_name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if get_origin(tp) is None and isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _without_key(message: str, key: str) -> str:
+    """A member's error without its leading `key: ` (the union's message names the key once)."""
+    return message[len(key) + 2:] if message.startswith(f"{key}: ") else message
 
 
 def from_dict(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> C:
@@ -119,6 +145,11 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "")
         obj = cls(**kwargs)
     except TypeError as e:  # missing required fields
         raise ConfigError(f"{prefix or cls.__name__}: {e}") from None
+    except ConfigError as e:  # a range check in __post_init__: name the key with its full path
+        message = str(e)
+        if prefix and not message.startswith(prefix):
+            message = prefix + message
+        raise ConfigError(message) from None
     return obj
 
 

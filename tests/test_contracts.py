@@ -80,3 +80,68 @@ def test_random_batch_follows_schema():
     # candidates of one request share user and history
     same = b["request_idx"][:, None] == b["request_idx"][None, :]
     assert torch.all(b["cat"][:, 0][:, None].eq(b["cat"][:, 0][None, :]) | ~same)
+
+
+@dataclass
+class _Leaf:
+    n: int = 1
+
+    def __post_init__(self):
+        if self.n < 0:
+            raise ConfigError(f"n: must be >= 0, got {self.n}")
+
+
+@dataclass
+class _Root:
+    leaf: _Leaf | None = None
+
+
+def test_post_init_errors_get_the_section_path():
+    with pytest.raises(ConfigError, match=r"^leaf\.n: must be >= 0, got -1$"):
+        from_dict(_Root, {"leaf": {"n": -1}})
+
+
+def test_yaml_dates_are_accepted_as_text():
+    import yaml
+
+    @dataclass
+    class Split:
+        start: str = ""
+
+    assert from_dict(Split, yaml.safe_load("start: 2024-02-08")).start == "2024-02-08"
+
+
+def _top_level_imports(root) -> set[str]:
+    import ast
+
+    names = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+    return names
+
+
+def test_declared_runtime_dependencies_are_exactly_the_imported_ones():
+    """Every dependency in pyproject.toml is imported by the package code, and every third-party
+    module the package imports is declared."""
+    import re
+    import sys
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")
+    repo = Path(__file__).resolve().parents[1]
+    declared = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+    packages = {re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in declared}
+    #: distribution name -> the module the code imports (optuna is reached through Ray's OptunaSearch)
+    module_of = {"pyyaml": "yaml", "ray": "ray", "optuna": "ray.tune.search.optuna"}
+    imports = set().union(*(_top_level_imports(repo / p) for p in ("protocols", "architectures", "harness", "analysis")))
+    for package in packages:
+        module = module_of.get(package, package)
+        assert any(i == module or i.startswith(module + ".") for i in imports), f"{package} is declared but not imported"
+    ours = {"protocols", "architectures", "harness", "analysis"}
+    third_party = {i.split(".")[0] for i in imports} - ours - set(sys.stdlib_module_names) - {"__future__"}
+    provided = {module_of.get(p, p).split(".")[0] for p in packages}
+    assert third_party <= provided, f"imported but not declared: {sorted(third_party - provided)}"

@@ -1,8 +1,9 @@
 """Sweeps on a real Ray with real (tiny) training runs.
 
-- a 2 x 2 grid (architecture x seed) completes, and the trial whose worker is killed once
-  (fault injection honoured only by the trainable) is retried; its metrics equal a direct
-  `train_run` of the same config (same config + seed + data -> identical metrics on CPU);
+- a 2 x 2 grid (architecture x seed) completes, and the trial whose worker is killed once in the
+  middle of training (the test swaps in `tests.faults.run_trial_dying_once`) is retried from its
+  checkpoint; its metrics equal a direct `train_run` of the same config (same config + seed + data
+  -> identical metrics on CPU, across a worker death);
 - an interrupted sweep (SIGINT to `recscale sweep`) resumes with `--resume`, and only the trials
   that had not finished train again (counted from trials.jsonl; finished run folders untouched);
 - a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops;
@@ -28,9 +29,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from harness.sweep import launcher
 from harness.sweep.launcher import SweepError, run_sweep
 from harness.sweep.schema import parse_sweep
-from harness.sweep.trainable import FAULT_ENV, read_events
+from harness.sweep.trainable import read_events
+from tests import faults
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -65,7 +68,11 @@ def _trained_ends(events: list[dict]) -> list[str]:
 
 
 def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkeypatch):
-    monkeypatch.setenv(FAULT_ENV, "die_once:whale-seed1")
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(faults)  # workers need not import the tests package
+    monkeypatch.setattr(launcher, "run_trial", faults.run_trial_dying_once)
+    assert faults.DIE_ONCE == "whale-seed1"
     sweep = parse_sweep(_sweep_text("grid2x2", sweep_cache))
     outcome = run_sweep(sweep, results_root=tmp_path, num_cpus=2)
     assert outcome.complete and outcome.finished == 4 and not outcome.failed
@@ -81,13 +88,15 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
         assert (sweep_dir / row.run_dir / "predictions_test.parquet").exists()
     assert set(table["model.dim"]) == {8} and set(table["history_len"]) == {8}
 
-    # the fault killed whale-seed1's worker once; Tune retried it and it trained once
+    # the fault killed whale-seed1's worker once mid-training; Tune retried it from its checkpoint
     events = read_events(sweep_dir)
     starts = [e["trial"] for e in events if e["event"] == "start"]
     assert starts.count("whale-seed1") == 2
     assert all(starts.count(t) == 1 for t in ALL_TRIALS - {"whale-seed1"})
     assert sorted(_trained_ends(events)) == sorted(ALL_TRIALS)
-    assert (sweep_dir / "runs" / "whale-seed1" / ".fault_injected").exists()
+    assert (sweep_dir / "runs" / "whale-seed1" / faults.FAULT_MARKER).exists()
+    (end,) = [e for e in events if e["event"] == "end" and e["trial"] == "whale-seed1"]
+    assert end["resumed"] and not end["reused"]  # continued from the checkpoint written before the kill
 
     # the trial's metrics equal a direct train_run of the same config outside Ray
     from harness.config import RunConfig, TrainConfig

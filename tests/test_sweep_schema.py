@@ -10,7 +10,7 @@ import yaml
 
 from harness.cli import main as cli_main
 from harness.sweep.plan import grid_points, plan_sweep
-from harness.sweep.schema import load_sweep, parse_sweep
+from harness.sweep.schema import arch_fields, load_sweep, parse_sweep
 from protocols.typed_config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,8 @@ def test_valid_base_loads_and_plans_full_product():
     assert len(plan.trials) == 4 and len(plan.datasets) == 1  # one shared dataset for every arm
     whale = next(t for t in plan.trials if t.arch == "whale")
     assert whale.model == {"dim": 8, "history_len": 8}  # model follows the data's history length
-    assert next(t for t in plan.trials if t.arch == "wukong").model == {"dim": 8}  # no history_len field
+    for t in plan.trials:  # every config that has the field gets it (whatever architectures declare)
+        assert t.model == {"dim": 8, **({"history_len": 8} if "history_len" in arch_fields(t.arch) else {})}
 
 
 def test_unknown_architecture_lists_valid_ones():
@@ -68,7 +69,7 @@ def test_unknown_protocol_and_source_list_valid_ones():
 
 def test_wrong_types_name_the_key():
     msg = _error(_with(max_concurrent="two"))
-    assert msg.startswith("max_concurrent: 'two'") and "int" in msg
+    assert msg.startswith("max_concurrent: expected an integer, got 'two'") and "null" in msg
     assert "max_failures: expected an integer" in _error(_with(max_failures=1.5))
     msg = _error(_with(grid={"arch": ["whale"], "model.dim": [8, "wide"]}))
     assert "model.dim" in msg and "'wide'" in msg
@@ -165,3 +166,81 @@ def test_unfinished_sweep_folder_needs_resume(tmp_path):
     with pytest.raises(SweepError, match="--resume"):
         prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
     assert prepare_sweep_dir(sweep, plan, tmp_path, resume=True) == (sweep_dir, True)
+
+
+def test_optional_section_errors_keep_their_reason():
+    """A bad key inside an optional section (`search: X | None`) is reported with its own reason."""
+    msg = _error(_with(search={"space": {"model.dim": {"choice": [8]}}, "metrik": "valid_auc"}))
+    assert "search.metrik" in msg and "valid keys" in msg and "metric" in msg
+
+
+def test_union_errors_list_every_member_reason():
+    from dataclasses import dataclass
+
+    from protocols.typed_config import from_dict
+
+    @dataclass
+    class C:
+        x: int | list[int] = 0
+
+    with pytest.raises(ConfigError) as info:
+        from_dict(C, {"x": {"a": 1}})
+    msg = str(info.value)
+    assert msg.startswith("x: {'a': 1} matches none of int | list[int]")
+    assert "as int: expected an integer" in msg and "as list[int]: expected a list" in msg
+
+
+def test_data_section_is_prepare_config_plus_sweep_fields():
+    import dataclasses
+
+    from harness.sweep.schema import DATA_AXIS_FIELDS, DataSection
+    from protocols.prepare import PrepareConfig
+
+    prepare_fields = {f.name: f for f in dataclasses.fields(PrepareConfig)}
+    section_fields = {f.name: f for f in dataclasses.fields(DataSection)}
+    assert set(prepare_fields) <= set(section_fields)
+    assert set(section_fields) - set(prepare_fields) == {"scale", "synth_seed", "cache", "prepare"}
+    for name in set(prepare_fields) - {"root", "out"}:  # the sweep finds the log and output itself
+        assert getattr(DataSection(), name) == getattr(PrepareConfig(), name), name
+    assert set(DATA_AXIS_FIELDS) == set(prepare_fields) - {"source", "root", "out"}
+
+
+def _datasets(grid: dict, data: dict | None = None) -> list:
+    raw = yaml.safe_load(BASE)
+    raw["data"].update(data or {})
+    raw["grid"] = {"arch": ["whale"], **grid}
+    return plan_sweep(parse_sweep(yaml.safe_dump(raw))).datasets
+
+
+def test_every_prepare_field_is_a_data_axis():
+    datasets = _datasets({"data.seed": [1, 2], "data.n_train": [60, 80]})
+    assert sorted((d.prepare["seed"], d.prepare["n_train"]) for d in datasets) == [(1, 60), (1, 80), (2, 60), (2, 80)]
+    split = {"train_start": "2024-01-13", "valid_start": "2024-02-09", "test_start": "2024-02-12",
+             "test_end": "2024-02-19"}
+    (d,) = _datasets({}, {"split": split})
+    assert d.prepare["split"]["valid_start"] == "2024-02-09"
+    (old_spelling,) = _datasets({}, {"prepare": {"split": {**split, "timezone": "Asia/Shanghai"}}})
+    assert old_spelling.prepare["split"] == d.prepare["split"]
+
+
+def test_protocol_parameters_resolve_to_what_the_protocol_uses():
+    from protocols.history import Author50Protocol, ExposureProtocol
+
+    (default,) = _datasets({}, {"history_len": None})
+    assert default.prepare["history_len"] == ExposureProtocol.history_len
+    assert default.prepare["delay_s"] == ExposureProtocol.delay_s
+    (explicit,) = _datasets({}, {"history_len": ExposureProtocol.history_len, "delay_s": 60})
+    assert explicit.dataset_id == default.dataset_id  # 60 and the default 60.0 are one dataset
+    author = _datasets({"protocol": ["author50"], "delay_s": [0, 60]}, {"history_len": None})
+    assert len(author) == 1 and author[0].prepare["history_len"] == Author50Protocol.history_len
+
+
+def test_data_value_errors_name_the_grid_key():
+    assert _error(_with(grid={"arch": ["whale"], "delay_s": [0, -5]})).startswith("grid.delay_s: must be >= 0")
+    assert _error(_with(grid={"arch": ["whale"], "history_len": [0]})).startswith("grid.history_len: must be >= 1")
+    msg = _error(_with(grid={"arch": ["whale"], "data": [{"protocol": "exposure", "delay_s": "soon"}]}))
+    assert msg.startswith("grid.data[0].delay_s: expected a number")
+    msg = _error(_with(data={"source": "synthetic", "scale": "tiny", "prepare": {"delay": 1}}))
+    assert "data.prepare.delay" in msg and "delay_s" in msg
+    msg = _error(_with(data={"source": "synthetic", "scale": "tiny", "split": {"timezone": "Mars/Olympus"}}))
+    assert msg.startswith("data.split.timezone: unknown time zone")

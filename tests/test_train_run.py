@@ -21,8 +21,9 @@ import architectures
 from harness.checkpoint import ResumeRefused
 from harness.cli import main as cli_main
 from harness.config import load_run_config
-from harness.train import RunInterrupted, train_run
+from harness.train import train_run
 from protocols.artifact import PreparedDataset
+from tests.faults import Interrupted, interrupt_training_after
 from tests.fixtures_data import tiny_artifact, tiny_artifact_other, tiny_log  # noqa: F401  (pytest fixtures)
 
 ARCH = "whale"
@@ -95,8 +96,8 @@ def test_kill_mid_epoch_and_resume_is_bitwise_identical(reference_run, tiny_arti
     ref = json.loads((reference_run / "metrics.json").read_text())
     cfg = make_cfg(tiny_artifact)
     out = tmp_path / "killed"
-    with pytest.raises(RunInterrupted):
-        train_run(cfg, out, progress=False, stop_after_batches=3)  # last checkpoint after batch 2
+    with interrupt_training_after(3), pytest.raises(Interrupted):
+        train_run(cfg, out, progress=False)  # last checkpoint after batch 2
     assert not (out / "metrics.json").exists()
     # scramble every global RNG: a resume must restore them from the checkpoint, not inherit them
     torch.manual_seed(12345), random.seed(12345), np.random.seed(12345)
@@ -110,8 +111,8 @@ def test_kill_mid_epoch_and_resume_is_bitwise_identical(reference_run, tiny_arti
 
 def test_resume_refuses_changed_config_or_data(tiny_artifact, tiny_artifact_other, tmp_path):  # noqa: F811
     out = tmp_path / "run"
-    with pytest.raises(RunInterrupted):
-        train_run(make_cfg(tiny_artifact), out, progress=False, stop_after_batches=2)
+    with interrupt_training_after(2), pytest.raises(Interrupted):
+        train_run(make_cfg(tiny_artifact), out, progress=False)
     with pytest.raises(ResumeRefused, match=r"train\.lr"):
         train_run(make_cfg(tiny_artifact, train={"lr": 0.01}), out, resume=True, progress=False)
     with pytest.raises(ResumeRefused, match="data"):
@@ -133,6 +134,40 @@ def test_cli_train_end_to_end_with_malloc_reexec(tiny_artifact, tmp_path):  # no
     if platform.libc_ver()[0] == "glibc":
         assert m["malloc_env"] is True  # the command re-executed itself with the glibc settings
     assert (out / "metrics.json").exists()
+
+
+class _Execed(Exception):
+    pass
+
+
+def test_train_reexecs_its_exact_command_line_and_only_as_the_program(tiny_artifact, tmp_path, monkeypatch):  # noqa: F811
+    """The re-exec replays sys.argv as typed (every flag kept); a call from Python never replaces the caller."""
+    from harness import perf
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the malloc re-exec is glibc-only")
+    for key in [*perf.MALLOC_ENV, perf.REEXEC_MARKER]:
+        monkeypatch.delenv(key, raising=False)
+    calls = []
+
+    def fake_execve(path, argv, env):
+        calls.append((argv, env))
+        raise _Execed
+
+    monkeypatch.setattr(perf.os, "execve", fake_execve)
+    typed = ["train", "--arch", ARCH, "--data", str(tiny_artifact), "--set", "model.dim=16", "--seed", "3",
+             "--set", "train.num_threads=1", "--out", str(tmp_path / "a"), "--no-progress", "--json"]
+    monkeypatch.setattr(sys, "argv", ["recscale", *typed])
+    with pytest.raises(_Execed):
+        cli_main()
+    (argv, env), = calls
+    assert argv == [sys.executable, "-m", "harness.cli", *typed]
+    assert all(env[k] == v for k, v in perf.MALLOC_ENV.items())
+
+    calls.clear()  # called from Python with an explicit list: trains in this process, no exec
+    assert cli_main(["train", "--arch", ARCH, "--data", str(tiny_artifact), "--set", "model.dim=16",
+                     "--set", "train.num_threads=1", "--out", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert not calls and (tmp_path / "b" / "metrics.json").exists()
 
 
 def test_bad_config_is_refused_with_the_key_named(tiny_artifact):  # noqa: F811

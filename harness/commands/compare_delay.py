@@ -18,9 +18,11 @@ import numpy as np
 import protocols
 from protocols.availability import UserTimeline
 from protocols.errors import RecscaleError
+from protocols.history import ExposureProtocol
 from protocols.legal_history import delay_membership_difference
 from protocols.prepare import PrepareConfig, plan_targets
 from protocols.split import SPLITS
+from protocols.typed_config import from_dict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,11 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delays", type=float, nargs=2, default=(0.0, 60.0), metavar=("A_S", "B_S"),
                         help="the two delays in seconds (default 0 60)")
     parser.add_argument("--split", choices=SPLITS, default="test", help="which split's targets (default test)")
-    parser.add_argument("--history-len", type=int, default=128, help="history length L (default 128)")
+    parser.add_argument("--history-len", type=int, default=None,
+                        help=f"history length L (default: the exposure protocol's, {ExposureProtocol.history_len})")
     parser.add_argument("--train", type=int, default=None, help="training targets (as for prepare)")
     parser.add_argument("--valid", type=int, default=None, help="validation targets (as for prepare)")
     parser.add_argument("--test", type=int, default=None, help="test targets (as for prepare)")
-    parser.add_argument("--seed", type=int, default=42, help="target sampling seed (default 42)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"target sampling seed (default: prepare's, {PrepareConfig.seed})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -45,21 +49,20 @@ def compare(log, cfg: PrepareConfig, split: str, delays_s: tuple[float, float], 
         raise RecscaleError(f"{log.root}: the {split} split has no targets")
     _, first, request_of_target = np.unique(log["request_id"][rows], return_index=True, return_inverse=True)
     request_rows = rows[first]
+    history_len = cfg.protocol_config().history_len
     differs = delay_membership_difference(
         UserTimeline.build(log), log["user_id"][request_rows], log["request_timestamp"][request_rows],
-        cfg.history_len or 128, tuple(int(round(d * 1000)) for d in delays_s), progress=progress,
+        history_len, tuple(int(round(d * 1000)) for d in delays_s), progress=progress,
     )
     n_diff = int(differs[request_of_target].sum())
-    return {"split": split, "delays_s": list(delays_s), "history_len": cfg.history_len or 128,
+    return {"split": split, "delays_s": list(delays_s), "history_len": history_len,
             "targets": int(len(rows)), "targets_differing": n_diff, "share_differing": n_diff / len(rows)}
 
 
 def run(args: argparse.Namespace) -> int:
-    protocols.load_components()
-    cfg = PrepareConfig(source=args.source, root=args.root, history_len=args.history_len,
-                        n_train=args.train, n_valid=args.valid, n_test=args.test, seed=args.seed)
-    if args.source not in protocols.SOURCES:
-        raise RecscaleError(f"unknown source {args.source!r}; valid: {', '.join(protocols.source_names())}")
+    given = {"source": args.source, "root": args.root, "protocol": "exposure", "history_len": args.history_len,
+             "n_train": args.train, "n_valid": args.valid, "n_test": args.test, "seed": args.seed}
+    cfg = from_dict(PrepareConfig, {k: v for k, v in given.items() if v is not None})
     log = protocols.SOURCES.get(args.source)(Path(args.root))
     result = compare(log, cfg, args.split, tuple(args.delays), progress=not args.no_progress)
     if args.json:

@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.recompute import compare, leaves, recompute_metrics
     from harness import run_folder as RF
+    from protocols.results_layout import METRICS_FILE
 
     run_dir = Path(args.run_dir)
     saved = RF.read_metrics(run_dir)
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(fresh, indent=2))
     if diffs:
-        print(f"recscale metrics: {len(diffs)} value(s) differ from {run_dir / RF.METRICS_NAME}:", file=sys.stderr)
+        print(f"recscale metrics: {len(diffs)} value(s) differ from {run_dir / METRICS_FILE}:", file=sys.stderr)
         for line in diffs:
             print(f"  {line}", file=sys.stderr)
         return 1

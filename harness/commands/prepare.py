@@ -1,50 +1,118 @@
 """Build (or reuse) a prepared dataset: split, sampled targets, legal histories, encodings.
 
+Settings are the fields of `protocols.prepare.PrepareConfig` (the same keys as a sweep's `data:`
+section), given as `--set key=value` (repeatable; `--set split.valid_start=2024-02-09` for a
+nested one) or through the flags below, which are aliases of those keys. Defaults come from
+PrepareConfig.
+
 The artifact folder is content-addressed (source fingerprint + protocol + parameters): running the
 same command twice does nothing the second time. The folder path is printed on stdout; with --json
 a JSON object with the path and the manifest's summary is printed instead.
 
-Example:
+Examples:
   recscale prepare --source synthetic --root data/synth-small --protocol exposure --delay-s 60
+  recscale prepare --set source=synthetic --set root=data/synth-small --set delay_s=0 --set n_test=30000
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from typing import Any
 
 from protocols.prepare import PrepareConfig, prepare
 from protocols.split import SplitConfig
+from protocols.typed_config import ConfigError, from_dict, parse_set_options
 
-_SPLIT_DEFAULTS = SplitConfig()
+#: Flag (argparse dest) -> PrepareConfig key it sets (dotted for nested sections).
+FLAG_KEYS: dict[str, str] = {
+    "source": "source",
+    "root": "root",
+    "protocol": "protocol",
+    "delay_s": "delay_s",
+    "history_len": "history_len",
+    "train": "n_train",
+    "valid": "n_valid",
+    "test": "n_test",
+    "seed": "seed",
+    "out": "out",
+    **{f.name: f"split.{f.name}" for f in dataclasses.fields(SplitConfig)},
+}
+#: Keys without a default that makes sense for every log: they must be given.
+REQUIRED_KEYS: tuple[str, ...] = ("source", "root")
+
+
+def _default(key: str) -> Any:
+    section, _, sub = key.partition(".")
+    return getattr(SplitConfig, sub) if sub else getattr(PrepareConfig, section)
+
+
+_HELP: dict[str, str] = {
+    "source": "registered source: recflow, synthetic, movielens100k (required)",
+    "root": "folder of the log (required)",
+    "protocol": "history protocol: exposure or author50",
+    "delay_s": "extra feedback delay in seconds for the exposure protocol (0 allowed)",
+    "history_len": "history length L",
+    "n_train": "training targets",
+    "n_valid": "validation targets",
+    "n_test": "test targets",
+    "seed": "target sampling seed",
+    "out": "root folder of prepared datasets",
+    "split.timezone": "time zone of the split boundaries",
+}
+#: What a None default means.
+_NONE_MEANS: dict[str, str] = {
+    "history_len": "the protocol's, 128 for exposure and 50 for author50",
+    "n_train": "3,000,000 scaled to the log",
+    "n_valid": "100,000 scaled to the log",
+    "n_test": "200,000 scaled to the log",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", required=True, help="registered source: recflow, synthetic, movielens100k")
-    parser.add_argument("--root", required=True, help="folder of the log")
-    parser.add_argument("--protocol", default="exposure", help="history protocol: exposure (default) or author50")
-    parser.add_argument("--delay-s", type=float, default=60.0,
-                        help="extra feedback delay in seconds for the exposure protocol (default 60; 0 allowed)")
-    parser.add_argument("--history-len", type=int, default=None,
-                        help="history length L (default: 128 for exposure, 50 for author50)")
-    parser.add_argument("--train", type=int, default=None, help="training targets (default 3,000,000 scaled to the log)")
-    parser.add_argument("--valid", type=int, default=None, help="validation targets (default 100,000 scaled)")
-    parser.add_argument("--test", type=int, default=None, help="test targets (default 200,000 scaled)")
-    parser.add_argument("--seed", type=int, default=42, help="target sampling seed (default 42)")
-    parser.add_argument("--out", default="artifacts", help="root folder of prepared datasets (default artifacts/)")
-    for name in ("train_start", "valid_start", "test_start", "test_end", "timezone"):
-        parser.add_argument(f"--{name.replace('_', '-')}", default=getattr(_SPLIT_DEFAULTS, name),
-                            help=f"split boundary / zone (default {getattr(_SPLIT_DEFAULTS, name)})")
+    for dest, key in FLAG_KEYS.items():
+        text = _HELP.get(key, "split boundary (date or ISO date-time)")
+        if key not in REQUIRED_KEYS:
+            text += f" (default: {_NONE_MEANS.get(key, _default(key))})"
+        parser.add_argument(f"--{dest.replace('_', '-')}", dest=dest, default=None,
+                            metavar=key.split(".")[-1].upper(), help=f"{text}; same as --set {key}=...")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any PrepareConfig key, e.g. delay_s=0, n_train=20000, split.valid_start=2024-02-09 "
+                             "(repeatable)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the bare path")
 
 
+def _flat(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in mapping.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def config_from_args(args: argparse.Namespace) -> PrepareConfig:
-    split = SplitConfig(args.train_start, args.valid_start, args.test_start, args.test_end, args.timezone)
-    return PrepareConfig(
-        source=args.source, root=args.root, protocol=args.protocol, delay_s=args.delay_s,
-        history_len=args.history_len, n_train=args.train, n_valid=args.valid, n_test=args.test,
-        seed=args.seed, split=split, out=args.out,
-    )
+    """The PrepareConfig of `--set` entries and alias flags; a key given both ways is refused."""
+    settings = parse_set_options(args.set)
+    given = _flat(settings)
+    for dest, key in FLAG_KEYS.items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        if key in given:
+            raise ConfigError(f"{key}: given twice (--{dest.replace('_', '-')} and --set {key}=...); keep one")
+        node = settings
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+        given[key] = value
+    missing = [k for k in REQUIRED_KEYS if k not in given]
+    if missing:
+        raise ConfigError(f"{missing[0]}: missing; give --{missing[0]} or --set {missing[0]}=...")
+    return from_dict(PrepareConfig, settings)
 
 
 def run(args: argparse.Namespace) -> int:

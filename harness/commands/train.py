@@ -6,8 +6,9 @@ Examples:
   recscale train --config run.yaml --out RUN_DIR --resume
 
 The run folder receives config.yaml, metrics.json, predictions_{valid,test}.parquet and checkpoint.pt.
-For speed the command re-executes itself once with glibc malloc settings (see harness/perf.py);
-set RECSCALE_MALLOC_REEXEC=1 to disable that.
+For speed the command re-executes itself once, with the same command line, under glibc malloc
+settings (see harness/perf.py) when it runs as the program (not when `harness.cli.main` is called
+from Python); set RECSCALE_MALLOC_REEXEC=1 to disable that.
 """
 from __future__ import annotations
 
@@ -32,19 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object on stdout")
 
 
-def _argv(args: argparse.Namespace) -> list[str]:
-    """The command line that reproduces `args` (used to re-execute with the malloc settings)."""
-    out = ["train"]
-    for flag in ("arch", "data", "config", "seed", "out"):
-        value = getattr(args, flag)
-        if value is not None:
-            out += [f"--{flag}", str(value)]
-    for item in args.set:
-        out += ["--set", item]
-    out += [f for f, on in (("--resume", args.resume), ("--no-progress", args.no_progress), ("--json", args.json)) if on]
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     from protocols.typed_config import ConfigError, parse_set_options
 
@@ -54,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --arch and --data (or a --config file that names them)")
     if args.resume and args.out is None:
         raise ConfigError("--resume needs --out RUN_DIR")
-    perf.reexec_with_malloc_env(_argv(args))
+    if getattr(args, "process_argv", None):  # only a process started as `recscale train` replaces itself
+        perf.reexec_with_malloc_env(args.process_argv)
 
     from harness.config import load_run_config
     from harness.train import train_run

@@ -15,18 +15,17 @@ from typing import Any
 
 import pandas as pd
 
-from .trainable import RUNS_DIR, scalar_metrics
+from protocols.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_FILE
 
-TRIAL_RECORD = "sweep_trial.json"
-RUNS_TABLE = "runs.parquet"
+from .trainable import scalar_metrics
 
 
 def write_trial_record(run_dir: Path, record: dict[str, Any]) -> None:
     """Atomically write the trial's config record into its run folder."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / f".{TRIAL_RECORD}.tmp"
+    tmp = run_dir / f".{TRIAL_RECORD_FILE}.tmp"
     tmp.write_text(json.dumps(record, indent=1, default=str))
-    os.replace(tmp, run_dir / TRIAL_RECORD)
+    os.replace(tmp, run_dir / TRIAL_RECORD_FILE)
 
 
 def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -34,7 +33,7 @@ def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
     rows = []
     runs = Path(sweep_dir) / RUNS_DIR
     for run_dir in sorted(p for p in runs.glob("*") if p.is_dir()):
-        record_path, metrics_path = run_dir / TRIAL_RECORD, run_dir / "metrics.json"
+        record_path, metrics_path = run_dir / TRIAL_RECORD_FILE, run_dir / METRICS_FILE
         if not (record_path.exists() and metrics_path.exists()):
             continue
         record = json.loads(record_path.read_text())
@@ -57,7 +56,7 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
         table = table.sort_values(["stage", "trial_id"], kind="stable").reset_index(drop=True)
         for col in config:  # mixed python types (e.g. int and None) -> let pandas pick one dtype
             table[col] = pd.Series(table[col].tolist(), dtype=object).infer_objects()
-    tmp = sweep_dir / f".{RUNS_TABLE}.tmp"
+    tmp = sweep_dir / f".{RUNS_FILE}.tmp"
     table.to_parquet(tmp, index=False)
-    os.replace(tmp, sweep_dir / RUNS_TABLE)
+    os.replace(tmp, sweep_dir / RUNS_FILE)
     return table

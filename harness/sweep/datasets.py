@@ -2,9 +2,9 @@
 
 Synthetic sweeps without a `data.root` first generate the log into
 `<cache>/synthetic/<scale>-seed<synth_seed>/` (a no-op when it is already complete). Each distinct
-data configuration then goes through `protocols.prepare.prepare`, which is content-addressed and
-itself a no-op when the artifact exists, so re-running or resuming a sweep never prepares twice.
-Trials only receive the artifact path.
+data configuration then goes through `protocols.prepare.prepare` into `data.out` (default
+`<cache>/prepared/`); preparing is content-addressed and itself a no-op when the artifact exists, so
+re-running or resuming a sweep never prepares twice. Trials only receive the artifact path.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str,
     root = log_root(sweep)
     paths: dict[str, str] = {}
     for d in datasets:
-        mapping = {**d.prepare, "root": str(root), "out": str(Path(sweep.config.data.cache) / "prepared")}
+        mapping = {**d.prepare, "root": str(root), "out": str(sweep.config.data.prepared_dir())}
         cfg = from_dict(PrepareConfig, mapping, prefix="data.")
         t0 = time.perf_counter()
         path = Path(prepare(cfg)).resolve()

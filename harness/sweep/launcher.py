@@ -1,8 +1,9 @@
 """Launching a sweep through Ray Tune: datasets first, then an optional Optuna search, then the grid.
 
-Layout of `results/<sweep>/`: `sweep.yaml` (the file as written), `runs/<trial>/` (run folders),
-`runs.parquet`, `trials.jsonl` (trial start/end events), `sweep_summary.json` (timings), and Ray's
-experiment storage under `ray/<stage>/` (`stage` = `search` or `grid`).
+Layout of `results/<sweep>/` (names in `protocols.results_layout`): `sweep.yaml` (the file as
+written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial start/end events),
+`sweep_summary.json` (timings), `search_best.json`, and Ray's experiment storage under
+`ray/<stage>/` (`stage` = `search` or `grid`).
 
 - Every distinct dataset is prepared in the driver before Ray starts any trial.
 - The grid is one `tune.Tuner` whose param space is `tune.grid_search` per axis, so every
@@ -16,7 +17,9 @@ experiment storage under `ray/<stage>/` (`stage` = `search` or `grid`).
   collected again), and a changed sweep file is always refused.
 - Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
   paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead.
-  Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env.
+  Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
+  RAY_AIR_NEW_OUTPUT=0 (unless set already) makes Tune use its legacy reporter, which honours
+  verbose=0 (silent); the variable is restored when the session ends.
 """
 from __future__ import annotations
 
@@ -32,21 +35,26 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
-
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0 (silent)
-from ray import tune  # noqa: E402
+from ray import tune
 
 from protocols.errors import RecscaleError
+from protocols.results_layout import (
+    METRICS_FILE,
+    RAY_DIR,
+    RUNS_DIR,
+    SEARCH_BEST_FILE,
+    SUMMARY_FILE,
+    SWEEP_FILE,
+)
 
 from .collect import collect_runs
 from .datasets import prepare_datasets
 from .plan import SweepPlan, plan_sweep, search_base_point, trial_id_for
 from .schema import SearchDimension, Sweep, parse_sweep
-from .trainable import FAULT_ENV, RUNS_DIR, TrialContext, read_events, run_trial
+from .trainable import TrialContext, read_events, run_trial
 
-SWEEP_COPY = "sweep.yaml"
-SUMMARY_NAME = "sweep_summary.json"
-SEARCH_BEST = "search_best.json"
+#: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
+TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0"}  # the legacy reporter honours verbose=0
 
 
 class SweepError(RecscaleError):
@@ -81,7 +89,7 @@ def _comparable(sweep: Sweep) -> dict[str, Any]:
 
 
 def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
-    return all((sweep_dir / RUNS_DIR / t.trial_id / "metrics.json").exists() for t in plan.trials)
+    return all((sweep_dir / RUNS_DIR / t.trial_id / METRICS_FILE).exists() for t in plan.trials)
 
 
 def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resume: bool) -> tuple[Path, bool]:
@@ -92,7 +100,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
     finished: launching it again then only re-collects runs.parquet (so the demo can be re-run).
     """
     sweep_dir = (Path(results_root) / sweep.name).resolve()
-    stored = sweep_dir / SWEEP_COPY
+    stored = sweep_dir / SWEEP_FILE
     if stored.exists():
         previous = parse_sweep(stored.read_text(), path=stored)
         if _comparable(previous) != _comparable(sweep):
@@ -106,7 +114,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
                   file=sys.stderr)
             resume = True
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    tmp = sweep_dir / f".{SWEEP_COPY}.tmp"
+    tmp = sweep_dir / f".{SWEEP_FILE}.tmp"
     tmp.write_text(sweep.source_text)
     os.replace(tmp, stored)
     return sweep_dir, resume
@@ -117,13 +125,23 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
 
 
 def worker_env() -> dict[str, str]:
-    """Environment for every Ray worker: malloc settings, plus the test-only fault switch when set."""
+    """Environment for every Ray worker: the glibc malloc settings."""
     from harness.perf import MALLOC_ENV
 
-    env = dict(MALLOC_ENV)
-    if os.environ.get(FAULT_ENV):
-        env[FAULT_ENV] = os.environ[FAULT_ENV]
-    return env
+    return dict(MALLOC_ENV)
+
+
+@contextmanager
+def scoped_env(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables that are not set yet, and restore the environment afterwards."""
+    added = [k for k in values if k not in os.environ]
+    for k in added:
+        os.environ[k] = values[k]
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
 
 
 def _check_fits(available: dict[str, float], per_trial: dict[str, float]) -> None:
@@ -171,17 +189,18 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     else:
         temp_dir = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
         kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
-    try:
-        ray.init(**kwargs)
-    except ConnectionError as e:
-        raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
-    try:
-        _check_fits(ray.cluster_resources(), per_trial or {})
-        yield
-    finally:
-        ray.shutdown()
-        if temp_dir:
-            shutil.rmtree(temp_dir, ignore_errors=True)
+    with scoped_env(TUNE_DRIVER_ENV):
+        try:
+            ray.init(**kwargs)
+        except ConnectionError as e:
+            raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
+        try:
+            _check_fits(ray.cluster_resources(), per_trial or {})
+            yield
+        finally:
+            ray.shutdown()
+            if temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 class TrialProgress(tune.Callback):
@@ -243,7 +262,7 @@ def _tune_domain(dim: SearchDimension) -> Any:
 def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     """Run (or restore and finish) one Tune experiment; returns its ResultGrid."""
     sweep, cfg = ctx.sweep, ctx.sweep.config
-    storage = Path(ctx.sweep_dir) / "ray"
+    storage = Path(ctx.sweep_dir) / RAY_DIR
     exp_dir = storage / ctx.stage
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx),
                                     {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu})
@@ -363,7 +382,7 @@ def run_sweep(
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
     if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
         collect_runs(sweep_dir)
-        summary_path = sweep_dir / SUMMARY_NAME
+        summary_path = sweep_dir / SUMMARY_FILE
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=len(plan.trials),
                             summary=summary)
@@ -381,7 +400,7 @@ def run_sweep(
             timings["search_s"] = stage.wall_s
             if not (stage.failed or stage.interrupted):
                 fixed = _best_point(sweep, stage.results)
-                (sweep_dir / SEARCH_BEST).write_text(json.dumps(fixed, indent=1) + "\n")
+                (sweep_dir / SEARCH_BEST_FILE).write_text(json.dumps(fixed, indent=1) + "\n")
                 plan = plan_sweep(sweep, fixed=fixed)
         if stage is None or not (stage.failed or stage.interrupted):
             ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
@@ -392,6 +411,6 @@ def run_sweep(
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
-    (sweep_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=1) + "\n")
+    (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
     return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
                         interrupted=stage.interrupted, summary=summary)

@@ -11,6 +11,7 @@ plus the validation and test targets (forward only).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -19,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .schema import BUNDLE_AXES, DataSection, Sweep, arch_fields, axis_settings
+from protocols.prepare import PrepareConfig, protocol_parameters
+from protocols.typed_config import from_dict, to_dict
+
+from .schema import BUNDLE_AXES, Sweep, arch_fields, axis_settings
 
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -27,8 +31,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 @dataclass(frozen=True)
 class DatasetPlan:
-    """One distinct prepared dataset: its PrepareConfig fields except `root` and `out` (filled in by
-    `datasets.prepare_datasets`); `dataset_id` hashes them."""
+    """One distinct prepared dataset: its PrepareConfig settings except `root` and `out` (filled in by
+    `datasets.prepare_datasets`), with the protocol parameters resolved; `dataset_id` hashes them."""
 
     dataset_id: str
     prepare: Mapping[str, Any]
@@ -53,7 +57,7 @@ class TrialPlan:
         row: dict[str, Any] = {
             "trial_id": self.trial_id, "stage": self.stage, "arch": self.arch, "seed": self.seed,
             "protocol": prep["protocol"],
-            "delay_s": prep["delay_s"] if _protocol(prep["protocol"]).uses_delay else None,
+            "delay_s": prep["delay_s"] if _uses_delay(prep["protocol"]) else None,
             "history_len": prep["history_len"],
             "dataset_id": self.dataset.dataset_id,
         }
@@ -93,40 +97,33 @@ def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
-    """The dataset a grid point needs: the base data section with the point's data axes applied."""
-    data = sweep.config.data
-    prep: dict[str, Any] = {
-        "source": data.source,
-        "protocol": data.protocol,
-        "delay_s": data.delay_s,
-        "history_len": data.history_len,
-        "n_train": data.n_train,
-        "n_valid": data.n_valid,
-        "n_test": data.n_test,
-        "seed": data.seed,
-        **data.prepare,
-    }
+    """The dataset a grid point needs: the base data section with the point's data axes applied.
+
+    Protocol parameters (`history_len`, `delay_s`) are resolved to the values the protocol will use
+    (None -> the protocol's default). A parameter the protocol does not take (author50 has no delay)
+    is pinned to PrepareConfig's default, so that axis does not split it into several datasets.
+    """
+    prep = sweep.config.data.prepare_settings()
     for key, value in point_settings(point).items():
         if key.startswith("data."):
-            prep[key[5:]] = value
-    prep["delay_s"] = float(prep["delay_s"])
-    if not _protocol(prep["protocol"]).uses_delay:  # e.g. author50: one dataset whatever the delay axis says
-        prep["delay_s"] = float(DataSection.delay_s)
-    prep["history_len"] = int(prep["history_len"] or default_history_len(prep["protocol"]))
+            prep[key[len("data."):]] = value
+    used = to_dict(from_dict(PrepareConfig, prep).protocol_config())
+    for name in _protocol_parameter_fields():
+        prep[name] = used[name] if name in used else getattr(PrepareConfig, name)
     digest = hashlib.sha1(json.dumps(prep, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
 
 
-def _protocol(name: str) -> Any:
+def _protocol_parameter_fields() -> list[str]:
+    """PrepareConfig fields that are parameters of some registered protocol (history_len, delay_s)."""
     import protocols
 
-    protocols.load_components()
-    return protocols.PROTOCOLS.get(name)
+    params = {p for name in protocols.protocol_names() for p in protocol_parameters(name)}
+    return [f.name for f in dataclasses.fields(PrepareConfig) if f.name in params]
 
 
-def default_history_len(protocol: str) -> int:
-    """The registered protocol's default history length (exposure 128, author50 50)."""
-    return int(_protocol(protocol).default_history_len)
+def _uses_delay(protocol: str) -> bool:
+    return "delay_s" in protocol_parameters(protocol)
 
 
 def _fmt(value: Any) -> str:
@@ -274,7 +271,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     lines.append("datasets (each prepared once, before any trial):")
     for d in plan.datasets:
         p = d.prepare
-        delay = _fmt(p["delay_s"]) if _protocol(p["protocol"]).uses_delay else "-"
+        delay = _fmt(p["delay_s"]) if _uses_delay(p["protocol"]) else "-"
         lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} delay_s={delay} "
                      f"history_len={p['history_len']} n_train/valid/test={p['n_train']}/{p['n_valid']}/{p['n_test']} "
                      f"seed={p['seed']}")

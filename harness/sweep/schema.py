@@ -4,7 +4,7 @@ A sweep file names its data, the base training and model settings, and either gr
 Optuna search (followed by a grid at the chosen point):
 
     name: demo                      # results go to results/<name>/
-    data:                           # one prepared dataset per distinct value of the data axes
+    data:                           # protocols.prepare.PrepareConfig fields + scale, synth_seed, cache
       source: synthetic             # a registered source (recscale list)
       scale: small                  # synthetic only: generate this scale into <cache>/synthetic/
       protocol: exposure            # a registered protocol
@@ -21,7 +21,8 @@ Optuna search (followed by a grid at the chosen point):
       arch: [wukong, hstu, whale]
       seed: [0, 1, 2]
       model.dim: [16, 32]
-      delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, history_len)
+      delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, history_len); any
+                                    # other PrepareConfig field but source/root/out as data.<field>
       # data:                       # or: a list of arms, each setting several fields together
       #   - {name: exposure-0s, protocol: exposure, delay_s: 0}
       #   - {name: author50, protocol: author50}
@@ -49,16 +50,17 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from protocols.typed_config import ConfigError, from_dict
+from protocols.prepare import PrepareConfig
+from protocols.typed_config import ConfigError, from_dict, to_dict
 
-#: Grid axes that change the prepared dataset (short form -> canonical key).
-DATA_AXIS_SHORTHANDS: dict[str, str] = {
-    "protocol": "data.protocol",
-    "delay_s": "data.delay_s",
-    "history_len": "data.history_len",
-}
-#: Data fields a grid may vary (each distinct combination is prepared once).
-DATA_AXIS_FIELDS: tuple[str, ...] = ("protocol", "delay_s", "history_len", "n_train", "n_valid", "n_test", "seed")
+#: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
+#: where prepared datasets go.
+PER_SWEEP_DATA_FIELDS: tuple[str, ...] = ("source", "root", "out")
+#: Data fields a grid may vary (each distinct combination is prepared once): every other PrepareConfig field.
+DATA_AXIS_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(PrepareConfig) if f.name not in PER_SWEEP_DATA_FIELDS)
+#: Grid axes that change the prepared dataset, short form -> canonical key.
+DATA_AXIS_SHORTHANDS: dict[str, str] = {f: f"data.{f}" for f in ("protocol", "delay_s", "history_len")}
 #: Run-level axes.
 RUN_AXES: tuple[str, ...] = ("arch", "seed")
 #: Axes whose values are mappings setting several fields of one section together (e.g. the three
@@ -68,43 +70,55 @@ BUNDLE_AXES: tuple[str, ...] = ("data", "model", "train")
 SEARCH_METRICS: dict[str, str] = {"valid_auc": "max", "valid_gauc": "max", "valid_logloss": "min", "valid_ne": "min"}
 #: Distribution kinds of a search-space entry.
 SEARCH_KINDS: tuple[str, ...] = ("choice", "uniform", "loguniform", "int")
-#: Synthetic scales `protocols.synthetic.generate` accepts (used when the module cannot be asked).
-DEFAULT_SYNTH_SCALES: tuple[str, ...] = ("tiny", "small", "medium", "full")
-
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
-@dataclass
-class DataSection:
-    """Where the data comes from and how it is prepared (fields of `protocols.prepare.PrepareConfig`).
+@dataclass(frozen=True)
+class DataSection(PrepareConfig):
+    """Where the data comes from and how it is prepared: every `protocols.prepare.PrepareConfig` field
+    (with its default and validation there: source, protocol, delay_s, history_len, n_train,
+    n_valid, n_test, seed, split, ...), plus what only a sweep needs.
 
-    Attributes:
-        source: registered source name (`recflow`, `synthetic`, `movielens100k`).
+    Sweep-specific attributes:
         root: folder of the log; `${VAR}` is expanded from the environment. For `synthetic` it may be
             left out when `scale` is given: the log is then generated into `<cache>/synthetic/`.
-        scale: synthetic scale to generate (`tiny`, `small`, `medium`, `full`).
+        out: where prepared datasets go; None = `<cache>/prepared`.
+        scale: synthetic scale to generate (`protocols.synthetic.SCALES`: tiny, small, medium, full).
         synth_seed: seed of the synthetic generator.
-        protocol, delay_s, history_len, n_train, n_valid, n_test, seed: PrepareConfig fields
-            (history_len None = the protocol's default: exposure 128, author50 50; None sample sizes =
-            the prepare step's defaults scaled to the log).
-        prepare: further PrepareConfig fields (e.g. split boundaries), passed through and validated there.
         cache: folder holding generated logs and prepared datasets (relative to the working directory).
+        prepare: further PrepareConfig fields (e.g. `split`), an older spelling of setting them in the
+            section itself; validated at load, and applied over the section's own values.
     """
 
-    source: str = "synthetic"
-    root: str | None = None
+    root: str | None = None  # type: ignore[assignment]
+    out: str | None = None  # type: ignore[assignment]
     scale: str | None = None
     synth_seed: int = 0
-    protocol: str = "exposure"
-    delay_s: float = 60.0
-    history_len: int | None = None
-    n_train: int | None = None
-    n_valid: int | None = None
-    n_test: int | None = None
-    seed: int = 42
-    prepare: dict[str, Any] = field(default_factory=dict)
     cache: str = "artifacts"
+    prepare: dict[str, Any] = field(default_factory=dict)
+
+    def prepared_dir(self) -> Path:
+        """The folder prepared datasets are written into."""
+        return Path(self.out) if self.out is not None else Path(self.cache) / "prepared"
+
+    def prepare_settings(self) -> dict[str, Any]:
+        """The PrepareConfig settings every dataset of the sweep starts from (before grid axes), as
+        plain values: `source`, every data axis field, and the `prepare:` entries.
+
+        A nested section (`split`) appears only when it differs from its default, so that the
+        dataset ids of sweeps that never set it do not depend on it.
+        """
+        out: dict[str, Any] = {"source": self.source}
+        for name in DATA_AXIS_FIELDS:
+            value = getattr(self, name)
+            if dataclasses.is_dataclass(value):
+                if value == type(value)():
+                    continue
+                value = to_dict(value)
+            out[name] = value
+        out.update(self.prepare)
+        return out
 
 
 @dataclass
@@ -215,22 +229,14 @@ def parse_sweep(text: str, *, path: Path | None = None) -> Sweep:
 
 
 def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
-    import protocols
-
     if not _NAME_RE.match(cfg.name):
         raise ConfigError(f"name: {cfg.name!r} must be a folder name (letters, digits, '_', '-', '.')")
-    data = cfg.data
-    _check_choice("data.source", data.source, protocols.source_names())
-    data_root = _check_data_root(data)
+    data_root = _check_data_root(cfg.data)
 
     axes = _normalise_grid(cfg)
     archs = axes["arch"]
     settings = [kv for key, values in axes.items() for v in values for kv in axis_settings(key, v).items()]
-    _check_choice("data.protocol", data.protocol, protocols.protocol_names())
-    for key, v in settings:
-        if key == "data.protocol":
-            _check_choice("grid.protocol", v, protocols.protocol_names())
-    _check_data_values(cfg, settings)
+    _check_data_values(cfg)
 
     _check_model_keys("model", cfg.model, archs)
     _check_train(cfg.train, "train")
@@ -263,24 +269,18 @@ def expand_path(key: str, value: str) -> Path:
     return Path(os.path.expanduser(os.path.expandvars(value)))
 
 
-def _synth_scales() -> tuple[str, ...]:
-    try:
-        from protocols.synthetic import SCALES
-    except ImportError:  # generator not importable: fall back to the documented names
-        return DEFAULT_SYNTH_SCALES
-    return tuple(SCALES)
-
-
 def _check_data_root(data: DataSection) -> Path | None:
+    from protocols.synthetic import SCALES
+
     if data.scale is not None:
         if data.source != "synthetic":
             raise ConfigError(f"data.scale: only the synthetic source is generated (data.source is {data.source!r})")
-        _check_choice("data.scale", data.scale, list(_synth_scales()))
+        _check_choice("data.scale", data.scale, list(SCALES))
         if data.root is not None:
             raise ConfigError("data: give either `root` (an existing log) or `scale` (generate one), not both")
         return None
     if data.root is None:
-        hint = " or data.scale (tiny, small, medium, full) to generate one" if data.source == "synthetic" else ""
+        hint = f" or data.scale ({', '.join(SCALES)}) to generate one" if data.source == "synthetic" else ""
         raise ConfigError(f"data.root: missing; name the folder of the {data.source} log{hint}")
     root = expand_path("data.root", data.root)
     if not root.is_dir():
@@ -358,21 +358,29 @@ def _check_bundle(axis: str, values: list[Any]) -> None:
         raise ConfigError(f"grid.{axis}: repeated names {names}")
 
 
-def _check_data_values(cfg: SweepConfig, settings: list[tuple[str, Any]]) -> None:
-    """Type-check data axis values by building DataSection copies with each value."""
-    for key, v in settings:
-        section, _, sub = key.partition(".")
-        if section != "data":
-            continue
-        from_dict(DataSection, {**dataclasses.asdict(cfg.data), sub: v}, prefix="data.")
-        if sub == "history_len" and int(v) < 1:
-            raise ConfigError(f"grid.history_len: must be >= 1, got {v!r}")
-        if sub == "delay_s" and float(v) < 0:
-            raise ConfigError(f"grid.delay_s: must be >= 0, got {v!r}")
-    if cfg.data.history_len is not None and cfg.data.history_len < 1:
-        raise ConfigError(f"data.history_len: must be >= 1, got {cfg.data.history_len}")
-    if cfg.data.delay_s < 0:
-        raise ConfigError(f"data.delay_s: must be >= 0, got {cfg.data.delay_s}")
+def _check_data_values(cfg: SweepConfig) -> None:
+    """Every dataset the sweep asks for must be a valid PrepareConfig: the data section with its
+    `prepare:` entries, and that with each value of each data axis (errors name the grid key)."""
+    data = cfg.data
+    for key in data.prepare:
+        if key not in DATA_AXIS_FIELDS:
+            raise ConfigError(f"data.prepare.{key}: not a PrepareConfig field a sweep passes on; "
+                              f"valid: {', '.join(DATA_AXIS_FIELDS)}")
+    base = data.prepare_settings()
+    from_dict(PrepareConfig, base, prefix="data.")
+    for key, values in cfg.grid.items():
+        canon = DATA_AXIS_SHORTHANDS.get(key, key)
+        for i, value in enumerate(values):
+            given = {k[len("data."):]: v for k, v in axis_settings(canon, value).items() if k.startswith("data.")}
+            if not given:
+                continue
+            try:
+                from_dict(PrepareConfig, {**base, **given}, prefix="data.")
+            except ConfigError as e:  # name the grid key instead of the data field
+                message = str(e)
+                old = "data." if canon == "data" else canon
+                new = f"grid.data[{i}]." if canon == "data" else f"grid.{key}"
+                raise ConfigError(new + message[len(old):] if message.startswith(old) else message) from None
 
 
 def arch_fields(arch: str) -> list[str]:

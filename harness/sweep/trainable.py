@@ -11,11 +11,7 @@ already finished returns its saved metrics without training again.
 Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON object a line: trial,
 event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
 trainable and training seconds); the launcher reads it for the per-trial overhead and tests count
-restarts with it.
-
-Fault injection for tests: when `RECSCALE_SWEEP_FAULT=die_once:<substring>` is set in the driver
-(the launcher forwards it to the workers), the first attempt of every trial whose id contains
-`<substring>` kills its worker process with `os._exit(3)`.
+restarts with it. (Tests that kill a worker wrap `run_trial` themselves; nothing here is test-only.)
 """
 from __future__ import annotations
 
@@ -27,11 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .schema import Sweep
+from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR
 
-FAULT_ENV = "RECSCALE_SWEEP_FAULT"
-EVENTS_NAME = "trials.jsonl"
-RUNS_DIR = "runs"
+from .schema import Sweep
 
 
 @dataclass(frozen=True)
@@ -48,7 +42,7 @@ class TrialContext:
 def log_event(sweep_dir: Path, **event: Any) -> None:
     """Append one JSON line to trials.jsonl (a single O_APPEND write, safe across processes)."""
     line = (json.dumps({"time": time.time(), "pid": os.getpid(), **event}, default=str) + "\n").encode()
-    fd = os.open(sweep_dir / EVENTS_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(sweep_dir / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line)
     finally:
@@ -56,22 +50,10 @@ def log_event(sweep_dir: Path, **event: Any) -> None:
 
 
 def read_events(sweep_dir: Path) -> list[dict[str, Any]]:
-    path = Path(sweep_dir) / EVENTS_NAME
+    path = Path(sweep_dir) / EVENTS_FILE
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _maybe_inject_fault(trial_id: str, run_dir: Path) -> None:
-    spec = os.environ.get(FAULT_ENV, "")
-    if not spec.startswith("die_once:"):
-        return
-    needle = spec.split(":", 1)[1]
-    marker = run_dir / ".fault_injected"
-    if needle in trial_id and not marker.exists():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        marker.write_text("the test fault injection killed this trial's worker once\n")
-        os._exit(3)
 
 
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,7 +72,6 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     import torch
 
     from harness import run_folder
-    from harness.checkpoint import CHECKPOINT_NAME
     from harness.config import RunConfig, TrainConfig
     from harness.train import train_run
     from protocols.typed_config import from_dict
@@ -107,7 +88,6 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     sweep_dir = Path(context.sweep_dir)
     run_dir = sweep_dir / RUNS_DIR / trial.trial_id
     log_event(sweep_dir, trial=trial.trial_id, event="start")
-    _maybe_inject_fault(trial.trial_id, run_dir)
 
     train = from_dict(TrainConfig, trial.train, prefix="train.")
     if train.num_threads == 0:
@@ -117,7 +97,7 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
                     model=dict(trial.model), train=train, seed=trial.seed)
     write_trial_record(run_dir, trial.record())
     reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
-    resume = reused or (run_dir / CHECKPOINT_NAME).exists()
+    resume = reused or (run_dir / CHECKPOINT_FILE).exists()
     metrics = train_run(cfg, run_dir, resume=resume, progress=False)
 
     trainable_s = time.perf_counter() - t_start
