@@ -18,7 +18,8 @@ Forward pass (B candidates, T mix tokens of width W):
 5. Head: RMSNorm, flatten T x W, MLP -> 1 logit.
 
 Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are not public):
-- Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T mix tokens by one linear map.
+- Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T mix
+  tokens by one linear map.
 - History events are tokenized by the shared `HistoryEventTokenizer` (5 item + 2 feedback embeddings +
   rho -> 64-d) and projected to W; RecFlow has one exposure history, from which the user-only sequences
   are derived: all exposures, effective views, long views (`hist_fb`). Gather quotas are per sequence.

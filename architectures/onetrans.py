@@ -15,9 +15,10 @@ Forward pass (B candidates, L history events, 13 non-sequence tokens, width W):
 4. Head: RMSNorm, flatten the 13 non-sequence tokens, MLP -> 1.
 
 Adaptations to RecFlow: the paper's sequence tokens (several behaviour sequences with separators) become
-RecFlow's single exposure history with feedback; the non-sequence tokens are the 13 tokens every model reads;
-the FFN is SwiGLU (the formula of blocks/swiglu.py, written with mixed weights and a fused gate/up projection). The paper's cross-request K/V caching is not implemented (every candidate runs the
-whole stack).
+RecFlow's single exposure history with feedback; the non-sequence tokens are the 13 tokens every model
+reads; the FFN is SwiGLU (the formula of blocks/swiglu.py, written with mixed weights and a fused gate/up
+projection). The paper's cross-request K/V caching is not implemented (every candidate runs the whole
+stack).
 """
 from __future__ import annotations
 

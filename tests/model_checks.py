@@ -28,8 +28,8 @@ def with_related_history(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tens
     search, find several events). Needs at least two valid events per row."""
     assert batch["hist_mask"][:, :2].all(), "every row needs two valid history events"
     out = dict(batch, cat=batch["cat"].clone())
-    out["cat"][:, CAT_FIELDS.index("category_level_two")] = batch["hist_cat"][:, 0, HIST_CAT_FIELDS.index("category_level_two")]
-    out["cat"][:, CAT_FIELDS.index("author_id")] = batch["hist_cat"][:, 1, HIST_CAT_FIELDS.index("author_id")]
+    for event, field in ((0, "category_level_two"), (1, "author_id")):
+        out["cat"][:, CAT_FIELDS.index(field)] = batch["hist_cat"][:, event, HIST_CAT_FIELDS.index(field)]
     return out
 
 

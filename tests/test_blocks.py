@@ -126,8 +126,10 @@ def test_swiglu_is_one_formula_shared_or_per_token():
             torch.testing.assert_close(per_token(x)[:, t], (F.silu(n(g)) * n(u)) @ per_token.down.weight[t])
     normed = SwiGLU(W, H, input_norm="layer")
     xn = F.layer_norm(x, (W,))  # a fresh LayerNorm has weight 1, bias 0
-    torch.testing.assert_close(normed(x), (F.silu(xn @ normed.gate.weight.T) * (xn @ normed.up.weight.T)) @ normed.down.weight.T)
-    assert [n for n, _ in normed.named_parameters()] == ["norm.weight", "norm.bias", "gate.weight", "up.weight", "down.weight"]
+    want = (F.silu(xn @ normed.gate.weight.T) * (xn @ normed.up.weight.T)) @ normed.down.weight.T
+    torch.testing.assert_close(normed(x), want)
+    names = [n for n, _ in normed.named_parameters()]
+    assert names == ["norm.weight", "norm.bias", "gate.weight", "up.weight", "down.weight"]
 
 
 def test_mlp_takes_one_or_several_hidden_widths():

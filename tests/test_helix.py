@@ -193,16 +193,16 @@ def test_gate_up_normalisations():
 
 def test_sizes_resolve_validate_and_grow():
     assert HelixConfig(size="M").resolved().dim == 96 and HelixConfig(size="M", dim=64).resolved().dim == 64
-    with pytest.raises(ConfigError, match=r"model\.dim: 60 is not allowed \(allowed: multiples of model\.mix_tokens=8\)"):
+    with pytest.raises(ConfigError, match=r"model\.dim: 60 is not allowed \(allowed: multiples of model\.mix_tokens=8"):
         architectures.make_config("helix", {"dim": 60})
-    with pytest.raises(ConfigError, match=r"model\.retained_tokens: \(8, 16\) is not allowed \(allowed: a non-empty, non-inc"):
+    with pytest.raises(ConfigError, match=r"model\.retained_tokens: \(8, 16\) is not allowed \(allowed: a non-empty"):
         HelixConfig(retained_tokens=(8, 16))
     with pytest.raises(ConfigError, match=r"model\.retained_tokens: .*first entry <= sum\(model\.gather_quotas\)=16"):
         HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,))
     assert HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,), compression="uniform_pool").resolved().retained_tokens == (17,)
     with pytest.raises(ConfigError, match=r"model\.gather_quotas: \(8, 4\) is not allowed \(allowed: 3 entries"):
         HelixConfig(gather_quotas=(8, 4))
-    with pytest.raises(ConfigError, match=r"model\.size: 'XXL' is not allowed \(allowed: \['XS', 'S', 'M', 'L', 'XL'\]\)"):
+    with pytest.raises(ConfigError, match=r"model\.size: 'XXL' is not allowed \(allowed: \['XS', 'S', 'M', 'L'"):
         HelixConfig(size="XXL")
     with pytest.raises(ConfigError, match="unknown key"):
         architectures.make_config("helix", {"sizes": "M"})

@@ -148,7 +148,8 @@ def test_unknown_ids_are_learned(name):
     batch["cat"][:2, CAT_FIELDS.index("author_id")] = UNK
     model(batch).sum().backward()
     for field in ("video_id", "author_id"):
-        tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings == SPEC.vocab_sizes[field]]
+        size = SPEC.vocab_sizes[field]
+        tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings == size]
         assert tables, field
         for t in tables:
             assert t.weight.grad is not None and t.weight.grad[UNK].abs().sum() > 0, field
@@ -166,7 +167,8 @@ def test_the_batch_type_is_the_schema():
     import protocols.schema as schema
 
     assert tuple(Batch.__annotations__) == BATCH_KEYS
-    assert Batch.__optional_keys__ == {"label", "event_id"} and Batch.__required_keys__ == set(ModelInputs.__annotations__)
+    assert Batch.__optional_keys__ == {"label", "event_id"}
+    assert Batch.__required_keys__ == set(ModelInputs.__annotations__)
     rows = re.findall(r"^\| `(\w+)`\s*\| (\w+) \[([^\]]*)\]", schema.__doc__, flags=re.M)
     assert [r[0] for r in rows] == list(BATCH_KEYS)
     B, sizes = 5, {"B": 5, "L": L}

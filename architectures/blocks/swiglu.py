@@ -17,7 +17,7 @@ normalised before the product, without a learnable gain (a gain was found to re-
 The paper does not name the normalisation; we use RMS normalisation over the hidden channels:
 - `"rms"`: gate <- g / rms(g), up <- u / rms(u) (non-parametric);
 - `"softcap"`: the earlier fix, bounding extreme activations: v <- c * tanh(v / c) with c = `SOFTCAP`
-  on both branches (a smooth cap that saturates at the threshold; the HELIX paper describes a hard clip);
+  on both branches (a smooth stand-in for a hard clip at the threshold);
 - `"none"`: plain SwiGLU.
 """
 from __future__ import annotations
