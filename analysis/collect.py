@@ -16,11 +16,10 @@ import pyarrow.parquet as pq
 import yaml
 
 from protocols.errors import DataValidationError, RecscaleError
+from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE
 
 from .config import AnalysisConfig, analysis_config
 
-RUNS_FILE = "runs.parquet"
-SWEEP_FILE = "sweep.yaml"
 #: Columns that describe a run's setting (besides every model./train./data. column).
 PLAIN_CONFIG_COLUMNS = ("arch", "protocol", "delay_s", "history_len")
 CONFIG_PREFIXES = ("model.", "train.", "data.")
@@ -81,7 +80,7 @@ class SweepResults:
         return frame
 
     def metrics_json(self, run_dir: str) -> dict[str, Any] | None:
-        path = self.run_path(run_dir) / "metrics.json"
+        path = self.run_path(run_dir) / METRICS_FILE
         if not path.exists():
             return None
         try:
