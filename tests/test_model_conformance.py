@@ -25,7 +25,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import architectures
 from architectures.blocks.history_window import HISTORY_KEYS
-from architectures.contract import REUSE_SWITCH, check_config_class
+from architectures.contract import REUSE_SWITCH, ModelConfig, RequestReuseConfig, check_config_class
 from architectures.flops import count_flops
 from harness.cli import main as cli_main
 from model_checks import (
@@ -75,7 +75,9 @@ def test_config_and_forward_follow_the_contract(name):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     assert fields["history_len"].type in (int, "int")
     assert not any(n.startswith("reuse") and n != REUSE_SWITCH for n in fields)
-    assert architectures.make_config(name, {"history_len": 7}).history_len == 7
+    cfg = architectures.make_config(name, {"history_len": 7})
+    assert cfg.history_len == 7 and isinstance(cfg, ModelConfig)
+    assert isinstance(cfg, RequestReuseConfig) == (name in REUSE_ARCHS)
     with pytest.raises(ConfigError, match=r"model\.history_len: 0 is not allowed \(allowed: integers >= 1\)"):
         architectures.make_config(name, {"history_len": 0})
     model = build(name)
