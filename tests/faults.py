@@ -56,20 +56,28 @@ def interrupt_training_after(n_batches: int, action: Callable[[], Any] = _raise_
 
 
 def run_trial_dying_once(config: dict[str, Any], context: Any) -> dict[str, Any]:
-    """`run_trial`, except that a trial whose id contains DIE_ONCE kills its worker (os._exit(3))
-    after 3 training batches on its first attempt; a marker file in its run folder remembers that."""
-    from harness.sweep.plan import trial_id_for
+    """`run_trial`, except that a trial whose run folder name (its trial id) contains DIE_ONCE kills
+    its worker (os._exit(3)) after 3 training batches on its first attempt; a marker file in the run
+    folder remembers that it happened."""
+    import harness.train
     from harness.sweep.trainable import run_trial
-    from protocols.results_layout import RUNS_DIR
 
-    trial_id = trial_id_for(context.sweep, config)
-    marker = Path(context.sweep_dir) / RUNS_DIR / trial_id / FAULT_MARKER
-    if DIE_ONCE not in trial_id or marker.exists():
+    real_train_run = harness.train.train_run
+
+    def train_run(cfg: Any, out_dir: Any, **kwargs: Any) -> dict[str, Any]:
+        marker = Path(out_dir) / FAULT_MARKER
+        if DIE_ONCE not in Path(out_dir).name or marker.exists():
+            return real_train_run(cfg, out_dir, **kwargs)
+
+        def die() -> None:
+            marker.write_text("the test killed this trial's worker once\n")
+            os._exit(3)
+
+        with interrupt_training_after(3, die):
+            return real_train_run(cfg, out_dir, **kwargs)
+
+    harness.train.train_run = train_run  # run_trial imports it when called
+    try:
         return run_trial(config, context)
-
-    def die() -> None:
-        marker.write_text("the test killed this trial's worker once\n")
-        os._exit(3)
-
-    with interrupt_training_after(3, die):
-        return run_trial(config, context)
+    finally:
+        harness.train.train_run = real_train_run

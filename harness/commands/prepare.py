@@ -20,7 +20,9 @@ import dataclasses
 import json
 from typing import Any
 
-from protocols.prepare import PrepareConfig, prepare
+import protocols
+from protocols.prepare import PrepareConfig, prepare, protocol_parameters
+from protocols.sampling import REFERENCE_SIZES
 from protocols.split import SplitConfig
 from protocols.typed_config import ConfigError, from_dict, parse_set_options
 
@@ -62,10 +64,9 @@ _HELP: dict[str, str] = {
 }
 #: What a None default means.
 _NONE_MEANS: dict[str, str] = {
-    "history_len": "the protocol's, 128 for exposure and 50 for author50",
-    "n_train": "3,000,000 scaled to the log",
-    "n_valid": "100,000 scaled to the log",
-    "n_test": "200,000 scaled to the log",
+    "history_len": "the protocol's: " + ", ".join(
+        f"{p} {protocol_parameters(p)['history_len']}" for p in protocols.protocol_names()),
+    **{f"n_{split}": f"{size:,} scaled to the log" for split, size in REFERENCE_SIZES.items()},
 }
 
 
