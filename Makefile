@@ -8,7 +8,7 @@ BIN     := $(VENV)/bin
 # multi-GB CUDA build on a CPU machine. On a GPU machine, install the torch build you want first.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow test-all bench clean
+.PHONY: setup demo demo-check references test test-slow test-all bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,9 +18,21 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Writes results/demo/ (git-ignored); the committed reference copy is results/reference/demo/.
 demo: setup
 	$(BIN)/recscale sweep sweeps/demo.yaml
 	$(BIN)/recscale analyze results/demo
+
+# After `make demo`: do its test AUC and LogLoss equal the committed reference's, trial by trial?
+demo-check: setup
+	$(BIN)/recscale reference check results/demo results/reference/demo
+
+# Regenerate every committed CPU reference study (about an hour on a 2-core machine; see README).
+REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens
+references: setup
+	for s in $(REFERENCE_SWEEPS); do \
+	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s || exit $$?; \
+	done
 
 # pytest exits 5 when it collected no test; that is reported, not silently passed.
 test: setup

@@ -123,19 +123,45 @@ def test_every_sweep_file_loads(tmp_path, monkeypatch):
     for f in files:
         sweep = load_sweep(f)
         raw = yaml.safe_load(f.read_text())
-        expected = 1
-        for values in raw.get("grid", {}).values():
-            expected *= len(values)
-        assert len(grid_points(sweep.axes)) == expected, f.name
+        grid = raw.get("grid", {})
+        archs = grid.get("arch", [raw.get("arch")])
+        expected = 0
+        for arch in archs:  # axes of model fields the architecture lacks do not multiply its trials
+            count = 1
+            for axis, values in grid.items():
+                if axis != "arch" and not _sets_no_field_of(axis, values, arch):
+                    count *= len(values)
+            expected += count
+        assert len(grid_points(sweep)) == expected, f.name
 
 
-def test_demo_is_five_models_times_three_seeds():
+def _sets_no_field_of(axis, values, arch):
+    fields = set(arch_fields(arch))
+    if axis.startswith("model."):
+        return axis[len("model."):] not in fields
+    if axis == "model":
+        return not any(k in fields for v in values for k in v if k != "name")
+    return False
+
+
+def test_model_axis_an_architecture_lacks_runs_it_once():
+    """A Wukong reference beside a HELIX-only axis runs once per seed, not once per HELIX value."""
+    sweep = parse_sweep(_with(model=None, grid={"arch": ["helix", "wukong"], "seed": [0, 1],
+                                                "model.retained_tokens": [[4, 2], [8, 4], [16, 8]]}))
+    plan = plan_sweep(sweep)
+    by_arch = {a: sorted(t.trial_id for t in plan.trials if t.arch == a) for a in ("helix", "wukong")}
+    assert len(by_arch["helix"]) == 6
+    assert by_arch["wukong"] == ["wukong-seed0", "wukong-seed1"]
+
+
+def test_demo_is_five_models_at_three_widths_times_three_seeds():
     sweep = load_sweep(REPO / "sweeps" / "demo.yaml")
     plan = plan_sweep(sweep)
     assert sorted({t.arch for t in plan.trials}) == ["hstu", "shallow_hybrid", "whale", "whale_meanpool", "wukong"]
-    assert len(plan.trials) == 15 and len(plan.datasets) == 1
+    assert len(plan.trials) == 45 and len(plan.datasets) == 1
     for arch in {t.arch for t in plan.trials}:
-        assert sorted(t.seed for t in plan.trials if t.arch == arch) == [0, 1, 2]
+        points = sorted((t.model["dim"], t.seed) for t in plan.trials if t.arch == arch)
+        assert points == [(d, s) for d in (4, 8, 16) for s in (0, 1, 2)]  # >= 3 sizes: every family is fitted
 
 
 def test_cli_prints_named_error_and_exits_2(tmp_path, capsys):
@@ -244,3 +270,13 @@ def test_data_value_errors_name_the_grid_key():
     assert "data.prepare.delay" in msg and "delay_s" in msg
     msg = _error(_with(data={"source": "synthetic", "scale": "tiny", "split": {"timezone": "Mars/Olympus"}}))
     assert msg.startswith("data.split.timezone: unknown time zone")
+
+
+def test_bundle_fields_are_checked_together():
+    """A width of 4 is legal for HELIX only with mix_tokens dividing it: the bundle sets both at once."""
+    ok = _with(model=None, grid={"arch": ["helix"], "seed": [0],
+                                 "model": [{"name": "w4", "dim": 4, "mix_tokens": 4, "num_heads": 2}]})
+    assert len(plan_sweep(parse_sweep(ok)).trials) == 1
+    msg = _error(_with(model=None, grid={"arch": ["helix"], "seed": [0],
+                                         "model": [{"name": "w4", "dim": 4, "num_heads": 2}]}))
+    assert "model.dim" in msg and "mix_tokens" in msg

@@ -49,9 +49,9 @@ from protocols.results_layout import (
 
 from .collect import collect_runs
 from .datasets import prepare_datasets
-from .plan import SweepPlan, plan_sweep, search_base_point, trial_id_for
+from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for
 from .schema import SearchDimension, Sweep, parse_sweep
-from .trainable import TrialContext, read_events, run_trial
+from .trainable import GRID_POINT, TrialContext, read_events, run_trial
 
 #: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
 TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0"}  # the legacy reporter honours verbose=0
@@ -246,7 +246,7 @@ class GridTrialName:
         self.sweep = sweep
 
     def __call__(self, trial: Any) -> str:
-        return trial_id_for(self.sweep, trial.config)
+        return trial_id_for(self.sweep, trial.config[GRID_POINT])
 
 
 def _tune_domain(dim: SearchDimension) -> Any:
@@ -271,7 +271,8 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         return tuner.fit()
 
     if ctx.stage == "grid":
-        param_space = {k: tune.grid_search(v) for k, v in sweep.axes.items()}
+        # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
+        param_space = {GRID_POINT: tune.grid_search(grid_points(sweep))}
         namer = GridTrialName(sweep)
         tune_config = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.max_concurrent,
                                       trial_name_creator=namer, trial_dirname_creator=namer)

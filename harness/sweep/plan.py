@@ -3,7 +3,8 @@
 A grid point is a mapping axis -> value (`{"arch": "whale", "seed": 1, "model.dim": 32}`); the same
 function (`resolve_trial`) turns it into a run description for `--dry-run`, for Ray's trial folder
 names and inside the trainable, so the table a user sees is exactly what runs. Every architecture
-and model setting meets every seed and every dataset: the grid is a full cartesian product.
+and model setting meets every seed and every dataset: the grid is a full cartesian product, except that a
+model axis an architecture does not have is dropped from its points (run once, not once per value).
 
 The cost estimate for `--dry-run` multiplies forward matrix FLOPs per target (fvcore, counted on a
 random batch) by the targets each run touches: 3 x train targets x epochs (forward + backward)
@@ -82,10 +83,38 @@ class SweepPlan:
 # ----------------------------------------------------------------------------------------------
 
 
-def grid_points(axes: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
-    """Cartesian product of the axes, first axis varying slowest."""
+def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
+    """The distinct grid points: the cartesian product of the axes (first axis varying slowest), each
+    point without the model axes its architecture does not have, duplicates dropped.
+
+    A model axis only some architectures have (e.g. HELIX's `model.retained_tokens` in a grid that also
+    runs a Wukong reference) would otherwise run the others once per value, identically.
+    """
+    axes = sweep.axes
     keys = list(axes)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+    seen: set[str] = set()
+    out = []
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        point = _applicable(dict(zip(keys, combo)))
+        key = json.dumps(point, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(point)
+    return out
+
+
+def _applicable(point: dict[str, Any]) -> dict[str, Any]:
+    """`point` without model axes (or model bundles) that set no field of the point's architecture."""
+    fields = set(arch_fields(str(point["arch"]))) if "arch" in point else None
+    if fields is None:
+        return point
+    keep = {}
+    for axis, value in point.items():
+        model_keys = [k.partition(".")[2] for k in axis_settings(axis, value) if k.startswith("model.")]
+        if model_keys and not any(k in fields for k in model_keys):
+            continue
+        keep[axis] = value
+    return keep
 
 
 def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,6 +160,8 @@ def _fmt(value: Any) -> str:
         if "name" in value:
             return _fmt(value["name"])
         return "_".join(f"{k}{_fmt(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):  # e.g. retained tokens [16, 8] -> 16x8
+        return "x".join(_fmt(v) for v in value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return _UNSAFE.sub("_", str(value))
@@ -186,7 +217,7 @@ def resolve_trial(
 
 def plan_sweep(sweep: Sweep, *, fixed: Mapping[str, Any] | None = None) -> SweepPlan:
     """Every grid trial and the distinct datasets (in first-use order)."""
-    trials = [resolve_trial(sweep, p, fixed=fixed) for p in grid_points(sweep.axes)]
+    trials = [resolve_trial(sweep, p, fixed=fixed) for p in grid_points(sweep)]
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):  # cannot happen with distinct axis values; guard the folder layout
         raise AssertionError(f"duplicate trial ids in {ids}")
@@ -280,7 +311,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     rows = []
     for t in plan.trials:
         c = costs.get(t.trial_id, TrialCost(None, None))
-        rows.append([t.trial_id, t.arch, *(_fmt(t.point[k]) for k in swept), t.dataset.dataset_id,
+        rows.append([t.trial_id, t.arch, *(_fmt(t.point[k]) if k in t.point else "-" for k in swept), t.dataset.dataset_id,
                      "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
                      "?" if c.total is None else f"{c.total / 1e9:.1f}"])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]

@@ -238,14 +238,21 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     settings = [kv for key, values in axes.items() for v in values for kv in axis_settings(key, v).items()]
     _check_data_values(cfg)
 
-    _check_model_keys("model", cfg.model, archs)
+    # Model settings are checked together, as a trial sees them: the base section with the first value of
+    # every grid axis, then each axis value in turn (a bundle sets several fields at once; `dim` must
+    # fit `mix_tokens`, `retained_tokens` the Gather quotas, ...).
+    first = {k: v for key, values in axes.items() for k, v in _model_settings(key, values[0]).items()}
+    _check_model_keys("model", cfg.model, archs, context=first)
     _check_train(cfg.train, "train")
-    for key, v in settings:
-        section, _, sub = key.partition(".")
-        if section == "model":
-            _check_model_keys(f"grid.{key}", {sub: v}, archs)
-        elif section == "train":
-            _check_train({**cfg.train, sub: v}, f"grid.{key}")
+    for key, values in axes.items():
+        for value in values:
+            made = axis_settings(key, value)
+            model = _model_settings(key, value)
+            if model:
+                _check_model_keys(f"grid.{key}", model, archs, context={**cfg.model, **first})
+            train = {k.partition(".")[2]: v for k, v in made.items() if k.startswith("train.")}
+            if train:
+                _check_train({**cfg.train, **train}, f"grid.{key}")
 
     space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
@@ -254,6 +261,11 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
 
 # ----------------------------------------------------------------------------------------------
 # section checks
+
+
+def _model_settings(axis: str, value: Any) -> dict[str, Any]:
+    """The model fields one grid-axis value sets (`{}` for data, train and run axes)."""
+    return {k.partition(".")[2]: v for k, v in axis_settings(axis, value).items() if k.startswith("model.")}
 
 
 def _check_choice(key: str, value: Any, valid: list[str]) -> None:
@@ -390,8 +402,10 @@ def arch_fields(arch: str) -> list[str]:
     return [f.name for f in dataclasses.fields(architectures.entry(arch).config_cls)]
 
 
-def _check_model_keys(where: str, mapping: Mapping[str, Any], archs: list[str]) -> None:
-    """Every key must be a config field of at least one swept architecture; values must type-check."""
+def _check_model_keys(where: str, mapping: Mapping[str, Any], archs: list[str],
+                      context: Mapping[str, Any] | None = None) -> None:
+    """Every key must be a config field of at least one swept architecture; values must type-check,
+    together with the `context` settings a trial combines them with."""
     import architectures
 
     if not isinstance(mapping, Mapping):
@@ -405,8 +419,10 @@ def _check_model_keys(where: str, mapping: Mapping[str, Any], archs: list[str]) 
             valid = sorted({f for a in archs for f in arch_fields(a)} - {"history_len"})
             prefix = where if where.startswith("grid.") else f"{where}.{key}"
             raise ConfigError(f"{prefix}: not a config field of {', '.join(archs)}; valid: {', '.join(valid)}")
-        for a in owners:
-            architectures.make_config(a, {key: value})  # type / range errors name model.<key>
+    for a in archs:  # the keys an architecture has are checked together (e.g. dim with mix_tokens)
+        own = {k: v for k, v in {**(context or {}), **mapping}.items() if k in arch_fields(a)}
+        if own:
+            architectures.make_config(a, own)  # type / range errors name model.<key>
 
 
 def _check_train(mapping: Mapping[str, Any], where: str) -> None:

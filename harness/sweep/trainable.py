@@ -27,6 +27,9 @@ from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR
 
 from .schema import Sweep
 
+#: Key of the grid stage's one Tune axis: its values are the distinct grid points (plan.grid_points).
+GRID_POINT = "point"
+
 
 @dataclass(frozen=True)
 class TrialContext:
@@ -84,6 +87,8 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     trial_id = None
     if context.stage == "search":
         trial_id = f"search-{tune.get_context().get_trial_id()}"
+    else:
+        config = config[GRID_POINT]
     trial = resolve_trial(context.sweep, config, stage=context.stage, trial_id=trial_id, fixed=context.fixed)
     sweep_dir = Path(context.sweep_dir)
     run_dir = sweep_dir / RUNS_DIR / trial.trial_id
