@@ -2,14 +2,17 @@
 
 Per row: test AUC and LogLoss mean and sample sd over seeds, the number of seeds, forward FLOPs per target,
 non-embedding parameters (`params_non_embedding`, when the column exists), and on synthetic logs the share
-of the oracle gap closed,
+of the oracle gap closed (`oracle_gap_share`, the one definition, also used for every scaling point),
 
-    share = (AUC - AUC_ref) / (AUC_oracle - AUC_ref),
+    share = mean_s(AUC_s - AUC_ref,s) / mean_s(AUC_oracle,s - AUC_ref,s),
 
-with AUC_oracle the AUC of the true probabilities on the same test targets (`oracle_<split>_auc`, which every
-run on a synthetic log records) and AUC_ref the scaling reference's mean AUC in the row's data setting:
-0 is the reference, 1 would be the oracle. Rows are labelled by the settings that vary in the sweep (size attributes such as a head width that
-follows the width are implied by the size and not repeated).
+over the seeds s that the row and the scaling reference (in the row's data setting) share, with AUC_oracle
+the AUC of the true probabilities on the same test targets (`oracle_<split>_auc`, which every run on a
+synthetic log records): 0 is the reference, 1 would be the oracle. It is a ratio of seed means, not a mean
+of per-seed ratios: among rows with the same seeds it is an affine function of the mean AUC (it orders rows
+as the AUC column does) and one seed whose reference nearly reaches the oracle cannot blow it up.
+Rows are labelled by the settings that vary in the sweep (size attributes such as a head width that follows
+the width are implied by the size and not repeated).
 """
 from __future__ import annotations
 
@@ -64,6 +67,21 @@ def _column_mean(rows: pd.DataFrame, column: str) -> float:
     return float(rows[column].astype(float).mean())
 
 
+def oracle_gap_share(rows: pd.DataFrame, ref_rows: pd.DataFrame, auc_col: str, oracle_col: str) -> float:
+    """Share of the oracle gap closed by `rows` over `ref_rows`, paired by seed (seeds without a finite AUC and
+    oracle AUC on both sides are left out): mean(AUC - AUC_ref) / mean(AUC_oracle - AUC_ref). NaN when no
+    seed pairs or when the reference is not below the oracle."""
+    if oracle_col not in rows.columns or auc_col not in ref_rows.columns:
+        return float("nan")
+    paired = pd.concat({"auc": rows.groupby("seed")[auc_col].mean(),
+                        "oracle": rows.groupby("seed")[oracle_col].mean(),
+                        "ref": ref_rows.groupby("seed")[auc_col].mean()}, axis=1, join="inner").dropna()
+    gap = float((paired["oracle"] - paired["ref"]).mean()) if len(paired) else float("nan")
+    if not gap > 0:
+        return float("nan")
+    return float((paired["auc"] - paired["ref"]).mean()) / gap
+
+
 def headline(results: SweepResults, reference: Reference | None) -> Headline:
     runs, cols = results.runs, results.config_columns
     auc_col, ll_col, oracle_col = results.metric_column("auc"), results.metric_column("logloss"), results.oracle_column
@@ -89,8 +107,7 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         is_ref = bool(reference is not None and reference.mask[rows.index.to_numpy()].all())
         if has_oracle and usable_ref:
             ref, _ = reference_rows(runs, reference, rows, context)
-            ref_auc = _column_mean(ref, auc_col)
-            share = (_column_mean(rows, auc_col) - ref_auc) / (oracle - ref_auc) if oracle > ref_auc else float("nan")
+            share = oracle_gap_share(rows, ref, auc_col, oracle_col)
         out.append(HeadlineRow(label, setting, int(rows["seed"].nunique()), _mean_sd(rows[auc_col]),
                                _mean_sd(rows[ll_col]) if ll_col in rows.columns else (float("nan"),) * 2,
                                _column_mean(rows, "flops_per_target"), _column_mean(rows, PARAMS_COLUMN),

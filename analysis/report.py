@@ -1,7 +1,8 @@
 """report.md (tables + plot links), the machine-readable summary, and the terminal summary.
 
 Order, headline first: the per-architecture table; the comparisons (gain over the baseline, Holm verdicts);
-the scaling fits (slope with its interval, R^2, held-out check, axis and unit); the family comparisons.
+the scaling fits (slope with its interval, R^2, held-out check, axis and unit), their points (gain, share of
+the oracle gap closed) and marginal returns along each ladder; the family comparisons.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from .config import HIGHER_IS_BETTER
 from .family_comparison import METHOD as COMPARISON_METHOD
 from .family_comparison import Estimate, FamilyComparison
 from .headline import Headline
+from .marginal_returns import METHOD as MARGINAL_METHOD
+from .marginal_returns import MarginalReturns
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE
 from .plots import METRIC_NAMES
 from .powerlaw import BAND_METHOD, CI_METHOD
@@ -99,8 +102,9 @@ def _overview(res: AnalysisResult) -> list[str]:
         return out
     out += ["## Results per architecture", "",
             "Mean ± sample sd over seeds of each architecture and model setting."
-            + (f" Share of the oracle gap closed = (AUC − AUC_ref) / (AUC_oracle − AUC_ref), reference "
-               f"{h.reference}, oracle = the true probabilities' AUC on the same test targets." if h.has_oracle and h.reference
+            + (f" Share of the oracle gap closed = mean(AUC − AUC_ref) / mean(AUC_oracle − AUC_ref) over the seeds "
+               f"shared with the reference {h.reference} (paired by seed), oracle = the true probabilities' AUC on the "
+               "same test targets." if h.has_oracle and h.reference
                else ""), "",
             *_table(_headline_header(h, cfg.split), _headline_rows(h)), ""]
     out += [f"_{n}_" for n in h.notes] + ([""] if h.notes else [])
@@ -142,6 +146,60 @@ def _scaling_rows(res: AnalysisResult) -> list[list[str]]:
     return rows
 
 
+def _points_section(res: AnalysisResult) -> list[str]:
+    """One row per point of every family (AUC-metric entry), with each metric's seed-mean gain."""
+    fams = [f for f in res.scaling if f.points]
+    base = [f for f in fams if f.metric == "auc"] or fams
+    if not base:
+        return []
+    gains = {(f.family, f.metric, p.label): p.gain for f in fams for p in f.points}
+    metrics = list(dict.fromkeys(f.metric for f in fams))
+    labels = {f.metric: f.gain_label for f in fams}
+    oracle = any(np.isfinite(p.oracle_gap_closed) for f in base for p in f.points)
+    header = ["family", "point", "forward MFLOPs / target", "x", "seeds",
+              *[f"{labels[m]} (seed mean)" for m in metrics], *(["share of oracle gap closed"] if oracle else [])]
+    rows = []
+    for f in base:
+        for p in f.points:
+            row = [f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
+                   *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics]]
+            if oracle:
+                row.append("–" if not np.isfinite(p.oracle_gap_closed) else f"{p.oracle_gap_closed:.1%}")
+            rows.append(row)
+    text = ("Share of the oracle gap closed: as in the per-architecture table, mean(AUC − AUC_ref) / "
+            "mean(AUC_oracle − AUC_ref) over the seeds shared with the reference." if oracle else
+            "No oracle AUC in runs.parquet (only synthetic logs know it): no share of the oracle gap.")
+    return ["### Points of each fit", "", "Seed-mean gains over the reference, x on the fit's axis. " + text, "",
+            *_table(header, rows), ""]
+
+
+def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
+    s = m.steps[k]
+    better = "yes" if s.improves else ("not testable" if not s.testable else "no")
+    ci = f"[{_delta(s.ci[0])}, {_delta(s.ci[1])}]"
+    lo, hi = s.per_doubling_ci
+    per = "–" if not np.isfinite(s.per_doubling) else f"{_delta(s.per_doubling)} [{_delta(lo)}, {_delta(hi)}]"
+    return [family, METRIC_NAMES.get(m.metric, m.metric), f"{s.start} → {s.end}", _f(s.flops_ratio, ".3g"),
+            str(s.n), f"{_delta(s.mean)} ± {_f(s.sd, '.5f')}", ci, _f(s.p_value, ".3g"), per, better]
+
+
+def _marginal_section(res: AnalysisResult) -> list[str]:
+    fams = [f for f in res.scaling if f.marginal is not None]
+    if not fams:
+        return []
+    level = fams[0].marginal.level
+    rows = [_step_row(f.family, f.marginal, k) for f in fams for k in range(len(f.marginal.steps))]
+    verdicts = [f"- {f.family}, {METRIC_NAMES.get(f.metric, f.metric)}: **{f.marginal.verdict}**"
+                + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
+    return ["### Marginal returns", "",
+            f"Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), "
+            f"{MARGINAL_METHOD}; {level:.0%} interval. Per doubling: Δ / log2(FLOPs ratio). A step improves when its "
+            "interval lies above 0 (AUC) or below 0 (LogLoss); returns diminish from the start of the first step "
+            "that does not.", "",
+            *_table(["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
+                     "Δ per doubling [CI]", "improves"], rows), "", *verdicts, ""]
+
+
 def _helix_lines(res: AnalysisResult) -> list[str]:
     fits = [f for f in res.scaling if f.helix is not None and f.fit is not None]
     if not fits:
@@ -172,7 +230,7 @@ def _scaling_section(res: AnalysisResult) -> list[str]:
             f"sizes fitted alone. Band in the plot: {BAND_METHOD}.", ""]
     out += _table(["family", "gain", "x axis, unit", "sizes fitted × seeds", "slope [95% CI]", "intercept ± SE",
                    "R² (points / means)", "held-out check", "per-seed slopes", "notes"], _scaling_rows(res))
-    out += [""]
+    out += [""] + _points_section(res) + _marginal_section(res)
     excluded = [f"- {p.label} at x = {p.x:.4g}: {f.gain_label} = {_f(p.gain, '+.3g')} (vs {f.reference}) — left out "
                 "of the log fit" for f in res.scaling for p in f.excluded]
     if excluded:
@@ -329,6 +387,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     n_excluded = sum(len(f.excluded) for f in fitted)
     if n_excluded:
         out.append(f"  {n_excluded} size(s) with a dAUC <= 0 left out of the fits (listed in the report)")
+    out += _marginal_lines(res)
     auc_comparisons = [c for c in res.comparisons if c.metric == "auc"]
     if auc_comparisons:
         out.append("family comparisons  (AUC gain; slope A - B, gain A - B at matched FLOPs)")
@@ -345,8 +404,34 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     return "\n".join(out)
 
 
+def _marginal_lines(res: AnalysisResult) -> list[str]:
+    """One line per family: the verdict of each metric along its compute ladder."""
+    by_family: dict[str, list[str]] = {}
+    for f in res.scaling:
+        if f.marginal is not None:
+            by_family.setdefault(f.family, []).append(f"{METRIC_NAMES.get(f.metric, f.metric)} {f.marginal.verdict}")
+    if not by_family:
+        return []
+    out = ["marginal returns  (consecutive points by FLOPs, paired t over seeds)"]
+    more: list[str] = []
+    for family in _cut(list(by_family), 8, more, "families"):
+        out.append(f"  {family[:28]:<28} " + "; ".join(by_family[family]))
+    return out + more
+
+
 # ----------------------------------------------------------------------------------------------
 # JSON
+
+
+def _marginal(m: MarginalReturns | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {"metric": m.metric, "verdict": m.verdict, "diminish_from": m.diminish_from, "level": m.level,
+            "method": m.method, "notes": m.notes, "steps": [
+                {"start": s.start, "end": s.end, "flops_ratio": s.flops_ratio, "doublings": s.doublings,
+                 "n_seeds": s.n, "seeds": [int(x) for x in s.seeds], "deltas": s.deltas.tolist(), "mean": s.mean,
+                 "sd": s.sd, "ci": list(s.ci), "p_value": s.p_value, "per_doubling": s.per_doubling,
+                 "per_doubling_ci": list(s.per_doubling_ci), "improves": s.improves} for s in m.steps]}
 
 
 def _estimate(e: Estimate | None) -> dict[str, float] | None:
@@ -360,7 +445,10 @@ def _family(f: FamilyScaling) -> dict[str, Any]:
         "reference_value": f.ref_value, "n_seeds": f.n_seeds, **f.convention.record(), "notes": f.notes,
         "points": [{"label": p.label, "setting": p.setting, "flops_per_target": p.flops, "x": p.x, "gain": p.gain,
                     "gain_per_seed": dict(zip(map(int, p.seeds), p.gain_per_seed.tolist())),
-                    "n_seeds": p.n_seeds} for p in f.points],
+                    "value_per_seed": None if p.value_per_seed is None else
+                    dict(zip(map(int, p.seeds), p.value_per_seed.tolist())),
+                    "n_seeds": p.n_seeds, "oracle_gap_closed": p.oracle_gap_closed} for p in f.points],
+        "marginal_returns": _marginal(f.marginal),
         "excluded_non_positive": [p.label for p in f.excluded],
         "helix_ctr": None if f.helix is None else {"comparable": f.helix.comparable, "reason": f.helix.reason,
                                                    "inside_ci": f.helix.inside_ci},

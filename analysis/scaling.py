@@ -7,7 +7,12 @@ seed: dAUC = AUC - AUC_ref (or dAUC / AUC_ref), and the relative loss gain (L_re
 (NE gives the same relative gain on a shared test set). Seeds without a reference run are left out and
 named. The x axis and unit follow `analysis.scaling` (analysis/axes.py); the fit and its interval are
 analysis/powerlaw.py's. Sizes with a seed-mean gain <= 0 are listed and left out of the fit, never dropped
-silently.
+silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored as tuples):
+each distinct value is a point, and points are ordered by FLOPs, never by the setting's own order.
+
+Every point also carries the metric per seed, the share of the oracle gap it closes when the runs record
+an oracle AUC (analysis/headline.py's `oracle_gap_share`, the headline table's definition), and every family
+the marginal returns between its consecutive points (analysis/marginal_returns.py).
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ from .families import context_columns, family_columns, labelled_columns, show, s
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE, PaperComparison, compare_with_helix
 from .powerlaw import HeldOut, PowerLawFit, fit_power_law
 from .gain_reference import Reference, reference_rows
+from .headline import oracle_gap_share
+from .marginal_returns import MarginalReturns, marginal_returns
 
 #: Metrics fitted by default (NE's relative gain equals LogLoss's on one test set).
 SCALING_METRICS = ("auc", "logloss")
@@ -41,6 +48,8 @@ class ScalingPoint:
     x: float  # the fit's axis value (analysis/axes.py)
     seeds: np.ndarray  # [S] seeds paired with the reference
     gain_per_seed: np.ndarray  # [S], NaN where the size has no run for that seed
+    value_per_seed: np.ndarray | None = None  # [S] the metric itself (e.g. test AUC), NaN where missing
+    oracle_gap_closed: float = float("nan")  # share of the oracle gap closed (AUC; NaN without an oracle)
 
     @property
     def gain(self) -> float:
@@ -52,9 +61,18 @@ class ScalingPoint:
         return int(np.isfinite(self.gain_per_seed).sum())
 
     @property
+    def size_text(self) -> str:
+        """The point's size settings, e.g. `retained_tokens=(8, 4)` ("" without size columns)."""
+        return ", ".join(f"{k.removeprefix('model.')}={show(v)}" for k, v in self.setting.items())
+
+    @property
+    def size_label(self) -> str:
+        """The size settings, or the family's name when it has none."""
+        return self.size_text or self.family
+
+    @property
     def label(self) -> str:
-        size = ", ".join(f"{k.removeprefix('model.')}={show(v)}" for k, v in self.setting.items())
-        return f"{self.family} ({size})" if size else self.family
+        return f"{self.family} ({self.size_text})" if self.size_text else self.family
 
 
 @dataclass
@@ -71,6 +89,7 @@ class FamilyScaling:
     ref_value: float = float("nan")  # mean reference metric over the paired seeds
     n_seeds: int = 0
     helix: PaperComparison | None = None
+    marginal: MarginalReturns | None = None  # steps between consecutive points by FLOPs (>= 2 points)
 
     @property
     def arch(self) -> str:
@@ -136,12 +155,16 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
     sizes = [c for c in sizes if rows[c].notna().any()]  # e.g. model.size only exists for named-size models
     groups = rows.groupby(sizes, dropna=False, sort=True) if sizes else [((), rows)]
     for key, point_rows in groups:
-        key = key if isinstance(key, tuple) else (key,)
+        key = key if isinstance(key, tuple) and len(key) == len(sizes) else (key,)
         values = point_rows.groupby("seed")[col].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
         flops = float(point_rows["flops_per_target"].mean())
+        share = oracle_gap_share(point_rows, ref_rows, results.metric_column("auc"), results.oracle_column)
         fam.points.append(ScalingPoint(fam.family, {c: _py(v) for c, v in zip(sizes, key)}, flops,
-                                       float(fam.convention.x(flops)), seeds, fam.convention.gain_of(fam.metric, values, ref)))
+                                       float(fam.convention.x(flops)), seeds,
+                                       fam.convention.gain_of(fam.metric, values, ref), values, share))
     fam.points.sort(key=lambda p: (not np.isfinite(p.x), p.x))
+    fam.marginal = marginal_returns([p.size_label for p in fam.points], np.array([p.flops for p in fam.points]),
+                                    np.stack([p.value_per_seed for p in fam.points]), seeds, fam.metric)
     if len(fam.points) < 2:
         fam.notes.append("one model size: nothing to fit")
         return

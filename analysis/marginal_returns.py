@@ -1,0 +1,135 @@
+"""Marginal returns along a family's compute ladder: what each step up in compute buys, and where that stops.
+
+The points of one family (its model sizes, or any other size axis such as HELIX's retained tokens), ordered
+by FLOPs, form a ladder. For each step from one point to the next the change in the metric is paired by
+seed, delta_s = metric(next, s) - metric(prev, s), over the seeds both points have. Per step: mean and sample
+sd of the deltas, the t interval of their mean (mean +- t(0.975, n - 1) * sd / sqrt(n), from
+scipy.stats.ttest_rel), and the paired t-test p-value; and the same per doubling of compute, delta /
+log2(FLOPs(next) / FLOPs(prev)) (a constant factor per step, so its interval is the scaled one and its
+p-value the same).
+
+A step *improves* when its interval lies entirely on the better side of 0 (above for AUC, below for
+LogLoss). The verdict is "returns diminish from <point>" for the first step, from that point, that does not
+improve significantly (its interval includes 0 or is on the worse side), else "still growing at the largest
+point". Steps are tested one at a time without a multiplicity correction: the verdict reads the ladder from
+the bottom and stops at the first step the seeds cannot tell from no gain; a later significant step is
+noted, not hidden. This module takes plain arrays; analysis/scaling.py calls it for every family and metric.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from .config import HIGHER_IS_BETTER
+
+LEVEL = 0.95
+METHOD = ("per-seed deltas between consecutive points (ordered by FLOPs), paired by seed; t interval of "
+          "their mean and paired t-test (scipy.stats.ttest_rel, df = n - 1)")
+STILL_GROWING = "still growing at the largest point"
+
+
+@dataclass
+class Step:
+    """One step of the ladder: from point `start` to the next point `end` by FLOPs."""
+
+    start: str
+    end: str
+    flops_ratio: float  # FLOPs(end) / FLOPs(start)
+    seeds: np.ndarray  # [n] seeds with both points
+    deltas: np.ndarray  # [n] metric(end) - metric(start) per seed
+    mean: float
+    sd: float  # sample sd (ddof 1); NaN with one seed
+    ci: tuple[float, float]  # t interval of the mean delta; NaN with < 2 seeds
+    p_value: float  # paired t-test, two-sided; NaN with < 2 seeds
+    improves: bool  # the interval lies on the better side of 0
+
+    @property
+    def n(self) -> int:
+        return len(self.deltas)
+
+    @property
+    def doublings(self) -> float:
+        """log2 of the FLOPs ratio (NaN when the two points have the same FLOPs)."""
+        return float(np.log2(self.flops_ratio)) if self.flops_ratio > 0 and self.flops_ratio != 1 else float("nan")
+
+    @property
+    def testable(self) -> bool:
+        return self.n >= 2 and np.isfinite(self.p_value)
+
+    @property
+    def per_doubling(self) -> float:
+        return self.mean / self.doublings
+
+    @property
+    def per_doubling_ci(self) -> tuple[float, float]:
+        lo, hi = self.ci[0] / self.doublings, self.ci[1] / self.doublings
+        return (min(lo, hi), max(lo, hi))
+
+
+@dataclass
+class MarginalReturns:
+    """The steps of one family's ladder for one metric, and where returns stop being significant."""
+
+    metric: str
+    steps: list[Step]
+    verdict: str
+    diminish_from: str | None = None  # label of the point from which returns diminish; None if still growing
+    notes: list[str] = field(default_factory=list)
+    level: float = LEVEL
+    method: str = METHOD
+
+
+def paired_step(start: str, end: str, flops: tuple[float, float], seeds: np.ndarray, prev: np.ndarray,
+                nxt: np.ndarray, higher_is_better: bool, level: float = LEVEL) -> Step:
+    """Statistics of one step; `prev`, `nxt` [S] are the metric per seed (NaN where a seed is missing)."""
+    both = np.isfinite(prev) & np.isfinite(nxt)  # [S]
+    deltas = nxt[both] - prev[both]  # [n]
+    n, nan = len(deltas), float("nan")
+    mean = float(deltas.mean()) if n else nan
+    sd, ci, p = nan, (nan, nan), nan
+    if n >= 2:
+        sd = float(deltas.std(ddof=1))
+    if n >= 2 and sd > 0:
+        test = stats.ttest_rel(nxt[both], prev[both])
+        p = float(test.pvalue)
+        lo, hi = test.confidence_interval(confidence_level=level)
+        ci = (float(lo), float(hi))
+    elif n >= 2:  # identical deltas (e.g. the same metric at both points): the interval is the point itself
+        ci, p = (mean, mean), (0.0 if mean != 0 else 1.0)
+    better = ci[0] > 0 if higher_is_better else ci[1] < 0
+    return Step(start, end, flops[1] / flops[0], seeds[both], deltas, mean, sd, ci, p, bool(better))
+
+
+def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, seeds: np.ndarray, metric: str,
+                     *, level: float = LEVEL) -> MarginalReturns | None:
+    """Steps between consecutive points by FLOPs. `labels` [P], `flops` [P] (any positive FLOP axis: only
+    ratios are used), `values` [P, S] the metric per point and seed (NaN where missing), `seeds` [S].
+    Returns None with fewer than two points."""
+    flops = np.asarray(flops, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(flops, kind="stable")  # [P]
+    if len(order) < 2:
+        return None
+    higher = HIGHER_IS_BETTER[metric]
+    steps = [paired_step(labels[i], labels[j], (flops[i], flops[j]), np.asarray(seeds), values[i], values[j],
+                         higher, level) for i, j in zip(order[:-1], order[1:])]
+    return _verdict(metric, steps, level)
+
+
+def _verdict(metric: str, steps: list[Step], level: float) -> MarginalReturns:
+    notes = [f"{s.start} → {s.end}: {s.n} paired seed(s), not testable" for s in steps if not s.testable]
+    notes += [f"{s.start} → {s.end}: same FLOPs, no per-doubling value" for s in steps
+              if not np.isfinite(s.doublings)]
+    first = next((k for k, s in enumerate(steps) if not s.improves), None)
+    if first is None:
+        return MarginalReturns(metric, steps, STILL_GROWING, None, notes, level)
+    start = steps[first].start
+    verdict = f"returns diminish from {start}"
+    if not steps[first].testable:
+        verdict += " (fewer than 2 paired seeds: not testable from there)"
+    later = [s for s in steps[first + 1:] if s.improves]
+    if later:
+        notes.append(f"a later step improves significantly again: {', '.join(f'{s.start} → {s.end}' for s in later)}")
+    return MarginalReturns(metric, steps, verdict, start, notes, level)
