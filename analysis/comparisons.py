@@ -17,6 +17,7 @@ from protocols.typed_config import ConfigError
 
 from .collect import SweepResults
 from .config import ComparisonConfig
+from .families import show
 
 
 @dataclass
@@ -34,7 +35,7 @@ class PairedRuns:
     def label(self) -> str:
         if not self.stratum:
             return self.comparison
-        return f"{self.comparison} [{', '.join(f'{k}={v}' for k, v in self.stratum.items())}]"
+        return f"{self.comparison} [{', '.join(f'{k}={show(v)}' for k, v in self.stratum.items())}]"
 
 
 def _matches(column: pd.Series, value: Any) -> np.ndarray:
@@ -92,6 +93,7 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
     # also name settings the pairing narrowed down (e.g. A has several widths, only one pairs with B)
     shown = [c for c in strata_cols if c in varying or side_a[c].nunique(dropna=False) > 1
              or side_b[c].nunique(dropna=False) > 1]
+    shown = _without_implied(merged, shown, first=list(results.config.scaling.size_by))
     out: list[PairedRuns] = []
     groups = merged.groupby(varying, dropna=False, sort=True) if varying else [((), merged)]
     for key, group in groups:
@@ -105,6 +107,18 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
         out.append(PairedRuns(comparison.name, stratum, group["seed"].to_numpy(),
                               group["_row_a"].to_numpy(), group["_row_b"].to_numpy()))
     return out
+
+
+def _without_implied(merged: pd.DataFrame, columns: list[str], *, first: list[str]) -> list[str]:
+    """`columns` less those whose value follows from the ones kept before them (e.g. a size bundle's name,
+    or a head count that grows with the width), size columns considered first: labels stay short."""
+    ordered = [c for c in first if c in columns] + [c for c in columns if c not in first]
+    kept: list[str] = []
+    for c in ordered:
+        if kept and (merged.groupby(kept, dropna=False)[c].nunique(dropna=False) <= 1).all():
+            continue
+        kept.append(c)
+    return [c for c in columns if c in kept]
 
 
 def _plain(value: Any) -> Any:

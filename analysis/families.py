@@ -58,8 +58,13 @@ def family_columns(runs: pd.DataFrame, config_cols: list[str], sizes: list[str])
 
 
 def labelled_columns(runs: pd.DataFrame, family_cols: list[str]) -> list[str]:
-    """Family columns other than arch that vary in the table (they appear in family labels)."""
-    return [c for c in family_cols if c != "arch" and runs[c].nunique(dropna=False) > 1]
+    """Family columns other than arch that vary within some architecture (they appear in family labels).
+
+    A column that only differs between architectures (e.g. `model.mix_tokens`, empty for those that lack
+    the field) says nothing the architecture's name does not.
+    """
+    return [c for c in family_cols if c != "arch"
+            and bool((runs.groupby("arch", dropna=False)[c].nunique(dropna=False) > 1).any())]
 
 
 def show(value) -> str:
