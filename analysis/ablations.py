@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from harness import metric_registry
 from protocols.errors import DataValidationError
 
 from .collect import SweepResults
 from .comparisons import PairedRuns, default_comparisons, pair_runs
-from .config import HIGHER_IS_BETTER
 from .delong import DeLongResult, delong_paired
 from .significance import PairedStats, holm, paired_stats, verdict
 
@@ -31,7 +31,7 @@ class MetricComparison:
 
     @property
     def favours_a(self) -> bool:
-        return (self.stats.mean > 0) == HIGHER_IS_BETTER[self.metric]
+        return (self.stats.mean > 0) == metric_registry.get(self.metric).higher_is_better
 
 
 @dataclass

@@ -12,12 +12,17 @@ gain (`gain`):
   relative  dAUC / AUC_ref (a relative AUC lift, as the papers' "+0.21%" tables state it).
 The LogLoss (and NE) gain is (L_ref - L) / L_ref, a relative loss reduction, under both settings: an
 absolute LogLoss difference depends on the label rate and has no published counterpart.
+Which of the two a metric's gain is (a `difference` of a score or a `relative_reduction` of a loss), and
+whether it has one at all, is declared with the metric in harness/metric_registry.py.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from harness import metric_registry
+from harness.metric_registry import MetricSpec
 
 from .config import ScalingConfig
 
@@ -26,7 +31,6 @@ TRAINING_MULTIPLIER = 3.0
 UNIT_SCALE = {"flops": 1.0, "gflops": 1e9}
 UNIT_NAMES = {"flops": "FLOPs", "gflops": "GFLOPs"}
 AXIS_NAMES = {"forward": "forward FLOPs per target", "training": "training FLOPs per sample (3 x forward)"}
-HIGHER_IS_BETTER_GAIN = {"auc", "gauc"}  # gains of these are differences of a score; the others of a loss
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class Convention:
 
     def gain_of(self, metric: str, value: np.ndarray, ref: np.ndarray) -> np.ndarray:
         """Gain of `value` over `ref` (positive = better than the reference)."""
-        if metric in HIGHER_IS_BETTER_GAIN:
+        if _gain_metric(metric).gain == "difference":
             diff = value - ref
             return diff / ref if self.gain == "relative" else diff
         return (ref - value) / ref
@@ -61,15 +65,25 @@ class Convention:
     def value_of(self, metric: str, gain: np.ndarray | float, ref: float) -> np.ndarray:
         """The metric value a gain corresponds to (inverse of `gain_of` at a fixed reference value)."""
         gain = np.asarray(gain, dtype=np.float64)
-        if metric in HIGHER_IS_BETTER_GAIN:
+        if _gain_metric(metric).gain == "difference":
             return ref * (1.0 + gain) if self.gain == "relative" else ref + gain
         return ref * (1.0 - gain)
 
     def gain_label(self, metric: str) -> str:
-        name = {"auc": "AUC", "gauc": "GAUC"}.get(metric)
-        if name is None:
-            return {"logloss": "relative LogLoss gain", "ne": "relative NE gain"}[metric]
+        """E.g. "dAUC", "dAUC / AUC_ref", "relative LogLoss gain"."""
+        spec = _gain_metric(metric)
+        name = spec.label
+        if spec.gain == "relative_reduction":
+            return f"relative {name} gain"
         return f"d{name} / {name}_ref" if self.gain == "relative" else f"d{name}"
 
     def record(self) -> dict[str, str]:
         return {**asdict(self), "x_label": self.x_label}
+
+
+def _gain_metric(metric: str) -> MetricSpec:
+    """The registered metric `metric`; ValueError when it declares no scaling gain."""
+    spec = metric_registry.get(metric)
+    if spec.gain is None:
+        raise ValueError(f"metric {metric!r} declares no scaling gain (harness/metric_registry.py)")
+    return spec

@@ -16,7 +16,7 @@
         gain: absolute                 # absolute dAUC, or relative dAUC / AUC_ref (LogLoss gain is relative)
         compare: [[whale, hstu]]       # family pairs to compare (default: every pair in the same context)
         helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
-      metrics: [auc, logloss, ne, gauc]
+      metrics: [auc, logloss, ne, gauc]   # registered metrics (harness/metric_registry.py); default: all
 
 Runs of a comparison are paired by seed and by every other config value both sides carry.
 """
@@ -25,12 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harness import metric_registry
 from protocols.typed_config import ConfigError, from_dict
-
-Metric = Literal["auc", "logloss", "ne", "gauc"]
-
-#: Metrics where a higher value is better; the others are losses.
-HIGHER_IS_BETTER: dict[str, bool] = {"auc": True, "gauc": True, "logloss": False, "ne": False}
 
 
 @dataclass
@@ -102,7 +98,7 @@ class AnalysisConfig:
     baseline: str | None = None
     comparisons: list[ComparisonConfig] = field(default_factory=list)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
-    metrics: list[Metric] = field(default_factory=lambda: ["auc", "logloss", "ne", "gauc"])
+    metrics: list[str] = field(default_factory=lambda: list(metric_registry.names()))
     split: Literal["test", "valid"] = "test"
     alpha: float = 0.05
     power: float = 0.8
@@ -119,6 +115,8 @@ class AnalysisConfig:
             raise ConfigError(f"analysis.n_resamples: at least 99, got {self.n_resamples}")
         if not self.metrics:
             raise ConfigError("analysis.metrics: name at least one metric")
+        for i, name in enumerate(self.metrics):
+            metric_registry.check_metric(f"analysis.metrics[{i}]", name)
 
 
 def _describe(selector: dict[str, Any]) -> str:

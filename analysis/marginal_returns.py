@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from .config import HIGHER_IS_BETTER
+from harness import metric_registry
 
 LEVEL = 0.95
 METHOD = ("per-seed deltas between consecutive points (ordered by FLOPs), paired by seed; t interval of "
@@ -112,7 +112,7 @@ def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, s
     order = np.argsort(flops, kind="stable")  # [P]
     if len(order) < 2:
         return None
-    higher = HIGHER_IS_BETTER[metric]
+    higher = metric_registry.get(metric).higher_is_better
     steps = [paired_step(labels[i], labels[j], (flops[i], flops[j]), np.asarray(seeds), values[i], values[j],
                          higher, level) for i, j in zip(order[:-1], order[1:])]
     return _verdict(metric, steps, level)

@@ -13,14 +13,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from harness import metric_registry  # noqa: E402
+
 from .ablations import AblationResult  # noqa: E402
 from .collect import SweepResults  # noqa: E402
-from .config import HIGHER_IS_BETTER  # noqa: E402
 from .papers import HELIX_CTR  # noqa: E402
 from .scaling import FamilyScaling  # noqa: E402
 from .significance import SIGNIFICANT  # noqa: E402
 
-METRIC_NAMES = {"auc": "AUC", "gauc": "GAUC", "logloss": "LogLoss", "ne": "NE"}
 DELTA_SCALE = 1e3  # deltas are drawn in units of 1e-3
 DPI = 150
 
@@ -121,9 +121,13 @@ def _metric_axes(metrics: list[str], n_rows: int) -> tuple[plt.Figure, np.ndarra
     return fig, axes
 
 
+def _label(metric: str) -> str:
+    return metric_registry.get(metric).label
+
+
 def _xlabel(metric: str) -> str:
-    better = "higher" if HIGHER_IS_BETTER[metric] else "lower"
-    return f"$\\Delta$ {METRIC_NAMES[metric]} (A $-$ B) $\\times 10^{{-3}}$, {better} is better for A"
+    spec = metric_registry.get(metric)
+    return f"$\\Delta$ {spec.label} (A $-$ B) $\\times 10^{{-3}}$, {spec.better} is better for A"
 
 
 def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
@@ -156,7 +160,7 @@ def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path)
         ax.set_yticks(y, labels)
         ax.set_ylim(len(labels) - 0.5, -0.5)
         ax.set_xlabel(_xlabel(m), fontsize=9)
-        ax.set_title(f"test {METRIC_NAMES[m]}")
+        ax.set_title(f"test {_label(m)}")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=9, frameon=False)
     fig.suptitle("Ablations: mean paired delta over seeds with 95% BCa interval", fontsize=12)
@@ -178,7 +182,7 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
         ax.axvline(0.0, color="grey", lw=1, ls="--")
         ax.set_xlabel(_xlabel(m), fontsize=9)
         ax.set_ylabel("")
-        ax.set_title(f"test {METRIC_NAMES[m]} (bar: mean over seeds)")
+        ax.set_title(f"test {_label(m)} (bar: mean over seeds)")
     if axes[0].get_legend() is not None:
         sns.move_legend(axes[0], "best", title="seed", fontsize=8)
     fig.suptitle("Ablations: per-seed paired deltas", fontsize=12)
@@ -186,8 +190,9 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
 
 
 def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> pd.DataFrame:
-    """Long table (label, seed, group, auc, logloss, n) from the runs' metrics.json `groups`."""
+    """Long table (label, seed, group, <headline metrics: auc, logloss>, n) from the runs' metrics.json `groups`."""
     rows = []
+    headline = [m.name for m in metric_registry.headline_metrics()]
     if "run_dir" not in runs.columns:
         return pd.DataFrame()
     for idx, run in runs.iterrows():  # one small JSON per run, not per event
@@ -196,7 +201,7 @@ def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> 
         for name, values in groups.items():
             if isinstance(values, dict):
                 rows.append({"run": label[idx], "seed": run["seed"], "group": name,
-                             "auc": values.get("auc"), "logloss": values.get("logloss"), "n": values.get("n")})
+                             **{m: values.get(m) for m in headline}, "n": values.get("n")})
     return pd.DataFrame(rows)
 
 
@@ -213,17 +218,18 @@ def group_name(name: str) -> str:
 
 
 def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
-    """Horizontal bars of grouped test AUC and LogLoss (mean over seeds, error bar = seed sd) per run label;
-    groups without events or without a defined metric are left out."""
+    """Horizontal bars of grouped test headline metrics (AUC, LogLoss; mean over seeds, error bar = seed sd)
+    per run label; groups without events or without a defined metric are left out."""
     if groups.empty:
         return None
+    headline = [m.name for m in metric_registry.headline_metrics() if m.name in groups.columns]
     n = pd.to_numeric(groups["n"], errors="coerce").fillna(0)
-    groups = groups[(n > 0) & (groups[["auc", "logloss"]].notna().any(axis=1))]
+    groups = groups[(n > 0) & (groups[headline].notna().any(axis=1))]
     if groups.empty:
         return None
     groups = groups.assign(group=groups["group"].map(group_name))
     _style()
-    metrics = [m for m in ("auc", "logloss") if groups[m].notna().any()]
+    metrics = [m for m in headline if groups[m].notna().any()]
     order = list(dict.fromkeys(groups["group"]))
     n_runs = groups["run"].nunique()
     height = max(3.6, 1.6 + len(order) * (0.25 + 0.12 * n_runs))
@@ -236,10 +242,9 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
         lo, hi = data[m].min(), data[m].max()
         pad = 0.15 * (hi - lo) + 1e-3
         ax.set_xlim(lo - pad, hi + pad)
-        ax.set_xlabel(f"test {METRIC_NAMES[m]} (axis does not start at 0; {'higher' if m == 'auc' else 'lower'} "
-                      "is better)")
+        ax.set_xlabel(f"test {_label(m)} (axis does not start at 0; {metric_registry.get(m).better} is better)")
         ax.set_ylabel("")
-        ax.set_title(f"test {METRIC_NAMES[m]} by group")
+        ax.set_title(f"test {_label(m)} by group")
         ax.get_legend().remove()
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=9, frameon=False)

@@ -11,17 +11,17 @@ from typing import Any
 
 import numpy as np
 
+from harness import metric_registry
+
 from .ablations import AblationResult
 from .axes import UNIT_NAMES
 from .collect import SweepResults
-from .config import HIGHER_IS_BETTER
 from .family_comparison import METHOD as COMPARISON_METHOD
 from .family_comparison import Estimate, FamilyComparison
 from .headline import Headline
 from .marginal_returns import METHOD as MARGINAL_METHOD
 from .marginal_returns import MarginalReturns
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE
-from .plots import METRIC_NAMES
 from .powerlaw import BAND_METHOD, CI_METHOD
 from .gain_reference import Reference
 from .scaling import FamilyScaling
@@ -39,6 +39,11 @@ class AnalysisResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # scaling notes that are not warnings
     group_note: str = ""  # why there is no grouped-metric plot
+
+
+def _label(metric: str) -> str:
+    """The registered display label ("AUC", "LogLoss")."""
+    return metric_registry.get(metric).label
 
 
 def _f(x: float | None, fmt: str = ".3g") -> str:
@@ -179,7 +184,7 @@ def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
     ci = f"[{_delta(s.ci[0])}, {_delta(s.ci[1])}]"
     lo, hi = s.per_doubling_ci
     per = "–" if not np.isfinite(s.per_doubling) else f"{_delta(s.per_doubling)} [{_delta(lo)}, {_delta(hi)}]"
-    return [family, METRIC_NAMES.get(m.metric, m.metric), f"{s.start} → {s.end}", _f(s.flops_ratio, ".3g"),
+    return [family, _label(m.metric), f"{s.start} → {s.end}", _f(s.flops_ratio, ".3g"),
             str(s.n), f"{_delta(s.mean)} ± {_f(s.sd, '.5f')}", ci, _f(s.p_value, ".3g"), per, better]
 
 
@@ -189,7 +194,7 @@ def _marginal_section(res: AnalysisResult) -> list[str]:
         return []
     level = fams[0].marginal.level
     rows = [_step_row(f.family, f.marginal, k) for f in fams for k in range(len(f.marginal.steps))]
-    verdicts = [f"- {f.family}, {METRIC_NAMES.get(f.metric, f.metric)}: **{f.marginal.verdict}**"
+    verdicts = [f"- {f.family}, {_label(f.metric)}: **{f.marginal.verdict}**"
                 + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
     return ["### Marginal returns", "",
             f"Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), "
@@ -309,8 +314,8 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
     for m in res.results.config.metrics:
         rows = _ablation_rows(res, m)
         if rows:
-            better = "higher" if HIGHER_IS_BETTER[m] else "lower"
-            out += [f"### {res.results.config.split} {METRIC_NAMES[m]} ({better} is better)", "",
+            spec = metric_registry.get(m)
+            out += [f"### {res.results.config.split} {spec.label} ({spec.better} is better)", "",
                     *_table(header, rows), ""]
     if res.results.config.delong:
         rows = [[r.label, r.delong_summary(alpha),
@@ -409,7 +414,7 @@ def _marginal_lines(res: AnalysisResult) -> list[str]:
     by_family: dict[str, list[str]] = {}
     for f in res.scaling:
         if f.marginal is not None:
-            by_family.setdefault(f.family, []).append(f"{METRIC_NAMES.get(f.metric, f.metric)} {f.marginal.verdict}")
+            by_family.setdefault(f.family, []).append(f"{_label(f.metric)} {f.marginal.verdict}")
     if not by_family:
         return []
     out = ["marginal returns  (consecutive points by FLOPs, paired t over seeds)"]

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness import metric_registry
+
 from .axes import Convention
 from .collect import SweepResults
 from .families import context_columns, family_columns, labelled_columns, show, size_columns
@@ -31,12 +33,10 @@ from .gain_reference import Reference, reference_rows
 from .headline import oracle_gap_share
 from .marginal_returns import MarginalReturns, marginal_returns
 
-#: Metrics fitted by default (NE's relative gain equals LogLoss's on one test set).
-SCALING_METRICS = ("auc", "logloss")
 #: Below this many seeds a family's intervals rest on few replicates: the report warns.
 MIN_SEEDS = 5
 
-__all__ = ["HELIX_CTR", "HELIX_CVR_SLOPE", "MIN_SEEDS", "SCALING_METRICS", "FamilyScaling", "HeldOut",
+__all__ = ["HELIX_CTR", "HELIX_CVR_SLOPE", "MIN_SEEDS", "FamilyScaling", "HeldOut",
            "PowerLawFit", "ScalingPoint", "fit_power_law", "scaling_analysis"]
 
 
@@ -105,8 +105,13 @@ def _py(value: Any) -> Any:
 
 
 def scaling_analysis(results: SweepResults, reference: Reference,
-                     metrics: tuple[str, ...] = SCALING_METRICS) -> list[FamilyScaling]:
-    """One FamilyScaling per (family, metric) for the fitted architectures; unfitted ones carry a note."""
+                     metrics: tuple[str, ...] | None = None) -> list[FamilyScaling]:
+    """One FamilyScaling per (family, metric) for the fitted architectures; unfitted ones carry a note.
+
+    `metrics` default: the registry's headline metrics that declare a gain (AUC, LogLoss; NE's relative gain
+    equals LogLoss's on one test set, so it is not fitted by default)."""
+    if metrics is None:
+        metrics = metric_registry.scaling_metrics()
     runs, cfg = results.runs, results.config
     if not reference.families or "flops_per_target" not in runs.columns or runs["flops_per_target"].isna().all():
         return []

@@ -16,6 +16,8 @@ import yaml
 
 from protocols.typed_config import ConfigError, apply_overrides, from_dict, to_dict
 
+from .metric_registry import check_split_metric
+
 
 @dataclass
 class TrainConfig:
@@ -34,7 +36,8 @@ class TrainConfig:
         id_mask_prob: probability of replacing a known user/device/video/author id by UNK in training.
         early_stopping_patience: stop after this many epochs without a better validation metric and
             keep the best epoch's weights; 0 = off (the seed's rule: a fixed number of epochs).
-        early_stopping_metric: validation metric watched by early stopping.
+        early_stopping_metric: validation metric watched by early stopping, `valid_<name>` of a registered
+            metric (harness/metric_registry.py), improved in that metric's direction.
         device: "auto" = cuda when available, else cpu.
         bf16: autocast matmuls to bfloat16 (cuda, or CPUs with bf16 support); metrics stay fp32.
         compile: wrap the model in torch.compile.
@@ -54,7 +57,7 @@ class TrainConfig:
     epochs: int = 1
     id_mask_prob: float = 0.05
     early_stopping_patience: int = 0
-    early_stopping_metric: Literal["valid_auc", "valid_logloss"] = "valid_auc"
+    early_stopping_metric: str = "valid_auc"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool = False
     compile: bool = False
@@ -78,6 +81,7 @@ class TrainConfig:
                 raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
         if not 0.0 <= self.id_mask_prob < 1.0:
             raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
+        check_split_metric("train.early_stopping_metric", self.early_stopping_metric)
 
 
 #: TrainConfig keys that change when or how often state is saved, never the result; a resumed run

@@ -6,9 +6,10 @@
 - `normalized_entropy`: LogLoss divided by the entropy of the set's own positive rate.
 - `gauc`: per-user AUC over users that have both labels, averaged with weights = the user's number
   of impressions (targets) in the set.
-- `split_metrics`: everything above for one split, plus grouped metrics (video / author seen vs
-  unseen in the training vocabulary, duration buckets) and, on synthetic logs, the same metrics of
-  the true probability (the oracle).
+- `split_metrics`: every metric of the registry (`harness/metric_registry.py`, which names the
+  functions above with their direction and label) for one split, plus grouped metrics (video / author
+  seen vs unseen in the training vocabulary, duration buckets) and, on synthetic logs, the same metrics
+  of the true probability (the oracle).
 
 Undefined values (AUC of a set with one class, NE of a set with no positives) are NaN.
 All functions take numpy arrays and work in float64; they are vectorised (one sort per call).
@@ -120,16 +121,17 @@ def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
     return logloss(y, probs) / entropy_of_rate(float(np.mean(y)))
 
 
-def binary_metrics(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
-    """n, positives, auc, logloss, ne of one prediction set."""
+def binary_metrics(labels: np.ndarray, probs: np.ndarray, users: np.ndarray | None = None) -> dict[str, float]:
+    """n, positives and every registered metric of one prediction set, in registration order; the
+    metrics that need user ids only when `users` is given."""
+    from .metric_registry import all_metrics  # the registry names this module's functions
+
     y = _as_labels(labels)
-    return {
-        "n": int(y.size),
-        "positives": int(y.sum()),
-        "auc": auc(y, probs),
-        "logloss": logloss(y, probs),
-        "ne": normalized_entropy(y, probs),
-    }
+    out: dict[str, float] = {"n": int(y.size), "positives": int(y.sum())}
+    for m in all_metrics():
+        if users is not None or not m.needs_users:
+            out[m.name] = m.value(y, probs, users)
+    return out
 
 
 def duration_bucket(duration_ms: np.ndarray) -> np.ndarray:
@@ -162,26 +164,29 @@ def split_metrics(
     probs: np.ndarray,
     columns: Mapping[str, np.ndarray],
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Metrics of one split: (flat {auc, logloss, ne, gauc[, oracle_*]}, groups {name: {...}}).
+    """Metrics of one split: (flat {n, positives, <metric>...[, oracle_<metric>...]}, groups {name: {...}}).
 
-    `columns` holds the targets' `user_id, video_unseen, author_unseen, duration_ms` and, on synthetic
-    logs, `true_p`, all aligned row by row with `labels` / `probs`.
+    Flat: every registered metric (`harness/metric_registry.py`), in registration order, then on synthetic
+    logs the same metrics of the true probability. Groups: every registered metric that needs no user ids,
+    plus the oracle's value of the headline metrics. `columns` holds the targets' `user_id, video_unseen,
+    author_unseen, duration_ms` and, on synthetic logs, `true_p`, all aligned row by row with `labels` / `probs`.
     """
+    from .metric_registry import headline_metrics
+
     y = _as_labels(labels)
     p = np.asarray(probs, dtype=np.float64).ravel()
-    flat = binary_metrics(y, p)
-    flat["gauc"] = gauc(y, p, np.asarray(columns["user_id"]))
+    users = np.asarray(columns["user_id"])
+    flat = binary_metrics(y, p, users)
     true_p = columns.get("true_p")
     if true_p is not None:
         true_p = np.asarray(true_p, dtype=np.float64)
-        oracle = binary_metrics(y, true_p)
-        flat.update({"oracle_auc": oracle["auc"], "oracle_logloss": oracle["logloss"], "oracle_ne": oracle["ne"]})
-        flat["oracle_gauc"] = gauc(y, true_p, np.asarray(columns["user_id"]))
+        oracle = binary_metrics(y, true_p, users)
+        flat.update({f"oracle_{k}": v for k, v in oracle.items() if k not in ("n", "positives")})
     groups: dict[str, dict[str, float]] = {}
     for name, mask in group_masks(columns).items():
         g = binary_metrics(y[mask], p[mask])
         if true_p is not None:
-            g["oracle_auc"] = auc(y[mask], true_p[mask])
-            g["oracle_logloss"] = logloss(y[mask], true_p[mask])
+            g.update({f"oracle_{m.name}": m.value(y[mask], true_p[mask]) for m in headline_metrics()
+                      if not m.needs_users})
         groups[name] = g
     return flat, groups

@@ -35,6 +35,7 @@ from . import run_folder as RF
 from .checkpoint import Position, load_checkpoint, save_checkpoint, set_rng_states
 from .config import RunConfig, run_config_dict
 from .evaluate import move_batch, predict, split_metrics, target_columns
+from .metric_registry import check_split_metric
 from .step import TrainStep
 
 
@@ -93,9 +94,10 @@ def library_versions() -> dict[str, str]:
 
 
 def _is_better(metric: str, value: float, best: float | None) -> bool:
+    """Whether the validation metric `metric` (`valid_<name>`) improved, in the registered direction."""
     if best is None:
         return True
-    return value < best if metric.endswith("logloss") else value > best
+    return check_split_metric("train.early_stopping_metric", metric).is_better(value, best)
 
 
 def train_run(

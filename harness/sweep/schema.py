@@ -53,6 +53,8 @@ import yaml
 from protocols.prepare import PrepareConfig
 from protocols.typed_config import ConfigError, from_dict, to_dict
 
+from harness.metric_registry import check_split_metric
+
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
 #: where prepared datasets go.
 PER_SWEEP_DATA_FIELDS: tuple[str, ...] = ("source", "root", "out")
@@ -66,8 +68,6 @@ RUN_AXES: tuple[str, ...] = ("arch", "seed")
 #: Axes whose values are mappings setting several fields of one section together (e.g. the three
 #: arms exposure 0 s / exposure 60 s / author50, or named model sizes), instead of a product.
 BUNDLE_AXES: tuple[str, ...] = ("data", "model", "train")
-#: Metrics a search may optimise (validation only: choosing on test would leak it).
-SEARCH_METRICS: dict[str, str] = {"valid_auc": "max", "valid_gauc": "max", "valid_logloss": "min", "valid_ne": "min"}
 #: Distribution kinds of a search-space entry.
 SEARCH_KINDS: tuple[str, ...] = ("choice", "uniform", "loguniform", "int")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -438,9 +438,10 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
     search = cfg.search
     if search is None:
         return {}
-    _check_choice("search.metric", search.metric, list(SEARCH_METRICS))
-    if search.mode != SEARCH_METRICS[search.metric]:
-        raise ConfigError(f"search.mode: {search.metric} is optimised with mode {SEARCH_METRICS[search.metric]!r}")
+    # a search optimises validation metrics only (choosing on test would leak it), in their registered direction
+    mode = check_split_metric("search.metric", search.metric).mode
+    if search.mode != mode:
+        raise ConfigError(f"search.mode: {search.metric} is optimised with mode {mode!r}")
     if search.num_samples < 1:
         raise ConfigError(f"search.num_samples: must be >= 1, got {search.num_samples}")
     if not search.space:
