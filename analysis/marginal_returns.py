@@ -9,11 +9,11 @@ log2(FLOPs(next) / FLOPs(prev)) (a constant factor per step, so its interval is 
 p-value the same).
 
 A step *improves* when its interval lies entirely on the better side of 0 (above for AUC, below for
-LogLoss). The verdict is "returns diminish from <point>" for the first step, from that point, that does not
-improve significantly (its interval includes 0 or is on the worse side), else "still growing at the largest
-point". Steps are tested one at a time without a multiplicity correction: the verdict reads the ladder from
-the bottom and stops at the first step the seeds cannot tell from no gain; a later significant step is
-noted, not hidden. This module takes plain arrays; analysis/scaling.py calls it for every family and metric.
+LogLoss), and *worsens* when it lies entirely on the worse side. The verdict is "still growing at the largest
+point" when the top step improves; else "returns diminish from <point>", the end of the last step that
+improves (no step above it is significant); else "no step improves significantly (n paired seeds)". Steps
+are tested one at a time without a multiplicity correction; non-significant steps below a significant one
+and significantly worse steps are noted, not hidden. This module takes plain arrays; analysis/scaling.py calls it for every family and metric.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ LEVEL = 0.95
 METHOD = ("per-seed deltas between consecutive points (ordered by FLOPs), paired by seed; t interval of "
           "their mean and paired t-test (scipy.stats.ttest_rel, df = n - 1)")
 STILL_GROWING = "still growing at the largest point"
+NO_STEP = "no step improves significantly"
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Step:
     ci: tuple[float, float]  # t interval of the mean delta; NaN with < 2 seeds
     p_value: float  # paired t-test, two-sided; NaN with < 2 seeds
     improves: bool  # the interval lies on the better side of 0
+    worsens: bool = False  # the interval lies on the worse side of 0
 
     @property
     def n(self) -> int:
@@ -99,7 +101,8 @@ def paired_step(start: str, end: str, flops: tuple[float, float], seeds: np.ndar
     elif n >= 2:  # identical deltas (e.g. the same metric at both points): the interval is the point itself
         ci, p = (mean, mean), (0.0 if mean != 0 else 1.0)
     better = ci[0] > 0 if higher_is_better else ci[1] < 0
-    return Step(start, end, flops[1] / flops[0], seeds[both], deltas, mean, sd, ci, p, bool(better))
+    worse = ci[1] < 0 if higher_is_better else ci[0] > 0
+    return Step(start, end, flops[1] / flops[0], seeds[both], deltas, mean, sd, ci, p, bool(better), bool(worse))
 
 
 def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, seeds: np.ndarray, metric: str,
@@ -122,14 +125,17 @@ def _verdict(metric: str, steps: list[Step], level: float) -> MarginalReturns:
     notes = [f"{s.start} → {s.end}: {s.n} paired seed(s), not testable" for s in steps if not s.testable]
     notes += [f"{s.start} → {s.end}: same FLOPs, no per-doubling value" for s in steps
               if not np.isfinite(s.doublings)]
-    first = next((k for k, s in enumerate(steps) if not s.improves), None)
-    if first is None:
+    worse = [s for s in steps if s.worsens]
+    if worse:
+        notes.append("significantly worse: " + ", ".join(f"{s.start} → {s.end}" for s in worse))
+    improving = [k for k, s in enumerate(steps) if s.improves]
+    if improving and improving[-1] == len(steps) - 1:  # the top step still buys a significant gain
+        flat = [s for s in steps if not s.improves]
+        if flat:
+            notes.append("not significant on the way: " + ", ".join(f"{s.start} → {s.end}" for s in flat))
         return MarginalReturns(metric, steps, STILL_GROWING, None, notes, level)
-    start = steps[first].start
-    verdict = f"returns diminish from {start}"
-    if not steps[first].testable:
-        verdict += " (fewer than 2 paired seeds: not testable from there)"
-    later = [s for s in steps[first + 1:] if s.improves]
-    if later:
-        notes.append(f"a later step improves significantly again: {', '.join(f'{s.start} → {s.end}' for s in later)}")
-    return MarginalReturns(metric, steps, verdict, start, notes, level)
+    if not improving:
+        n = min((s.n for s in steps), default=0)
+        return MarginalReturns(metric, steps, f"{NO_STEP} ({n} paired seeds)", steps[0].start, notes, level)
+    last = steps[improving[-1]]
+    return MarginalReturns(metric, steps, f"returns diminish from {last.end}", last.end, notes, level)

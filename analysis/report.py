@@ -199,8 +199,9 @@ def _marginal_section(res: AnalysisResult) -> list[str]:
     return ["### Marginal returns", "",
             f"Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), "
             f"{MARGINAL_METHOD}; {level:.0%} interval. Per doubling: Δ / log2(FLOPs ratio). A step improves when its "
-            "interval lies above 0 (AUC) or below 0 (LogLoss); returns diminish from the start of the first step "
-            "that does not.", "",
+            "interval lies above 0 (AUC) or below 0 (LogLoss); returns diminish from the end of the last step that "
+            "improves (none above it does). With 3 seeds a step has 2 degrees of freedom: only steps several "
+            "seed-sds large count as improvements.", "",
             *_table(["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
                      "Δ per doubling [CI]", "improves"], rows), "", *verdicts, ""]
 

@@ -123,10 +123,16 @@ def test_a_ladder_that_never_stops_is_still_growing_and_a_late_rise_is_noted():
     auc = truth["auc"]
     rising = marginal_returns(LABELS[:4], FLOPS[:4], auc[:4], SEEDS, "auc")
     assert rising.verdict == STILL_GROWING and rising.diminish_from is None
-    # a flat step followed by a growing one: returns diminish from the flat step's start, the rise is noted
+    # a flat step followed by a growing one: still growing at the top, the flat step is noted
     late = np.concatenate([auc[3:5], auc[4:5] + 0.004])  # [3, S]: flat, then +0.004
     out = marginal_returns(["a", "b", "c"], np.array([1.0, 2.0, 4.0]), late, SEEDS, "auc")
-    assert out.diminish_from == "a" and any("b → c" in n for n in out.notes)
+    assert out.verdict == STILL_GROWING and out.diminish_from is None
+    assert any("not significant" in n and "a → b" in n for n in out.notes)
+    # no significant step, and a significantly worse one: said as such, never "diminish"
+    falling = np.concatenate([auc[4:5], auc[4:5], auc[4:5] - 0.004])  # flat, then -0.004
+    down = marginal_returns(["a", "b", "c"], np.array([1.0, 2.0, 4.0]), falling, SEEDS, "auc")
+    assert down.verdict.startswith("no step improves significantly") and down.diminish_from == "a"
+    assert any("significantly worse" in n and "b → c" in n for n in down.notes)
     assert marginal_returns(["a"], np.array([1.0]), auc[:1], SEEDS, "auc") is None
 
 
