@@ -1,0 +1,41 @@
+"""The committed reference studies are what the code produces today: analysing a copy of each
+`results/reference/<sweep>/` (its sweep.yaml and runs.parquet only) gives its committed analysis.json, and each
+holds the files a reference may hold and nothing else (never run folders, checkpoints or predictions)."""
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from analysis.pipeline import analyze
+from analysis.reference import REFERENCE_INPUTS
+
+REFERENCE_ROOT = Path(__file__).resolve().parents[1] / "results" / "reference"
+REFERENCES = sorted(p for p in REFERENCE_ROOT.glob("*") if p.is_dir()) if REFERENCE_ROOT.is_dir() else []
+ALLOWED = {*REFERENCE_INPUTS, "analysis.json", "report.md", "plots"}
+
+
+def test_the_studies_the_readme_promises_are_committed():
+    assert {p.name for p in REFERENCES} >= {"demo", "scaling_cpu", "helix_retained_tokens"}
+
+
+@pytest.mark.parametrize("folder", REFERENCES, ids=[p.name for p in REFERENCES])
+def test_reference_holds_only_shareable_files(folder):
+    assert {p.name for p in folder.iterdir()} <= ALLOWED
+    assert all(p.suffix == ".png" for p in (folder / "plots").iterdir())
+
+
+@pytest.mark.parametrize("folder", REFERENCES, ids=[p.name for p in REFERENCES])
+def test_analysing_a_copy_reproduces_the_committed_analysis(folder, tmp_path):
+    copy = tmp_path / "copy-of-reference"
+    copy.mkdir()
+    for name in REFERENCE_INPUTS:
+        shutil.copy2(folder / name, copy / name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analyze(copy, progress=False, plots=True)
+    assert json.loads((copy / "analysis.json").read_text()) == json.loads((folder / "analysis.json").read_text())
+    assert (copy / "report.md").read_text() == (folder / "report.md").read_text()
