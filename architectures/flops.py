@@ -1,4 +1,4 @@
-"""FLOP and parameter accounting (DESIGN "Conventions": FLOPs).
+"""FLOP and parameter accounting (the conventions are in docs/architectures.md).
 
 Forward FLOPs per target count matrix work only -- linear, mm/addmm, matmul, bmm/baddbmm, einsum and
 attention score / value products -- at 2 FLOPs per multiply-add. Lookups, norms, reductions and

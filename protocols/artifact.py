@@ -1,4 +1,5 @@
-"""`PreparedDataset`: read a prepared artifact and assemble batches of the DESIGN batch schema.
+"""`PreparedDataset`: read a prepared artifact and assemble batches of the batch schema
+(`protocols/schema.py`).
 
 Every batch is built by fancy indexing into memory-mapped arrays: target rows -> their encoded
 inputs and request index -> the request's history rows -> the encoded exposure table. No Python
@@ -122,7 +123,7 @@ class PreparedDataset:
         start_batch: int = 0,
         id_mask_prob: float | None = None,
     ) -> Iterator[dict[str, torch.Tensor]]:
-        """Batches of the DESIGN batch schema.
+        """Batches of the batch schema (`protocols.schema.Batch`).
 
         `id_mask_prob=None` uses DEFAULT_ID_MASK_PROB on the training split; valid and test are
         never masked, whatever is passed.

@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: paths to ../shared data and deterministic, small-thread torch settings."""
+"""Shared pytest fixtures: the internal MovieLens-100k copy (outside the repository) and deterministic,
+small-thread torch settings."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +13,7 @@ ML100K = SHARED / "data" / "ml-100k"
 
 @pytest.fixture
 def ml100k_dir() -> Path:
-    """MovieLens-100k from ../shared (internal only, never committed); skips where absent."""
+    """MovieLens-100k from the internal data folder beside the repository (never committed); skips where absent."""
     if not (ML100K / "u.data").exists():
         pytest.skip(f"MovieLens-100k not found at {ML100K}")
     return ML100K

@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from protocols.results_layout import RUNS_FILE
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="sweep YAML file (see sweeps/ and docs/sweeps.md)")
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
                           "interrupted": outcome.interrupted, "summary": outcome.summary}, indent=1))
     else:
         s = outcome.summary
-        print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / 'runs.parquet'} "
+        print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / RUNS_FILE} "
               f"(total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s, "
               f"overhead per trial {s.get('overhead_per_trial_s', float('nan')):.1f} s, of which "
               f"{s.get('overhead_in_trial_s', float('nan')):.1f} s inside the trial)")

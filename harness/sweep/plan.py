@@ -207,8 +207,7 @@ def resolve_trial(
         elif section == "train":
             train[sub] = value
     dataset = dataset_for(sweep, point)
-    if "history_len" in fields:
-        model["history_len"] = dataset.prepare["history_len"]
+    model["history_len"] = dataset.prepare["history_len"]  # every model config has it (architectures/contract.py)
     return TrialPlan(
         trial_id=trial_id or trial_id_for(sweep, point), stage=stage, arch=arch, seed=seed,
         point=dict(point), dataset=dataset, model=model, train=train,
