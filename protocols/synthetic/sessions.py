@@ -6,6 +6,12 @@ per-day request counts. A session starts at a time of day drawn from a two-peak 
 Request times do not depend on labels; the availability rule a_r = t_r + sum(playing_time) + delay then
 decides, per target, whether the previous requests of a session are already legal history.
 Requests falling after the last day are dropped. Each request shows n ~ `exposures_per_request_probs` videos.
+
+Every day holds at least one request: a day that the Poisson draws leave without any (only a log with
+very few users can have one, e.g. `tiny` with seed 7) gets one single-request session of a user drawn
+by activity, at a diurnal time of that day. The reader refuses an empty day file and RecFlow has no
+empty day, so the generator never writes one. No random number is drawn when no day is empty, so a
+log that never had an empty day is unchanged bit for bit.
 """
 from __future__ import annotations
 
@@ -36,6 +42,20 @@ def _diurnal_ms(n: int, rng: np.random.Generator) -> np.ndarray:
     return ((hour % 24.0) * 3_600_000).astype(np.int64)
 
 
+def _fill_empty_days(
+    user: np.ndarray, ts: np.ndarray, users: Users, day_starts_ms: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(user, ts) plus one request on every day without any; no random draw when no day is empty."""
+    day = np.searchsorted(day_starts_ms, ts, side="right") - 1
+    empty = np.setdiff1d(np.arange(len(day_starts_ms)), day)
+    if len(empty) == 0:
+        return user, ts
+    p = users.activity / users.activity.sum()
+    extra_user = rng.choice(len(p), size=len(empty), p=p).astype(user.dtype)
+    extra_ts = day_starts_ms[empty].astype(np.int64) + _diurnal_ms(len(empty), rng)
+    return np.concatenate([user, extra_user]), np.concatenate([ts, extra_ts.astype(ts.dtype)])
+
+
 def make_requests(
     cfg: SyntheticConfig, users: Users, day_starts_ms: np.ndarray, day_weights: np.ndarray, rng: np.random.Generator
 ) -> Requests:
@@ -63,7 +83,7 @@ def make_requests(
     offset = csum - csum[first]
     ts = s_start[r_session] + offset
     keep = ts < day_starts_ms[-1] + MS_PER_DAY
-    user, ts = s_user[r_session][keep], ts[keep]
+    user, ts = _fill_empty_days(s_user[r_session][keep], ts[keep], users, day_starts_ms, rng)
     order = np.lexsort((ts, user))
     user, ts = user[order], ts[order]
     day = np.searchsorted(day_starts_ms, ts, side="right") - 1
