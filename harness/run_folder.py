@@ -7,9 +7,12 @@
       predictions_valid.parquet    event_id (int64), label (float32), score (float64 probability)
       predictions_test.parquet
       checkpoint.pt                model + optimiser + position + RNG states (harness.checkpoint)
+      .data_fingerprint            fingerprint of the prepared dataset the run started on, so that
+                                   `--resume` refuses other data even before the first checkpoint
 
-Every file is written to a temporary name in the same folder and renamed into place. NaN metrics
-(e.g. AUC of a one-class group) are stored as JSON null.
+Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into
+place; `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics (e.g. AUC
+of a one-class group) are stored as JSON null.
 """
 from __future__ import annotations
 
@@ -26,6 +29,19 @@ import yaml
 
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError
+
+
+#: Hidden file holding the data fingerprint the run started on (written with config.yaml).
+DATA_FINGERPRINT_FILE = ".data_fingerprint"
+#: Every file a run folder may hold; any of them present means the folder holds a run.
+RUN_FILES: tuple[str, ...] = (
+    layout.CONFIG_FILE,
+    layout.METRICS_FILE,
+    layout.CHECKPOINT_FILE,
+    layout.TRIAL_RECORD_FILE,
+    DATA_FINGERPRINT_FILE,
+    *(layout.predictions_file(s) for s in layout.PREDICTION_SPLITS),
+)
 
 
 class RunFolderError(RecscaleError):
@@ -100,3 +116,56 @@ def read_predictions(run_dir: Path, split: str) -> pa.Table:
 
 def is_finished(run_dir: Path) -> bool:
     return (run_dir / layout.METRICS_FILE).exists()
+
+
+def run_files_present(run_dir: Path) -> list[str]:
+    """Names of the run files (RUN_FILES) in `run_dir`; empty when it holds no run (or does not exist)."""
+    return [name for name in RUN_FILES if (run_dir / name).exists()]
+
+
+def clean_stale_temporaries(run_dir: Path) -> list[Path]:
+    """Remove the temporary files (`.<run file>.tmp.<pid>`) that a killed writer left in `run_dir`.
+
+    Only one process trains a run folder at a time, so every such file found when a run starts or
+    resumes is stale. Returns the removed paths.
+    """
+    removed: list[Path] = []
+    if not run_dir.is_dir():
+        return removed
+    for name in RUN_FILES:
+        for tmp in run_dir.glob(f".{name}.tmp.*"):
+            try:
+                tmp.unlink()
+                removed.append(tmp)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def write_data_fingerprint(run_dir: Path, fingerprint: str) -> None:
+    write_text(run_dir / DATA_FINGERPRINT_FILE, fingerprint + "\n")
+
+
+def read_data_fingerprint(run_dir: Path) -> str | None:
+    """The data fingerprint the run started on, or None for a folder written before it was recorded."""
+    path = run_dir / DATA_FINGERPRINT_FILE
+    return path.read_text().strip() if path.exists() else None
+
+
+def read_config(run_dir: Path) -> dict[str, Any] | None:
+    """The run's config.yaml as a dict, or None when absent."""
+    path = run_dir / layout.CONFIG_FILE
+    if not path.exists():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise RunFolderError(f"{path}: invalid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def normalised_config(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` as read back from config.yaml (tuples become lists), for comparing with `read_config`."""
+    return yaml.safe_load(yaml.safe_dump(config, sort_keys=False))

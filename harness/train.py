@@ -10,6 +10,16 @@ Resumable: a checkpoint (model, optimisers, position inside the epoch, RNG state
 `checkpoint_every_batches` batches / `checkpoint_every_s` seconds and at each epoch end; a run killed
 mid-epoch and resumed gives bitwise-identical metrics on CPU (tests/test_train_run.py interrupts a
 run from outside, through the dataset's batch iterator, and resumes it).
+
+Run folders are never mixed: without `resume` a folder holding any run file is refused; with `resume`
+the config and data are compared with the folder's (config.yaml and the recorded data fingerprint,
+then the checkpoint's) even when no checkpoint was written yet, and the run says "resuming from epoch
+e, batch k" or "no checkpoint: starting fresh" on stderr. Stale temporary files of killed writers are
+removed when a run starts or resumes.
+
+Signals: in the main thread, SIGINT and SIGTERM only set a flag; the loop checks it after the current
+batch, writes the checkpoint (atomically) and raises `TrainingInterrupted`, which `recscale train`
+turns into exit 130 / 143. A second signal gets the default behaviour (abort without a checkpoint).
 """
 from __future__ import annotations
 
@@ -17,7 +27,9 @@ import copy
 import math
 import platform
 import random
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,15 +40,94 @@ from tqdm import tqdm
 
 import architectures
 from protocols.errors import RecscaleError
-from protocols.results_layout import CHECKPOINT_FILE, PREDICTION_SPLITS
+from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
 
 from . import perf
 from . import run_folder as RF
-from .checkpoint import Position, load_checkpoint, save_checkpoint, set_rng_states
+from .checkpoint import (
+    Position,
+    ResumeRefused,
+    config_differences,
+    load_checkpoint,
+    save_checkpoint,
+    set_rng_states,
+)
 from .config import RunConfig, run_config_dict
 from .evaluate import move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
 from .step import TrainStep
+
+
+class TrainingInterrupted(RecscaleError):
+    """SIGINT / SIGTERM arrived during training; the checkpoint of the current position was written."""
+
+    def __init__(self, signum: int, out_dir: Path, position: Position) -> None:
+        self.signum = int(signum)
+        self.out_dir = out_dir
+        where = "training finished, evaluation not" if position.finished else \
+            f"epoch {position.epoch}, batch {position.batch}"
+        super().__init__(
+            f"interrupted by {signal.Signals(self.signum).name}: checkpoint written at {where} in {out_dir}; "
+            f"continue with the same command and --out {out_dir} --resume"
+        )
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+
+class StopSignals:
+    """While installed (main thread only), SIGINT / SIGTERM set `signum` instead of stopping the process.
+
+    The first signal also puts the previous handlers back, so a second one aborts at once. Outside the
+    main thread (a Ray Tune function trainable) nothing is installed and `signum` stays None.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+        self.restore()
+        print(f"recscale: {signal.Signals(signum).name} received: finishing the current batch and writing a "
+              "checkpoint (signal again to abort without one)", file=sys.stderr, flush=True)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+def say(message: str) -> None:
+    print(f"recscale: {message}", file=sys.stderr, flush=True)
+
+
+def check_same_run(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> None:
+    """Refuse to resume `out_dir` when its config.yaml or recorded data fingerprint differ from this run's
+    (checked even when no checkpoint exists yet; the checkpoint, when there is one, is checked too)."""
+    saved = RF.read_config(out_dir)
+    if saved is not None:
+        diffs = config_differences(saved, RF.normalised_config(config))
+        if diffs:
+            raise ResumeRefused(
+                f"{out_dir / CONFIG_FILE}: refusing to resume: the config differs from the run folder's:\n  "
+                + "\n  ".join(diffs)
+            )
+    saved_fp = RF.read_data_fingerprint(out_dir)
+    if saved_fp is not None and saved_fp != data_fingerprint:
+        raise ResumeRefused(
+            f"{out_dir}: refusing to resume: the run started on data {saved_fp}, this run uses {data_fingerprint}"
+        )
 
 
 def resolve_device(name: str) -> torch.device:
@@ -109,9 +200,10 @@ def train_run(
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
-    `resume=True` continues from `out_dir/checkpoint.pt` (refused when config or data differ),
+    `resume=False` refuses a folder that holds any run file. `resume=True` continues from
+    `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
     starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
-    already finished.
+    already finished. SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`.
     """
     session_start = time.perf_counter()
     out_dir = Path(out_dir)
@@ -120,14 +212,23 @@ def train_run(
     dataset = open_dataset(cfg.data)
     ckpt_path = out_dir / CHECKPOINT_FILE
 
-    if resume and not ckpt_path.exists() and not RF.is_finished(out_dir):
-        resume = False  # killed before its first checkpoint: nothing to continue, start afresh
+    present = RF.run_files_present(out_dir)
+    if not resume and present:
+        raise RecscaleError(
+            f"{out_dir}: already holds a run ({', '.join(present)}); use --resume to continue it or choose "
+            "another --out"
+        )
+    if resume:
+        check_same_run(out_dir, config, dataset.fingerprint)
     if resume and RF.is_finished(out_dir):
-        load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)  # same checks
+        if ckpt_path.exists():
+            load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)  # same checks
         return RF.read_metrics(out_dir)
-    if not resume and (RF.is_finished(out_dir) or ckpt_path.exists()):
-        raise RecscaleError(f"{out_dir}: already holds a run; use --resume to continue it or choose another --out")
+    if resume and not ckpt_path.exists():
+        resume = False  # killed before its first checkpoint: nothing to continue, start afresh
+        say("no checkpoint: starting fresh")
     out_dir.mkdir(parents=True, exist_ok=True)
+    RF.clean_stale_temporaries(out_dir)
 
     device = resolve_device(tc.device)
     if tc.num_threads:
@@ -146,8 +247,11 @@ def train_run(
             opt.load_state_dict(state)
         position, best_state = payload["position"], payload["best_model"]
         set_rng_states(payload["rng"])
+        say(f"resuming from epoch {position.epoch}, batch {position.batch}"
+            + (" (training finished; evaluating)" if position.finished else ""))
     else:
         RF.write_config(out_dir, config)
+        RF.write_data_fingerprint(out_dir, dataset.fingerprint)
     rate = perf.matmul_rate(device)
 
     wall_before = position.wall_seconds  # earlier sessions of a resumed run
@@ -157,65 +261,79 @@ def train_run(
         save_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint, model=model,
                         optimizers=optimizers, position=position, best_model_state=best_state)
 
+    stop = StopSignals()
     n_targets = dataset.num_targets("train")
     last_save = time.perf_counter()
     model.train()
-    while not position.finished and position.epoch < tc.epochs:
-        bar = tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt",
-                   unit_scale=True, desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress,
-                   file=sys.stderr, dynamic_ncols=True)
-        t0 = time.perf_counter()
-        loss_total = torch.zeros((), dtype=torch.float64, device=device)
-        for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
-                                     start_batch=position.batch, id_mask_prob=tc.id_mask_prob):
-            loss_total += step(move_batch(batch, device)).double()
-            n = int(batch["label"].shape[0])
-            position.batch += 1
-            position.targets_seen += n
-            bar.update(n)
-            now = time.perf_counter()
-            if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
-                now - last_save >= tc.checkpoint_every_s
-            ):
-                position.train_seconds += now - t0
-                position.add_loss(float(loss_total))
-                loss_total.zero_()
-                checkpoint()
-                t0 = last_save = time.perf_counter()
-        bar.close()
-        position.train_seconds += time.perf_counter() - t0
-        position.add_loss(float(loss_total))
-        epoch_record = {"epoch": position.epoch, "train_loss": position.epoch_loss_sum / n_targets}
-        position.epoch_loss_sum = 0.0
-        position.epoch, position.batch = position.epoch + 1, 0
-        if tc.early_stopping_patience:
-            ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device, bf16=tc.bf16)
-            flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
-            value = flat[tc.early_stopping_metric]
-            epoch_record[tc.early_stopping_metric] = value
-            if _is_better(tc.early_stopping_metric, value, position.best_metric):
-                position.best_metric, position.epochs_without_improvement = value, 0
-                best_state = copy.deepcopy(model.state_dict())
-            else:
-                position.epochs_without_improvement += 1
-                if position.epochs_without_improvement >= tc.early_stopping_patience:
-                    position.finished = True
-        position.history.append(epoch_record)
+    stop.install()
+    try:
+        while not position.finished and position.epoch < tc.epochs:
+            bar = tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt",
+                       unit_scale=True, desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress,
+                       file=sys.stderr, dynamic_ncols=True)
+            t0 = time.perf_counter()
+            loss_total = torch.zeros((), dtype=torch.float64, device=device)
+            for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
+                                         start_batch=position.batch, id_mask_prob=tc.id_mask_prob):
+                loss_total += step(move_batch(batch, device)).double()
+                n = int(batch["label"].shape[0])
+                position.batch += 1
+                position.targets_seen += n
+                bar.update(n)
+                now = time.perf_counter()
+                if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
+                    now - last_save >= tc.checkpoint_every_s
+                ) or stop.signum is not None:
+                    position.train_seconds += now - t0
+                    position.add_loss(float(loss_total))
+                    loss_total.zero_()
+                    checkpoint()
+                    t0 = last_save = time.perf_counter()
+                if stop.signum is not None:  # checkpoint written just above
+                    bar.close()
+                    raise TrainingInterrupted(stop.signum, out_dir, position)
+            bar.close()
+            position.train_seconds += time.perf_counter() - t0
+            position.add_loss(float(loss_total))
+            epoch_record = {"epoch": position.epoch, "train_loss": position.epoch_loss_sum / n_targets}
+            position.epoch_loss_sum = 0.0
+            position.epoch, position.batch = position.epoch + 1, 0
+            if tc.early_stopping_patience:
+                ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
+                                      bf16=tc.bf16)
+                flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
+                value = flat[tc.early_stopping_metric]
+                epoch_record[tc.early_stopping_metric] = value
+                if _is_better(tc.early_stopping_metric, value, position.best_metric):
+                    position.best_metric, position.epochs_without_improvement = value, 0
+                    best_state = copy.deepcopy(model.state_dict())
+                else:
+                    position.epochs_without_improvement += 1
+                    if position.epochs_without_improvement >= tc.early_stopping_patience:
+                        position.finished = True
+            position.history.append(epoch_record)
+            checkpoint()
+            last_save = time.perf_counter()
+            if stop.signum is not None:
+                raise TrainingInterrupted(stop.signum, out_dir, position)
+
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        position.finished = True
         checkpoint()
-        last_save = time.perf_counter()
 
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    position.finished = True
-    checkpoint()
-
-    result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
-    groups: dict[str, Any] = {}
-    for split in PREDICTION_SPLITS:
-        ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device, bf16=tc.bf16)
-        flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
-        result.update(flat)
-        RF.write_predictions(out_dir, split, ev, lab, sc)
+        result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
+        groups: dict[str, Any] = {}
+        for split in PREDICTION_SPLITS:
+            if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
+                raise TrainingInterrupted(stop.signum, out_dir, position)
+            ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
+                                  bf16=tc.bf16)
+            flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+            result.update(flat)
+            RF.write_predictions(out_dir, split, ev, lab, sc)
+    finally:
+        stop.restore()
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
     result.update(cost)
     result.update({

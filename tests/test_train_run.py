@@ -196,3 +196,74 @@ def test_early_stopping_keeps_the_best_epoch(tiny_artifact, tmp_path):  # noqa: 
     assert m["valid_auc"] == max(history)
     if len(history) < 4:  # stopped early: the last epoch did not improve
         assert history[-1] <= max(history[:-1])
+
+
+def test_used_folder_without_checkpoint_is_refused_and_resume_checks_config_and_data(
+        reference_run, tiny_artifact, tiny_artifact_other, tmp_path, capsys):  # noqa: F811
+    """Killed before its first checkpoint (config.yaml only): a plain `train` is refused, `--resume` with
+    another config or other data is refused, and `--resume` with the same ones starts fresh, saying so."""
+    out = tmp_path / "early"
+    with interrupt_training_after(1), pytest.raises(Interrupted):
+        train_run(make_cfg(tiny_artifact), out, progress=False)  # first checkpoint would be after batch 2
+    assert (out / "config.yaml").exists() and not (out / "checkpoint.pt").exists()
+    with pytest.raises(Exception, match=r"already holds a run \(config\.yaml"):
+        train_run(make_cfg(tiny_artifact), out, progress=False)
+    with pytest.raises(ResumeRefused, match=r"train\.lr"):
+        train_run(make_cfg(tiny_artifact, train={"lr": 0.01}), out, resume=True, progress=False)
+    with pytest.raises(ResumeRefused, match="data"):
+        train_run(make_cfg(tiny_artifact_other), out, resume=True, progress=False)
+    capsys.readouterr()
+    resumed = train_run(make_cfg(tiny_artifact), out, resume=True, progress=False)
+    assert "no checkpoint: starting fresh" in capsys.readouterr().err
+    assert quality(resumed) == quality(json.loads((reference_run / "metrics.json").read_text()))
+
+
+def test_resume_says_where_and_cleans_stale_temporaries(reference_run, tiny_artifact, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "stale"
+    with interrupt_training_after(3), pytest.raises(Interrupted):
+        train_run(make_cfg(tiny_artifact), out, progress=False)
+    stale = [out / ".checkpoint.pt.tmp.999999", out / ".metrics.json.tmp.424242"]
+    for path in stale:
+        path.write_bytes(b"half-written by a killed process")
+    capsys.readouterr()
+    resumed = train_run(make_cfg(tiny_artifact), out, resume=True, progress=False)
+    assert "resuming from epoch 0, batch 2" in capsys.readouterr().err
+    assert not any(path.exists() for path in stale)
+    assert not list(out.glob(".*.tmp.*"))
+    assert quality(resumed) == quality(json.loads((reference_run / "metrics.json").read_text()))
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_real_signal_checkpoints_and_resume_is_bitwise_identical(sig, tiny_artifact, tmp_path):  # noqa: F811
+    """`recscale train` as a real process, signalled once its first checkpoint exists: it writes a
+    checkpoint, exits 128 + signal, and `--resume` finishes with the uninterrupted run's exact metrics."""
+    import signal
+    import time
+
+    out = tmp_path / "signalled"
+    sets = ["model.dim=16", "train.num_threads=1", "train.epochs=20", "train.checkpoint_every_batches=1"]
+    argv = ["train", "--arch", ARCH, "--data", str(tiny_artifact), "--out", str(out), "--no-progress"]
+    for s in sets:
+        argv += ["--set", s]
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoint.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert "checkpoint written at epoch" in err and "--resume" in err
+    assert (out / "checkpoint.pt").exists() and not (out / "metrics.json").exists()
+    assert not list(out.glob(".*.tmp.*"))
+
+    resumed = subprocess.run([sys.executable, "-m", "harness.cli", *argv, "--resume"], capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from epoch" in resumed.stderr
+    over = {"model": {"dim": 16}, "train": {"num_threads": 1, "epochs": 20}, "seed": 0}
+    straight = train_run(load_run_config(None, over, arch=ARCH, data=str(tiny_artifact)), tmp_path / "straight",
+                         progress=False)
+    got = json.loads((out / "metrics.json").read_text())
+    assert got["test_auc"] == straight["test_auc"]
+    assert quality(got) == quality(straight)

@@ -9,11 +9,16 @@ The run folder receives config.yaml, metrics.json, predictions_{valid,test}.parq
 For speed the command re-executes itself once, with the same command line, under glibc malloc
 settings (see harness/perf.py) when it runs as the program (not when `harness.cli.main` is called
 from Python); set RECSCALE_MALLOC_REEXEC=1 to disable that.
+
+A folder that holds a run is refused without --resume; --resume refuses another config or other data
+(even before the first checkpoint) and says where it resumes from. Ctrl-C (SIGINT) or SIGTERM finishes
+the current batch, writes a checkpoint and exits 130 / 143; continue with --resume.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -28,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, help="run seed (initialisation, data order, ID masking)")
     parser.add_argument("--out", help="run folder (default: results/runs/<arch>-seed<seed>-<time>)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint (refused when config or data differ; "
+                             "starts fresh when no checkpoint was written yet)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar or summary line")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object on stdout")
 
@@ -46,11 +52,15 @@ def run(args: argparse.Namespace) -> int:
         perf.reexec_with_malloc_env(args.process_argv)
 
     from harness.config import load_run_config
-    from harness.train import train_run
+    from harness.train import TrainingInterrupted, train_run
 
     cfg = load_run_config(args.config, parse_set_options(args.set), arch=args.arch, data=args.data, seed=args.seed)
     out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress)
+    try:
+        metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress)
+    except TrainingInterrupted as e:
+        print(f"recscale train: {e}", file=sys.stderr)
+        return e.exit_code
     if args.json:
         print(json.dumps(metrics))
     else:

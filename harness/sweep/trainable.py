@@ -4,9 +4,9 @@ The trainable receives the grid point (or the Optuna sample) as its Tune config 
 `TrialContext` through `tune.with_parameters`; it resolves the point with the same
 `plan.resolve_trial` the dry-run uses, so names and settings always agree.
 
-A retried trial (worker died) or a resumed sweep calls `train_run(resume=True)` when the run folder
-holds a checkpoint or finished metrics: training continues from the checkpoint, and a run that had
-already finished returns its saved metrics without training again.
+Every trial calls `train_run(resume=True)` (its folder already holds sweep_trial.json): a retried
+trial (worker died) or a resumed sweep continues from the checkpoint, a run that had already finished
+returns its saved metrics without training again, and one with no checkpoint yet starts fresh.
 
 Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON object a line: trial,
 event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
@@ -103,7 +103,9 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     write_trial_record(run_dir, trial.record())
     reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
     resume = reused or (run_dir / CHECKPOINT_FILE).exists()
-    metrics = train_run(cfg, run_dir, resume=resume, progress=False)
+    # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml
+    # without a checkpoint); train_run checks config and data and starts fresh when there is no checkpoint
+    metrics = train_run(cfg, run_dir, resume=True, progress=False)
 
     trainable_s = time.perf_counter() - t_start
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
