@@ -22,6 +22,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("synth", "synth", "write a synthetic log in RecFlow's on-disk layout"),
     ("inspect", "inspect_log", "validate a log and print its statistics"),
     ("prepare", "prepare", "build (or reuse) a prepared dataset artifact; prints its path"),
+    ("verify", "verify", "verify a prepared artifact's file sizes and checksums against its manifest"),
     ("histories", "histories", "export per-target history membership (audit trail) to parquet"),
     ("compare-delay", "compare_delay", "share of targets whose history membership differs between two delays"),
     ("list", "list_components", "list registered architectures, protocols and sources"),

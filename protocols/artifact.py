@@ -12,10 +12,14 @@ candidate, and each video and author id at a valid history position, becomes UNK
 `id_mask_prob`, drawn from a generator seeded by (seed, epoch, batch index). Labels, feedback,
 times, numeric inputs and PAD are never touched. Batch k therefore depends only on
 (seed, epoch, k), and resuming at `start_batch` reproduces the remaining batches bit for bit.
+
+Opening checks the manifest (parses, required keys, its own checksum) and that every recorded file exists
+with its recorded size (`protocols.integrity`; cheap, no file is read). Checksums are checked by
+`recscale verify` and by `prepare` before it reuses an artifact. An artifact written before integrity
+records existed opens without these file checks.
 """
 from __future__ import annotations
 
-import json
 import math
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +31,7 @@ import pyarrow.parquet as pq
 import torch
 
 from .errors import RecscaleError
+from .integrity import check_files, read_manifest
 from .schema import CAT_FIELDS, FeatureSpec, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK
 from .split import SPLITS
 
@@ -51,10 +56,13 @@ class PreparedDataset:
     @classmethod
     def open(cls, path: str | Path) -> "PreparedDataset":
         path = Path(path)
-        manifest_file = path / "manifest.json"
-        if not manifest_file.exists():
+        if not path.is_dir():
+            raise RecscaleError(f"{path}: not a prepared dataset (no such folder); run `recscale prepare`")
+        if not (path / "manifest.json").exists():
             raise RecscaleError(f"{path}: not a prepared dataset (no manifest.json); run `recscale prepare`")
-        return cls(path, json.loads(manifest_file.read_text()))
+        manifest = read_manifest(path)
+        check_files(path, manifest, checksums=False)
+        return cls(path, manifest)
 
     # ------------------------------------------------------------------ arrays
     def _load(self, name: str) -> np.ndarray:

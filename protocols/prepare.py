@@ -5,7 +5,13 @@ history index matrix once per unique target request (registered protocol) -> voc
 numeric statistics fit on training inputs -> encoded arrays + manifest, written to a temporary
 folder and renamed into place. The folder name is a hash of (source fingerprint, protocol,
 protocol parameters, resolved target counts, seed, split, format version), so preparing twice with
-the same inputs finds the folder and does nothing.
+the same inputs finds the folder, verifies it and does nothing else.
+
+Integrity (`protocols.integrity`): the manifest records every file's size and blake2b checksum and its
+own checksum. Before reusing an existing folder, prepare verifies all of them; a damaged artifact (or one
+written before integrity records existed, which cannot be verified) is rebuilt in a temporary folder and
+swapped into place (the damaged folder is renamed aside first, then removed), with a note on stderr. It
+is never handed back. The folder name does not depend on the integrity records.
 
 Artifact layout (`ARTIFACT_FILES` documents every file):
     manifest.json
@@ -26,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -49,6 +56,7 @@ from .encoding import (
 )
 from .errors import RecscaleError
 from .history import PAD_ROW, ExposureProtocol
+from .integrity import ArtifactDamagedError, seal_manifest, verify_artifact
 from .log import ExposureLog
 from .sampling import resolve_size, sample_rows
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
@@ -58,7 +66,8 @@ from .typed_config import ConfigError, from_dict, to_dict
 FORMAT_VERSION = 1
 
 ARTIFACT_FILES: dict[str, str] = {
-    "manifest.json": "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics",
+    "manifest.json": "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics;"
+    " integrity: every other file's size and blake2b checksum; manifest_blake2b: the manifest's own checksum",
     "history.npy": "int32 [R, L] exposure rows of each target request's history (left-aligned, ascending; -1 PAD)",
     "exposure_item.npy": "int32 [N+1, 5] encoded video, author, category_level_one, category_level_two, upload_type;"
     " row N is the all-zero PAD row",
@@ -185,22 +194,42 @@ def prepare_log(log: ExposureLog, cfg: PrepareConfig, *, progress: bool = False)
     digest, params = artifact_key(log, cfg, plan)
     out_root = Path(cfg.out)
     final = out_root / f"{log.source}-{cfg.protocol}-{digest[:16]}"
-    if (final / "manifest.json").exists():
-        return final
+    damaged = False
+    if final.exists():
+        try:
+            verify_artifact(final)
+            return final
+        except ArtifactDamagedError as e:
+            damaged = True
+            print(f"recscale prepare: {e}\nrecscale prepare: rebuilding {final}", file=sys.stderr)
     out_root.mkdir(parents=True, exist_ok=True)
     tmp = out_root / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         _write_artifact(tmp, log, cfg, plan, params, digest, progress=progress)
+        if damaged:
+            _move_aside(final)
         try:
             os.rename(tmp, final)
         except OSError:
             if not (final / "manifest.json").exists():  # not a concurrent writer that finished first
                 raise
+            verify_artifact(final)  # the other writer's artifact must verify too
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _move_aside(folder: Path) -> None:
+    """Rename a damaged artifact out of the way (readers holding its files keep them), then delete it."""
+    aside = folder.parent / f".damaged-{folder.name}-{os.getpid()}"
+    shutil.rmtree(aside, ignore_errors=True)
+    try:
+        os.rename(folder, aside)
+    except FileNotFoundError:  # a concurrent prepare moved it already
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _write_artifact(
@@ -293,6 +322,7 @@ def _write_artifact(
         "files": ARTIFACT_FILES,
         "prepare_wall_s": round(time.time() - started, 2),
     }
+    manifest = seal_manifest(manifest, folder)  # every file's size and checksum, then the manifest's own
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     steps.update()
     steps.close()

@@ -1,0 +1,145 @@
+"""Integrity records of a prepared artifact: every file's size and checksum, and a self-check of the manifest.
+
+`prepare` records, in manifest.json,
+
+    "integrity": {"algorithm": "blake2b-128", "files": {"history.npy": {"bytes": 123, "blake2b": "..."}, ...}}
+    "manifest_blake2b": "..."   blake2b-128 of the manifest's canonical JSON without this key
+
+for every file of the artifact folder except manifest.json itself (paths relative to the folder, `/`
+separated, e.g. `vocab/user_id.npy`). Three levels of checking use them:
+
+- `read_manifest` (every open): the manifest parses, has its required keys, and matches its own checksum;
+- `check_files(..., checksums=False)` (every open, cheap): every recorded file exists with its size;
+- `check_files(..., checksums=True)` (`recscale verify`, and `prepare` before reusing an artifact):
+  every file's checksum too.
+
+A problem raises `ArtifactDamagedError` (exit 2 from the CLI) naming the file and what is wrong.
+
+Artifacts written before integrity records existed (no "integrity" key) still open: their sizes and
+checksums are simply not checked (`has_integrity_record` is False). `recscale verify` refuses to vouch for
+them (exit 2, "no checksums recorded") and `prepare` rebuilds them instead of reusing them, so a reused
+artifact has always been verified. The artifact's folder name does not depend on any of this.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import RecscaleError
+
+MANIFEST = "manifest.json"
+ALGORITHM = "blake2b-128"
+INTEGRITY_KEY = "integrity"
+MANIFEST_DIGEST_KEY = "manifest_blake2b"
+#: Keys every artifact manifest (old or new) has; a manifest without one is damaged.
+REQUIRED_MANIFEST_KEYS: tuple[str, ...] = ("fingerprint", "vocab_sizes", "history_len", "is_synthetic", "num_targets")
+_CHUNK = 1 << 20
+_REBUILD = "rerun `recscale prepare` with the same settings to rebuild it"
+
+
+class ArtifactDamagedError(RecscaleError):
+    """A prepared artifact's file is missing, truncated or altered; names the file and what is wrong."""
+
+
+def file_checksum(path: Path) -> str:
+    """blake2b-128 hex digest of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def record_files(folder: Path) -> dict[str, Any]:
+    """The integrity record of every file under `folder` except manifest.json."""
+    folder = Path(folder)
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_file() and rel != MANIFEST:
+            files[rel] = {"bytes": p.stat().st_size, "blake2b": file_checksum(p)}
+    return {"algorithm": ALGORITHM, "files": files}
+
+
+def manifest_digest(manifest: dict) -> str:
+    """blake2b-128 of the manifest's canonical JSON (sorted keys), without its own digest key."""
+    body = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST_KEY}
+    return hashlib.blake2b(json.dumps(body, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
+def seal_manifest(manifest: dict, folder: Path) -> dict:
+    """`manifest` with the integrity record of `folder`'s files and its own digest added."""
+    sealed = {**manifest, INTEGRITY_KEY: record_files(folder)}
+    sealed[MANIFEST_DIGEST_KEY] = manifest_digest(sealed)
+    return sealed
+
+
+def has_integrity_record(manifest: dict) -> bool:
+    return INTEGRITY_KEY in manifest
+
+
+def read_manifest(folder: Path) -> dict:
+    """Parse and self-check `folder`/manifest.json; raises ArtifactDamagedError naming the problem."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise ArtifactDamagedError(f"{path}: missing; {_REBUILD}")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ArtifactDamagedError(f"{path}: not valid JSON ({e}); the manifest is truncated or damaged; {_REBUILD}")
+    if not isinstance(manifest, dict):
+        raise ArtifactDamagedError(f"{path}: not a JSON object; the manifest is damaged; {_REBUILD}")
+    missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in manifest]
+    if missing:
+        raise ArtifactDamagedError(f"{path}: required key(s) {', '.join(missing)} missing; {_REBUILD}")
+    stored = manifest.get(MANIFEST_DIGEST_KEY)
+    if stored is not None and stored != manifest_digest(manifest):
+        raise ArtifactDamagedError(f"{path}: content differs from its recorded checksum ({MANIFEST_DIGEST_KEY}); "
+                                   f"the manifest was altered or damaged; {_REBUILD}")
+    if has_integrity_record(manifest) and stored is None:
+        raise ArtifactDamagedError(f"{path}: has file records but no {MANIFEST_DIGEST_KEY}; "
+                                   f"the manifest was altered; {_REBUILD}")
+    return manifest
+
+
+def file_problems(folder: Path, manifest: dict, *, checksums: bool) -> list[str]:
+    """One line per recorded file that is missing, has another size or (with `checksums`) other bytes."""
+    folder = Path(folder)
+    record = manifest.get(INTEGRITY_KEY) or {}
+    if record.get("algorithm", ALGORITHM) != ALGORITHM:
+        return [f"{folder / MANIFEST}: unknown checksum algorithm {record.get('algorithm')!r}"]
+    problems = []
+    for rel, entry in record.get("files", {}).items():
+        p = folder / rel
+        if not p.is_file():
+            problems.append(f"{p}: missing")
+            continue
+        size = p.stat().st_size
+        if size != entry["bytes"]:
+            kind = "truncated" if size < entry["bytes"] else "grown"
+            problems.append(f"{p}: {size} bytes, the manifest records {entry['bytes']} ({kind} or damaged)")
+        elif checksums and file_checksum(p) != entry["blake2b"]:
+            problems.append(f"{p}: checksum differs from the manifest's (content damaged)")
+    return problems
+
+
+def check_files(folder: Path, manifest: dict, *, checksums: bool) -> None:
+    """Raise ArtifactDamagedError listing every problem of `file_problems` (nothing for an old artifact)."""
+    problems = file_problems(folder, manifest, checksums=checksums)
+    if problems:
+        head = f"{folder}: damaged prepared artifact; {_REBUILD}" if len(problems) > 1 else ""
+        lines = "\n  ".join(problems)
+        raise ArtifactDamagedError(f"{head}\n  {lines}" if head else f"{lines}; {_REBUILD}")
+
+
+def verify_artifact(folder: Path) -> dict:
+    """Full check (manifest, sizes, checksums); returns the manifest. An artifact without integrity
+    records cannot be vouched for: ArtifactDamagedError saying so."""
+    manifest = read_manifest(folder)
+    if not has_integrity_record(manifest):
+        raise ArtifactDamagedError(f"{Path(folder) / MANIFEST}: no checksums recorded (written before recscale "
+                                   f"recorded them), so the files cannot be verified; {_REBUILD}")
+    check_files(folder, manifest, checksums=True)
+    return manifest
