@@ -168,3 +168,41 @@ def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResul
                                   f"rows {rows} repeat the same setting and seed; keep one run per seed")
     name = str(doc.get("name") or root.resolve().name)  # the sweep's name, so a copied folder reads the same
     return SweepResults(root=root, name=name, runs=runs, config=cfg, config_columns=cols, baseline=chosen)
+
+
+def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics_needed: bool = True) -> list[str]:
+    """One message per row of runs.parquet whose run folder, metrics.json (`metrics_needed`: grouped-metric
+    plot) or, for a row in `prediction_rows` (DeLong), predictions file is absent, naming the run and what
+    the analysis does without it. Empty when runs.parquet has no `run_dir` column."""
+    runs = results.runs
+    if "run_dir" not in runs.columns:
+        return []
+    split_file = f"predictions_{results.config.split}.parquet"
+    out: list[str] = []
+    for row in range(len(runs)):
+        run_dir = runs.at[row, "run_dir"]
+        who = f"{runs.at[row, 'arch']} seed {runs.at[row, 'seed']}"
+        if run_dir is None or pd.isna(run_dir):
+            out.append(f"runs.parquet row {row} ({who}): no run_dir; its per-run files were not read")
+            continue
+        path = results.run_path(run_dir)
+        lost: list[str] = []
+        if not path.is_dir():
+            lost.append("run folder missing")
+        else:
+            if metrics_needed and not (path / METRICS_FILE).exists():
+                lost.append(f"{METRICS_FILE} missing (left out of the grouped-metric plot)")
+            if row in prediction_rows and not (path / split_file).exists():
+                lost.append(f"{split_file} missing (DeLong skipped for its seed)")
+        if lost:
+            out.append(f"run {run_dir} ({who}) could not be read: {'; '.join(lost)}")
+    return out
+
+
+def run_folders_absent(results: SweepResults) -> bool:
+    """True when runs.parquet names run folders but none exists: a study copied or published without them
+    (results/reference/*), whose missing per-run files the DeLong coverage warning already summarises."""
+    if "run_dir" not in results.runs.columns:
+        return True
+    dirs = [d for d in results.runs["run_dir"] if d is not None and not pd.isna(d)]
+    return not any(results.run_path(d).is_dir() for d in dirs)

@@ -1,5 +1,11 @@
 """`analyze(sweep folder)`: load results, fit, test, plot, and write report.md + plots/ + analysis.json.
 
+Every run of runs.parquet is expected: a row whose run folder, metrics.json or (when DeLong compares it)
+predictions file is missing is named in `warnings` (terminal summary, report.md, analysis.json) and kept in
+`AnalysisResult.unread_runs` (`recscale analyze --strict` fails on it). A folder whose run folders are all
+absent (a published reference study holding only sweep.yaml and runs.parquet) gets the single DeLong
+coverage warning instead, while `unread_runs` still lists every run.
+
 Outputs are first written to a temporary folder inside the sweep folder and then moved into place, so an
 interrupted analysis leaves the previous report intact and never a half-written one.
 """
@@ -17,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .ablations import ablation_analysis, delong_coverage
-from .collect import load_results
+from .collect import load_results, run_folders_absent, unreadable_runs
 from .family_comparison import family_comparisons
 from .families import family_columns, labelled_columns, size_columns
 from .headline import headline
@@ -92,8 +98,12 @@ def json_safe(x):
     return x
 
 
-def _warnings(res: AnalysisResult, compare_notes: list[str]) -> list[str]:
-    out = list(res.reference.notes) if res.reference is not None else []
+def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = True) -> list[str]:
+    prediction_rows = ({int(r) for a in res.ablations for r in (*a.paired.rows_a, *a.paired.rows_b)}
+                       if res.results.config.delong else set())
+    res.unread_runs = unreadable_runs(res.results, prediction_rows, metrics_needed=plots)
+    out = [] if run_folders_absent(res.results) else list(res.unread_runs)
+    out += list(res.reference.notes) if res.reference is not None else []
     out += [f"{p.label}: {f.gain_label} {p.gain:+.3g} <= 0 (vs {f.reference}); left out of the log fit"
             for f in res.scaling for p in f.excluded]
     for f in res.scaling:
@@ -119,7 +129,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")
-    res.warnings = _warnings(res, compare_notes)
+    res.warnings = _warnings(res, compare_notes, plots=plots)
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))

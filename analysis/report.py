@@ -39,6 +39,8 @@ class AnalysisResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # scaling notes that are not warnings
     group_note: str = ""  # why there is no grouped-metric plot
+    #: expected runs (rows of runs.parquet) whose run folder or files could not be read, one message each
+    unread_runs: list[str] = field(default_factory=list)
 
 
 def _label(metric: str) -> str:

@@ -163,3 +163,39 @@ def test_list_valued_config_columns_are_accepted(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert {a["comparison"] for a in summary["ablations"]} == {
         "shallow_hybrid vs wukong", "whale vs wukong", "whale_meanpool vs wukong"}
+
+
+def test_missing_runs_are_each_reported_and_strict_fails(tmp_path, capsys):
+    """A deleted run folder and a deleted predictions file: named on stdout, in report.md and in
+    analysis.json warnings; exit 0 by default, 1 with --strict (the report is written either way)."""
+    import shutil
+
+    root = make_results(tmp_path / "sweep", analysis=ANALYSIS)
+    shutil.rmtree(root / "runs" / "whale_meanpool_d64_s2_delay60")
+    (root / "runs" / "wukong_d64_s1_delay60" / "predictions_test.parquet").unlink()
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "2 expected run(s) could not be read" in out
+    assert "runs/whale_meanpool_d64_s2_delay60 (whale_meanpool seed 2) could not be read: run folder missing" in out
+    assert "runs/wukong_d64_s1_delay60 (wukong seed 1) could not be read: predictions_test.parquet missing" in out
+    warnings_ = json.loads((root / "analysis.json").read_text())["warnings"]
+    assert sum("could not be read" in w for w in warnings_) == 2
+    assert "run folder missing" in (root / "report.md").read_text()
+    assert main(["analyze", str(root), "--no-plots", "--strict"]) == 1
+    assert "--strict: 2 of" in capsys.readouterr().err
+
+
+def test_complete_results_pass_strict_and_reference_style_folder_keeps_one_warning(tmp_path, capsys):
+    import shutil
+
+    root = make_results(tmp_path / "sweep", analysis=ANALYSIS)
+    assert main(["analyze", str(root), "--no-plots", "--strict"]) == 0
+    assert "could not be read" not in capsys.readouterr().out
+    shutil.rmtree(root / "runs")  # like results/reference/*: sweep.yaml and runs.parquet only
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    assert "could not be read" not in capsys.readouterr().out
+    warnings_ = json.loads((root / "analysis.json").read_text())["warnings"]
+    assert not any("could not be read" in w for w in warnings_)
+    assert sum(w.startswith("DeLong skipped") for w in warnings_) == 1
+    assert main(["analyze", str(root), "--no-plots", "--strict"]) == 1
+    assert "no run folder exists" in capsys.readouterr().err

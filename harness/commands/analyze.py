@@ -7,8 +7,14 @@ Reads only RESULTS_DIR (runs.parquet, sweep.yaml's optional `analysis:` section,
 and predictions_test.parquet), so results copied from another machine analyse the same. Writes
 RESULTS_DIR/report.md, RESULTS_DIR/plots/*.png and RESULTS_DIR/analysis.json.
 
+Every run of runs.parquet is expected: one whose run folder, metrics.json or predictions could not be read
+is listed on stdout, in report.md and in analysis.json["warnings"]; with --strict that exits 1. (A folder
+with no run folders at all, such as a published reference study, gets one DeLong coverage warning instead;
+--strict still fails on it.)
+
 examples:
   recscale analyze results/demo
+  recscale analyze results/demo --strict          # exit 1 if any expected run could not be read
   recscale analyze results/helix_ablations --baseline helix --json
 """
 from __future__ import annotations
@@ -26,11 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reference architecture for default comparisons and dAUC (default: analysis.baseline "
                              "in sweep.yaml, else the architecture with the least FLOPs per target)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures (report tables only)")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when any run of runs.parquet could not be read (report still written)")
     parser.add_argument("--json", action="store_true",
                         help="print the full analysis as one JSON object instead of the text summary")
 
 
 def run(args: argparse.Namespace) -> int:
+    from analysis.collect import run_folders_absent
     from analysis.pipeline import REPORT, analyze, json_safe
     from analysis.report import summary_dict, terminal_summary
 
@@ -42,4 +51,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
     else:
         print(terminal_summary(res, str(args.results_dir / REPORT)))
+        if res.unread_runs and not run_folders_absent(res.results):
+            print(f"{len(res.unread_runs)} expected run(s) could not be read:")
+            print("\n".join(f"  {m}" for m in res.unread_runs))
+    if args.strict and res.unread_runs:
+        where = ("no run folder exists (only runs.parquet)" if run_folders_absent(res.results)
+                 else f"listed in {args.results_dir / REPORT}")
+        print(f"recscale analyze: --strict: {len(res.unread_runs)} of {len(res.results.runs)} expected run(s) "
+              f"could not be read ({where})", file=sys.stderr)
+        return 1
     return 0
