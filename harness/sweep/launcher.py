@@ -16,7 +16,9 @@ written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial s
   restarted); without it an existing, unfinished sweep folder is refused (a finished one is only
   collected again), and a changed sweep file is always refused.
 - Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
-  paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead.
+  paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead,
+  after a TCP connect check (`check_address_reachable`) that refuses an unreachable address within a
+  few seconds, before the results folder is created.
   Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
   RAY_AIR_NEW_OUTPUT=0 (unless set already) makes Tune use its legacy reporter, which honours
   verbose=0 (silent); the variable is restored when the session ends.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -151,6 +154,36 @@ def _check_fits(available: dict[str, float], per_trial: dict[str, float]) -> Non
         if need > 0 and have < need:
             hint = " (set resources.gpu: 0 and train.device: cpu to run on CPUs)" if kind == "gpu" else ""
             raise SweepError(f"resources.{kind}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
+
+
+#: Seconds to wait for a TCP connection to the --address before giving up (Ray itself retries for minutes).
+ADDRESS_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_CONNECT_TIMEOUT_S) -> None:
+    """Refuse, within `timeout_s`, an --address whose host:port accepts no TCP connection.
+
+    `ray.init(address=...)` on an unreachable address retries for minutes, printing only its own
+    warnings; a plain TCP connect to the GCS port answers in milliseconds (refused) or `timeout_s`
+    (dropped). 'auto' and addresses without a port are left to Ray.
+    """
+    if not address or address == "auto":
+        return
+    target = address.split("://", 1)[-1]
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not port_text.isdigit():
+        return
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
+            return
+    except OSError as e:
+        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise SweepError(
+            f"--address {address}: no Ray cluster answers at {host}:{port_text} ({reason} after trying for at most "
+            f"{timeout_s:g} s); start one there with `ray start --head --port {port_text}`, check the address, or "
+            "leave out --address to run on this machine"
+        ) from None
 
 
 def _enable_token_auth_when_available() -> None:
@@ -380,6 +413,8 @@ def run_sweep(
     t0 = time.perf_counter()
     since = time.time()
     plan: SweepPlan = plan_sweep(sweep)
+    check_address_reachable(address)  # before anything is written: an unreachable cluster leaves nothing
+    created = not (Path(results_root) / sweep.name).exists()
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
     if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
         collect_runs(sweep_dir)
@@ -391,22 +426,29 @@ def run_sweep(
     timings = {"prepare_s": time.perf_counter() - t0}
 
     per_trial = {"cpu": sweep.config.resources.cpu, "gpu": sweep.config.resources.gpu}
-    with ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
-        timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
-        fixed: dict[str, Any] = {}
-        stage = None
-        if sweep.config.search is not None:
-            ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="search")
-            stage = _stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
-            timings["search_s"] = stage.wall_s
-            if not (stage.failed or stage.interrupted):
-                fixed = _best_point(sweep, stage.results)
-                (sweep_dir / SEARCH_BEST_FILE).write_text(json.dumps(fixed, indent=1) + "\n")
-                plan = plan_sweep(sweep, fixed=fixed)
-        if stage is None or not (stage.failed or stage.interrupted):
-            ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
-            stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
-            timings["grid_s"] = stage.wall_s
+    entered = False
+    try:
+        with ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
+            entered = True
+            timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
+            fixed: dict[str, Any] = {}
+            stage = None
+            if sweep.config.search is not None:
+                ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="search")
+                stage = _stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
+                timings["search_s"] = stage.wall_s
+                if not (stage.failed or stage.interrupted):
+                    fixed = _best_point(sweep, stage.results)
+                    (sweep_dir / SEARCH_BEST_FILE).write_text(json.dumps(fixed, indent=1) + "\n")
+                    plan = plan_sweep(sweep, fixed=fixed)
+            if stage is None or not (stage.failed or stage.interrupted):
+                ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
+                stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
+                timings["grid_s"] = stage.wall_s
+    except SweepError:
+        if created and not entered:  # Ray could not start or join, or the cluster is too small: no trace
+            shutil.rmtree(sweep_dir, ignore_errors=True)
+        raise
 
     table = collect_runs(sweep_dir)
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
