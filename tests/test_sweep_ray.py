@@ -4,7 +4,8 @@
   middle of training (the test swaps in `tests.faults.run_trial_dying_once`) is retried from its
   checkpoint; its metrics equal a direct `train_run` of the same config (same config + seed + data
   -> identical metrics on CPU, across a worker death);
-- an interrupted sweep (SIGINT to `recscale sweep`) resumes with `--resume`, and only the trials
+- an interrupted sweep (SIGINT to `recscale sweep`) prints recscale's own `--resume` hint (not Ray's
+  `Tuner.restore` one, nor Ray's token notice) and resumes with `--resume`, and only the trials
   that had not finished train again (counted from trials.jsonl; finished run folders untouched);
 - a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops;
 - a search picks the best sampled value and the grid then runs at it.
@@ -67,7 +68,7 @@ def _trained_ends(events: list[dict]) -> list[str]:
     return [e["trial"] for e in events if e["event"] == "end" and not e["reused"]]
 
 
-def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkeypatch):
+def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkeypatch, capfd):
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(faults)  # workers need not import the tests package
@@ -97,6 +98,7 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
     assert (sweep_dir / "runs" / "whale-seed1" / faults.FAULT_MARKER).exists()
     (end,) = [e for e in events if e["event"] == "end" and e["trial"] == "whale-seed1"]
     assert end["resumed"] and not end["reused"]  # continued from the checkpoint written before the kill
+    assert "Token authentication is" not in capfd.readouterr().err  # Ray's notice is kept out (no --verbose)
 
     # the trial's metrics equal a direct train_run of the same config outside Ray
     from harness.config import RunConfig, TrainConfig
@@ -147,6 +149,9 @@ def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache)
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, output
+    # recscale's own hint, not Ray's Tuner.restore(...) one, and no token-authentication notice
+    assert f"Continue with `recscale sweep {sweep_file} --resume --results {tmp_path / 'results'}`" in output
+    assert "Tuner.restore" not in output and "Token authentication is" not in output, output
     finished_before = {p.parent.name for p in (sweep_dir / "runs").glob("*/metrics.json")}
     assert 1 <= len(finished_before) < 4
     mtimes = {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in finished_before}

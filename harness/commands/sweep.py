@@ -2,7 +2,8 @@
 
 Every distinct dataset is prepared once before any trial; trials train into
 RESULTS/<sweep name>/runs/<trial>/ and finished ones are collected into RESULTS/<sweep name>/runs.parquet.
-Interrupt with Ctrl-C and continue later with --resume: finished trials are not rerun.
+Interrupt with Ctrl-C and continue later with --resume: finished trials are not rerun. Ray's own notices
+(token authentication, Tuner.restore hints) are kept out of the terminal unless --verbose.
 
 examples:
   recscale sweep sweeps/demo.yaml --dry-run        # trial table and estimated compute, runs nothing
@@ -32,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
     parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
                         help="CPUs the local Ray may use (default: all); ignored with --address")
+    parser.add_argument("--verbose", action="store_true",
+                        help="let Ray's own notices through (token authentication, Tuner.restore hints)")
     parser.add_argument("--json", action="store_true", help="print the outcome (or the plan) as one JSON object")
 
 
@@ -58,12 +61,23 @@ def run(args: argparse.Namespace) -> int:
               f"{s.get('overhead_in_trial_s', float('nan')):.1f} s inside the trial)")
     if outcome.failed:
         print(f"recscale sweep: {len(outcome.failed)} trial(s) failed: " + "; ".join(outcome.failed)
-              + "\nrerun with --resume to retry them", file=sys.stderr)
+              + f"\nrerun with `{_resume_command(args)}` to retry them", file=sys.stderr)
         return 1
     if outcome.interrupted:
-        print("recscale sweep: interrupted; continue with --resume", file=sys.stderr)
+        print(f"recscale sweep: interrupted; finished trials are kept. Continue with `{_resume_command(args)}`",
+              file=sys.stderr)
         return 130
     return 0
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command line that continues this sweep (the options that locate it and its cluster kept)."""
+    parts = ["recscale sweep", str(args.file), "--resume"]
+    if args.results != Path("results"):
+        parts += ["--results", str(args.results)]
+    if args.address:
+        parts += ["--address", args.address]
+    return " ".join(parts)
 
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:

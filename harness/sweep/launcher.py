@@ -21,11 +21,14 @@ written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial s
   few seconds, before the results folder is created.
   Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
   RAY_AIR_NEW_OUTPUT=0 (unless set already) makes Tune use its legacy reporter, which honours
-  verbose=0 (silent); the variable is restored when the session ends.
+  verbose=0 (silent); the variable is restored when the session ends. Ray's token-authentication
+  notice and its `Tuner.restore(...)` hint on Ctrl-C are filtered out (`quiet_ray_notices`) unless
+  `verbose=True` (`recscale sweep --verbose`); the command prints its own `--resume` hint.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -154,6 +157,45 @@ def _check_fits(available: dict[str, float], per_trial: dict[str, float]) -> Non
         if need > 0 and have < need:
             hint = " (set resources.gpu: 0 and train.device: cpu to run on CPUs)" if kind == "gpu" else ""
             raise SweepError(f"resources.{kind}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
+
+
+#: Ray's own notices kept out of the terminal unless --verbose: (logger, text the message contains).
+#: Ray logs them through Python logging in the driver; recscale says what to do itself (`--resume`).
+RAY_NOTICES: tuple[tuple[str, str], ...] = (
+    ("ray._private.authentication.authentication_token_setup", "Token authentication is"),
+    ("ray.tune.tune", "Resume experiment with"),
+    ("ray.tune.tune", "Resume training with"),
+)
+
+
+class _DropNotices(logging.Filter):
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__()
+        self.texts = texts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.texts)
+
+
+@contextmanager
+def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
+    """Drop RAY_NOTICES (token-authentication notice, `Tuner.restore(...)` hint) while the block runs,
+    unless `verbose`; Ray's other warnings and errors still reach the terminal."""
+    if verbose:
+        yield
+        return
+    by_logger: dict[str, list[str]] = {}
+    for name, text in RAY_NOTICES:
+        by_logger.setdefault(name, []).append(text)
+    filters = [(logging.getLogger(name), _DropNotices(texts)) for name, texts in by_logger.items()]
+    for logger, f in filters:
+        logger.addFilter(f)
+    try:
+        yield
+    finally:
+        for logger, f in filters:
+            logger.removeFilter(f)
 
 
 #: Seconds to wait for a TCP connection to the --address before giving up (Ray itself retries for minutes).
@@ -408,8 +450,11 @@ def run_sweep(
     resume: bool = False,
     address: str | None = None,
     num_cpus: int | None = None,
+    verbose: bool = False,
 ) -> SweepOutcome:
-    """Prepare datasets, run the search (if any) and the grid, collect runs.parquet."""
+    """Prepare datasets, run the search (if any) and the grid, collect runs.parquet.
+
+    Ray's token-authentication notice and its `Tuner.restore(...)` hint are dropped unless `verbose`."""
     t0 = time.perf_counter()
     since = time.time()
     plan: SweepPlan = plan_sweep(sweep)
@@ -428,7 +473,7 @@ def run_sweep(
     per_trial = {"cpu": sweep.config.resources.cpu, "gpu": sweep.config.resources.gpu}
     entered = False
     try:
-        with ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
+        with quiet_ray_notices(verbose), ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
             entered = True
             timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
             fixed: dict[str, Any] = {}
