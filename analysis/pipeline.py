@@ -76,7 +76,8 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}
 
 
-def _replace(src: Path, dst: Path) -> None:
+def replace_path(src: Path, dst: Path) -> None:
+    """Move file or folder `src` onto `dst`, replacing what is there (kept aside until the move is done)."""
     backup = None
     if dst.exists():
         backup = dst.with_name(f".{dst.name}.old")
@@ -140,7 +141,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
         (tmp / SUMMARY).write_text(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
         for name in (PLOTS, REPORT, SUMMARY):
             if (tmp / name).exists():
-                _replace(tmp / name, root / name)
+                replace_path(tmp / name, root / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return res

@@ -9,7 +9,6 @@ the reference's warnings.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pandas as pd
 from protocols.errors import RecscaleError
 
 from .collect import RUNS_FILE, SWEEP_FILE
+from .pipeline import replace_path
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
@@ -44,13 +44,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
     try:
         for name in REFERENCE_INPUTS:
             shutil.copy2(sweep_dir / name, tmp / name)
-        old = out.with_name(f".{out.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
-        if out.exists():
-            os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_path(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -6,8 +6,9 @@ written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial s
 `ray/<stage>/` (`stage` = `search` or `grid`).
 
 - Every distinct dataset is prepared in the driver before Ray starts any trial.
-- The grid is one `tune.Tuner` whose param space is `tune.grid_search` per axis, so every
-  architecture meets every seed and dataset; trials get `tune.with_resources` (cpu, gpu fraction),
+- The grid is one `tune.Tuner` whose param space is one `tune.grid_search` over the distinct grid
+  points (`plan.grid_points`: the product of the axes, each trial once), so every architecture meets
+  every seed and dataset; trials get `tune.with_resources` (cpu, gpu fraction),
   actors are reused, and a trial whose worker dies is retried (`FailureConfig(max_failures)`).
 - A search (`search:` section) runs first with `OptunaSearch` behind a `ConcurrencyLimiter` at the
   first value of every grid axis (Ray's Optuna integration refuses grid axes); the grid then runs

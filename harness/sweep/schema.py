@@ -235,22 +235,21 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
 
     axes = _normalise_grid(cfg)
     archs = axes["arch"]
-    settings = [kv for key, values in axes.items() for v in values for kv in axis_settings(key, v).items()]
     _check_data_values(cfg)
 
     # Model settings are checked together, as a trial sees them: the base section with the first value of
     # every grid axis, then each axis value in turn (a bundle sets several fields at once; `dim` must
     # fit `mix_tokens`, `retained_tokens` the Gather quotas, ...).
-    first = {k: v for key, values in axes.items() for k, v in _model_settings(key, values[0]).items()}
+    first = {k: v for key, values in axes.items() for k, v in _section(axis_settings(key, values[0]), "model").items()}
     _check_model_keys("model", cfg.model, archs, context=first)
     _check_train(cfg.train, "train")
     for key, values in axes.items():
         for value in values:
             made = axis_settings(key, value)
-            model = _model_settings(key, value)
+            model = _section(made, "model")
             if model:
                 _check_model_keys(f"grid.{key}", model, archs, context={**cfg.model, **first})
-            train = {k.partition(".")[2]: v for k, v in made.items() if k.startswith("train.")}
+            train = _section(made, "train")
             if train:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
@@ -263,9 +262,9 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
 # section checks
 
 
-def _model_settings(axis: str, value: Any) -> dict[str, Any]:
-    """The model fields one grid-axis value sets (`{}` for data, train and run axes)."""
-    return {k.partition(".")[2]: v for k, v in axis_settings(axis, value).items() if k.startswith("model.")}
+def _section(settings: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """The fields of one section (`model`, `train`) among canonical `section.field` settings."""
+    return {k.partition(".")[2]: v for k, v in settings.items() if k.startswith(f"{section}.")}
 
 
 def _check_choice(key: str, value: Any, valid: list[str]) -> None:
