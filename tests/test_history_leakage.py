@@ -103,3 +103,94 @@ def test_author50_links_back_and_reports_coverage():
     assert 0 < linked < present  # the tiny arrays hold some unlinkable rows on purpose
     assert cov["request_key_coverage"] == 1.0
     assert cov["rows_not_before_target"] == 0
+
+
+_MATCH_FIELDS = ("author_id", "category_level_two", "category_level_one", "upload_type", "upload_timestamp",
+                 "duration", "request_timestamp", "playing_time")  # array columns 1..8
+
+
+def _reference_author50(log, target_row: int, L: int) -> tuple[list[int], dict[str, int]]:
+    """event_ids of the author50 history of one target by brute force, and its disambiguation counts.
+
+    Each present array row: candidates = every exposure with its (request_id, video_id); several ->
+    most array fields equal, then effective view; the k-th repeat of the pair in this array takes the
+    k-th remaining candidate in log order. Kept: effective views of the target's user strictly
+    before it, each exposure once; ordered by (request_timestamp, request_id, event_id), last L."""
+    arr = log.author50_loader(int(log["file_index"][target_row]))[int(log["request_id"][target_row])]
+    counts = {"rows_disambiguated": 0, "resolved_by_fields": 0, "resolved_by_feedback": 0, "still_tied": 0}
+    seen_pairs: dict[tuple[int, int], int] = {}
+    kept: list[int] = []
+    for line in arr:
+        if line[7] <= 0:
+            continue
+        pair = (int(line[9]), int(line[0]))
+        cands = [j for j in range(len(log)) if (int(log["request_id"][j]), int(log["video_id"][j])) == pair]
+        if not cands:
+            continue
+        k = seen_pairs.get(pair, 0)
+        seen_pairs[pair] = k + 1
+        if len(cands) == 1:
+            j = cands[0]
+        else:
+            fields = {j: sum(int(log[f][j]) == int(line[c + 1]) for c, f in enumerate(_MATCH_FIELDS)) for j in cands}
+            top_fields = [j for j in cands if fields[j] == max(fields.values())]
+            top = [j for j in top_fields if log["effective_view"][j] == 1] or top_fields
+            counts["rows_disambiguated"] += 1
+            if len(top_fields) == 1:
+                counts["resolved_by_fields"] += 1
+            elif len(top) == 1:
+                counts["resolved_by_feedback"] += 1
+            else:
+                counts["still_tied"] += 1
+            j = top[k % len(top)]
+        ok = (log["effective_view"][j] == 1 and log["user_id"][j] == log["user_id"][target_row]
+              and log["request_timestamp"][j] < log["request_timestamp"][target_row] and j not in kept)
+        if ok:
+            kept.append(j)
+    kept.sort(key=lambda j: (log["request_timestamp"][j], log["request_id"][j], log["event_id"][j]))
+    return [int(log["event_id"][j]) for j in kept[-L:]], counts
+
+
+@pytest.mark.parametrize("seed,L", [(11, 50), (12, 5)])
+def test_author50_resolves_duplicated_pairs(seed, L):
+    """Duplicated (request_id, video_id) pairs whose rows differ in feedback (and sometimes playing
+    time) link to the right exposure: the vectorised links equal the brute-force reference, every
+    entry is an effective view of the user strictly before the target in time order, linked content
+    equals the rows the arrays were built from, and the manifest counts the disambiguated entries."""
+    log = random_log(seed, author50=True, n_requests=80, n_videos=15, duplicate_share=0.3)
+    keys = list(zip(log["request_id"].tolist(), log["video_id"].tolist()))
+    assert len(set(keys)) < len(keys)  # the log really repeats pairs
+    first_request_rows = np.unique(log["request_id"], return_index=True)[1]
+    built = Author50Protocol(history_len=L).build(log, first_request_rows)
+    cov = built.diagnostics["link_coverage"]
+    got = _event_ids(log, built.rows)
+    totals = {"rows_disambiguated": 0, "resolved_by_fields": 0, "resolved_by_feedback": 0, "still_tied": 0}
+    row_of = {int(e): j for j, e in enumerate(log["event_id"])}
+    first_row_wrong = 0
+    for r, target in enumerate(first_request_rows):
+        expected, counts = _reference_author50(log, int(target), L)
+        assert got[r] == expected
+        for k, v in counts.items():
+            totals[k] += v
+        hist = [row_of[e] for e in got[r]]
+        assert all(log["effective_view"][j] == 1 for j in hist)
+        assert all(log["user_id"][j] == log["user_id"][target] for j in hist)
+        assert all(log["request_timestamp"][j] < log["request_timestamp"][target] for j in hist)
+        order = [(log["request_timestamp"][j], log["request_id"][j], log["event_id"][j]) for j in hist]
+        assert order == sorted(order)
+        # content: the linked rows are (field for field) the rows the array was built from
+        sources = log.author50_loader.sources[int(log["request_id"][target])]
+        truth = sorted(tuple(int(log[f][j]) for f in ("request_id", "video_id", "effective_view", *_MATCH_FIELDS))
+                       for j in sources if j is not None)
+        linked = sorted(tuple(int(log[f][j]) for f in ("request_id", "video_id", "effective_view", *_MATCH_FIELDS))
+                        for j in hist)
+        assert linked == truth if L >= len(truth) else set(linked) <= set(truth)
+        # the old rule (first row of the pair) would have linked some non-effective rows
+        for j in sources:
+            if j is not None:
+                first = keys.index((int(log["request_id"][j]), int(log["video_id"][j])))
+                first_row_wrong += int(log["effective_view"][first] == 0)
+    assert first_row_wrong > 0
+    assert {k: cov[k] for k in totals} == totals
+    assert totals["resolved_by_fields"] > 0 and totals["resolved_by_feedback"] > 0 and totals["still_tied"] > 0
+    assert cov["rows_not_effective"] == cov["rows_other_user"] == cov["rows_not_before_target"] == 0

@@ -35,8 +35,13 @@ def random_log(
     n_videos: int = 40,
     author50: bool = False,
     with_truth: bool = False,
+    duplicate_share: float = 0.0,
 ) -> ExposureLog:
-    """A random log; timestamps in [t0, t0 + span_ms) on a `grid_ms` grid."""
+    """A random log; timestamps in [t0, t0 + span_ms) on a `grid_ms` grid.
+
+    `duplicate_share` > 0 shows that share of exposures a second time in the same request (same
+    video, so the (request_id, video_id) pair repeats): a third of the copies differ only in feedback,
+    a third also in playing time, a third are exact copies (feedback included)."""
     rng = np.random.default_rng(seed)
     req_user = rng.integers(0, n_users, n_requests) * 7 + 100  # arbitrary, non-contiguous ids
     req_t = t0 + rng.integers(0, span_ms // grid_ms, n_requests) * grid_ms
@@ -71,6 +76,9 @@ def random_log(
         "effective_view": rng.integers(0, 2, n),
         "long_view": rng.integers(0, 2, n),
     }
+    if duplicate_share > 0:  # own generator: the logs of other tests stay exactly as they were
+        cols = _with_duplicates(cols, duplicate_share, grid_ms, np.random.default_rng([seed, 1]))
+        n = len(cols["request_id"])
     local_day = (cols["request_timestamp"] + SHANGHAI_OFFSET_MS) // DAY_MS
     days_present = np.unique(local_day)
     file_index = np.searchsorted(days_present, local_day)
@@ -93,10 +101,23 @@ def random_log(
     return log
 
 
+def _with_duplicates(cols: dict, share: float, grid_ms: int, rng: np.random.Generator) -> dict:
+    n = len(cols["request_id"])
+    src = np.flatnonzero(rng.random(n) < share)
+    kind = rng.integers(0, 3, len(src))  # 0: other feedback, 1: other feedback and playing time, 2: exact copy
+    copy = {k: np.asarray(v)[src].copy() for k, v in cols.items()}
+    flip = kind < 2
+    copy["effective_view"][flip] = 1 - copy["effective_view"][flip]
+    copy["long_view"][flip] = 1 - copy["long_view"][flip]
+    copy["playing_time"][kind == 1] += grid_ms
+    return {k: np.concatenate([np.asarray(v), copy[k]]) for k, v in cols.items()}
+
+
 def _author50_tables(log: ExposureLog, rng: np.random.Generator):
     """Author-style arrays: each request's user's 50 latest effective views strictly before it,
     right-aligned, with one in ten rows pointing at a (request, video) pair that is not an exposure."""
     tables: dict[int, dict[int, np.ndarray]] = {}
+    sources: dict[int, list[int | None]] = {}  # request_id -> log row of each present array row (None: unlinkable)
     rows = sorted(range(len(log)), key=lambda i: (log["request_timestamp"][i], log["request_id"][i], log["event_id"][i]))
     seen_requests = set()
     for i in rows:
@@ -108,15 +129,22 @@ def _author50_tables(log: ExposureLog, rng: np.random.Generator):
         past = [j for j in rows if log["user_id"][j] == u and log["request_timestamp"][j] < t and log["effective_view"][j] == 1]
         past = past[-50:]
         arr = np.zeros((50, 10), dtype=np.int64)
+        sources[rid] = []
         for k, j in enumerate(past):
-            vid = log["video_id"][j] if rng.random() > 0.1 else 10_000 + j  # unlinkable video
+            linkable = rng.random() > 0.1
+            vid = log["video_id"][j] if linkable else 10_000 + j  # unlinkable video
+            sources[rid].append(j if linkable else None)
             arr[50 - len(past) + k] = [
                 vid, log["author_id"][j], log["category_level_two"][j], log["category_level_one"][j],
                 log["upload_type"][j], log["upload_timestamp"][j], log["duration"][j],
                 log["request_timestamp"][j], log["playing_time"][j], log["request_id"][j],
             ]
         tables.setdefault(int(log["file_index"][i]), {})[rid] = arr
-    return lambda file_index: tables.get(file_index, {})
+    def loader(file_index: int) -> dict[int, np.ndarray]:
+        return tables.get(file_index, {})
+
+    loader.sources = sources  # type: ignore[attr-defined]
+    return loader
 
 
 def reference_availability(log: ExposureLog, delay_ms: int) -> dict[int, int]:
