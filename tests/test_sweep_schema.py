@@ -136,22 +136,78 @@ def test_every_sweep_file_loads(tmp_path, monkeypatch):
 
 
 def _sets_no_field_of(axis, values, arch):
-    fields = set(arch_fields(arch))
+    """A grid axis scoped to other architectures (model.<other>.<field>, or bundle entries that only hold
+    other architectures' mappings); shared keys are fields of every architecture (checked at load)."""
+    import architectures
+
     if axis.startswith("model."):
-        return axis[len("model."):] not in fields
+        scope = axis.split(".")
+        return len(scope) == 3 and scope[1] != arch
     if axis == "model":
-        return not any(k in fields for v in values for k in v if k != "name")
+        return all(k in architectures.names() and k != arch for v in values for k in v if k != "name")
     return False
 
 
-def test_model_axis_an_architecture_lacks_runs_it_once():
+def test_model_axis_scoped_to_one_architecture_runs_the_others_once():
     """A Wukong reference beside a HELIX-only axis runs once per seed, not once per HELIX value."""
     sweep = parse_sweep(_with(model=None, grid={"arch": ["helix", "wukong"], "seed": [0, 1],
-                                                "model.retained_tokens": [[4, 2], [8, 4], [16, 8]]}))
+                                                "model.helix.retained_tokens": [[4, 2], [8, 4], [16, 8]]}))
     plan = plan_sweep(sweep)
     by_arch = {a: sorted(t.trial_id for t in plan.trials if t.arch == a) for a in ("helix", "wukong")}
-    assert len(by_arch["helix"]) == 6
+    assert by_arch["helix"] == sorted(f"helix-seed{s}-retained_tokens{r}" for s in (0, 1) for r in ("4x2", "8x4", "16x8"))
     assert by_arch["wukong"] == ["wukong-seed0", "wukong-seed1"]
+    helix = next(t for t in plan.trials if t.trial_id == "helix-seed1-retained_tokens8x4")
+    assert helix.model["retained_tokens"] == [8, 4] and helix.record()["model.retained_tokens"] == [8, 4]
+    assert all("retained_tokens" not in t.model for t in plan.trials if t.arch == "wukong")
+
+
+@pytest.mark.parametrize("section, spelled", [
+    ({"model": {"dim": 8, "kv_cache": "last_layer"}}, "model.kv_cache"),
+    ({"model": {"size": "XS"}}, "model.size"),
+    ({"grid": {"arch": ["whale", "helix"], "model.size": ["XS", "S"]}}, "grid.model.size"),
+    ({"grid": {"arch": ["whale", "helix"], "model": [{"name": "a", "dim": 8, "mix_tokens": 4}]}},
+     "grid.model[0].mix_tokens"),
+    ({"search": {"space": {"model.mix_tokens": {"choice": [2, 4]}}}}, "search.space.model.mix_tokens"),
+])
+def test_a_key_one_architecture_lacks_is_refused_naming_key_and_architecture(section, spelled):
+    """`arch: [whale, helix]` with a key only HELIX has used to validate, and WHALE trials dropped it."""
+    raw = {"grid": {"arch": ["whale", "helix"], "seed": [0]}, **section}
+    msg = _error(_with(**raw))
+    assert msg.startswith(f"{spelled}: architecture whale has no config field"), msg
+    field = spelled.rsplit(".", 1)[1]
+    assert f"model: {{helix: {{{field}: ...}}}}" in msg and f"model.helix.{field}" in msg  # says how to scope it
+
+
+def test_per_architecture_settings_apply_to_that_architecture_only():
+    sweep = parse_sweep(_with(
+        model={"dim": 8, "helix": {"mix_tokens": 2, "dim": 4}, "whale": {"num_heads": 2}},
+        grid={"arch": ["whale", "helix", "wukong"], "seed": [0],
+              "model": [{"name": "s", "num_layers": 1, "helix": {"size": "XS"}},
+                        {"name": "l", "num_layers": 2, "whale": {"head_dim": 4}}]}))
+    models = {t.trial_id: {k: v for k, v in t.model.items() if k != "history_len"} for t in plan_sweep(sweep).trials}
+    assert models == {
+        "whale-seed0-s": {"dim": 8, "num_heads": 2, "num_layers": 1},
+        "whale-seed0-l": {"dim": 8, "num_heads": 2, "num_layers": 2, "head_dim": 4},
+        "helix-seed0-s": {"dim": 4, "mix_tokens": 2, "num_layers": 1, "size": "XS"},  # its own dim wins
+        "helix-seed0-l": {"dim": 4, "mix_tokens": 2, "num_layers": 2},
+        "wukong-seed0-s": {"dim": 8, "num_layers": 1},
+        "wukong-seed0-l": {"dim": 8, "num_layers": 2},
+    }
+
+
+def test_per_architecture_key_errors():
+    grid = {"arch": ["whale", "helix"], "seed": [0]}
+    msg = _error(_with(model={"hstu": {"num_heads": 2}}, grid=grid))
+    assert msg.startswith("model.hstu.num_heads: hstu is not an architecture of this sweep (whale, helix)")
+    msg = _error(_with(model={"whale": {"mix_tokens": 2}}, grid=grid))
+    assert msg.startswith("model.whale.mix_tokens: not a config field of whale; valid:") and "head_dim" in msg
+    msg = _error(_with(grid={**grid, "model.whale.mix_tokens": [2]}))
+    assert msg.startswith("grid.model.whale.mix_tokens: not a config field of whale")
+    assert _error(_with(model={"helix": 4}, grid=grid)).startswith("model.helix: expected a mapping of helix's")
+    msg = _error(_with(grid={**grid, "model.dim": [8, 16], "model.helix.dim": [4]}))
+    assert "grid.model.helix.dim: sets model.dim for helix, which grid.model.dim also sets" in msg
+    msg = _error(_with(grid={**grid, "model.whale.dim": [8, "wide"]}))
+    assert msg.startswith("grid.model.whale.dim: model.dim") and "'wide'" in msg and "(architecture whale)" in msg
 
 
 def test_demo_is_five_models_at_three_widths_times_three_seeds():
@@ -280,3 +336,31 @@ def test_bundle_fields_are_checked_together():
     msg = _error(_with(model=None, grid={"arch": ["helix"], "seed": [0],
                                          "model": [{"name": "w4", "dim": 4, "num_heads": 2}]}))
     assert "model.dim" in msg and "mix_tokens" in msg
+
+
+@pytest.mark.parametrize("name", ["demo", "scaling_cpu", "helix_retained_tokens"])
+def test_rewritten_sweeps_plan_the_runs_of_their_committed_reference(name):
+    """The committed references were run from the older spelling (keys applied where an architecture had
+    them); the per-architecture spelling plans exactly their trial ids, datasets and config columns."""
+    import math
+
+    import pandas as pd
+
+    folder = REPO / "results" / "reference" / name
+    assert (folder / "sweep.yaml").read_text() == (REPO / "sweeps" / f"{name}.yaml").read_text()
+    runs = pd.read_parquet(folder / "runs.parquet")
+    trials = plan_sweep(load_sweep(folder / "sweep.yaml")).trials
+    assert sorted(t.trial_id for t in trials) == sorted(runs["trial_id"])
+    config = [c for c in runs.columns if c.startswith(("model.", "train.")) or c in ("arch", "seed", "dataset_id")]
+    for t in trials:
+        row = runs.loc[runs["trial_id"] == t.trial_id].iloc[0]
+        record = t.record()
+        for col in config:
+            value = row[col]
+            missing = value is None or (isinstance(value, float) and math.isnan(value))
+            if missing:
+                assert col not in record, (t.trial_id, col)
+            else:
+                got = record[col]
+                assert (list(got) if isinstance(got, (list, tuple)) else got) == (
+                    list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value), (t.trial_id, col)

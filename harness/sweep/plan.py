@@ -4,7 +4,10 @@ A grid point is a mapping axis -> value (`{"arch": "whale", "seed": 1, "model.di
 function (`resolve_trial`) turns it into a run description for `--dry-run`, for Ray's trial folder
 names and inside the trainable, so the table a user sees is exactly what runs. Every architecture
 and model setting meets every seed and every dataset: the grid is a full cartesian product, except that a
-model axis an architecture does not have is dropped from its points (run once, not once per value).
+model axis scoped to other architectures (`model.helix.retained_tokens`, or a `grid.model` entry that sets
+nothing for an architecture) is left out of that architecture's points, which then run once, not once
+per value. A key given for an architecture is never dropped (sweep validation refuses keys an
+architecture lacks).
 
 The cost estimate for `--dry-run` multiplies forward matrix FLOPs per target (fvcore, counted on a
 random batch) by the targets each run touches: 3 x train targets x epochs (forward + backward)
@@ -24,7 +27,8 @@ from typing import Any, Iterable, Mapping
 from protocols.prepare import PrepareConfig, protocol_parameters
 from protocols.typed_config import from_dict, to_dict
 
-from .schema import BUNDLE_AXES, Sweep, arch_fields, axis_settings
+from . import model_keys
+from .schema import BUNDLE_AXES, Sweep, axis_settings
 
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -85,10 +89,10 @@ class SweepPlan:
 
 def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
     """The distinct grid points: the cartesian product of the axes (first axis varying slowest), each
-    point without the model axes its architecture does not have, duplicates dropped.
+    point without the model axes that set nothing for its architecture, duplicates dropped.
 
-    A model axis only some architectures have (e.g. HELIX's `model.retained_tokens` in a grid that also
-    runs a Wukong reference) would otherwise run the others once per value, identically.
+    A model axis scoped to some architectures (e.g. HELIX's `model.helix.retained_tokens` in a grid that
+    also runs a Wukong reference) would otherwise run the others once per value, identically.
     """
     axes = sweep.axes
     keys = list(axes)
@@ -104,14 +108,14 @@ def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
 
 
 def _applicable(point: dict[str, Any]) -> dict[str, Any]:
-    """`point` without model axes (or model bundles) that set no field of the point's architecture."""
-    fields = set(arch_fields(str(point["arch"]))) if "arch" in point else None
-    if fields is None:
+    """`point` without model axes (or model bundle entries) that set no field of the point's architecture."""
+    if "arch" not in point:
         return point
+    arch = str(point["arch"])
     keep = {}
     for axis, value in point.items():
-        model_keys = [k.partition(".")[2] for k in axis_settings(axis, value) if k.startswith("model.")]
-        if model_keys and not any(k in fields for k in model_keys):
+        keys = [k.partition(".")[2] for k in axis_settings(axis, value) if k.startswith("model.")]
+        if keys and not any(model_keys.applies(k, arch) for k in keys):
             continue
         keep[axis] = value
     return keep
@@ -171,7 +175,7 @@ def trial_id_for(sweep: Sweep, point: Mapping[str, Any]) -> str:
     """Readable, deterministic trial id, e.g. `whale-seed1-dim32-delay_s0` (a folder name)."""
     parts = [_fmt(point["arch"]), f"seed{_fmt(point.get('seed', sweep.config.seed))}"]
     others = [k for k in point if k not in ("arch", "seed")]
-    short = [k.split(".", 1)[1] if "." in k else k for k in others]
+    short = [k.rsplit(".", 1)[1] if "." in k else k for k in others]  # model.helix.dim -> dim
     for key, label in zip(others, short):
         if short.count(label) > 1:
             label = key.replace(".", "_")
@@ -191,21 +195,23 @@ def resolve_trial(
 ) -> TrialPlan:
     """Turn a grid point (plus `fixed` model./train. values, e.g. a search's best point) into a trial.
 
-    Model keys apply only to architectures whose config has them; the model's `history_len` always
-    follows the dataset's.
+    Shared model keys apply to every architecture, `<arch>.<field>` keys to that one (they win over a
+    shared key of the same mapping); grid values replace the `model:` section's. The model's
+    `history_len` always follows the dataset's.
     """
     cfg = sweep.config
     arch = str(point["arch"])
     seed = int(point.get("seed", cfg.seed))
-    fields = set(arch_fields(arch))
-    model = {k: v for k, v in cfg.model.items() if k in fields}
+    model = model_keys.for_arch(arch, model_keys.flatten(cfg.model, "model"))
     train = dict(cfg.train)
+    grid_model: dict[str, Any] = {}
     for key, value in {**(fixed or {}), **point_settings(point)}.items():
         section, _, sub = key.partition(".")
-        if section == "model" and sub in fields:
-            model[sub] = value
+        if section == "model":
+            grid_model[sub] = value
         elif section == "train":
             train[sub] = value
+    model.update(model_keys.for_arch(arch, grid_model))
     dataset = dataset_for(sweep, point)
     model["history_len"] = dataset.prepare["history_len"]  # every model config has it (architectures/contract.py)
     return TrialPlan(

@@ -16,11 +16,11 @@ Optuna search (followed by a grid at the chosen point):
       seed: 42                      # target sampling seed
     arch: whale                     # default architecture when the grid has no `arch` axis
     train: {batch_size: 256}        # harness.config.TrainConfig fields
-    model: {dim: 16}                # fields of the architectures' configs (applied where they exist)
+    model: {dim: 16, hstu: {num_heads: 2}}  # fields every architecture has; <arch>: {...} for one only
     grid:                           # the cartesian product of these lists is run
       arch: [wukong, hstu, whale]
       seed: [0, 1, 2]
-      model.dim: [16, 32]
+      model.dim: [16, 32]           # model.<field> (every architecture) or model.<arch>.<field>
       delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, history_len); any
                                     # other PrepareConfig field but source/root/out as data.<field>
       # data:                       # or: a list of arms, each setting several fields together
@@ -54,6 +54,9 @@ from protocols.prepare import PrepareConfig
 from protocols.typed_config import ConfigError, from_dict, to_dict
 
 from harness.metric_registry import check_split_metric
+
+from . import model_keys
+from .model_keys import arch_fields
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
 #: where prepared datasets go.
@@ -237,19 +240,11 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     archs = axes["arch"]
     _check_data_values(cfg)
 
-    # Model settings are checked together, as a trial sees them: the base section with the first value of
-    # every grid axis, then each axis value in turn (a bundle sets several fields at once; `dim` must
-    # fit `mix_tokens`, `retained_tokens` the Gather quotas, ...).
-    first = {k: v for key, values in axes.items() for k, v in _section(axis_settings(key, values[0]), "model").items()}
-    _check_model_keys("model", cfg.model, archs, context=first)
+    _check_models(cfg, axes, archs)
     _check_train(cfg.train, "train")
     for key, values in axes.items():
         for value in values:
-            made = axis_settings(key, value)
-            model = _section(made, "model")
-            if model:
-                _check_model_keys(f"grid.{key}", model, archs, context={**cfg.model, **first})
-            train = _section(made, "train")
+            train = _section(axis_settings(key, value), "train")
             if train:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
@@ -300,7 +295,11 @@ def _check_data_root(data: DataSection) -> Path | None:
 
 
 def axis_settings(axis: str, value: Any) -> dict[str, Any]:
-    """The canonical `section.field` settings one axis value makes (bundles set several at once)."""
+    """The canonical `section.field` settings one axis value makes (bundles set several at once); a model
+    bundle's per-architecture mappings become `model.<arch>.<field>` (harness/sweep/model_keys.py)."""
+    if axis == "model":
+        fields = model_keys.flatten({k: v for k, v in value.items() if k != "name"}, "grid.model")
+        return {f"model.{k}": v for k, v in fields.items()}
     if axis in BUNDLE_AXES:
         return {f"{axis}.{k}": v for k, v in value.items() if k != "name"}
     return {axis: value}
@@ -309,12 +308,14 @@ def axis_settings(axis: str, value: Any) -> dict[str, Any]:
 def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     axes: dict[str, list[Any]] = {}
     valid = ", ".join([*RUN_AXES, *DATA_AXIS_SHORTHANDS, *(f"data.{f}" for f in DATA_AXIS_FIELDS),
-                       "model.<field>", "train.<field>", *(f"{b} (list of mappings)" for b in BUNDLE_AXES)])
+                       "model.<field>", "model.<arch>.<field>", "train.<field>",
+                       *(f"{b} (list of mappings)" for b in BUNDLE_AXES)])
     for key, values in cfg.grid.items():
         canon = DATA_AXIS_SHORTHANDS.get(key, key)
         section, _, sub = canon.partition(".")
+        parts = sub.split(".")
         ok = canon in RUN_AXES or canon in BUNDLE_AXES or (section == "data" and sub in DATA_AXIS_FIELDS) or (
-            section in ("model", "train") and sub and "." not in sub)
+            section in ("model", "train") and all(parts) and len(parts) <= (2 if section == "model" else 1))
         if not ok:
             raise ConfigError(f"grid.{key}: not a grid axis; valid: {valid}")
         if canon in axes:
@@ -326,7 +327,8 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
         if canon in BUNDLE_AXES:
             _check_bundle(canon, values)
         axes[canon] = list(values)
-    bundled = {k for b in BUNDLE_AXES if b in axes for v in axes[b] for k in axis_settings(b, v)}
+    # (model fields set twice for one architecture are refused in _check_models)
+    bundled = {k for b in ("data", "train") if b in axes for v in axes[b] for k in axis_settings(b, v)}
     for key in bundled & set(axes):
         raise ConfigError(f"grid.{key}: also set by the grid.{key.split('.')[0]} list; keep one")
     if "model.history_len" in axes:
@@ -363,6 +365,8 @@ def _check_bundle(axis: str, values: list[Any]) -> None:
             for k in v:
                 if k != "name" and k not in DATA_AXIS_FIELDS:
                     raise ConfigError(f"grid.data[{i}].{k}: not a data field a grid may vary; valid: {valid_data}")
+        if axis == "model":
+            model_keys.flatten({k: x for k, x in v.items() if k != "name"}, f"grid.model[{i}]")
     if names and len(names) != len(values):
         raise ConfigError(f"grid.{axis}: give every entry a `name` or none")
     if len(set(names)) != len(names):
@@ -394,34 +398,60 @@ def _check_data_values(cfg: SweepConfig) -> None:
                 raise ConfigError(new + message[len(old):] if message.startswith(old) else message) from None
 
 
-def arch_fields(arch: str) -> list[str]:
-    """Config field names of architecture `arch`."""
+def _model_axes(axes: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Grid axes that set model fields -> per value, the flat model keys it sets (model_keys.flatten)."""
+    out = {}
+    for axis, values in axes.items():
+        flats = [_section(axis_settings(axis, v), "model") for v in values]
+        if any(flats):
+            out[axis] = flats
+    return out
+
+
+def _spelled(where: str, key: str) -> str:
+    """How the user wrote flat model key `key` in a mapping at `where` (`model.helix.dim`)."""
+    return f"{where}.{key}"
+
+
+def _check_models(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
+    """Every model key must be a field of every architecture it applies to (a shared key: all of them;
+    `<arch>.<field>`: that one), no grid axis may set a field another axis sets for the same
+    architecture, and values must type-check together, as each architecture's trials combine them."""
     import architectures
 
-    return [f.name for f in dataclasses.fields(architectures.entry(arch).config_cls)]
+    base = model_keys.flatten(cfg.model, "model")
+    for key in base:
+        model_keys.check_key(_spelled("model", key), key, archs)
+    model_axes = _model_axes(axes)
+    for axis, flats in model_axes.items():
+        for i, flat in enumerate(flats):
+            for key in flat:
+                model_keys.check_key(f"grid.{axis}" if axis != "model" else f"grid.model[{i}].{key}", key, archs)
+    for a in archs:
+        owner: dict[str, str] = {}
+        for axis, flats in model_axes.items():
+            for name in sorted({n for flat in flats for n in model_keys.for_arch(a, flat)}):
+                if name in owner:
+                    raise ConfigError(f"grid.{axis}: sets model.{name} for {a}, which grid.{owner[name]} also sets; "
+                                      "keep one")
+                owner[name] = axis
 
+    def make(a: str, settings: Mapping[str, Any], where: str) -> None:
+        try:
+            architectures.make_config(a, dict(settings))  # type / range errors name model.<key>
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e} (architecture {a})") from None
 
-def _check_model_keys(where: str, mapping: Mapping[str, Any], archs: list[str],
-                      context: Mapping[str, Any] | None = None) -> None:
-    """Every key must be a config field of at least one swept architecture; values must type-check,
-    together with the `context` settings a trial combines them with."""
-    import architectures
-
-    if not isinstance(mapping, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {mapping!r}")
-    for key, value in mapping.items():
-        if key == "history_len":
-            raise ConfigError(f"{where}.history_len: the model's history length follows the data; "
-                              "set data.history_len (or sweep `history_len`) instead")
-        owners = [a for a in archs if key in arch_fields(a)]
-        if not owners:
-            valid = sorted({f for a in archs for f in arch_fields(a)} - {"history_len"})
-            prefix = where if where.startswith("grid.") else f"{where}.{key}"
-            raise ConfigError(f"{prefix}: not a config field of {', '.join(archs)}; valid: {', '.join(valid)}")
-    for a in archs:  # the keys an architecture has are checked together (e.g. dim with mix_tokens)
-        own = {k: v for k, v in {**(context or {}), **mapping}.items() if k in arch_fields(a)}
-        if own:
-            architectures.make_config(a, own)  # type / range errors name model.<key>
+    # checked as trials see them: the section, the first value of every axis, then each axis value in turn
+    for a in archs:
+        own = model_keys.for_arch(a, base)
+        first = {k: v for flats in model_axes.values() for k, v in model_keys.for_arch(a, flats[0]).items()}
+        make(a, {**own, **first}, "")
+        for axis, flats in model_axes.items():
+            for flat in flats:
+                made = model_keys.for_arch(a, flat)
+                if made:
+                    make(a, {**own, **first, **made}, f"grid.{axis}: ")
 
 
 def _check_train(mapping: Mapping[str, Any], where: str) -> None:
@@ -453,17 +483,43 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
                               "(data axes would need a dataset per sample)")
         if key in {k for a, vs in axes.items() for v in vs for k in axis_settings(a, v)}:
             raise ConfigError(f"search.space.{key}: also a grid axis; the grid runs at the searched value, drop one")
+        if section == "model":
+            model_keys.check_key(f"search.space.{key}", sub, archs)
+            _check_search_not_in_grid(key, sub, axes, archs)
         dim = _parse_dimension(f"search.space.{key}", spec)
         probes = dim.values if dim.kind == "choice" else [dim.low, dim.high]
         if dim.kind == "int":
             probes = [int(p) for p in probes]
         for v in probes:
             if section == "model":
-                _check_model_keys(f"search.space.{key}", {sub: v}, archs)
+                _check_search_value(f"search.space.{key}", cfg, sub, v, archs)
             else:
                 _check_train({**cfg.train, sub: v}, f"search.space.{key}")
         space[key] = dim
     return space
+
+
+def _check_search_not_in_grid(key: str, sub: str, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
+    for a in archs:
+        if not model_keys.applies(sub, a):
+            continue
+        name = model_keys.scope(sub)[1]
+        for axis, flats in _model_axes(axes).items():
+            if any(name in model_keys.for_arch(a, flat) for flat in flats):
+                raise ConfigError(f"search.space.{key}: grid.{axis} also sets model.{name} for {a}; the grid runs "
+                                  "at the searched value, drop one")
+
+
+def _check_search_value(where: str, cfg: SweepConfig, sub: str, value: Any, archs: list[str]) -> None:
+    import architectures
+
+    base = model_keys.flatten(cfg.model, "model")
+    for a in archs:
+        if model_keys.applies(sub, a):
+            try:
+                architectures.make_config(a, {**model_keys.for_arch(a, base), model_keys.scope(sub)[1]: value})
+            except ConfigError as e:
+                raise ConfigError(f"{where}: {e} (architecture {a})") from None
 
 
 def _parse_dimension(key: str, spec: Any) -> SearchDimension:

@@ -1,0 +1,101 @@
+"""Model settings of a sweep: keys for every architecture, and keys scoped to one architecture.
+
+A model mapping (the `model:` section, or one entry of a `grid.model` list) holds config fields, which
+apply to every architecture of the sweep (each one must have the field), and per-architecture mappings
+under an architecture's name, which apply to that architecture only:
+
+    model: {dim: 16, helix: {mix_tokens: 4}, onetrans: {num_heads: 4}}
+
+A grid axis or search key is `model.<field>` (every architecture) or `model.<arch>.<field>` (that one).
+Inside the planner both are kept as flat keys, `<field>` and `<arch>.<field>`. A field an architecture
+lacks is never dropped: it is refused when the sweep is loaded, naming the key and the architecture.
+Within one mapping the per-architecture value wins over the shared one (`{dim: 16, helix: {dim: 32}}`
+runs HELIX at 32 and the others at 16).
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from typing import Any, Mapping
+
+from protocols.typed_config import ConfigError
+
+
+@lru_cache(maxsize=None)
+def _fields(arch: str) -> tuple[str, ...]:
+    import architectures
+
+    return tuple(f.name for f in dataclasses.fields(architectures.entry(arch).config_cls))
+
+
+def arch_fields(arch: str) -> list[str]:
+    """Config field names of architecture `arch`."""
+    return list(_fields(arch))
+
+
+def scope(key: str) -> tuple[str | None, str]:
+    """A flat model key as (architecture or None for every architecture, field)."""
+    arch, dot, name = key.partition(".")
+    return (arch, name) if dot else (None, key)
+
+
+def flatten(mapping: Any, where: str) -> dict[str, Any]:
+    """A model mapping as flat keys: `<field>` and `<arch>.<field>` for the per-architecture mappings."""
+    import architectures
+
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {mapping!r}")
+    archs = architectures.names()
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in archs:
+            if not isinstance(value, Mapping) or not value:
+                raise ConfigError(f"{where}.{key}: expected a mapping of {key}'s config fields "
+                                  f"(settings for {key} only), got {value!r}")
+            for name, v in value.items():
+                out[f"{key}.{name}"] = v
+        else:
+            out[str(key)] = value
+    return out
+
+
+def applies(key: str, arch: str) -> bool:
+    """Whether flat key `key` sets a field of `arch` (shared keys are checked to exist everywhere)."""
+    owner, _ = scope(key)
+    return owner is None or owner == arch
+
+
+def for_arch(arch: str, flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields `flat` sets for `arch`: shared keys, then that architecture's own (which win)."""
+    out = {k: v for k, v in flat.items() if scope(k)[0] is None}
+    out.update({scope(k)[1]: v for k, v in flat.items() if scope(k)[0] == arch})
+    return out
+
+
+def check_key(where: str, key: str, archs: list[str]) -> None:
+    """Refuse a flat key that is not a field of an architecture it applies to, naming both.
+
+    `where` is how the user spelled the key (`model.num_heads`, `grid.model[1].helix.size`, ...).
+    """
+    owner, name = scope(key)
+    if name == "history_len":
+        raise ConfigError(f"{where}: the model's history length follows the data; "
+                          "set data.history_len (or sweep `history_len`) instead")
+    if owner is not None:
+        if owner not in archs:
+            raise ConfigError(f"{where}: {owner} is not an architecture of this sweep ({', '.join(archs)})")
+        if name not in _fields(owner):
+            valid = sorted(set(_fields(owner)) - {"history_len"})
+            raise ConfigError(f"{where}: not a config field of {owner}; valid: {', '.join(valid)}")
+        return
+    lacking = [a for a in archs if name not in _fields(a)]
+    if len(lacking) == len(archs):
+        valid = sorted({f for a in archs for f in _fields(a)} - {"history_len"})
+        raise ConfigError(f"{where}: not a config field of {', '.join(archs)}; valid: {', '.join(valid)}")
+    if lacking:
+        owners = [a for a in archs if a not in lacking]
+        raise ConfigError(
+            f"{where}: architecture {', '.join(lacking)} has no config field {name!r} (only "
+            f"{', '.join(owners)} {'has' if len(owners) == 1 else 'have'} it); a shared model key must be a field "
+            f"of every architecture of the sweep. Set it for the ones that have it, e.g. "
+            f"`model: {{{owners[0]}: {{{name}: ...}}}}` or the grid axis model.{owners[0]}.{name}")
