@@ -19,6 +19,7 @@ from protocols.errors import DataValidationError
 from .collect import SweepResults
 from .comparisons import PairedRuns, default_comparisons, pair_runs
 from .delong import DeLongResult, delong_paired
+from .score_ranks import ScoreRanks
 from .significance import PairedStats, holm, paired_stats, verdict
 
 
@@ -61,15 +62,21 @@ class AblationResult:
 
 
 class _PredictionCache:
-    """Predictions keyed by run row, so the baseline's file is read once for all its comparisons."""
+    """Predictions keyed by run row, so the baseline's file is read once for all its comparisons; a run
+    without its prediction file falls back to its column of the folder's score-ranks file, if any."""
 
     def __init__(self, results: SweepResults):
         self.results, self.frames = results, {}
+        self.ranks = ScoreRanks(results)
 
     def get(self, row: int) -> pd.DataFrame | None:
         if row not in self.frames:
-            run_dir = self.results.runs.at[row, "run_dir"] if "run_dir" in self.results.runs.columns else None
-            self.frames[row] = None if run_dir is None or pd.isna(run_dir) else self.results.predictions(run_dir)
+            runs = self.results.runs
+            run_dir = runs.at[row, "run_dir"] if "run_dir" in runs.columns else None
+            frame = None if run_dir is None or pd.isna(run_dir) else self.results.predictions(run_dir)
+            if frame is None and "trial_id" in runs.columns:
+                frame = self.ranks.predictions(str(runs.at[row, "trial_id"]))
+            self.frames[row] = frame
         return self.frames[row]
 
 
@@ -103,7 +110,9 @@ def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> s
         return None
     rows = sorted({int(r) for a in ablations for r in (*a.paired.rows_a, *a.paired.rows_b)})
     paths = {r: results.predictions_path(r) for r in rows}
-    missing = [r for r in rows if paths[r] is None or not paths[r].exists()]
+    ranks = ScoreRanks(results)
+    ranked = {r for r in rows if "trial_id" in results.runs.columns and ranks.has(str(results.runs.at[r, "trial_id"]))}
+    missing = [r for r in rows if (paths[r] is None or not paths[r].exists()) and r not in ranked]
     if not missing:
         return None
     example = paths[missing[0]]

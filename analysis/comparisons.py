@@ -4,6 +4,11 @@ A comparison selects the runs matching selector `a` and those matching `b` (both
 paired by seed and by every other setting both sides carry (a column only one side fills, such as an
 architecture-specific width, is not a pairing key). Each distinct value of the pairing keys is a stratum,
 reported as its own comparison, so seed deltas never mix different sizes or protocols.
+
+A comparison that varies a data setting (protocol, delay, history length) compares two datasets: it pairs on
+seed and every other setting whatever the dataset's name or id (`analysis.data_settings.DATASET_IDENTITY`),
+and a setting only one side has (`delay_s` is empty under author50) is a stratum of that side, not a key.
+A comparison that finds no pair is an error (`PairedRuns.error`), reported as such, never a silent n = 0.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from protocols.typed_config import ConfigError
 
 from .collect import SweepResults
 from .config import ComparisonConfig
+from .data_settings import DATASET_IDENTITY, varies_data
 from .families import show
 
 
@@ -30,6 +36,14 @@ class PairedRuns:
     rows_a: np.ndarray  # [S]
     rows_b: np.ndarray  # [S]
     notes: list[str] = field(default_factory=list)
+    varies_data: bool = False  # the two sides differ in a data setting (protocol, delay, history length)
+
+    @property
+    def error(self) -> str | None:
+        """Why nothing could be paired (None when at least one seed pairs)."""
+        if len(self.seeds):
+            return None
+        return f"comparison {self.comparison!r} found no paired runs: {'; '.join(self.notes) or 'no runs'}"
 
     @property
     def label(self) -> str:
@@ -75,10 +89,13 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
     scope = select(runs, comparison.where)
     side_a, side_b = runs[scope & select(runs, comparison.a)], runs[scope & select(runs, comparison.b)]
     empty = np.array([], dtype=np.int64)
+    data = varies_data(comparison.a, comparison.b)
     if side_a.empty or side_b.empty:
-        which = "A" if side_a.empty else "B"
-        return [PairedRuns(comparison.name, {}, empty, empty, empty, [f"no runs match side {which}"])]
-    keys = [c for c in results.config_columns if c not in comparison.a and c not in comparison.b]
+        which, selector = ("A", comparison.a) if side_a.empty else ("B", comparison.b)
+        return [PairedRuns(comparison.name, {}, empty, empty, empty,
+                           [f"no runs match side {which} ({selector}, within {comparison.where or 'all runs'})"], data)]
+    keys = [c for c in results.config_columns if c not in comparison.a and c not in comparison.b
+            and not (data and c in DATASET_IDENTITY)]
     shared = [c for c in keys if _filled(side_a, c) and _filled(side_b, c)]
     only_a = [c for c in keys if c not in shared and _filled(side_a, c)]
     only_b = [c for c in keys if c not in shared and _filled(side_b, c)]
@@ -87,7 +104,8 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
     merged = left.merge(right, on=["seed", *shared], how="inner")
     if merged.empty:
         return [PairedRuns(comparison.name, {}, empty, empty, empty,
-                           ["A and B share no seed with the same settings (" + ", ".join(shared or ["seed"]) + ")"])]
+                           ["A and B share no seed with the same settings (" + ", ".join(["seed", *shared]) + ")"],
+                           data)]
     strata_cols = [*shared, *only_a, *only_b]
     varying = [c for c in strata_cols if merged[c].nunique(dropna=False) > 1]
     # also name settings the pairing narrowed down (e.g. A has several widths, only one pairs with B)
@@ -105,7 +123,7 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
         group = group.sort_values("seed")
         stratum = {c: _plain(group[c].iloc[0]) for c in shown}
         out.append(PairedRuns(comparison.name, stratum, group["seed"].to_numpy(),
-                              group["_row_a"].to_numpy(), group["_row_b"].to_numpy()))
+                              group["_row_a"].to_numpy(), group["_row_b"].to_numpy(), varies_data=data))
     return out
 
 

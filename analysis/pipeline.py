@@ -29,6 +29,8 @@ from .families import family_columns, labelled_columns, size_columns
 from .headline import headline
 from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
 from .gain_reference import resolve_reference
+from .protocol_evidence import protocol_evidence
+from .rank_comparison import rank_comparison
 from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
 
@@ -100,10 +102,11 @@ def json_safe(x):
 
 
 def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = True) -> list[str]:
+    errors = [r.paired.error for r in res.ablations if r.paired.error]
     prediction_rows = ({int(r) for a in res.ablations for r in (*a.paired.rows_a, *a.paired.rows_b)}
                        if res.results.config.delong else set())
     res.unread_runs = unreadable_runs(res.results, prediction_rows, metrics_needed=plots)
-    out = [] if run_folders_absent(res.results) else list(res.unread_runs)
+    out = errors + ([] if run_folders_absent(res.results) else list(res.unread_runs))
     out += list(res.reference.notes) if res.reference is not None else []
     out += [f"{p.label}: {f.gain_label} {p.gain:+.3g} <= 0 (vs {f.reference}); left out of the log fit"
             for f in res.scaling for p in f.excluded]
@@ -125,12 +128,14 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
     scaling = scaling_analysis(results, reference)
     comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
-    res = AnalysisResult(results, scaling, ablation_analysis(results, progress=progress),
-                         headline(results, reference), comparisons, reference)
+    ablations = ablation_analysis(results, progress=progress)
+    arm_facts, protocol_notes = protocol_evidence(results, ablations)
+    res = AnalysisResult(results, scaling, ablations, headline(results, reference), comparisons, reference,
+                         arm_facts=arm_facts, ranks=rank_comparison(results))
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")
-    res.warnings = _warnings(res, compare_notes, plots=plots)
+    res.warnings = _warnings(res, compare_notes + protocol_notes, plots=plots)
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))

@@ -1,11 +1,13 @@
 """Committed reference studies: copy a finished sweep's shareable files into `results/reference/<sweep>/`,
 analyse the copy there, and compare a fresh run of the same sweep with its reference.
 
-A reference folder holds exactly `sweep.yaml`, `runs.parquet`, and what `recscale analyze` writes from
-those two (`analysis.json`, `report.md`, `plots/`): never run folders, checkpoints or predictions, so
-that `recscale analyze` on a copy of the folder reproduces its analysis.json. Run folders are left out on
-purpose (hundreds of MB of checkpoints); analyses that need per-target predictions (DeLong) say so in
-the reference's warnings.
+A reference folder holds `sweep.yaml`, `runs.parquet`, for a sweep that varies a data setting also
+`datasets.json` (target sharing and history membership of its datasets) and `score_ranks_<split>.parquet`
+(the score order of the runs its data comparisons compare: all DeLong's test needs), and what
+`recscale analyze` writes from those (`analysis.json`, `report.md`, `plots/`): never run folders,
+checkpoints or predictions, so that `recscale analyze` on a copy of the folder reproduces its
+analysis.json. Run folders are left out on purpose (hundreds of MB of checkpoints); other analyses that
+need per-target predictions (DeLong of architecture comparisons) say so in the reference's warnings.
 """
 from __future__ import annotations
 
@@ -19,19 +21,26 @@ import pandas as pd
 
 from protocols.errors import RecscaleError
 
-from .collect import RUNS_FILE, SWEEP_FILE
+from protocols.results_layout import DATASETS_FILE
+
+from .collect import RUNS_FILE, SWEEP_FILE, load_results
+from .comparisons import default_comparisons, pair_runs
 from .pipeline import replace_path
+from .score_ranks import ranks_file, write_score_ranks
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
+#: Inputs a reference holds when its sweep has them: the datasets' facts, written by `recscale sweep`, and
+#: the score ranks of the data comparisons' runs, written here (`analysis.score_ranks`).
+OPTIONAL_INPUTS = (DATASETS_FILE, ranks_file("test"), ranks_file("valid"))
 #: Per-run columns that must agree between a fresh sweep and its reference for it to count as reproduced.
 REPRODUCED_COLUMNS = ("test_auc", "test_logloss")
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
-    """Copy `sweep.yaml` and `runs.parquet` of `sweep_dir` into `out` (replaced atomically) and return it.
-
-    The caller analyses the new folder (`analysis.pipeline.analyze(out)`); nothing else is copied.
+    """Copy `sweep.yaml`, `runs.parquet` and `datasets.json` (when present) of `sweep_dir` into `out`
+    (replaced atomically), add the score ranks of the runs that comparisons varying a data setting compare,
+    and return it. The caller analyses the new folder (`analysis.pipeline.analyze(out)`).
     """
     sweep_dir, out = Path(sweep_dir), Path(out)
     for name in REFERENCE_INPUTS:
@@ -44,10 +53,23 @@ def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
     try:
         for name in REFERENCE_INPUTS:
             shutil.copy2(sweep_dir / name, tmp / name)
+        if (sweep_dir / DATASETS_FILE).is_file():
+            shutil.copy2(sweep_dir / DATASETS_FILE, tmp / DATASETS_FILE)
+        _write_ranks(sweep_dir, tmp)
         replace_path(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _write_ranks(sweep_dir: Path, out: Path) -> None:
+    """Score ranks of every run that a comparison varying a data setting pairs (nothing when none does)."""
+    results = load_results(sweep_dir)
+    comparisons = results.config.comparisons or default_comparisons(results)
+    rows = [int(r) for c in comparisons for p in pair_runs(results, c) if p.varies_data
+            for r in (*p.rows_a, *p.rows_b)]
+    if rows and results.config.delong:
+        write_score_ranks(results, rows, out / ranks_file(results.config.split))
 
 
 @dataclass

@@ -23,6 +23,9 @@ from .marginal_returns import METHOD as MARGINAL_METHOD
 from .marginal_returns import MarginalReturns
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE
 from .powerlaw import BAND_METHOD, CI_METHOD
+from .protocol_evidence import ArmFacts
+from .protocol_report import answer_lines, protocol_dict, protocol_section
+from .rank_comparison import RankComparison
 from .gain_reference import Reference
 from .scaling import FamilyScaling
 
@@ -41,6 +44,9 @@ class AnalysisResult:
     group_note: str = ""  # why there is no grouped-metric plot
     #: expected runs (rows of runs.parquet) whose run folder or files could not be read, one message each
     unread_runs: list[str] = field(default_factory=list)
+    #: comparisons that vary a data setting: target sharing and history membership, by ablation index
+    arm_facts: dict[int, ArmFacts] = field(default_factory=dict)
+    ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
 
 
 def _label(metric: str) -> str:
@@ -293,6 +299,9 @@ def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
         mc = r.metrics.get(metric)
         if mc is None:
             continue
+        if r.paired.error:
+            rows.append([r.label, "0", *["–"] * 8, "**error: no paired runs**"])
+            continue
         s = mc.stats
         rows.append([r.label, str(s.n), _delta(s.mean), _f(s.std, ".2g"),
                      f"[{_delta(s.ci_low)}, {_delta(s.ci_high)}]", _f(s.p_t), _f(s.p_wilcoxon), _f(s.p_permutation),
@@ -338,7 +347,8 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 
 
 def render_report(res: AnalysisResult) -> str:
-    lines = (_overview(res) + _ablation_section(res) + _scaling_section(res) + _family_comparison_section(res))
+    lines = (_overview(res) + answer_lines(res) + _ablation_section(res) + protocol_section(res)
+             + _scaling_section(res) + _family_comparison_section(res))
     extra = [n for n in ("groups", "settings") if n in res.plots]
     if extra or res.group_note:
         lines += ["## Grouped metrics and data settings", ""]
@@ -378,7 +388,9 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
         more = []
         for r in _cut(res.ablations, max_rows, more, "comparisons"):
             mc = r.metrics.get("auc")
-            if mc is not None:
+            if r.paired.error:
+                out.append(f"  {r.label[:40]:<40} error: no paired runs")
+            elif mc is not None:
                 out.append(f"  {r.label[:40]:<40} {_delta(mc.stats.mean)}  n={mc.stats.n}  "
                            f"p={_f(mc.p_holm, '.2g'):<6} {mc.verdict}")
         out += more
@@ -486,6 +498,7 @@ def _comparison(c: FamilyComparison) -> dict[str, Any]:
 def _abl(r: AblationResult) -> dict[str, Any]:
     return {
         "comparison": r.paired.comparison, "stratum": r.paired.stratum, "seeds": r.paired.seeds.tolist(),
+        **({"error": r.paired.error} if r.paired.error else {}),
         "metrics": {m: {"n": mc.stats.n, "deltas": list(mc.stats.deltas), "mean": mc.stats.mean,
                         "std": mc.stats.std, "ci": [mc.stats.ci_low, mc.stats.ci_high], "p_t": mc.stats.p_t,
                         "p_wilcoxon": mc.stats.p_wilcoxon, "p_permutation": mc.stats.p_permutation,
@@ -516,4 +529,12 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "headline": _headline(res.headline),
             "scaling": [_family(f) for f in res.scaling], "scaling_notes": res.notes,
             "family_comparisons": [_comparison(c) for c in res.comparisons],
-            "ablations": [_abl(r) for r in res.ablations], "plots": res.plots, "warnings": res.warnings}
+            "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
+            "warnings": res.warnings}
+
+
+def _protocol_json(res: AnalysisResult) -> dict[str, Any]:
+    """The protocol section's keys, only for a sweep that varies a data setting (other summaries unchanged)."""
+    if not res.arm_facts and res.ranks is None:
+        return {}
+    return {"protocol": protocol_dict(res)}

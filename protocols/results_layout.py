@@ -22,6 +22,8 @@ A sweep folder (`recscale sweep FILE` writes `results/<name>/`):
       runs/<trial>/                 RUNS_DIR: one run folder per trial
       trials.jsonl                  EVENTS_FILE: trial start / end events
       sweep_summary.json            SUMMARY_FILE: timings of the last launch
+      datasets.json                 DATASETS_FILE: each prepared dataset's targets and history statistics,
+                                    and how every two differ (shared targets, history membership)
       search_best.json              SEARCH_BEST_FILE: the point an Optuna search chose (search only)
       ray/<stage>/                  RAY_DIR: Ray Tune's experiment state (stage = search or grid)
 """
@@ -41,6 +43,7 @@ RUNS_FILE = "runs.parquet"
 RUNS_DIR = "runs"
 EVENTS_FILE = "trials.jsonl"
 SUMMARY_FILE = "sweep_summary.json"
+DATASETS_FILE = "datasets.json"
 SEARCH_BEST_FILE = "search_best.json"
 RAY_DIR = "ray"
 

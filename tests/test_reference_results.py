@@ -1,5 +1,5 @@
 """The committed reference studies are what the code produces today: analysing a copy of each
-`results/reference/<sweep>/` (its sweep.yaml and runs.parquet only) gives its committed analysis.json, and each
+`results/reference/<sweep>/` (its sweep.yaml, runs.parquet and, where present, datasets.json and score ranks) gives its committed analysis.json, and each
 holds the files a reference may hold and nothing else (never run folders, checkpoints or predictions)."""
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from analysis.pipeline import analyze
-from analysis.reference import REFERENCE_INPUTS
+from analysis.reference import OPTIONAL_INPUTS, REFERENCE_INPUTS
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[1] / "results" / "reference"
 REFERENCES = sorted(p for p in REFERENCE_ROOT.glob("*") if p.is_dir()) if REFERENCE_ROOT.is_dir() else []
-ALLOWED = {*REFERENCE_INPUTS, "analysis.json", "report.md", "plots"}
+ALLOWED = {*REFERENCE_INPUTS, *OPTIONAL_INPUTS, "analysis.json", "report.md", "plots"}
 
 
 def test_the_studies_the_readme_promises_are_committed():
@@ -32,8 +32,9 @@ def test_reference_holds_only_shareable_files(folder):
 def test_analysing_a_copy_reproduces_the_committed_analysis(folder, tmp_path):
     copy = tmp_path / "copy-of-reference"
     copy.mkdir()
-    for name in REFERENCE_INPUTS:
-        shutil.copy2(folder / name, copy / name)
+    for name in (*REFERENCE_INPUTS, *OPTIONAL_INPUTS):
+        if (folder / name).exists():
+            shutil.copy2(folder / name, copy / name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         analyze(copy, progress=False, plots=True)

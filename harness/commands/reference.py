@@ -1,8 +1,10 @@
 """Publish a finished sweep as a committed reference study, or check a fresh sweep against one.
 
-`publish` copies SWEEP_DIR's sweep.yaml and runs.parquet into OUT (default results/reference/<sweep>/),
-then analyses the copy there (analysis.json, report.md, plots/). Run folders, checkpoints and predictions
-are never copied, so `recscale analyze OUT` on a copy of OUT reproduces its analysis.json.
+`publish` copies SWEEP_DIR's sweep.yaml, runs.parquet and datasets.json (when present) into OUT (default
+results/reference/<sweep>/), adds score_ranks_test.parquet (the score order of the runs that comparisons
+varying a data setting compare, all DeLong's test needs) and analyses the copy there (analysis.json,
+report.md, plots/). Run folders, checkpoints and predictions are never copied, so `recscale analyze OUT` on
+a copy of OUT reproduces its analysis.json.
 
 `check` compares a fresh sweep with its reference trial by trial (test AUC and LogLoss) and exits 1
 unless every reference trial is present and identical.

@@ -2,7 +2,8 @@
 
 Layout of `results/<sweep>/` (names in `protocols.results_layout`): `sweep.yaml` (the file as
 written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial start/end events),
-`sweep_summary.json` (timings), `search_best.json`, and Ray's experiment storage under
+`sweep_summary.json` (timings), `search_best.json`, `datasets.json` (what each prepared dataset holds
+and how every two differ: `harness.sweep.dataset_facts`), and Ray's experiment storage under
 `ray/<stage>/` (`stage` = `search` or `grid`).
 
 - Every distinct dataset is prepared in the driver before Ray starts any trial.
@@ -55,6 +56,7 @@ from protocols.results_layout import (
 )
 
 from .collect import collect_runs
+from .dataset_facts import write_dataset_facts
 from .datasets import prepare_datasets
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for
 from .schema import SearchDimension, Sweep, parse_sweep
@@ -469,6 +471,7 @@ def run_sweep(
         return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=len(plan.trials),
                             summary=summary)
     dataset_paths = prepare_datasets(sweep, plan.datasets)
+    write_dataset_facts(sweep_dir, {d.dataset_id: d.prepare for d in plan.datasets}, dataset_paths)
     timings = {"prepare_s": time.perf_counter() - t0}
 
     per_trial = {"cpu": sweep.config.resources.cpu, "gpu": sweep.config.resources.gpu}

@@ -1,0 +1,42 @@
+"""Data settings and data arms: the columns of runs.parquet that say which prepared dataset a run used.
+
+A *data setting* (`protocol`, `delay_s`, `history_len`, or any `data.*` column) changes the prepared dataset.
+A sweep's data bundle names it (`data.name`) and the sweep records a hash of it (`dataset_id`): those two
+columns identify the dataset as a whole, so a comparison that varies a data setting must not pair on them
+(the two sides always differ there). A *data arm* is one distinct value of the data columns a sweep varies,
+e.g. `exposure-0s`, `exposure-60s` and `author50` in sweeps/delay_protocol.yaml.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .families import show
+
+#: Settings that change the prepared dataset (besides any data.* column).
+DATA_SETTINGS = ("protocol", "delay_s", "history_len")
+#: Columns naming a whole dataset; never pairing keys of a comparison that varies a data setting.
+DATASET_IDENTITY = ("data.name", "dataset_id")
+
+
+def is_data_column(column: str) -> bool:
+    return column in DATA_SETTINGS or column in DATASET_IDENTITY or column.startswith("data.")
+
+
+def varies_data(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when selectors `a` and `b` of a comparison differ in a data setting."""
+    return any(is_data_column(k) for k in (*a, *b))
+
+
+def arm_columns(runs: pd.DataFrame, config_columns: list[str]) -> list[str]:
+    """Data columns that take more than one value in `runs` (empty: a single data arm)."""
+    cols = [c for c in config_columns if is_data_column(c) and c != "dataset_id"]
+    return [c for c in cols if runs[c].nunique(dropna=False) > 1]
+
+
+def arm_label(row: pd.Series, columns: list[str]) -> str:
+    """`data.name` when the sweep names its data bundles, else the varied settings (n/a where empty)."""
+    if "data.name" in columns and pd.notna(row["data.name"]):
+        return str(row["data.name"])
+    return ", ".join(f"{c}={'n/a' if pd.isna(row[c]) else show(row[c])}" for c in columns)

@@ -1,0 +1,145 @@
+"""Evidence beside each comparison that varies a data setting: do the two arms score the same targets, and
+how much did their histories actually change?
+
+Read from the sweep folder's `datasets.json` (written by `recscale sweep` from the prepared artifacts;
+`harness.sweep.dataset_facts`), for the analysed split: targets of each arm, targets both share (same
+event_id) and the ones dropped by one side, the share of shared targets whose history membership differs,
+the mean valid history length of each arm and the mean number of history events both hold. An AUC effect is
+read against these: a delay that changes 17% of histories and one that changes all of them are different
+interventions.
+
+When the arms do not share every target and per-target scores are available, the seed-level AUC statistics
+of that comparison are recomputed on the shared targets only (the per-seed AUCs DeLong computes on them), so
+the comparison is not confounded by a different test set.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from protocols.errors import DataValidationError
+from protocols.results_layout import DATASETS_FILE
+
+from .ablations import AblationResult
+from .collect import SweepResults
+from .significance import holm, paired_stats, verdict
+
+
+@dataclass
+class ArmFacts:
+    """Target sharing and history membership of the two datasets of one data comparison stratum."""
+
+    dataset_a: str
+    dataset_b: str
+    arm_a: str  # the arm's name (data.name when the sweep names its data bundles, else the dataset id)
+    arm_b: str
+    split: str
+    targets_a: int
+    targets_b: int
+    shared: int
+    share_history_differs: float
+    targets_history_differs: int
+    mean_valid_length_a: float
+    mean_valid_length_b: float
+    mean_common_events: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def dropped(self) -> int:
+        return self.targets_a + self.targets_b - 2 * self.shared
+
+    @property
+    def same_targets(self) -> bool:
+        return self.dropped == 0
+
+
+def read_facts(results: SweepResults) -> dict[str, Any] | None:
+    path = results.root / DATASETS_FILE
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise DataValidationError(str(path), "(file)", f"not valid JSON: {e}") from None
+    for key in ("datasets", "pairs"):
+        if key not in doc:
+            raise DataValidationError(str(path), key, "required key missing")
+    return doc
+
+
+def _pair(doc: dict[str, Any], a: str, b: str, split: str) -> dict[str, Any] | None:
+    for p in doc["pairs"]:
+        if {p["a"], p["b"]} == {a, b} and split in p["splits"]:
+            s = dict(p["splits"][split])
+            if p["a"] != a:  # stored the other way round: swap the per-side fields
+                for x, y in (("targets_a", "targets_b"), ("only_a", "only_b"),
+                             ("mean_valid_length_a", "mean_valid_length_b")):
+                    s[x], s[y] = s[y], s[x]
+            return s
+    return None
+
+
+def arm_facts(results: SweepResults, doc: dict[str, Any] | None, r: AblationResult) -> ArmFacts | None:
+    """Facts of the datasets compared by `r` (None when `r` varies no data setting or nothing is known)."""
+    runs = results.runs
+    if not r.paired.varies_data or doc is None or "dataset_id" not in runs.columns or not len(r.paired.seeds):
+        return None
+    pairs = sorted({(str(runs.at[ra, "dataset_id"]), str(runs.at[rb, "dataset_id"]))
+                    for ra, rb in zip(r.paired.rows_a, r.paired.rows_b)})
+    a, b = pairs[0]
+    names = {str(runs.at[x, "dataset_id"]): str(runs.at[x, "data.name"]) if "data.name" in runs.columns
+             and isinstance(runs.at[x, "data.name"], str) else str(runs.at[x, "dataset_id"])
+             for x in (*r.paired.rows_a, *r.paired.rows_b)}
+    notes = [f"{len(pairs)} dataset pairs among the paired runs; facts of the first"] if len(pairs) > 1 else []
+    if a == b:
+        return None
+    s = _pair(doc, a, b, results.config.split)
+    if s is None:
+        return None
+    return ArmFacts(a, b, names[a], names[b], results.config.split, int(s["targets_a"]), int(s["targets_b"]), int(s["shared_targets"]),
+                    float(s["share_history_differs"]), int(s["targets_history_differs"]),
+                    float(s["mean_valid_length_a"]), float(s["mean_valid_length_b"]),
+                    float(s["mean_common_events"]), notes)
+
+
+def protocol_evidence(results: SweepResults, ablations: list[AblationResult]) -> tuple[dict[int, ArmFacts], list[str]]:
+    """Facts per ablation index, and warnings. Where the arms do not share every target, replaces the AUC
+    statistics of that comparison by ones on the shared targets (from the per-seed DeLong AUCs)."""
+    doc = read_facts(results)
+    data = [i for i, r in enumerate(ablations) if r.paired.varies_data and len(r.paired.seeds)]
+    warnings: list[str] = []
+    if data and doc is None:
+        warnings.append(f"no {DATASETS_FILE} in the results folder (written by `recscale sweep`): the target "
+                        "sharing and history membership of the compared data arms are unknown")
+    facts: dict[int, ArmFacts] = {}
+    for i in data:
+        f = arm_facts(results, doc, ablations[i])
+        if f is not None:
+            facts[i] = f
+    recomputed = False
+    cfg = results.config
+    for i, f in facts.items():
+        r = ablations[i]
+        if f.same_targets or "auc" not in r.metrics:
+            continue
+        done = [d.result for d in r.delong if d.result is not None]
+        if len(done) != len(r.delong) or not done:
+            warnings.append(f"{r.label}: the arms share {f.shared} of {f.targets_a} / {f.targets_b} {f.split} "
+                            "targets and per-target scores are missing: its seed-level AUC compares different "
+                            "target sets")
+            continue
+        a = np.array([d.auc_a for d in done])
+        b = np.array([d.auc_b for d in done])
+        st = paired_stats(a, b, alpha=cfg.alpha, power=cfg.power, n_resamples=cfg.n_resamples, seed=cfg.seed)
+        st = type(st)(**{**st.__dict__, "notes": (*st.notes, f"AUC on the {f.shared} shared {f.split} targets "
+                                                               f"({f.dropped} held by one arm only left out)")})
+        r.metrics["auc"].stats = st
+        recomputed = True
+    if recomputed:  # Holm again over the AUC p-values, as ablation_analysis does
+        ps = holm([r.metrics["auc"].stats.p_t for r in ablations if "auc" in r.metrics])
+        for r, p in zip([r for r in ablations if "auc" in r.metrics], ps):
+            r.metrics["auc"].p_holm, r.metrics["auc"].verdict = float(p), verdict(p, cfg.alpha)
+    return facts, warnings

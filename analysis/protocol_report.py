@@ -1,0 +1,242 @@
+"""The report's protocol section: the answer in words (generated from the numbers), the data comparisons
+with their target sharing and history membership, the rank order of the models per data arm, and the
+difference-in-differences of every model pair between arms. Shown when a sweep varies a data setting.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness import metric_registry
+
+from .families import show
+from .protocol_evidence import ArmFacts
+from .rank_comparison import METHOD as DID_METHOD
+from .rank_comparison import RankComparison
+from .significance import SIGNIFICANT
+
+if TYPE_CHECKING:
+    from .ablations import AblationResult
+    from .report import AnalysisResult
+
+
+def _d(x: float, fmt: str = "+.4f") -> str:
+    return "–" if x is None or not np.isfinite(x) else format(x, fmt)
+
+
+def _stratum(r: AblationResult) -> str:
+    return ", ".join(show(v) if k == "arch" else f"{k}={show(v)}" for k, v in r.paired.stratum.items()) or "all"
+
+
+def _delong(r: AblationResult, alpha: float) -> str:
+    done = [d.result for d in r.delong if d.result is not None]
+    if not done:
+        return "DeLong not run"
+    return f"DeLong p < {alpha:g} in {sum(x.p_value < alpha for x in done)}/{len(done)} seeds"
+
+
+def _targets_line(facts: dict[int, ArmFacts], split: str) -> str:
+    if not facts:
+        return f"- **Targets:** unknown (no datasets.json): the arms may score different {split} targets."
+    seen = {frozenset((f.dataset_a, f.dataset_b)): f for f in facts.values()}
+    if all(f.same_targets for f in seen.values()):
+        n = sorted({f.shared for f in seen.values()})
+        return (f"- **Targets:** every compared pair of data arms scores the same {'/'.join(f'{x:,}' for x in n)} "
+                f"{split} targets (identical event_ids); no target was dropped.")
+    parts = [f"{f.arm_a} vs {f.arm_b}: {f.shared:,} shared, {f.dropped:,} held by one arm only"
+             for f in seen.values() if not f.same_targets]
+    return (f"- **Targets:** the arms do not all score the same {split} targets ({'; '.join(parts)}); those "
+            "comparisons use the shared targets.")
+
+
+def _groups(res: AnalysisResult) -> dict[str, list[tuple[int, AblationResult]]]:
+    out: dict[str, list[tuple[int, AblationResult]]] = {}
+    for i, r in enumerate(res.ablations):
+        if r.paired.varies_data and len(r.paired.seeds):
+            out.setdefault(r.paired.comparison, []).append((i, r))
+    return out
+
+
+def _membership(f: ArmFacts | None) -> str:
+    if f is None:
+        return "history change unknown"
+    return (f"{f.share_history_differs:.2%} of {f.split} targets have a different history (mean valid length "
+            f"{f.mean_valid_length_a:.2f} vs {f.mean_valid_length_b:.2f}, {f.mean_common_events:.1f} events in common)")
+
+
+def _comparison_line(res: AnalysisResult, name: str, items: list[tuple[int, AblationResult]]) -> str:
+    alpha = res.results.config.alpha
+    facts = [res.arm_facts.get(i) for i, _ in items]
+    first = next((f for f in facts if f is not None), None)
+    same = all(f is None or (f.dataset_a, f.dataset_b) == (first.dataset_a, first.dataset_b) for f in facts)
+    per = []
+    for _, r in items:
+        mc = r.metrics.get("auc")
+        if mc is None:
+            continue
+        per.append(f"{_stratum(r)} {_d(mc.stats.mean)} ({mc.verdict or 'not testable'}; {_delong(r, alpha)})")
+    hits = sum(1 for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == SIGNIFICANT)
+    head = _membership(first) + ". " if same else ""
+    return (f"- **{name}:** {head}{res.results.config.split} AUC difference A − B: {'; '.join(per)}. "
+            f"{hits} of {len(items)} significant across seeds after Holm.")
+
+
+def _ranking_lines(rc: RankComparison) -> list[str]:
+    higher = metric_registry.get(rc.metric).higher_is_better
+    orders = "; ".join(f"{a}: " + " > ".join(rc.order(a, higher_is_better=higher)) for a in rc.arms)
+    taus = ", ".join(f"{p} vs {q} {tau:+.2f}" for p, q, tau, _ in rc.kendall)
+    swaps = [d for d in rc.did if d.swaps]
+    sig = [d for d in rc.did if d.verdict == SIGNIFICANT]
+    out = [f"- **Ranking** (seed-mean {metric_registry.get(rc.metric).label}, best first): {orders}. "
+           f"Kendall τ between arms: {taus}."]
+    swap_text = ("no pair of models changes order between arms" if not swaps else
+                 f"{len(swaps)} (pair, arm pair) order swaps, "
+                 f"{sum(d.verdict == SIGNIFICANT for d in swaps)} of them significant")
+    largest = max(rc.did, key=lambda d: abs(d.mean) if np.isfinite(d.mean) else -1.0, default=None)
+    big = ("" if largest is None else f" Largest |DiD|: ({largest.x} − {largest.y}) under {largest.arm_p} minus under "
+           f"{largest.arm_q} = {_d(largest.mean)} [{_d(largest.ci[0])}, {_d(largest.ci[1])}], Holm p "
+           f"{_d(largest.p_holm, '.3g')}.")
+    out.append(f"- **Between-arm differences of model pairs** (difference-in-differences over seeds): {swap_text}; "
+               f"{len(sig)} of {len(rc.did)} DiDs significant after Holm.{big}")
+    return out
+
+
+def _so_line(res: AnalysisResult) -> str:
+    changes, stays = [], []
+    for name, items in _groups(res).items():
+        sig = [_stratum(r) for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == SIGNIFICANT]
+        rest = [_stratum(r) for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict != SIGNIFICANT]
+        if sig:
+            changes.append(f"{name}: the AUC of {', '.join(sig)}")
+        if rest:
+            stays.append(f"{name}: the AUC of {', '.join(rest)} (within seed noise)")
+    rc = res.ranks
+    if rc is not None:
+        sig = [d for d in rc.did if d.verdict == SIGNIFICANT]
+        changes += [f"the gap {d.x} − {d.y} ({_d(float(d.gap_p.mean()))} under {d.arm_p}, "
+                    f"{_d(float(d.gap_q.mean()))} under {d.arm_q}; DiD {_d(d.mean)} [{_d(d.ci[0])}, {_d(d.ci[1])}])"
+                    for d in sig]
+        if not sig:
+            stays.append("the comparison of every model pair (no DiD significant"
+                         + (", although some orders swap within seed noise)" if any(d.swaps for d in rc.did) else ")"))
+    return ("- **So:** changes with the protocol: " + ("; ".join(changes) or "nothing beyond seed noise")
+            + ". Does not change: " + ("; ".join(stays) or "–") + ".")
+
+
+def answer_lines(res: AnalysisResult) -> list[str]:
+    """The opening lines: the question, answered with the numbers of the tables below."""
+    groups = _groups(res)
+    if not groups and res.ranks is None:
+        return []
+    split = res.results.config.split
+    out = ["## Does the data protocol change the conclusions?", "",
+           f"Answer generated from the tables below ({split} split, {res.results.config.alpha:g} level, "
+           "Holm-adjusted):", "", _targets_line(res.arm_facts, split)]
+    out += [_comparison_line(res, name, items) for name, items in groups.items()]
+    if res.ranks is not None:
+        out += _ranking_lines(res.ranks)
+        if any(not f.same_targets for f in res.arm_facts.values()):
+            out.append("- _The rank orders and DiDs use runs.parquet's metrics, i.e. each arm's own targets; "
+                       "the arms above do not all share them._")
+    out += [_so_line(res), ""]
+    return out
+
+
+def _facts_rows(res: AnalysisResult) -> list[list[str]]:
+    alpha = res.results.config.alpha
+    rows = []
+    for i, r in enumerate(res.ablations):
+        if not (r.paired.varies_data and len(r.paired.seeds)):
+            continue
+        f = res.arm_facts.get(i)
+        mc = r.metrics.get("auc")
+        seeds = ", ".join(f"{d.seed}: {d.result.delta:+.4f} (p {d.result.p_value:.2g})" for d in r.delong
+                          if d.result is not None) or "–"
+        rows.append([r.label, "–" if f is None else f"{f.arm_a} / {f.arm_b}",
+                     "–" if f is None else f"{f.shared:,} / {f.dropped:,}",
+                     "–" if f is None else f"{f.share_history_differs:.2%}",
+                     "–" if f is None else f"{f.mean_valid_length_a:.2f} / {f.mean_valid_length_b:.2f}",
+                     "–" if f is None else f"{f.mean_common_events:.1f}",
+                     "–" if mc is None else f"{_d(mc.stats.mean)} [{_d(mc.stats.ci_low)}, {_d(mc.stats.ci_high)}]",
+                     "–" if mc is None else _d(mc.p_holm, ".3g"), "–" if mc is None else (mc.verdict or "–"),
+                     _delong(r, alpha), seeds])
+    return rows
+
+
+def _rank_rows(rc: RankComparison) -> list[list[str]]:
+    higher = metric_registry.get(rc.metric).higher_is_better
+    orders = {a: rc.order(a, higher_is_better=higher) for a in rc.arms}
+    rows = []
+    for k in range(len(rc.models)):
+        row = [str(k + 1)]
+        for a in rc.arms:
+            m = orders[a][k] if k < len(orders[a]) else None
+            row.append("–" if m is None or not np.isfinite(rc.means.at[m, a]) else
+                       f"{m} {rc.means.at[m, a]:.4f} ({int(rc.n_seeds.at[m, a])})")
+        rows.append(row)
+    return rows
+
+
+def _did_rows(rc: RankComparison) -> list[list[str]]:
+    return [[f"{d.x} − {d.y}", f"{d.arm_p} vs {d.arm_q}", _d(float(d.gap_p.mean())), _d(float(d.gap_q.mean())),
+             f"{_d(d.mean)} [{_d(d.ci[0])}, {_d(d.ci[1])}]", str(d.n), _d(d.p_value, ".3g"), _d(d.p_holm, ".3g"),
+             d.verdict or "not testable", "swaps" if d.swaps else "same"] for d in rc.did]
+
+
+def protocol_section(res: AnalysisResult) -> list[str]:
+    """Tables behind the answer (empty when the sweep varies no data setting)."""
+    from .report import _table  # the report's table helper
+
+    out: list[str] = []
+    rows = _facts_rows(res)
+    split = res.results.config.split
+    if rows:
+        out += ["## Data comparisons: targets, history membership and AUC", "",
+                f"Per comparison stratum: the data arms A / B, the {split} targets "
+                "both score / held by one arm only (from datasets.json), the share of shared targets whose history "
+                "holds a different set of events, the mean valid history length of each arm (distinct events), the "
+                f"mean number of history events both hold; then the seed-level {split} AUC Δ = A − B with its BCa "
+                "interval and Holm-adjusted paired t p-value (as in the comparisons table), and DeLong's paired "
+                "test on the identical targets per seed (Δ and p).", "",
+                *_table(["comparison", "arms A / B", "shared / dropped targets", "history differs",
+                         "mean valid length A / B", "events in common", "AUC Δ [95% BCa]", "p Holm", "verdict",
+                         "DeLong", "per seed: Δ (p)"], rows), ""]
+    rc = res.ranks
+    if rc is not None:
+        label = metric_registry.get(rc.metric).label
+        out += ["## Rank order of the models per data arm", "",
+                f"Seed-mean {split} {label} per arm, best first (seeds in parentheses). Kendall τ of the seed means "
+                "between arms: " + ", ".join(f"{p} vs {q} {t:+.2f} (p {pv:.2g})" for p, q, t, pv in rc.kendall) + ".",
+                "", *_table(["rank", *rc.arms], _rank_rows(rc)), "",
+                "### Between-arm difference of each model pair (difference-in-differences)", "",
+                f"DiD = (X − Y) under arm P minus (X − Y) under arm Q, per seed; {DID_METHOD}. Gap columns: seed-mean "
+                "X − Y under each arm. Order: whether the seed-mean order of X and Y differs between the arms.", "",
+                *_table(["X − Y", "P vs Q", "gap under P", "gap under Q", "DiD [95% t CI]", "seeds", "p", "p Holm",
+                         "verdict", "order"], _did_rows(rc)), ""]
+        out += [f"_{n}_" for n in rc.notes] + ([""] if rc.notes else [])
+    return out
+
+
+def protocol_dict(res: AnalysisResult) -> dict[str, Any]:
+    """JSON of the protocol section (arm facts per ablation index, rank orders, DiDs)."""
+    rc = res.ranks
+    facts = {str(i): {"comparison": res.ablations[i].label, "dataset_a": f.dataset_a, "dataset_b": f.dataset_b,
+                      "split": f.split, "targets_a": f.targets_a, "targets_b": f.targets_b, "shared": f.shared,
+                      "dropped": f.dropped, "share_history_differs": f.share_history_differs,
+                      "targets_history_differs": f.targets_history_differs,
+                      "mean_valid_length_a": f.mean_valid_length_a, "mean_valid_length_b": f.mean_valid_length_b,
+                      "mean_common_events": f.mean_common_events, "notes": f.notes}
+             for i, f in sorted(res.arm_facts.items())}
+    ranks = None
+    if rc is not None:
+        higher = metric_registry.get(rc.metric).higher_is_better
+        ranks = {"metric": rc.metric, "arms": rc.arms, "method": DID_METHOD, "notes": rc.notes,
+                 "order": {a: [{"model": m, "mean": float(rc.means.at[m, a]), "n_seeds": int(rc.n_seeds.at[m, a])}
+                               for m in rc.order(a, higher_is_better=higher)] for a in rc.arms},
+                 "kendall": [{"a": p, "b": q, "tau": t, "p": pv} for p, q, t, pv in rc.kendall],
+                 "did": [{"x": d.x, "y": d.y, "arm_p": d.arm_p, "arm_q": d.arm_q, "seeds": d.seeds.tolist(),
+                          "gap_p": d.gap_p.tolist(), "gap_q": d.gap_q.tolist(), "deltas": d.deltas.tolist(),
+                          "mean": d.mean, "sd": d.sd, "ci": list(d.ci), "p": d.p_value, "p_holm": d.p_holm,
+                          "verdict": d.verdict, "swaps": d.swaps} for d in rc.did]}
+    return {"arm_facts": facts, "ranks": ranks}

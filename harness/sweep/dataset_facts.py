@@ -1,0 +1,127 @@
+"""`datasets.json`: what the prepared datasets of a sweep hold, and how every two of them differ.
+
+Written by the sweep driver right after the datasets are prepared (the artifacts live in a cache outside the
+sweep folder; this file travels with the results, so `recscale analyze` and a published reference study can
+read it without the artifacts). For each dataset: protocol, delay (None where the protocol has none),
+history length, and per split the target count, a digest of the sorted target event_ids, the mean valid
+history length and the count of empty histories. For every two datasets and every split:
+
+- the targets both hold (same event_id) and the ones only one holds (a protocol that drops targets shows
+  here; comparisons then use the shared ones);
+- on the shared targets, the share whose history *membership* differs (the set of history events, compared
+  by event_id; order and length cap aside), the mean valid length of each side, and the mean number of
+  history events both hold.
+
+For two exposure-protocol datasets that differ only in the delay, the share of test targets whose history
+differs is the membership statistic `recscale compare-delay` computes from the log.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from protocols.artifact import PreparedDataset
+from protocols.prepare import protocol_parameters
+from protocols.results_layout import DATASETS_FILE
+from protocols.split import SPLITS
+
+FORMAT = 1
+
+
+def history_event_ids(ds: PreparedDataset, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Target event_ids [n] (ascending) and each target's history as event_ids [n, L] (-1 at PAD)."""
+    targets = pq.read_table(ds.path / f"{split}_targets.parquet", columns=["event_id", "request_idx"])
+    event_id = targets.column("event_id").to_numpy()
+    rows = np.asarray(ds._history[targets.column("request_idx").to_numpy()])  # [n, L] exposure rows, -1 PAD
+    exposure_event_id = np.load(ds.path / "exposure_event_id.npy", mmap_mode="r")
+    hist = np.where(rows >= 0, np.asarray(exposure_event_id)[np.maximum(rows, 0)], -1)  # [n, L]
+    order = np.argsort(event_id, kind="stable")
+    return event_id[order], hist[order]
+
+
+def _entry_keys(hist: np.ndarray, rank: np.ndarray, width: int) -> np.ndarray:
+    """Distinct int64 keys target_position * width + event rank of the valid entries of `hist` [n, L]."""
+    pos = np.nonzero(hist >= 0)[0]
+    keys = np.sort(pos.astype(np.int64) * width + rank)  # sort-based: numpy's hashed unique is slower here
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
+
+
+def membership_difference(hist_a: np.ndarray, hist_b: np.ndarray) -> dict[str, float]:
+    """Statistics of two histories of the same targets (rows aligned), compared as sets of event_ids
+    (an event listed twice in one history counts once)."""
+    n = len(hist_a)
+    valid_a, valid_b = hist_a[hist_a >= 0], hist_b[hist_b >= 0]  # row-major: same order as np.nonzero
+    _, rank = np.unique(np.concatenate([valid_a, valid_b]), return_inverse=True)
+    width = int(rank.max(initial=0)) + 1
+    keys_a = _entry_keys(hist_a, rank[: len(valid_a)], width)
+    keys_b = _entry_keys(hist_b, rank[len(valid_a):], width)
+    len_a, len_b = np.bincount(keys_a // width, minlength=n), np.bincount(keys_b // width, minlength=n)
+    common = np.bincount(np.intersect1d(keys_a, keys_b, assume_unique=True) // width, minlength=n)
+    differs = (common != len_a) | (common != len_b)
+
+    def mean(x: np.ndarray) -> float:
+        return float(x.mean()) if n else 0.0
+
+    return {"targets_history_differs": int(differs.sum()), "share_history_differs": mean(differs),
+            "mean_valid_length_a": mean(len_a), "mean_valid_length_b": mean(len_b),
+            "mean_common_events": mean(common)}
+
+
+def _digest(event_id: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(event_id, dtype=np.int64).tobytes()).hexdigest()
+
+
+def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str | Path]) -> dict[str, Any]:
+    """The content of datasets.json for datasets `{id: prepare settings}` prepared at `paths[id]`."""
+    opened = {d: PreparedDataset.open(paths[d]) for d in datasets}
+    cache: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+    def split_of(d: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+        if (d, split) not in cache:
+            cache[(d, split)] = history_event_ids(opened[d], split)
+        return cache[(d, split)]
+
+    out: dict[str, Any] = {"format": FORMAT, "datasets": {}, "pairs": []}
+    for d, prep in datasets.items():
+        ds = opened[d]
+        protocol = str(prep["protocol"])
+        splits = {}
+        for split in SPLITS:
+            event_id, hist = split_of(d, split)
+            lengths = (hist >= 0).sum(axis=1)
+            splits[split] = {"targets": int(len(event_id)), "event_ids_sha1": _digest(event_id),
+                             "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
+                             "empty_history_targets": int((lengths == 0).sum())}
+        out["datasets"][d] = {
+            "protocol": protocol,
+            "delay_s": prep.get("delay_s") if "delay_s" in protocol_parameters(protocol) else None,
+            "history_len": int(ds.spec.history_len), "artifact": ds.path.name, "fingerprint": ds.fingerprint,
+            "protocol_diagnostics": ds.manifest.get("protocol_diagnostics", {}), "splits": splits}
+    for a, b in itertools.combinations(list(datasets), 2):
+        pair: dict[str, Any] = {"a": a, "b": b, "splits": {}}
+        for split in SPLITS:
+            (ids_a, hist_a), (ids_b, hist_b) = split_of(a, split), split_of(b, split)
+            shared, ia, ib = np.intersect1d(ids_a, ids_b, assume_unique=True, return_indices=True)
+            pair["splits"][split] = {"targets_a": int(len(ids_a)), "targets_b": int(len(ids_b)),
+                                     "shared_targets": int(len(shared)), "only_a": int(len(ids_a) - len(shared)),
+                                     "only_b": int(len(ids_b) - len(shared)),
+                                     **membership_difference(hist_a[ia], hist_b[ib])}
+        out["pairs"].append(pair)
+    return out
+
+
+def write_dataset_facts(sweep_dir: Path | str, datasets: Mapping[str, Mapping[str, Any]],
+                        paths: Mapping[str, str | Path]) -> Path:
+    """Compute and atomically write `sweep_dir/datasets.json`."""
+    target = Path(sweep_dir) / DATASETS_FILE
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(json.dumps(dataset_facts(datasets, paths), indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, target)
+    return target
