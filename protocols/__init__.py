@@ -4,8 +4,10 @@ prepared artifacts and the batch loader.
 Registries:
     SOURCES    name -> callable(root: Path, **options) -> ExposureLog   (`recflow`, `synthetic`, `movielens100k`)
     PROTOCOLS  name -> history protocol class                        (`exposure`, `author50`)
+    SOURCE_DEFAULTS  source name -> `protocols.sources.SourceDefaults` (its default split and sizes)
 Register a new one with `@register_source("name")` / `@register("name")` in its own module and add
-that module to `_COMPONENT_MODULES` below.
+that module to `_COMPONENT_MODULES` below; a source declares its defaults with
+`SOURCE_DEFAULTS.register("name")(SourceDefaults(...))` (one that declares none gets RecFlow's).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from .registry import Registry
 
 PROTOCOLS: Registry = Registry("protocol")
 SOURCES: Registry = Registry("source")
+SOURCE_DEFAULTS: Registry = Registry("source defaults")
 
 register = PROTOCOLS.register
 register_source = SOURCES.register

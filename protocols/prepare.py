@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +60,7 @@ from .integrity import ArtifactDamagedError, seal_manifest, verify_artifact
 from .log import ExposureLog
 from .sampling import resolve_size, sample_rows
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
-from .split import SPLITS, SplitConfig, local_time_parts, split_rows
+from .split import BOUNDARY_KEYS, SPLITS, SplitConfig, SplitSettings, format_ms, local_time_parts, split_rows
 from .typed_config import ConfigError, from_dict, to_dict
 
 FORMAT_VERSION = 1
@@ -95,10 +95,12 @@ class PrepareConfig:
         delay_s: feedback delay in seconds, used by protocols with a `delay_s` parameter (exposure) and
             ignored by the others; default: the exposure protocol's (60 s).
         history_len: history length L; None = the protocol's default (exposure 128, author50 50).
-        n_train, n_valid, n_test: targets per split; None = the reference sizes scaled to the log
-            (`protocols.sampling`).
+        n_train, n_valid, n_test: targets per split: a count, `all` (every exposure of the split), or
+            None = the source's default (`protocols.sources.SourceDefaults.sizes`: the reference
+            sizes scaled to the log for recflow/synthetic, every exposure for movielens100k).
         seed: target sampling seed.
-        split: split boundaries and time zone (`protocols.split.SplitConfig`).
+        split: split boundaries and time zone (`protocols.split.SplitSettings`); keys left unset come
+            from the source's default split (`protocols.sources`). A complete `SplitConfig` is accepted too.
         out: folder that receives the artifact folder.
 
     Protocol parameters live on the protocol's own config, the registered protocol dataclass
@@ -111,15 +113,21 @@ class PrepareConfig:
     protocol: str = "exposure"
     delay_s: float = ExposureProtocol.delay_s
     history_len: int | None = None
-    n_train: int | None = None
-    n_valid: int | None = None
-    n_test: int | None = None
+    n_train: int | Literal["all"] | None = None
+    n_valid: int | Literal["all"] | None = None
+    n_test: int | Literal["all"] | None = None
     seed: int = 42
-    split: SplitConfig = field(default_factory=SplitConfig)
+    split: SplitSettings = field(default_factory=SplitSettings)
     out: str = "artifacts"
 
     def __post_init__(self) -> None:
         load_components()
+        if isinstance(self.split, SplitConfig):  # a complete split: every key given
+            object.__setattr__(self, "split", SplitSettings.of(self.split))
+        for s in SPLITS:
+            n = getattr(self, f"n_{s}")
+            if n is not None and n != "all" and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+                raise ConfigError(f"n_{s}: must be an integer >= 0 or 'all', got {n!r}")
         if self.source not in SOURCES:
             raise ConfigError(f"source: unknown {self.source!r}; valid: {', '.join(SOURCES.names())}")
         if self.protocol not in PROTOCOLS:
@@ -153,22 +161,47 @@ def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
 
 @dataclass
 class TargetPlan:
-    """Sampled target rows per split (ascending log rows) and the split sizes they came from."""
+    """Sampled target rows per split (ascending log rows), the split sizes they came from and the
+    resolved split (the config's keys over the source's default)."""
 
     rows: dict[str, np.ndarray]
     available: dict[str, int]
+    split: SplitConfig
+
+
+def resolved_split(log: ExposureLog, cfg: PrepareConfig) -> SplitConfig:
+    """The complete split of `cfg` for `log`: its given keys over the source's default split."""
+    from .sources import source_defaults
+
+    given = cfg.split.given()
+    if set(BOUNDARY_KEYS) <= set(given) and "timezone" in given:
+        return cfg.split.resolve(SplitConfig())
+    return cfg.split.resolve(source_defaults(cfg.source).split(log), cfg.source)
 
 
 def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
-    by_split = split_rows(log["request_timestamp"], cfg.split)
+    from .sources import source_defaults
+
+    split = resolved_split(log, cfg)
+    by_split = split_rows(log["request_timestamp"], split)
     requested = {"train": cfg.n_train, "valid": cfg.n_valid, "test": cfg.n_test}
+    default = source_defaults(cfg.source).sizes
     rows = {}
-    for s in SPLITS:
-        n = resolve_size(s, requested[s], len(log), len(by_split[s]))
-        if n == 0 and s == "train":
-            raise RecscaleError(f"{log.root}: no training exposures in {cfg.split.interval_ms('train')} (ms)")
+    for i, s in enumerate(SPLITS):
+        start, end = split.interval_ms(s)
+        where = f" [{format_ms(start, split.timezone)}, {format_ms(end, split.timezone)}) ({split.timezone})"
+        if len(by_split[s]) == 0 and requested[s] != 0:
+            ts = log["request_timestamp"]
+            span = (f"the log runs from {format_ms(int(ts.min()), split.timezone)} to "
+                    f"{format_ms(int(ts.max()), split.timezone)}" if len(ts) else "the log is empty")
+            raise ConfigError(
+                f"split.{BOUNDARY_KEYS[i]}, split.{BOUNDARY_KEYS[i + 1]}: the {s} split{where} holds no "
+                f"exposures of {log.root}; {span} ({split.timezone}). Set split.{BOUNDARY_KEYS[i]} and "
+                f"split.{BOUNDARY_KEYS[i + 1]} inside that range, or leave the split keys unset for the "
+                f"{cfg.source} source's default")
+        n = resolve_size(s, requested[s], len(log), len(by_split[s]), default, where)
         rows[s] = sample_rows(by_split[s], n, seed=cfg.seed, split=s)
-    return TargetPlan(rows, {s: len(by_split[s]) for s in SPLITS})
+    return TargetPlan(rows, {s: len(by_split[s]) for s in SPLITS}, split)
 
 
 def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tuple[str, dict]:
@@ -182,7 +215,7 @@ def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tupl
         "protocol_params": to_dict(protocol),
         "targets": {s: int(len(plan.rows[s])) for s in SPLITS},
         "seed": cfg.seed,
-        "split": to_dict(cfg.split),
+        "split": to_dict(plan.split),
     }
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
     return digest, params
@@ -294,9 +327,9 @@ def _write_artifact(
         np.save(folder / f"{s}_cat.npy", cat)
         np.save(folder / f"{s}_num.npy", numeric_features(
             log["duration"][rows], log["upload_timestamp"][rows], log["request_timestamp"][rows], stats,
-            cfg.split.timezone))
+            plan.split.timezone))
         lengths = request_len[req]
-        pq.write_table(_targets_table(log, rows, req, cat, lengths, cfg), folder / f"{s}_targets.parquet")
+        pq.write_table(_targets_table(log, rows, req, cat, lengths, plan.split), folder / f"{s}_targets.parquet")
         membership[s] = _membership(lengths, history.rows.shape[1])
     steps.update()
 
@@ -328,7 +361,7 @@ def _write_artifact(
     steps.close()
 
 
-def _targets_table(log: ExposureLog, rows, req, cat, lengths, cfg: PrepareConfig) -> pa.Table:
+def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig) -> pa.Table:
     video_col, author_col = CAT_FIELDS.index("video_id"), CAT_FIELDS.index("author_id")
     columns = {
         "event_id": log["event_id"][rows],
@@ -336,7 +369,7 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, cfg: PrepareConfig
         "request_idx": req.astype(np.int64),
         "request_id": log["request_id"][rows],
         "request_ts": log["request_timestamp"][rows],
-        "day": local_time_parts(log["request_timestamp"][rows], cfg.split.timezone).day,
+        "day": local_time_parts(log["request_timestamp"][rows], split.timezone).day,
         "label": log["long_view"][rows].astype(np.float32),
         "user_id": log["user_id"][rows],
         "video_id": log["video_id"][rows],

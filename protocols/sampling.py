@@ -8,7 +8,9 @@ one and adds new targets drawn uniformly from the rest.
 Default sizes are the reference sizes (3,000,000 / 100,000 / 200,000 on RecFlow's 38,245,315
 exposures) scaled by the log's exposure count relative to RecFlow, rounded, at least 1, and capped at
 the number of exposures the split holds. A log the size of RecFlow therefore gets exactly the
-reference sizes, and a 1/100 log gets 30,000 / 1,000 / 2,000.
+reference sizes, and a 1/100 log gets 30,000 / 1,000 / 2,000. That is the default of the recflow and
+synthetic sources; a source may instead declare `all` (every exposure of each split is a target, as
+MovieLens-100k does; see `protocols.sources`). `n_<split>: all` asks for that explicitly.
 """
 from __future__ import annotations
 
@@ -28,15 +30,22 @@ def default_size(split: str, log_size: int, available: int) -> int:
     return min(scaled, available)
 
 
-def resolve_size(split: str, requested: int | None, log_size: int, available: int) -> int:
-    """The number of targets to draw: `requested` (validated) or the scaled default."""
+def resolve_size(split: str, requested: int | str | None, log_size: int, available: int,
+                 default: str = "scaled", where: str = "") -> int:
+    """The number of targets to draw: `requested` (an int, validated, or "all") or the source's
+    `default` ("scaled" or "all"). `where` describes the split's interval in the error message."""
+    if requested is None:
+        requested = "all" if default == "all" else None
     if requested is None:
         return default_size(split, log_size, available)
-    if requested < 0:
-        raise RecscaleError(f"n_{split} must be >= 0, got {requested}")
+    if requested == "all":
+        return available
+    if not isinstance(requested, int) or requested < 0:
+        raise RecscaleError(f"n_{split}: must be an integer >= 0 or 'all', got {requested!r}")
     if requested > available:
         raise RecscaleError(
-            f"n_{split}={requested:,} targets requested but the {split} split holds only {available:,} exposures"
+            f"n_{split}: {requested:,} targets requested but the {split} split{where} holds only "
+            f"{available:,} exposures; lower n_{split} (or set it to 'all')"
         )
     return requested
 

@@ -4,28 +4,90 @@
 - `synthetic`: a log written by `recscale synth`: the same reader plus `true_p` from
   `synthetic_truth/YYYY-MM-DD.feather` (row-aligned with each realshow file).
 - `movielens100k`: MovieLens-100k mapped onto the canonical table (`protocols.movielens`).
+
+Each source also declares its defaults (`SourceDefaults`, registered in `protocols.SOURCE_DEFAULTS`):
+the split a prepare config gets for the keys it leaves unset, and the target counts it gets for
+`n_train` / `n_valid` / `n_test` left unset.
+
+| source | default split | default target counts |
+|---|---|---|
+| recflow, synthetic | the RecFlow seed's dates (`SplitConfig()`: 2024-01-13 / 02-08 / 02-12 / 02-19, Asia/Shanghai) | the reference sizes scaled to the log (`protocols.sampling`) |
+| movielens100k | from the log's own dates (`tail_split`, UTC): test = the last 21 days, valid = the 21 days before, train = all earlier days | every exposure of each split |
 """
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Literal
 
 import numpy as np
 import pyarrow.feather as feather
 
-from . import register_source
+from . import SOURCE_DEFAULTS, register_source
 from .errors import DataValidationError
 from .log import ExposureLog
 from .recflow import read_recflow
 from .recflow_format import truth_path
 from .schema import TRUE_P_COLUMN
+from .split import SplitConfig, tail_split
+
+
+@dataclass(frozen=True)
+class SourceDefaults:
+    """What a log of this source gets for the prepare settings a config leaves unset.
+
+    Attributes:
+        split: the default split of a loaded log (fixed dates, or derived from the log's dates).
+        sizes: `scaled`: RecFlow's reference target counts scaled to the log's size
+            (`protocols.sampling.default_size`); `all`: every exposure of each split is a target.
+        split_doc: one line saying what the default split is (help texts and docs).
+    """
+
+    split: Callable[[ExposureLog], SplitConfig]
+    sizes: Literal["scaled", "all"]
+    split_doc: str
+
+
+def _recflow_split(log: ExposureLog) -> SplitConfig:
+    return SplitConfig()
+
+
+RECFLOW_DEFAULTS = SourceDefaults(
+    split=_recflow_split, sizes="scaled",
+    split_doc="the RecFlow seed's dates 2024-01-13 / 2024-02-08 / 2024-02-12 / 2024-02-19 (Asia/Shanghai)")
+
+#: MovieLens-100k's default split: its last 21 days are test, the 21 before valid (UTC calendar days).
+MOVIELENS_VALID_DAYS = 21
+MOVIELENS_TEST_DAYS = 21
+
+
+def _movielens_split(log: ExposureLog) -> SplitConfig:
+    ts = log["request_timestamp"]
+    return tail_split(int(ts.min()), int(ts.max()), valid_days=MOVIELENS_VALID_DAYS,
+                      test_days=MOVIELENS_TEST_DAYS, timezone="UTC")
+
+
+MOVIELENS_DEFAULTS = SourceDefaults(
+    split=_movielens_split, sizes="all",
+    split_doc=f"from the log's dates (UTC): test = the last {MOVIELENS_TEST_DAYS} days, valid = the "
+              f"{MOVIELENS_VALID_DAYS} days before, train = every earlier day")
+
+
+def source_defaults(source: str) -> SourceDefaults:
+    """The declared defaults of `source`; RecFlow's for a source that declares none."""
+    return SOURCE_DEFAULTS.get(source) if source in SOURCE_DEFAULTS else RECFLOW_DEFAULTS
 
 
 @register_source("recflow")
 def load_recflow(root: Path | str, *, days: Iterable[str | dt.date] | None = None, progress: bool = False) -> ExposureLog:
     """Real RecFlow `realshow` files (validated); `days` defaults to the 37 released days."""
     return read_recflow(root, days, progress=progress)
+
+
+SOURCE_DEFAULTS.register("recflow")(RECFLOW_DEFAULTS)
+SOURCE_DEFAULTS.register("synthetic")(RECFLOW_DEFAULTS)
+SOURCE_DEFAULTS.register("movielens100k")(MOVIELENS_DEFAULTS)
 
 
 def read_truth(log: ExposureLog) -> np.ndarray:

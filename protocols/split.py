@@ -1,15 +1,20 @@
 """Time split of an exposure log into train / valid / test by request time.
 
-Boundaries are calendar dates (or ISO date-times) in a named time zone, Asia/Shanghai by default,
-converted to epoch milliseconds with `zoneinfo`; each split is the left-closed, right-open interval
-[start, end) of `request_timestamp`. The three intervals are contiguous, so no exposure can fall
-into two splits. This module also owns local calendar parts (day, hour, weekday) of timestamps,
-used for the training order and the time-cycle features.
+Boundaries are calendar dates (or ISO date-times) in a named time zone, converted to epoch
+milliseconds with `zoneinfo`; each split is the left-closed, right-open interval [start, end) of
+`request_timestamp`. The three intervals are contiguous, so no exposure can fall into two splits.
+
+`SplitConfig` is a complete split (its defaults are the RecFlow seed's dates in Asia/Shanghai).
+`SplitSettings` is what a prepare config or a sweep's `data.split` gives: any subset of the same
+keys; the unset ones come from the source's default split (`protocols.sources`), which for a log
+without fixed dates is derived from the log's own date range by `tail_split`. This module also owns
+local calendar parts (day, hour, weekday) of timestamps, used for the training order and the
+time-cycle features.
 """
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -56,6 +61,86 @@ class SplitConfig:
         b = self.boundaries_ms()
         i = SPLITS.index(split)
         return b[i], b[i + 1]
+
+
+#: The boundary keys in split order (train = [train_start, valid_start), ...).
+BOUNDARY_KEYS: tuple[str, ...] = ("train_start", "valid_start", "test_start", "test_end")
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """Split keys a config sets; None = the source's default (see `protocols.sources`).
+
+    Given keys are checked at load time: the time zone exists, each boundary is an ISO date or
+    date-time, and the given boundaries increase. The full split is checked again once resolved.
+    """
+
+    train_start: str | None = None
+    valid_start: str | None = None
+    test_start: str | None = None
+    test_end: str | None = None
+    timezone: str | None = None
+
+    def __post_init__(self) -> None:
+        zone = self.timezone or "UTC"
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError) as e:
+                raise ConfigError(f"timezone: unknown time zone {self.timezone!r}") from e
+        given = [(k, getattr(self, k)) for k in BOUNDARY_KEYS if getattr(self, k) is not None]
+        for k, v in given:
+            try:
+                local_to_epoch_ms(v, zone)
+            except ConfigError as e:
+                raise ConfigError(f"{k}: {e}") from None
+        for (k1, v1), (k2, v2) in zip(given, given[1:]):
+            if not local_to_epoch_ms(v1, zone) < local_to_epoch_ms(v2, zone):
+                raise ConfigError(f"{k2}: must be later than {k1} ({k1}={v1}, {k2}={v2})")
+
+    def given(self) -> dict[str, str]:
+        """The keys this config sets."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def of(cls, split: "SplitConfig") -> "SplitSettings":
+        """Every key of a complete split, given."""
+        return cls(**{f.name: getattr(split, f.name) for f in fields(split)})
+
+    def resolve(self, default: "SplitConfig", source: str = "") -> "SplitConfig":
+        """The complete split: the given keys over `default` (a ConfigError names the keys if the
+        result does not increase)."""
+        merged = {**{f.name: getattr(default, f.name) for f in fields(default)}, **self.given()}
+        try:
+            return SplitConfig(**merged)
+        except ConfigError as e:
+            whose = f" (unset keys come from the {source} source's default split)" if source else ""
+            raise ConfigError(f"split: {e}{whose}") from None
+
+
+def tail_split(first_ms: int, last_ms: int, *, valid_days: int, test_days: int, timezone: str) -> SplitConfig:
+    """A split from a log's own date range: test = the last `test_days` calendar days (ending the day
+    after the last event), valid = the `valid_days` before, train = every earlier day from the first."""
+    first = _local_date(first_ms, timezone)
+    end = _local_date(last_ms, timezone) + dt.timedelta(days=1)
+    test_start = end - dt.timedelta(days=test_days)
+    valid_start = test_start - dt.timedelta(days=valid_days)
+    if not first < valid_start:
+        raise ConfigError(
+            f"split: the log covers only {first} to {end - dt.timedelta(days=1)} ({timezone}), too short for a "
+            f"{valid_days}-day valid and {test_days}-day test split plus training days; set split.train_start, "
+            "split.valid_start, split.test_start and split.test_end")
+    return SplitConfig(first.isoformat(), valid_start.isoformat(), test_start.isoformat(), end.isoformat(), timezone)
+
+
+def _local_date(ts_ms: int, timezone: str) -> dt.date:
+    return dt.datetime.fromtimestamp(ts_ms / 1000, tz=ZoneInfo(timezone)).date()
+
+
+def format_ms(ts_ms: int, timezone: str) -> str:
+    """An epoch-millisecond time as a local date (or date-time when not midnight) in `timezone`."""
+    local = dt.datetime.fromtimestamp(ts_ms / 1000, tz=ZoneInfo(timezone))
+    return local.date().isoformat() if local.time() == dt.time(0) else local.strftime("%Y-%m-%d %H:%M")
 
 
 def local_to_epoch_ms(value: str, timezone: str) -> int:

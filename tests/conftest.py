@@ -2,13 +2,32 @@
 small-thread torch settings."""
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-ML100K = SHARED / "data" / "ml-100k"
+
+
+def _ml100k_dir() -> Path:
+    """$RECSCALE_ML100K, else shared/data/ml-100k beside the repository, or beside the main checkout
+    when this is a git worktree elsewhere (found through git's common directory)."""
+    if os.environ.get("RECSCALE_ML100K"):
+        return Path(os.environ["RECSCALE_ML100K"])
+    candidates = [REPO.parent / "shared" / "data" / "ml-100k"]
+    try:
+        common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=REPO,
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+        if common:
+            candidates.append(Path(common).parent.parent / "shared" / "data" / "ml-100k")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return next((c for c in candidates if (c / "u.data").exists()), candidates[0])
+
+
+ML100K = _ml100k_dir()
 
 
 @pytest.fixture

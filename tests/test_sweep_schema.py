@@ -298,11 +298,13 @@ def test_every_prepare_field_is_a_data_axis():
     datasets = _datasets({"data.seed": [1, 2], "data.n_train": [60, 80]})
     assert sorted((d.prepare["seed"], d.prepare["n_train"]) for d in datasets) == [(1, 60), (1, 80), (2, 60), (2, 80)]
     split = {"train_start": "2024-01-13", "valid_start": "2024-02-09", "test_start": "2024-02-12",
-             "test_end": "2024-02-19"}
+             "test_end": "2024-02-19", "timezone": "Asia/Shanghai"}
     (d,) = _datasets({}, {"split": split})
     assert d.prepare["split"]["valid_start"] == "2024-02-09"
-    (old_spelling,) = _datasets({}, {"prepare": {"split": {**split, "timezone": "Asia/Shanghai"}}})
+    (old_spelling,) = _datasets({}, {"prepare": {"split": split}})
     assert old_spelling.prepare["split"] == d.prepare["split"]
+    (partial,) = _datasets({}, {"split": {"test_start": "2024-02-13"}})  # only the keys given
+    assert partial.prepare["split"] == {"test_start": "2024-02-13"}
 
 
 def test_protocol_parameters_resolve_to_what_the_protocol_uses():

@@ -3,7 +3,9 @@
 Settings are the fields of `protocols.prepare.PrepareConfig` (the same keys as a sweep's `data:`
 section), given as `--set key=value` (repeatable; `--set split.valid_start=2024-02-09` for a
 nested one) or through the flags below, which are aliases of those keys. Defaults come from
-PrepareConfig.
+PrepareConfig, and the split and target counts from the source (`protocols.sources`): RecFlow's dates
+and scaled reference sizes for recflow/synthetic, the log's last weeks and every rating for
+movielens100k. A target count may be `all`.
 
 The artifact folder is content-addressed (source fingerprint + protocol + parameters): running the
 same command twice does nothing the second time. The folder path is printed on stdout; with --json
@@ -12,6 +14,7 @@ a JSON object with the path and the manifest's summary is printed instead.
 Examples:
   recscale prepare --source synthetic --root data/synth-small --protocol exposure --delay-s 60
   recscale prepare --set source=synthetic --set root=data/synth-small --set delay_s=0 --set n_test=30000
+  recscale prepare --source movielens100k --root path/to/ml-100k --test-start 1998-04-06
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from typing import Any
 import protocols
 from protocols.prepare import PrepareConfig, prepare, protocol_parameters
 from protocols.sampling import REFERENCE_SIZES
-from protocols.split import SplitConfig
+from protocols.split import SplitSettings
 from protocols.typed_config import ConfigError, from_dict, parse_set_options
 
 #: Flag (argparse dest) -> PrepareConfig key it sets (dotted for nested sections).
@@ -38,7 +41,7 @@ FLAG_KEYS: dict[str, str] = {
     "test": "n_test",
     "seed": "seed",
     "out": "out",
-    **{f.name: f"split.{f.name}" for f in dataclasses.fields(SplitConfig)},
+    **{f.name: f"split.{f.name}" for f in dataclasses.fields(SplitSettings)},
 }
 #: Keys without a default that makes sense for every log: they must be given.
 REQUIRED_KEYS: tuple[str, ...] = ("source", "root")
@@ -46,7 +49,7 @@ REQUIRED_KEYS: tuple[str, ...] = ("source", "root")
 
 def _default(key: str) -> Any:
     section, _, sub = key.partition(".")
-    return getattr(SplitConfig, sub) if sub else getattr(PrepareConfig, section)
+    return "the source's default split" if sub else getattr(PrepareConfig, section)
 
 
 _HELP: dict[str, str] = {
@@ -55,9 +58,9 @@ _HELP: dict[str, str] = {
     "protocol": "history protocol: exposure or author50",
     "delay_s": "extra feedback delay in seconds for the exposure protocol (0 allowed)",
     "history_len": "history length L",
-    "n_train": "training targets",
-    "n_valid": "validation targets",
-    "n_test": "test targets",
+    "n_train": "training targets: a count or all",
+    "n_valid": "validation targets: a count or all",
+    "n_test": "test targets: a count or all",
     "seed": "target sampling seed",
     "out": "root folder of prepared datasets",
     "split.timezone": "time zone of the split boundaries",
@@ -66,7 +69,8 @@ _HELP: dict[str, str] = {
 _NONE_MEANS: dict[str, str] = {
     "history_len": "the protocol's: " + ", ".join(
         f"{p} {protocol_parameters(p)['history_len']}" for p in protocols.protocol_names()),
-    **{f"n_{split}": f"{size:,} scaled to the log" for split, size in REFERENCE_SIZES.items()},
+    **{f"n_{split}": f"the source's: {size:,} scaled to the log for recflow/synthetic, all for movielens100k"
+       for split, size in REFERENCE_SIZES.items()},
 }
 
 

@@ -8,15 +8,21 @@ re-running or resuming a sweep never prepares twice. Trials only receive the art
 """
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Iterable
 
-from protocols.typed_config import from_dict
+from protocols.errors import RecscaleError
+from protocols.typed_config import ConfigError, from_dict
 
 from .plan import DatasetPlan
 from .schema import Sweep
+
+
+#: Prepare-setting names at the start of a word, as the prepare errors spell them.
+_SETTING_RE = re.compile(r"(?<![\w.])(split\.\w+|n_(?:train|valid|test)\b)")
 
 
 def synthetic_log_dir(sweep: Sweep) -> Path:
@@ -48,7 +54,12 @@ def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str,
         mapping = {**d.prepare, "root": str(root), "out": str(sweep.config.data.prepared_dir())}
         cfg = from_dict(PrepareConfig, mapping, prefix="data.")
         t0 = time.perf_counter()
-        path = Path(prepare(cfg)).resolve()
+        try:
+            path = Path(prepare(cfg)).resolve()
+        except RecscaleError as e:  # name the keys as the sweep file spells them (data.split..., data.n_...)
+            message = _SETTING_RE.sub(r"data.\1", str(e))
+            raise (ConfigError if isinstance(e, ConfigError) else RecscaleError)(
+                f"dataset {d.dataset_id}: {message}") from None
         print(f"dataset {d.dataset_id} ready in {path} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         paths[d.dataset_id] = str(path)
     return paths

@@ -470,7 +470,12 @@ def run_sweep(
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=len(plan.trials),
                             summary=summary)
-    dataset_paths = prepare_datasets(sweep, plan.datasets)
+    try:
+        dataset_paths = prepare_datasets(sweep, plan.datasets)
+    except RecscaleError:  # e.g. an empty split or too many targets: a new sweep folder leaves no trace
+        if created:
+            shutil.rmtree(sweep_dir, ignore_errors=True)
+        raise
     write_dataset_facts(sweep_dir, {d.dataset_id: d.prepare for d in plan.datasets}, dataset_paths)
     timings = {"prepare_s": time.perf_counter() - t0}
 

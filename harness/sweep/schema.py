@@ -10,10 +10,12 @@ Optuna search (followed by a grid at the chosen point):
       protocol: exposure            # a registered protocol
       delay_s: 60
       history_len: 32
-      n_train: 60000
-      n_valid: 10000
+      n_train: 60000                # a count or `all`; unset: the source's default (scaled
+      n_valid: 10000                #   reference sizes for recflow/synthetic, all for movielens100k)
       n_test: 20000
       seed: 42                      # target sampling seed
+      split: {test_start: 2024-02-12}  # any of train_start, valid_start, test_start, test_end,
+                                    #   timezone; unset keys: the source's default split
     arch: whale                     # default architecture when the grid has no `arch` axis
     train: {batch_size: 256}        # harness.config.TrainConfig fields
     model: {dim: 16, hstu: {num_heads: 2}}  # fields every architecture has; <arch>: {...} for one only
@@ -118,7 +120,7 @@ class DataSection(PrepareConfig):
             if dataclasses.is_dataclass(value):
                 if value == type(value)():
                     continue
-                value = to_dict(value)
+                value = {k: v for k, v in to_dict(value).items() if v is not None}  # the keys given
             out[name] = value
         out.update(self.prepare)
         return out
