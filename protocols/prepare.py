@@ -155,6 +155,11 @@ def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
     """Build (or find) the artifact for `cfg`; returns its folder."""
     if not cfg.root:
         raise ConfigError("root: the folder of the log is required")
+    if cfg.protocol == "author50" and cfg.source == "synthetic":
+        # a synthetic log is written without the author-50 pickles unless asked; add them now
+        from .synthetic.pipeline import ensure_author50
+
+        ensure_author50(Path(cfg.root), progress=progress)
     log = SOURCES.get(cfg.source)(Path(cfg.root))
     return prepare_log(log, cfg, progress=progress)
 

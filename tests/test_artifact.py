@@ -243,7 +243,9 @@ def test_both_protocols_on_the_synthetic_tiny_log(tmp_path):
     root = generate("tiny", tmp_path / "synth-tiny", seed=0)
     base = dict(source="synthetic", root=str(root), out=str(tmp_path / "a"))
     exposure = PreparedDataset.open(prepare_module.prepare(PrepareConfig(**base), progress=False))
+    assert not (root / "seq_effective_50_dict").exists()  # written only when a protocol needs them:
     author = PreparedDataset.open(prepare_module.prepare(PrepareConfig(**base, protocol="author50"), progress=False))
+    assert (root / "seq_effective_50_dict").is_dir()
     assert exposure.is_synthetic and exposure.spec.history_len == 128 and author.spec.history_len == 50
     assert author.manifest["protocol_diagnostics"]["link_coverage"]["row_link_coverage"] == 1.0
     for ds in (exposure, author):

@@ -33,7 +33,7 @@ TRAIN_END = day_start_ms(DEFAULT_DAYS[26])  # 2024-02-08
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    return generate("tiny", tmp_path_factory.mktemp("synth") / "tiny", seed=3)
+    return generate("tiny", tmp_path_factory.mktemp("synth") / "tiny", seed=3, author50=True)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_layout_matches_recflow(tiny):
 
 
 def test_deterministic_per_seed_and_no_op_when_done(tiny, tmp_path):
-    again = generate("tiny", tmp_path / "again", seed=3)
+    again = generate("tiny", tmp_path / "again", seed=3, author50=True)
     other = generate("tiny", tmp_path / "other", seed=4)
     for sub in ("realshow", "synthetic_truth", "seq_effective_50_dict"):
         for f in sorted((tiny / sub).iterdir()):
@@ -61,6 +61,25 @@ def test_deterministic_per_seed_and_no_op_when_done(tiny, tmp_path):
     stamp = (again / "SYNTHETIC.json").stat().st_mtime_ns
     assert generate("tiny", again, seed=3) == again
     assert (again / "SYNTHETIC.json").stat().st_mtime_ns == stamp
+
+
+def test_author50_pickles_only_when_asked_and_added_later_identically(tiny, tmp_path):
+    """Without --author50 no pickles are written; asking later adds exactly the pickles a generation with
+    them writes, and leaves the realshow and truth files untouched (same bytes, same modification time)."""
+    late = generate("tiny", tmp_path / "late", seed=3)
+    assert not (late / "seq_effective_50_dict").exists() and json.loads((late / "SYNTHETIC.json").read_text())["author50"] is False
+    for sub in ("realshow", "synthetic_truth"):  # the same files as a log written with the pickles
+        for f in sorted((tiny / sub).iterdir()):
+            assert f.read_bytes() == (late / sub / f.name).read_bytes(), f
+    before = {f: f.stat().st_mtime_ns for sub in ("realshow", "synthetic_truth") for f in (late / sub).iterdir()}
+    assert generate("tiny", late, seed=3, author50=True) == late
+    assert {f: f.stat().st_mtime_ns for f in before} == before
+    assert sorted(p.name for p in late.iterdir()) == ["SYNTHETIC.json", "realshow", "seq_effective_50_dict", "synthetic_truth"]
+    for f in sorted((tiny / "seq_effective_50_dict").iterdir()):
+        assert pickle.loads(f.read_bytes()).keys() == pickle.loads((late / "seq_effective_50_dict" / f.name).read_bytes()).keys()
+        assert f.read_bytes() == (late / "seq_effective_50_dict" / f.name).read_bytes(), f
+    assert json.loads((late / "SYNTHETIC.json").read_text())["author50"] is True
+    assert generate("tiny", late, seed=3) == late  # a log with the pickles serves a request without them
 
 
 def test_refuses_foreign_folder_and_leaves_nothing_on_failure(tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 """Write a synthetic log in RecFlow's on-disk layout, with the true P(long_view) of every exposure.
 
 The folder holds realshow/YYYY-MM-DD.feather (RecFlow's 30 columns), seq_effective_50_dict/*.pkl
-(author-style 50-event histories; off by default at --scale full, where they would take ~30 GB),
+(author-style 50-event histories, only with --author50: only the author50 protocol reads them, and they
+are large, ~0.7 GB at small and ~30 GB at full; a sweep or prepare that needs them adds them),
 synthetic_truth/*.feather (true_p) and SYNTHETIC.json (parameters, summary, oracle AUC).
 Scales: tiny (~6k exposures, for tests), small (~1M, the demo), medium (~6M), full (~38.2M, RecFlow size).
 Writing is atomic; re-running with the same arguments on a finished folder does nothing.
@@ -21,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed -> same files")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--author50", dest="author50", action="store_true", default=None,
-                       help="write seq_effective_50_dict/*.pkl (default: on except at --scale full)")
-    group.add_argument("--no-author50", dest="author50", action="store_false", help="skip the 50-history pickles")
+                       help="write seq_effective_50_dict/*.pkl too (added to a finished log that lacks them)")
+    group.add_argument("--no-author50", dest="author50", action="store_false",
+                       help="skip the 50-history pickles (the default)")
     parser.add_argument("--json", action="store_true", help="print SYNTHETIC.json's summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 

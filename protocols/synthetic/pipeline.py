@@ -5,6 +5,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from .exposures import make_exposures
 from .history50 import EffectiveViewIndex
 from .sessions import make_requests
 from .world import make_world
-from .writer import write_day
+from .writer import write_author50_day, write_day
 
 FORMAT_VERSION = 1
 MARKER = "SYNTHETIC.json"
@@ -199,26 +200,39 @@ def _params(scale: str, seed: int, author50: bool) -> dict:
     return {"format": "recscale-synthetic", "version": FORMAT_VERSION, "scale": scale, "seed": int(seed), "author50": bool(author50)}
 
 
-def is_complete(out: Path, params: dict) -> bool:
+def _stored(out: Path) -> dict | None:
     marker = Path(out) / MARKER
     if not marker.is_file():
-        return False
+        return None
     try:
-        stored = json.loads(marker.read_text())
+        return json.loads(marker.read_text())
     except (OSError, ValueError):
+        return None
+
+
+def is_complete(out: Path, params: dict) -> bool:
+    """Whether `out` holds a finished log written with `params`; a log that has the author-50 pickles
+    also serves a request without them."""
+    stored = _stored(out)
+    if stored is None:
         return False
-    return all(stored.get(k) == v for k, v in params.items())
+    return all(stored.get(k) == v or (k == "author50" and not v) for k, v in params.items())
 
 
 def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = None, progress: bool = False) -> Path:
     """Write the synthetic log of `scale` into `out` (atomically); a no-op if it is already there.
 
-    `author50` (default: on for tiny/small/medium, off for full) writes seq_effective_50_dict/*.pkl.
+    `author50` writes seq_effective_50_dict/*.pkl too (default off: only the author50 protocol reads
+    them, and they are large: ~0.7 GB at small). Asking for them on a finished log without them adds
+    them (the log is rebuilt in memory from the same seed; its other files are left as they are).
     """
     cfg = scale_config(scale, author50=author50)
     out = Path(out)
     params = _params(scale, seed, cfg.scale.author50)
     if is_complete(out, params):
+        return out
+    if cfg.scale.author50 and is_complete(out, _params(scale, seed, False)):
+        add_author50(out, progress=progress)
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RecscaleError(f"{out}: exists and is not a synthetic log written with {params}; choose another --out")
@@ -259,3 +273,49 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def ensure_author50(out: Path, *, progress: bool = False) -> None:
+    """Add the author-50 pickles to a finished synthetic log that lacks them (a no-op otherwise, and for
+    folders that are not `recscale synth` logs: their reader reports what is missing)."""
+    out = Path(out)
+    if (out / AUTHOR50_DIR).is_dir() or _stored(out) is None:
+        return
+    print(f"recscale: writing the author-50 pickles of {out} (the author50 protocol reads them)", file=sys.stderr)
+    add_author50(out, progress=progress)
+
+
+def add_author50(out: Path, *, progress: bool = False) -> None:
+    """Write the author-50 pickles of a finished synthetic log that lacks them (atomically: into a
+    temporary folder renamed into place, then the marker is updated). The realshow and truth files are
+    not touched; the pickles equal those a generation with author50 on would have written."""
+    out = Path(out)
+    stored = _stored(out)
+    if stored is None:
+        raise RecscaleError(f"{out}: not a finished synthetic log ({MARKER} missing or unreadable)")
+    if stored.get("author50"):
+        return
+    cfg = scale_config(stored["scale"], author50=True)
+    if stored.get("version") != FORMAT_VERSION:
+        raise RecscaleError(f"{out}: written by synthetic format version {stored.get('version')}, this code writes "
+                            f"{FORMAT_VERSION}; regenerate it with `recscale synth --author50`")
+    days = tuple(dt.date.fromisoformat(d) for d in stored.get("days", [d.isoformat() for d in DEFAULT_DAYS]))
+    log = build_log(cfg, int(stored["seed"]), days, progress=progress)
+    if len(log) != stored.get("exposures"):
+        raise RecscaleError(f"{out}: its {MARKER} does not match a regeneration from seed {stored['seed']}")
+    ev_rows = np.flatnonzero(log.effective_view == 1)
+    index = EffectiveViewIndex(log.columns(ev_rows), np.ones(len(ev_rows), np.int8))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{AUTHOR50_DIR}.tmp-", dir=out))
+    try:
+        rq_rows = log.request_day_rows
+        for i, day in enumerate(tqdm(days, desc="author50", disable=not progress, unit="day")):
+            write_author50_day(out, day, index, log.requests(slice(rq_rows[i], rq_rows[i + 1])), folder=tmp)
+        os.rename(tmp, out / AUTHOR50_DIR)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    stored["author50"] = True
+    stored.setdefault("config", {}).setdefault("scale", {})["author50"] = True
+    marker_tmp = out / f".{MARKER}.tmp"
+    marker_tmp.write_text(json.dumps(stored, indent=2))
+    os.replace(marker_tmp, out / MARKER)

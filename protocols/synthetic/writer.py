@@ -38,6 +38,16 @@ def write_day(
     feather.write_feather(realshow_table(columns), str(Path(root) / REALSHOW_DIR / f"{day_stem(day)}.feather"))
     feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
     if author50 is not None:
-        arrays = author50.arrays(requests["user_id"], requests["request_timestamp"])
-        with open(author50_path(root, day), "wb") as f:
-            pickle.dump(dict(zip(requests["request_id"].tolist(), arrays)), f, protocol=pickle.HIGHEST_PROTOCOL)
+        write_author50_day(root, day, author50, requests)
+
+
+def write_author50_day(root: Path, day: dt.date, author50: EffectiveViewIndex, requests: dict[str, np.ndarray],
+                       folder: Path | None = None) -> None:
+    """Write one day's 50-history pickle: request_id -> int64 [50, 10], for the day's requests.
+
+    `root` is the log folder (the file goes to `seq_effective_50_dict/DAY.pkl` there) unless `folder`
+    names the folder that receives `DAY.pkl` directly."""
+    arrays = author50.arrays(requests["user_id"], requests["request_timestamp"])
+    path = Path(folder) / author50_path(root, day).name if folder is not None else author50_path(root, day)
+    with open(path, "wb") as f:
+        pickle.dump(dict(zip(requests["request_id"].tolist(), arrays)), f, protocol=pickle.HIGHEST_PROTOCOL)
