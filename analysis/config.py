@@ -17,6 +17,8 @@
         compare: [[whale, hstu]]       # family pairs to compare (default: every pair in the same context)
         helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
       metrics: [auc, logloss, ne, gauc]   # registered metrics (harness/metric_registry.py); default: all
+      expectations:                    # claims from other studies, checked here (analysis/expectations.py)
+        - {claim: WHALE beats MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}, source: demo reference}
 
 Runs of a comparison are paired by seed and by every other config value both sides carry.
 """
@@ -59,6 +61,26 @@ class ComparisonConfig:
             self.name = f"{_describe(self.a)} vs {_describe(self.b)}"
 
 
+@dataclass
+class ExpectationConfig:
+    """A claim from another study, "A beats B" on `metric`, to be checked on this sweep's seeds
+    (`analysis.expectations`). `source` says where the claim comes from; `where` restricts both sides."""
+
+    claim: str = ""
+    a: dict[str, Any] = field(default_factory=dict)
+    b: dict[str, Any] = field(default_factory=dict)
+    where: dict[str, Any] = field(default_factory=dict)
+    metric: str = "auc"
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.a or not self.b:
+            raise ConfigError(f"{'a' if not self.a else 'b'}: claim {self.claim!r} needs both a and b selectors")
+        metric_registry.check_metric("metric", self.metric)
+        if not self.claim:
+            self.claim = f"{_describe(self.a)} beats {_describe(self.b)}"
+
+
 XAxis = Literal["forward", "training"]
 XUnit = Literal["flops", "gflops"]
 GainKind = Literal["absolute", "relative"]
@@ -97,6 +119,7 @@ class ScalingConfig:
 class AnalysisConfig:
     baseline: str | None = None
     comparisons: list[ComparisonConfig] = field(default_factory=list)
+    expectations: list[ExpectationConfig] = field(default_factory=list)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     metrics: list[str] = field(default_factory=lambda: list(metric_registry.names()))
     split: Literal["test", "valid"] = "test"

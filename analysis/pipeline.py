@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .ablations import ablation_analysis, delong_coverage
+from .expectations import evaluate_expectations
 from .collect import load_results, run_folders_absent, unreadable_runs
 from .family_comparison import family_comparisons
 from .families import family_columns, labelled_columns, size_columns
@@ -132,6 +133,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     arm_facts, protocol_notes = protocol_evidence(results, ablations)
     res = AnalysisResult(results, scaling, ablations, headline(results, reference), comparisons, reference,
                          arm_facts=arm_facts, ranks=rank_comparison(results))
+    res.expectations = evaluate_expectations(results)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")

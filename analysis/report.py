@@ -16,6 +16,7 @@ from harness import metric_registry
 from .ablations import AblationResult
 from .axes import UNIT_NAMES
 from .collect import SweepResults
+from .expectations import ExpectationResult, expectation_dicts, expectation_section
 from .family_comparison import METHOD as COMPARISON_METHOD
 from .family_comparison import Estimate, FamilyComparison
 from .headline import Headline
@@ -47,6 +48,8 @@ class AnalysisResult:
     #: comparisons that vary a data setting: target sharing and history membership, by ablation index
     arm_facts: dict[int, ArmFacts] = field(default_factory=dict)
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
+    #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
+    expectations: list[ExpectationResult] = field(default_factory=list)
 
 
 def _label(metric: str) -> str:
@@ -348,6 +351,7 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 
 def render_report(res: AnalysisResult) -> str:
     lines = (_overview(res) + answer_lines(res) + _ablation_section(res) + protocol_section(res)
+             + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
              + _scaling_section(res) + _family_comparison_section(res))
     extra = [n for n in ("groups", "settings") if n in res.plots]
     if extra or res.group_note:
@@ -393,6 +397,13 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
             elif mc is not None:
                 out.append(f"  {r.label[:40]:<40} {_delta(mc.stats.mean)}  n={mc.stats.n}  "
                            f"p={_f(mc.p_holm, '.2g'):<6} {mc.verdict}")
+        out += more
+    if res.expectations:
+        out.append("expectations from other studies  (delta = A - B per seed, Holm-adjusted paired t)")
+        more = []
+        for e in _cut(res.expectations, max_rows, more, "expectations"):
+            out.append(f"  {e.label[:40]:<40} {_delta(e.stats.mean)}  A better in {int(e.a_better.sum())}/"
+                       f"{len(e.a_better)}  p={_f(e.p_holm, '.2g'):<6} {e.outcome}")
         out += more
     fitted = [f for f in res.scaling if f.fit is not None and f.metric == "auc"]
     if fitted:
@@ -530,7 +541,8 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "scaling": [_family(f) for f in res.scaling], "scaling_notes": res.notes,
             "family_comparisons": [_comparison(c) for c in res.comparisons],
             "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
-            "warnings": res.warnings}
+            "warnings": res.warnings,
+            **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {})}
 
 
 def _protocol_json(res: AnalysisResult) -> dict[str, Any]:
