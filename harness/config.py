@@ -46,6 +46,9 @@ class TrainConfig:
         num_threads: torch intra-op threads; 0 = leave torch's default.
         checkpoint_every_batches: also write a resumable checkpoint every N training batches (0 = off).
         checkpoint_every_s: write a resumable checkpoint when this many seconds passed since the last.
+        prefetch_batches: batches the loader assembles ahead of the step in background threads
+            (0 = assemble in the training thread); never changes the batches or their order.
+        loader_workers: threads assembling those batches.
     """
 
     lr: float = 1e-3
@@ -65,6 +68,8 @@ class TrainConfig:
     num_threads: int = 0
     checkpoint_every_batches: int = 0
     checkpoint_every_s: float = 600.0
+    prefetch_batches: int = 2
+    loader_workers: int = 1
 
     def __post_init__(self) -> None:
         positive = {"lr": self.lr, "batch_size": self.batch_size, "eval_batch_size": self.eval_batch_size,
@@ -75,10 +80,13 @@ class TrainConfig:
         non_negative = {"weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
                         "early_stopping_patience": self.early_stopping_patience, "num_threads": self.num_threads,
                         "checkpoint_every_batches": self.checkpoint_every_batches,
-                        "checkpoint_every_s": self.checkpoint_every_s}
+                        "checkpoint_every_s": self.checkpoint_every_s,
+                        "prefetch_batches": self.prefetch_batches}
         for key, value in non_negative.items():
             if value < 0:
                 raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
+        if self.loader_workers < 1:
+            raise ConfigError(f"train.loader_workers must be >= 1, got {self.loader_workers!r}")
         if not 0.0 <= self.id_mask_prob < 1.0:
             raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
         check_split_metric("train.early_stopping_metric", self.early_stopping_metric)
@@ -86,7 +94,8 @@ class TrainConfig:
 
 #: TrainConfig keys that change when or how often state is saved, never the result; a resumed run
 #: may change them.
-RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s", "data")
+RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s",
+                                     "train.prefetch_batches", "train.loader_workers", "data")
 
 
 @dataclass

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from protocols.errors import RecscaleError
+from protocols.schema import widen
 
 from . import metrics as M
 
@@ -33,10 +34,18 @@ def sigmoid64(logits: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
+def loader_options(device: torch.device, prefetch: int = 2, workers: int = 1) -> dict[str, Any]:
+    """`PreparedDataset.batches` options for feeding `device`: background prefetch; on CUDA also narrow
+    integer types and page-locked buffers, so that `move_batch` copies fewer bytes without blocking."""
+    cuda = device.type == "cuda"
+    return {"prefetch": prefetch, "workers": workers, "narrow": cuda, "pin_memory": cuda}
+
+
 def move_batch(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """The batch on `device` in the schema's dtypes (narrow fields are widened after the copy)."""
     if device.type == "cpu":
-        return batch
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        return widen(batch)
+    return widen({k: v.to(device, non_blocking=True) for k, v in batch.items()})
 
 
 @torch.no_grad()
@@ -48,6 +57,7 @@ def predict(
     batch_size: int,
     device: torch.device,
     bf16: bool = False,
+    prefetch: int = 2,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(event_id int64, label float32, score float64 probability) of every target of `split`, in order."""
     was_training = model.training
@@ -55,7 +65,7 @@ def predict(
     event_ids, labels, logits = [], [], []
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     try:
-        for batch in dataset.batches(split, batch_size, seed=0):
+        for batch in dataset.batches(split, batch_size, seed=0, **loader_options(device, prefetch)):
             with autocast:
                 out = model(move_batch(batch, device))  # [B]
             logits.append(out.float().cpu().numpy())

@@ -53,7 +53,7 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, run_config_dict
-from .evaluate import move_batch, predict, split_metrics, target_columns
+from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
 from .step import TrainStep
 
@@ -274,7 +274,8 @@ def train_run(
             t0 = time.perf_counter()
             loss_total = torch.zeros((), dtype=torch.float64, device=device)
             for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
-                                         start_batch=position.batch, id_mask_prob=tc.id_mask_prob):
+                                         start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
+                                         **loader_options(device, tc.prefetch_batches, tc.loader_workers)):
                 loss_total += step(move_batch(batch, device)).double()
                 n = int(batch["label"].shape[0])
                 position.batch += 1
@@ -300,7 +301,7 @@ def train_run(
             position.epoch, position.batch = position.epoch + 1, 0
             if tc.early_stopping_patience:
                 ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
-                                      bf16=tc.bf16)
+                                      bf16=tc.bf16, prefetch=tc.prefetch_batches)
                 flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
                 value = flat[tc.early_stopping_metric]
                 epoch_record[tc.early_stopping_metric] = value
@@ -328,7 +329,7 @@ def train_run(
             if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
                 raise TrainingInterrupted(stop.signum, out_dir, position)
             ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
-                                  bf16=tc.bf16)
+                                  bf16=tc.bf16, prefetch=tc.prefetch_batches)
             flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
             result.update(flat)
             RF.write_predictions(out_dir, split, ev, lab, sc)

@@ -32,6 +32,7 @@ import torch
 
 from .errors import RecscaleError
 from .integrity import check_files, read_manifest
+from .prefetch import prefetch_map
 from .schema import CAT_FIELDS, FeatureSpec, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK
 from .split import SPLITS
 
@@ -39,6 +40,8 @@ from .split import SPLITS
 DEFAULT_ID_MASK_PROB = 0.05
 _CAT_MASKED = np.array([CAT_FIELDS.index(f) for f in MASKED_ID_FIELDS])  # user, device, video, author
 _HIST_MASKED = np.array([HIST_CAT_FIELDS.index(f) for f in MASKED_ID_FIELDS if f in HIST_CAT_FIELDS])
+_HIST_SLICE = slice(int(_HIST_MASKED[0]), int(_HIST_MASKED[-1]) + 1)
+assert list(range(len(HIST_CAT_FIELDS)))[_HIST_SLICE] == _HIST_MASKED.tolist()
 _ORDER_STREAM, _MASK_STREAM = 1, 2
 
 
@@ -130,11 +133,19 @@ class PreparedDataset:
         epoch: int = 0,
         start_batch: int = 0,
         id_mask_prob: float | None = None,
+        prefetch: int = 0,
+        workers: int = 1,
+        narrow: bool = False,
+        pin_memory: bool = False,
     ) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of the batch schema (`protocols.schema.Batch`).
 
         `id_mask_prob=None` uses DEFAULT_ID_MASK_PROB on the training split; valid and test are
-        never masked, whatever is passed.
+        never masked, whatever is passed. `prefetch` > 0 assembles up to that many batches ahead in
+        `workers` background threads (`protocols.prefetch`); the batches and their order are the same. `narrow` ships integer fields
+        in the narrowest type that holds them (`narrow_dtypes`; `protocols.schema.widen` restores the
+        schema's types, e.g. on the GPU after the copy); `pin_memory` puts every tensor in page-locked
+        memory so that copies to a CUDA device can be non-blocking (CUDA builds only).
         """
         if batch_size < 1:
             raise RecscaleError(f"batch_size must be >= 1, got {batch_size}")
@@ -142,42 +153,97 @@ class PreparedDataset:
         if not 0.0 <= p <= 1.0:
             raise RecscaleError(f"id_mask_prob must be in [0, 1], got {id_mask_prob}")
         order = self.order(split, seed=seed, epoch=epoch)
-        for b in range(start_batch, self.num_batches(split, batch_size)):
-            positions = order[b * batch_size : (b + 1) * batch_size]
-            batch = self.assemble(split, positions)
-            if p > 0:
-                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM])))
-                _mask_ids(batch, p, rng)
-            yield {k: torch.from_numpy(v) for k, v in batch.items()}
 
-    def assemble(self, split: str, positions: np.ndarray) -> dict[str, np.ndarray]:
-        """The unmasked batch (numpy) of the targets at `positions` of `split`."""
+        def make(b: int) -> dict[str, torch.Tensor]:
+            batch = self.assemble(split, order[b * batch_size : (b + 1) * batch_size], narrow=narrow)
+            if p > 0:
+                _mask_ids(batch, p, np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM]))))
+            tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
+            return {k: v.pin_memory() for k, v in tensors.items()} if pin_memory else tensors
+
+        return prefetch_map(make, range(start_batch, self.num_batches(split, batch_size)), depth=prefetch,
+                            workers=workers)
+
+    @cached_property
+    def narrow_dtypes(self) -> dict[str, np.dtype]:
+        """Integer fields in the narrowest signed type that holds every value of this artifact
+        (ids from the vocabulary sizes, request indices from the history table); others as in the schema."""
+        vocab = self.spec.vocab_sizes
+        return {
+            "cat": _signed(max(vocab[f] for f in CAT_FIELDS) - 1),
+            "hist_cat": _signed(max(vocab[f] for f in HIST_CAT_FIELDS) - 1),
+            "hist_fb": np.dtype(np.int8),
+            "request_idx": _signed(len(self._history)),
+        }
+
+    @cached_property
+    def _feedback_pairs(self) -> np.ndarray | None:
+        """The [N, 2] int8 feedback table viewed as one int16 per row (a 1-D gather is ~10x faster than
+        gathering 2-byte rows); None when the stored table has another layout."""
+        fb = self._exposure[1]
+        if fb.dtype == np.int8 and fb.ndim == 2 and fb.shape[1] == 2 and fb.flags.c_contiguous:
+            return fb.view(np.int16).reshape(-1)
+        return None
+
+    def assemble(self, split: str, positions: np.ndarray, *, narrow: bool = False) -> dict[str, np.ndarray]:
+        """The unmasked batch (numpy) of the targets at `positions` of `split` (schema dtypes, or the
+        `narrow_dtypes` with `narrow`). Gathers use np.take, which copies whole rows at once."""
         a = self._split_arrays(split)
         item, feedback, exposure_ts = self._exposure
-        request_idx = a["request_idx"][positions]
-        rows = self._history[request_idx]  # [B, L]
+        wide = np.dtype(np.int64)
+        dt = self.narrow_dtypes if narrow else {}
+        request_idx = np.take(a["request_idx"], positions)
+        rows = np.take(self._history, request_idx, axis=0)  # [B, L]
         mask = rows >= 0
         pad_row = len(exposure_ts) - 1  # the all-zero row that PAD positions read
         safe = np.where(mask, rows, pad_row)
-        hist_cat = item[safe].astype(np.int64)  # [B, L, 5], PAD = 0
-        hist_fb = feedback[safe].astype(np.int64)  # [B, L, 2], PAD = 0
-        request_ts = a["request_ts"][positions].astype(np.int64)
-        hist_ts = exposure_ts[safe]  # [B, L], 0 at PAD
+        hist_cat = np.take(item, safe, axis=0).astype(dt.get("hist_cat", wide), copy=False)  # [B, L, 5], PAD = 0
+        pairs = self._feedback_pairs
+        hist_fb = (np.take(pairs, safe).view(np.int8).reshape(*safe.shape, 2) if pairs is not None
+                   else np.take(feedback, safe, axis=0))  # [B, L, 2], PAD = 0
+        request_ts = np.take(a["request_ts"], positions).astype(np.int64, copy=False)
+        hist_ts = np.take(exposure_ts, safe)  # [B, L], 0 at PAD
         age_s = np.maximum(request_ts[:, None] - hist_ts, 0) / 1000.0
         hist_age = np.where(mask, np.log1p(age_s), 0.0).astype(np.float32)
         return {
-            "cat": np.asarray(a["cat"][positions], dtype=np.int64),  # [B, 10]
-            "num": np.asarray(a["num"][positions], dtype=np.float32),  # [B, 8]
+            "cat": np.take(a["cat"], positions, axis=0).astype(dt.get("cat", wide), copy=False),  # [B, 10]
+            "num": np.take(a["num"], positions, axis=0).astype(np.float32, copy=False),  # [B, 8]
             "hist_cat": hist_cat,
-            "hist_fb": hist_fb,
+            "hist_fb": hist_fb.astype(dt.get("hist_fb", wide), copy=False),
             "hist_ts": hist_ts,
             "hist_age": hist_age,
             "hist_mask": mask,
             "request_ts": request_ts,
-            "request_idx": request_idx.astype(np.int64),
-            "label": a["label"][positions].astype(np.float32),
-            "event_id": a["event_id"][positions].astype(np.int64),
+            "request_idx": request_idx.astype(dt.get("request_idx", wide), copy=False),
+            "label": np.take(a["label"], positions).astype(np.float32, copy=False),
+            "event_id": np.take(a["event_id"], positions).astype(np.int64, copy=False),
         }
+
+
+def _signed(largest: int) -> np.dtype:
+    """The narrowest signed integer type holding 0 .. largest."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if largest <= np.iinfo(t).max)
+
+
+def _mask_ids(batch: dict[str, np.ndarray], p: float, rng: np.random.Generator) -> None:
+    """Replace known ids with UNK in place (candidate user/device/video/author, history video/author).
+
+    The uniform draws (candidate fields first, then history) and the rule are the loader's contract:
+    batch k of (seed, epoch) is masked identically by every version of this function."""
+    cat = batch["cat"]
+    sub = cat[:, _CAT_MASKED]
+    hit = (rng.random(sub.shape) < p) & (sub > UNK)
+    cat[:, _CAT_MASKED] = np.where(hit, UNK, sub)
+    hist = batch["hist_cat"][:, :, _HIST_SLICE]  # a view: the masked history fields are adjacent
+    hit = rng.random(hist.shape) < p
+    hit &= hist > UNK
+    hit &= batch["hist_mask"][..., None]
+    np.copyto(hist, UNK, where=hit)
+
+
+def _signed(largest: int) -> np.dtype:
+    """The narrowest signed integer type holding 0 .. largest."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if largest <= np.iinfo(t).max)
 
 
 def _mask_ids(batch: dict[str, np.ndarray], p: float, rng: np.random.Generator) -> None:

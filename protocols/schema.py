@@ -134,6 +134,28 @@ BATCH_KEYS: tuple[str, ...] = (
 )
 
 
+#: The torch dtype of every batch key in the schema (the table of this module).
+SCHEMA_DTYPES: dict[str, torch.dtype] = {
+    "cat": torch.int64,
+    "num": torch.float32,
+    "hist_cat": torch.int64,
+    "hist_fb": torch.int64,
+    "hist_ts": torch.int64,
+    "hist_age": torch.float32,
+    "hist_mask": torch.bool,
+    "request_ts": torch.int64,
+    "request_idx": torch.int64,
+    "label": torch.float32,
+    "event_id": torch.int64,
+}
+
+
+def widen(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch with every tensor in its schema dtype (a loader may ship integer fields in narrower
+    types to save copy bandwidth; values are unchanged, the conversion runs where the tensors are)."""
+    return {k: v if v.dtype == SCHEMA_DTYPES.get(k, v.dtype) else v.to(SCHEMA_DTYPES[k]) for k, v in batch.items()}
+
+
 class ModelInputs(TypedDict):
     """The batch keys a model may read; dtypes and shapes are the batch-schema table of this module."""
 
