@@ -40,6 +40,7 @@ class Position:
     loss_sum: float = 0.0
     epoch_loss_sum: float = 0.0
     train_seconds: float = 0.0
+    valid_seconds: float = 0.0  # early-stopping evaluations
     wall_seconds: float = 0.0
     best_metric: float | None = None
     epochs_without_improvement: int = 0

@@ -27,6 +27,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("compare-delay", "compare_delay", "share of targets whose history membership differs between two delays"),
     ("list", "list_components", "list registered architectures, protocols and sources"),
     ("flops", "flops", "forward matrix FLOPs per target by module, and parameter counts"),
+    ("bench", "bench", "measure loader and training-step throughput here; stores a calibration for --dry-run"),
     ("train", "train", "train and evaluate one run"),
     ("metrics", "metrics", "recompute a run's metrics from its saved predictions and compare"),
     ("sweep", "sweep", "launch a sweep YAML through Ray Tune"),

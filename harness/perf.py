@@ -5,7 +5,8 @@
   CPU training 1.5-2.4x faster here. glibc reads them once at process start, so `recscale train`
   re-executes itself with them set (`reexec_with_malloc_env`), and the sweep launcher passes
   `MALLOC_ENV` to Ray workers (`runtime_env={"env_vars": MALLOC_ENV}`).
-- `matmul_rate`: fp32 matrix-multiply FLOP/s measured at start-up on the training device.
+- `matmul_rate`: fp32 matrix-multiply FLOP/s measured at start-up on the training device
+  (`matmul_rate_cached`: once per process, device and thread count).
 - `utilisation`: counted-FLOP utilisation = 3 x forward FLOPs/target x targets/s / matmul rate
   (3 = forward + backward, the backward pass costing about twice the forward).
 - `peak_rss_bytes`: peak resident memory of this process.
@@ -68,6 +69,20 @@ def matmul_rate(device: "torch.device", *, n: int = 1024, repeats: int = 3) -> f
             torch.cuda.synchronize(device)
         best = min(best, time.perf_counter() - t0)
     return 2.0 * n**3 / best
+
+
+_RATES: dict[tuple[str, int], float] = {}
+
+
+def matmul_rate_cached(device: "torch.device") -> float:
+    """`matmul_rate` measured once per process for each (device, torch thread count): a sweep worker
+    training one trial after another reuses its first measurement."""
+    import torch
+
+    key = (str(device), torch.get_num_threads())
+    if key not in _RATES:
+        _RATES[key] = matmul_rate(device)
+    return _RATES[key]
 
 
 def utilisation(flops_per_target: float, targets_per_s: float, rate: float) -> float:

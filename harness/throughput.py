@@ -70,6 +70,7 @@ def measure(
     sync()
     elapsed = time.perf_counter() - t0
     rate = perf.matmul_rate(device)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else perf.peak_rss_bytes()
     targets_per_s = steps * tc.batch_size / elapsed
     return {
         "arch": arch,
@@ -81,6 +82,8 @@ def measure(
         "matmul_flops_per_s": rate,
         "utilisation": perf.utilisation(flops, targets_per_s, rate),
         "threads": torch.get_num_threads(),
+        "peak_memory_bytes": int(peak),
+        "peak_memory_kind": "cuda max_memory_allocated" if device.type == "cuda" else "process peak RSS",
         "malloc_env": perf.malloc_env_active(),
         "device": str(device),
     }

@@ -24,6 +24,7 @@ turns into exit 130 / 143. A second signal gets the default behaviour (abort wit
 from __future__ import annotations
 
 import copy
+import json
 import math
 import platform
 import random
@@ -152,10 +153,19 @@ def open_dataset(path: str) -> Any:
     return PreparedDataset.open(Path(path))
 
 
-def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device) -> dict[str, float]:
-    """Forward matrix FLOPs per target and parameter split, measured on one validation batch."""
+#: Forward FLOPs and parameter counts of (architecture, model config, data fingerprint) already counted in
+#: this process: a sweep worker that trains the same model on the same data again (another seed) reuses
+#: them instead of tracing the model once more.
+_COST_CACHE: dict[str, dict[str, float]] = {}
+
+
+def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: str | None = None) -> dict[str, float]:
+    """Forward matrix FLOPs per target and parameter split, measured on one validation batch (cached
+    under `key` when given: the arch, model config and data fingerprint the count depends on)."""
     from architectures.flops import count_flops, count_params
 
+    if key is not None and key in _COST_CACHE:
+        return dict(_COST_CACHE[key])
     batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
     was_training = model.training
     model.eval()
@@ -165,11 +175,14 @@ def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device) -> di
     finally:
         model.train(was_training)
     params = count_params(model)
-    return {
+    cost = {
         "flops_per_target": float(report.per_target),
         "params_embedding": int(params["embedding"]),
         "params_non_embedding": int(params["non_embedding"]),
     }
+    if key is not None:
+        _COST_CACHE[key] = dict(cost)
+    return cost
 
 
 def library_versions() -> dict[str, str]:
@@ -197,6 +210,7 @@ def train_run(
     *,
     resume: bool = False,
     progress: bool = True,
+    final_checkpoint: bool = True,
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
@@ -204,6 +218,9 @@ def train_run(
     `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
     starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
     already finished. SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`.
+    `final_checkpoint=False` (sweeps) skips the checkpoint written between training and evaluation and
+    removes the run's checkpoint once metrics.json is written: a run killed during evaluation then
+    resumes from its last checkpoint inside training (or starts afresh) instead of evaluating only.
     """
     session_start = time.perf_counter()
     out_dir = Path(out_dir)
@@ -235,7 +252,8 @@ def train_run(
         torch.set_num_threads(tc.num_threads)
     seed_everything(cfg.seed)
     model = architectures.build(cfg.arch, dataset.spec, cfg.model_config()).to(device)
-    cost = count_cost(model, dataset, device)
+    cost = count_cost(model, dataset, device,
+                      key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True))
     step = TrainStep(model, tc, device)
     optimizers, forward = step.optimizers, step.forward
     position = Position()
@@ -252,7 +270,8 @@ def train_run(
     else:
         RF.write_config(out_dir, config)
         RF.write_data_fingerprint(out_dir, dataset.fingerprint)
-    rate = perf.matmul_rate(device)
+    rate = perf.matmul_rate_cached(device)
+    setup_seconds = time.perf_counter() - session_start
 
     wall_before = position.wall_seconds  # earlier sessions of a resumed run
 
@@ -300,11 +319,13 @@ def train_run(
             position.epoch_loss_sum = 0.0
             position.epoch, position.batch = position.epoch + 1, 0
             if tc.early_stopping_patience:
+                t_valid = time.perf_counter()
                 ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
                                       bf16=tc.bf16, prefetch=tc.prefetch_batches)
                 flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
                 value = flat[tc.early_stopping_metric]
                 epoch_record[tc.early_stopping_metric] = value
+                position.valid_seconds += time.perf_counter() - t_valid
                 if _is_better(tc.early_stopping_metric, value, position.best_metric):
                     position.best_metric, position.epochs_without_improvement = value, 0
                     best_state = copy.deepcopy(model.state_dict())
@@ -313,15 +334,19 @@ def train_run(
                     if position.epochs_without_improvement >= tc.early_stopping_patience:
                         position.finished = True
             position.history.append(epoch_record)
-            checkpoint()
-            last_save = time.perf_counter()
+            if (position.epoch < tc.epochs and not position.finished) or stop.signum is not None:
+                # after the last epoch the finished checkpoint below follows at once
+                checkpoint()
+                last_save = time.perf_counter()
             if stop.signum is not None:
                 raise TrainingInterrupted(stop.signum, out_dir, position)
 
         if best_state is not None:
             model.load_state_dict(best_state)
         position.finished = True
-        checkpoint()
+        if final_checkpoint or stop.signum is not None:
+            checkpoint()
+        t_eval = time.perf_counter()
 
         result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
         groups: dict[str, Any] = {}
@@ -333,6 +358,7 @@ def train_run(
             flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
             result.update(flat)
             RF.write_predictions(out_dir, split, ev, lab, sc)
+        eval_seconds = time.perf_counter() - t_eval
     finally:
         stop.restore()
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
@@ -344,6 +370,8 @@ def train_run(
         "epoch_history": position.history,
         "wall_s": wall_before + time.perf_counter() - session_start,
         "train_seconds": position.train_seconds,
+        "setup_seconds": setup_seconds,
+        "eval_seconds": eval_seconds + position.valid_seconds,
         "train_targets_per_s": throughput,
         "matmul_flops_per_s": rate,
         "utilisation": perf.utilisation(cost["flops_per_target"], throughput, rate),
@@ -355,6 +383,8 @@ def train_run(
         "versions": library_versions(),
     })
     RF.write_metrics(out_dir, result)
+    if not final_checkpoint:
+        ckpt_path.unlink(missing_ok=True)
     if progress:
         print(summary_line(result, out_dir), file=sys.stderr)
     return RF.read_metrics(out_dir)

@@ -30,6 +30,21 @@ def _ml100k_dir() -> Path:
 ML100K = _ml100k_dir()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_calibration_cache(tmp_path_factory):
+    """Every test reads and writes the speed calibration (harness/calibration.py) in its own temporary
+    folder, never the user's cache."""
+    import os
+
+    before = os.environ.get("RECSCALE_CACHE_DIR")
+    os.environ["RECSCALE_CACHE_DIR"] = str(tmp_path_factory.mktemp("calibration"))
+    yield
+    if before is None:
+        os.environ.pop("RECSCALE_CACHE_DIR", None)
+    else:
+        os.environ["RECSCALE_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def ml100k_dir() -> Path:
     """MovieLens-100k from the internal data folder beside the repository (never committed); skips where absent."""

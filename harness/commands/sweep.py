@@ -28,11 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", metavar="ADDR",
                         help="join an existing Ray cluster (host:port, or 'auto') instead of starting one here")
     parser.add_argument("--dry-run", action="store_true",
-                        help="validate, print datasets, trials and the estimated compute, and exit")
+                        help="validate, print datasets, trials, the estimated compute and wall time, and exit")
     parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
     parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
-                        help="CPUs the local Ray may use (default: all); ignored with --address")
+                        help="CPUs the local Ray may use (default: all; --dry-run sizes its concurrency with it); "
+                             "ignored with --address")
     parser.add_argument("--verbose", action="store_true",
                         help="let Ray's own notices through (token authentication, Tuner.restore hints)")
     parser.add_argument("--json", action="store_true", help="print the outcome (or the plan) as one JSON object")
@@ -55,10 +56,12 @@ def run(args: argparse.Namespace) -> int:
                           "interrupted": outcome.interrupted, "summary": outcome.summary}, indent=1))
     else:
         s = outcome.summary
+        nan = float("nan")
         print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / RUNS_FILE} "
-              f"(total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s, "
-              f"overhead per trial {s.get('overhead_per_trial_s', float('nan')):.1f} s, of which "
-              f"{s.get('overhead_in_trial_s', float('nan')):.1f} s inside the trial)")
+              f"(total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s; per trial: training "
+              f"{s.get('mean_train_loop_s', nan):.1f} s, evaluation {s.get('mean_eval_s', nan):.1f} s, overhead "
+              f"{s.get('overhead_per_trial_s', nan):.1f} s, of which {s.get('overhead_in_trial_s', nan):.1f} s "
+              "inside the trial)")
     if outcome.failed:
         print(f"recscale sweep: {len(outcome.failed)} trial(s) failed: " + "; ".join(outcome.failed)
               + f"\nrerun with `{_resume_command(args)}` to retry them", file=sys.stderr)
@@ -82,19 +85,28 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.gain_reference import check_planned
+    from harness.sweep.estimate import estimate_sweep
     from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
 
     plan = plan_sweep(sweep)
     costs = estimate_costs(plan.trials)
+    estimate = estimate_sweep(plan, costs, num_cpus=args.num_cpus)
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
     if args.json:
         print(json.dumps({
             "sweep": sweep.name,
             "datasets": [{"dataset_id": d.dataset_id, **d.prepare} for d in plan.datasets],
-            "trials": [{**r, "total_flops": costs[r["trial_id"]].total} for r in records],
+            "trials": [{**r, "total_flops": costs[r["trial_id"]].total,
+                        "estimated_train_s": estimate.trials[r["trial_id"]].train_s,
+                        "estimated_eval_s": estimate.trials[r["trial_id"]].eval_s,
+                        "estimated_overhead_s": estimate.trials[r["trial_id"]].overhead_s,
+                        "estimated_total_s": estimate.trials[r["trial_id"]].total_s} for r in records],
+            "estimated_wall_s": estimate.wall_s,
+            "estimate": {"device": estimate.device, "concurrent_trials": estimate.slots,
+                         "threads_per_trial": estimate.threads, "assumptions": estimate.assumptions},
             "scaling_reference": reference,
         }, indent=1, default=str))
     else:
-        print(format_plan(plan, costs, args.results / sweep.name) + "\n" + reference)
+        print(format_plan(plan, costs, args.results / sweep.name, estimate) + "\n" + reference)
     return 0

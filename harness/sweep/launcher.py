@@ -420,12 +420,13 @@ def _max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 
 def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[str, Any]:
-    """Timings of this launch and the per-trial overhead.
+    """Timings of this launch: per trial, training, evaluation and overhead.
 
-    `overhead_in_trial_s`: trial wall inside the worker minus its training loop (model build,
-    FLOP count, evaluation, writing; imports on a fresh worker). `overhead_per_trial_s`: the same
-    but measured from outside, i.e. the stages' wall time x trial slots in use, minus the training
-    loops, per trial, so Ray's actor start-up and scheduling are included.
+    `mean_train_loop_s`: the training loop; `mean_eval_s`: predicting and scoring the valid and test sets
+    (and early-stopping evaluations); `overhead_in_trial_s`: the rest of the trial's wall inside the worker
+    (model build, FLOP count, matmul-rate measurement, checkpoints, writing; imports on a fresh worker).
+    `overhead_per_trial_s`: the same measured from outside, i.e. the stages' wall time x trial slots in
+    use, minus training and evaluation, per trial, so Ray's actor start-up and scheduling are included.
     """
     events = [e for e in read_events(sweep_dir) if e["time"] >= since]
     ends = [e for e in events if e["event"] == "end"]
@@ -435,15 +436,32 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
     if trained:
         n = len(trained)
         loop = sum(e["train_loop_s"] for e in trained)
+        evaluation = sum(e.get("eval_s") or 0.0 for e in trained)
         out["mean_trial_s"] = round(sum(e["trainable_s"] for e in trained) / n, 3)
         out["mean_train_run_s"] = round(sum(e["train_run_s"] for e in trained) / n, 3)
         out["mean_train_loop_s"] = round(loop / n, 3)
-        out["overhead_in_trial_s"] = round(out["mean_trial_s"] - out["mean_train_loop_s"], 3)
+        out["mean_eval_s"] = round(evaluation / n, 3)
+        out["overhead_in_trial_s"] = round(out["mean_trial_s"] - (loop + evaluation) / n, 3)
         slots = _max_overlap([(e["time"] - e["trainable_s"], e["time"]) for e in ends])
         stage_s = timings.get("search_s", 0.0) + timings.get("grid_s", 0.0)
         out["trial_slots"] = slots
-        out["overhead_per_trial_s"] = round((stage_s * slots - loop) / n, 3)
+        out["overhead_per_trial_s"] = round((stage_s * slots - loop - evaluation) / n, 3)
     return out
+
+
+def _remember_overhead(sweep: Sweep, summary: dict[str, Any]) -> None:
+    """Keep the measured per-trial overhead in this machine's calibration (for `sweep --dry-run`)."""
+    if "overhead_in_trial_s" not in summary:
+        return
+    from harness import calibration
+
+    device = "cuda" if sweep.config.resources.gpu > 0 else "cpu"
+    try:
+        calibration.record(device, "sweep", "overhead_in_trial_s",
+                           {"value": summary["overhead_in_trial_s"], "sweep": sweep.name,
+                            "trials": summary["trials_trained"]})
+    except OSError:  # an unwritable cache folder never fails a finished sweep
+        pass
 
 
 def run_sweep(
@@ -509,5 +527,6 @@ def run_sweep(
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
     (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    _remember_overhead(sweep, summary)
     return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
                         interrupted=stage.interrupted, summary=summary)

@@ -293,8 +293,11 @@ def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
     return out
 
 
-def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path) -> str:
-    """The `--dry-run` text: datasets, trials with swept values and FLOPs, and totals."""
+def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path, estimate: Any = None) -> str:
+    """The `--dry-run` text: datasets, trials with swept values, FLOPs and (with `estimate`, a
+    `harness.sweep.estimate.SweepEstimate`) estimated wall time, and totals."""
+    from .estimate import format_seconds
+
     sweep = plan.sweep
     swept = [k for k in sweep.axes if k != "arch"]
     lines = [f"sweep {sweep.name!r}: {len(plan.trials)} grid trials, {len(plan.datasets)} dataset(s), "
@@ -313,12 +316,18 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
                      f"seed={p['seed']}")
     lines.append("")
     header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "GFLOPs"]
+    if estimate is not None:
+        header += ["est. train", "est. eval", "est. total"]
     rows = []
     for t in plan.trials:
         c = costs.get(t.trial_id, TrialCost(None, None))
-        rows.append([t.trial_id, t.arch, *(_fmt(t.point[k]) if k in t.point else "-" for k in swept), t.dataset.dataset_id,
-                     "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
-                     "?" if c.total is None else f"{c.total / 1e9:.1f}"])
+        row = [t.trial_id, t.arch, *(_fmt(t.point[k]) if k in t.point else "-" for k in swept), t.dataset.dataset_id,
+               "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
+               "?" if c.total is None else f"{c.total / 1e9:.1f}"]
+        if estimate is not None:
+            e = estimate.trials[t.trial_id]
+            row += [format_seconds(e.train_s), format_seconds(e.eval_s), format_seconds(e.total_s)]
+        rows.append(row)
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for r in [header, *rows]:
         lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
@@ -328,6 +337,13 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
                  + ("" if len(known) == len(plan.trials) else f" ({len(plan.trials) - len(known)} unknown: "
                     "sample sizes left to the prepare defaults or model not countable)"))
+    if estimate is not None:
+        totals = [e.total_s for e in estimate.trials.values() if e.total_s is not None]
+        per_trial = format_seconds(sum(totals) / len(totals)) if totals else "?"
+        lines.append(f"estimated wall time: {per_trial} per trial on average (training + evaluation + overhead), "
+                     f"{format_seconds(estimate.wall_s)} for the sweep with {estimate.slots} trial(s) at a time on "
+                     f"{estimate.device}")
+        lines.extend(f"  assumed: {a}" for a in estimate.assumptions)
     r = sweep.config.resources
     lines.append(f"resources per trial: cpu={_fmt(r.cpu)} gpu={_fmt(r.gpu)}; max_concurrent="
                  f"{sweep.config.max_concurrent or 'as resources allow'}; max_failures={sweep.config.max_failures}")

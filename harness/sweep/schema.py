@@ -36,6 +36,8 @@ Optuna search (followed by a grid at the chosen point):
     resources: {cpu: 1, gpu: 0}     # per trial; gpu may be a fraction
     max_concurrent: 2
     max_failures: 2                 # retries of a trial whose worker dies
+    keep_checkpoints: false         # keep each finished trial's checkpoint.pt (default: removed; see
+                                    # harness.train.train_run's final_checkpoint)
     analysis: {...}                 # passed through untouched to `recscale analyze`
 
 Errors name the offending key and list the valid values. Nothing here starts Ray or touches data.
@@ -170,6 +172,7 @@ class SweepConfig:
     resources: Resources = field(default_factory=Resources)
     max_concurrent: int | None = None
     max_failures: int = 2
+    keep_checkpoints: bool = False
     analysis: dict[str, Any] | None = None
 
 

@@ -105,10 +105,13 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     resume = reused or (run_dir / CHECKPOINT_FILE).exists()
     # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml
     # without a checkpoint); train_run checks config and data and starts fresh when there is no checkpoint
-    metrics = train_run(cfg, run_dir, resume=True, progress=False)
+    metrics = train_run(cfg, run_dir, resume=True, progress=False,
+                        final_checkpoint=context.sweep.config.keep_checkpoints)
 
     trainable_s = time.perf_counter() - t_start
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
               trainable_s=trainable_s, train_run_s=None if reused else metrics.get("wall_s"),
-              train_loop_s=None if reused else metrics.get("train_seconds"))
+              train_loop_s=None if reused else metrics.get("train_seconds"),
+              eval_s=None if reused else metrics.get("eval_seconds"),
+              setup_s=None if reused else metrics.get("setup_seconds"))
     return {**scalar_metrics(metrics), "trial_id": trial.trial_id, "trainable_s": trainable_s}

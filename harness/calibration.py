@@ -1,0 +1,92 @@
+"""Per-machine speed calibration: what `recscale bench` measured here, kept for later commands
+(`sweep --dry-run` turns it into wall-time estimates).
+
+The cache is one JSON file, `calibration.json`, in the user cache folder: `$RECSCALE_CACHE_DIR` when set,
+else `$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale` (outside the repository, never committed).
+Entries are filed under a machine key (host name, CPU model, logical CPUs, and the CUDA device's name when
+one is used), so one home folder shared by several machines keeps them apart. Within a machine:
+
+- `matmul["<device>/<threads>"]`: fp32 matmul FLOP/s;
+- `loader["L=<L>/B=<batch>/<device>"]`: loader targets/s (with prefetch, as training reads batches);
+- `train["<arch>/<device>/<threads>"]`: the last timed training step of that architecture: targets/s,
+  forward FLOPs/target, utilisation and the model settings it ran with.
+
+A damaged or unreadable cache is ignored (and replaced on the next write); writes are atomic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CACHE_FILE = "calibration.json"
+
+
+def cache_dir() -> Path:
+    if os.environ.get("RECSCALE_CACHE_DIR"):
+        return Path(os.environ["RECSCALE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "recscale"
+
+
+def cache_path() -> Path:
+    return cache_dir() / CACHE_FILE
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key(device: str = "cpu") -> str:
+    """This machine (and, for CUDA, its first device) as a cache key."""
+    key = f"{socket.gethostname()}|{_cpu_model()}|{os.cpu_count()} cpus"
+    if device.startswith("cuda"):
+        import torch
+
+        key += f"|{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cuda'}"
+    return key
+
+
+def load() -> dict[str, Any]:
+    try:
+        data = json.loads(cache_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def entry(device: str = "cpu") -> dict[str, Any]:
+    """This machine's calibration for `device` ({} when nothing was measured here)."""
+    found = load().get(machine_key(device), {})
+    return found if isinstance(found, dict) else {}
+
+
+def record(device: str, section: str, key: str, value: Any) -> Path:
+    """Store `value` under section/key of this machine's calibration for `device`; returns the file."""
+    data = load()
+    machine = data.setdefault(machine_key(device), {})
+    part = machine.setdefault(section, {})
+    part[key] = value
+    machine["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,122 @@
+"""Measure this machine: loader throughput on a prepared artifact and/or a timed training step.
+
+--data ARTIFACT times the batch loader (training split, ID masking on, prefetch as training uses it)
+and states it as a ratio to this machine's memory-copy rate of the same bytes. --arch NAME [--set ...]
+times training steps (`harness.step.TrainStep`, the training loop's step) on schema-valid random batches
+with full histories (vocabularies from --data when given), and reports targets/s, the counted-FLOP
+utilisation against an fp32 matmul rate measured in the same run, peak memory and the device.
+Every figure is also stored in this machine's calibration cache (harness/calibration.py:
+$RECSCALE_CACHE_DIR, else $XDG_CACHE_HOME/recscale, else ~/.cache/recscale), which
+`recscale sweep --dry-run` uses to estimate wall time; --no-save leaves it alone.
+
+examples:
+  recscale bench --data artifacts/synthetic-exposure-<hash>
+  recscale bench --arch whale --json
+  recscale bench --arch whale --data ART --set model.dim=32 --set train.num_threads=2 --steps 10
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+
+from protocols.errors import RecscaleError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", metavar="ARTIFACT", help="prepared dataset: time its loader (and size vocabularies)")
+    parser.add_argument("--arch", help="registered architecture: time its training step")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="model.KEY=V (or KEY=V) and train.KEY=V overrides, e.g. train.num_threads=2 (repeatable)")
+    parser.add_argument("--batch-size", type=int, default=None, help="targets per batch (default: train.batch_size, 256)")
+    parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20, after 3 warm-up)")
+    parser.add_argument("--batches", type=int, default=100, help="loader batches per timed pass (default 100)")
+    parser.add_argument("--no-save", action="store_true", help="do not write the calibration cache")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.data and not args.arch:
+        raise RecscaleError("give --data ARTIFACT (loader), --arch NAME (training step) or both")
+    import torch
+
+    from harness import calibration, perf
+    from harness.config import TrainConfig
+    from protocols.typed_config import apply_overrides, parse_set_options
+
+    over = parse_set_options(args.set)
+    train_over = over.pop("train", {})
+    model_over = {**over.pop("model", {}), **over}
+    tc = apply_overrides(TrainConfig(), train_over)
+    if args.batch_size:
+        tc = dataclasses.replace(tc, batch_size=args.batch_size)
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    cuda = tc.device == "cuda" or (tc.device == "auto" and torch.cuda.is_available())
+    if tc.device == "cuda" and not torch.cuda.is_available():
+        raise RecscaleError("train.device=cuda but no CUDA device is available")
+    device = torch.device("cuda" if cuda else "cpu")
+    threads = torch.get_num_threads()
+    out: dict = {"device": str(device), "threads": threads, "loadavg_1min": os.getloadavg()[0],
+                 "malloc_env": perf.malloc_env_active(), "loader_targets_per_s": None,
+                 "train_targets_per_s": None, "utilisation": None}
+    ds = None
+    if args.data:
+        from harness.evaluate import loader_options
+        from harness.loader_bench import copy_rate, loader_rate
+        from harness.train import open_dataset
+
+        ds = open_dataset(args.data)
+        opts = loader_options(device, tc.prefetch_batches, tc.loader_workers)
+        opts["pin_memory"] = opts["pin_memory"] and torch.cuda.is_available()
+        loader = loader_rate(ds, tc.batch_size, args.batches, **opts)
+        copy = copy_rate(loader["bytes_per_target"] * tc.batch_size) / loader["bytes_per_target"]
+        out.update({"loader_targets_per_s": loader["targets_per_s"], "loader_bytes_per_target": loader["bytes_per_target"],
+                    "loader_copy_ratio": loader["targets_per_s"] / copy, "loader_history_len": ds.spec.history_len,
+                    "batch_size": tc.batch_size, "loader_options": opts})
+    if args.arch:
+        import architectures
+        from harness.throughput import SMALL_VOCAB, measure
+        from protocols.schema import FeatureSpec
+
+        if args.arch not in architectures.names():
+            raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
+        cfg = architectures.make_config(args.arch, model_over)
+        vocab = ds.spec.vocab_sizes if ds is not None else SMALL_VOCAB
+        spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=cfg.history_len)
+        result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps)
+        out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
+                     "flops_per_target": result["flops_per_target"], "utilisation": result["utilisation"],
+                     "matmul_flops_per_s": result["matmul_flops_per_s"], "seconds_per_step": result["seconds_per_step"],
+                     "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_kind": result["peak_memory_kind"],
+                     "batch_size": tc.batch_size, "history_len": cfg.history_len})
+    if not args.no_save:
+        dev = device.type
+        if out["loader_targets_per_s"] is not None:
+            calibration.record(dev, "loader", f"L={out['loader_history_len']}/B={tc.batch_size}/{dev}",
+                               {"targets_per_s": out["loader_targets_per_s"]})
+        if out["train_targets_per_s"] is not None:
+            calibration.record(dev, "matmul", f"{dev}/{threads}", out["matmul_flops_per_s"])
+            path = calibration.record(dev, "train", f"{args.arch}/{dev}/{threads}", {
+                "targets_per_s": out["train_targets_per_s"], "utilisation": out["utilisation"],
+                "flops_per_target": out["flops_per_target"], "model": model_over, "batch_size": tc.batch_size})
+        else:
+            path = calibration.cache_path()
+        out["calibration_file"] = str(path)
+    if args.json:
+        print(json.dumps(out, indent=1, default=str))
+        return 0
+    print(f"device {out['device']}, {threads} torch thread(s), load average {out['loadavg_1min']:.2f}")
+    if out["loader_targets_per_s"] is not None:
+        print(f"loader: {out['loader_targets_per_s']:,.0f} targets/s (batch {tc.batch_size}, L={out['loader_history_len']}, "
+              f"masking on, {out['loader_bytes_per_target']:,.0f} B/target), {out['loader_copy_ratio']:.3f} x this "
+              "machine's memory-copy rate of the same bytes")
+    if out["train_targets_per_s"] is not None:
+        print(f"train {args.arch}: {out['train_targets_per_s']:,.0f} targets/s ({out['seconds_per_step'] * 1e3:.1f} ms/step), "
+              f"{out['flops_per_target'] / 1e6:.2f} MFLOPs/target forward, utilisation {out['utilisation']:.3f} of "
+              f"{out['matmul_flops_per_s'] / 1e9:.0f} GFLOP/s fp32 matmul, peak memory "
+              f"{out['peak_memory_bytes'] / 2**20:,.0f} MiB ({out['peak_memory_kind']})")
+    if "calibration_file" in out:
+        print(f"calibration stored in {out['calibration_file']}")
+    return 0

@@ -1,0 +1,189 @@
+"""Wall-time estimate of a sweep for `recscale sweep --dry-run`.
+
+Per trial: training time = train targets x epochs / an estimated training rate, evaluation time =
+validation + test targets / (3 x that rate) (a forward pass costs about a third of a training step),
+plus a fixed overhead per trial. The training rate comes from the machine's calibration
+(`harness.calibration`, written by `recscale bench`):
+
+- `rate = u x R / (3 x F)`: F = the trial's forward FLOPs/target (counted for the table anyway), R = the
+  fp32 matmul rate at the trial's thread count (calibrated, else measured now, in well under a second),
+  u = the counted-FLOP utilisation that `recscale bench --arch` measured for the same architecture on this
+  device (at the same thread count when there is one), else the median over every architecture measured
+  here, else ASSUMED_UTILISATION;
+- the rate is capped by the calibrated loader rate at the trial's history length when there is one
+  (training reads batches through the prefetching loader, so the slower of the two sets the pace);
+- the overhead per trial is the one the last sweep on this machine measured (recorded in the calibration
+  by the launcher), else ASSUMED_OVERHEAD_S.
+
+The sweep's wall time packs the trials, in plan order, onto the concurrent slots (CPUs / resources.cpu,
+or GPUs / resources.gpu, capped by max_concurrent), each trial starting when a slot frees. Trials that
+share a GPU (a fraction) are assumed to share its throughput, not add to it. Preparing datasets is not
+included. Every assumption made is listed with the estimate.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+#: Counted-FLOP utilisation assumed when nothing was measured on this machine (CPU training steps of
+#: small models measured here lie around 0.05-0.3).
+ASSUMED_UTILISATION = 0.1
+#: Per-trial overhead (model build, FLOP count, start-up, writing) assumed when no sweep measured it here.
+ASSUMED_OVERHEAD_S = 2.0
+
+
+@dataclass(frozen=True)
+class TrialEstimate:
+    train_s: float | None
+    eval_s: float | None
+    overhead_s: float
+
+    @property
+    def total_s(self) -> float | None:
+        if self.train_s is None or self.eval_s is None:
+            return None
+        return self.train_s + self.eval_s + self.overhead_s
+
+
+@dataclass
+class SweepEstimate:
+    trials: dict[str, TrialEstimate]
+    device: str
+    slots: int
+    threads: int
+    wall_s: float | None
+    assumptions: list[str] = field(default_factory=list)
+
+
+def _matmul_rate(device: str, threads: int, cal: Mapping[str, Any], notes: list[str]) -> float | None:
+    key = f"{device}/{threads}"
+    if key in cal.get("matmul", {}):
+        return float(cal["matmul"][key])
+    import torch
+
+    from harness import perf
+
+    if device == "cuda" and not torch.cuda.is_available():
+        return None
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rate = perf.matmul_rate(torch.device(device))
+    finally:
+        torch.set_num_threads(before)
+    notes.append(f"fp32 matmul rate on {device} with {threads} thread(s) measured now: {rate / 1e9:.0f} GFLOP/s "
+                 f"(load average {os.getloadavg()[0]:.1f})")
+    return rate
+
+
+def _utilisation(arch: str, device: str, threads: int, cal: Mapping[str, Any], notes: list[str],
+                 said: set[str]) -> float:
+    train = cal.get("train", {})
+    exact = train.get(f"{arch}/{device}/{threads}")
+    same_arch = [v for k, v in train.items() if k.startswith(f"{arch}/{device}/")]
+    if exact or same_arch:
+        return float((exact or same_arch[0])["utilisation"])
+    everything = [float(v["utilisation"]) for k, v in train.items() if f"/{device}/" in k]
+    if everything:
+        u = statistics.median(everything)
+        if arch not in said:
+            notes.append(f"{arch}: no `recscale bench --arch {arch}` here; utilisation {u:.3f} assumed "
+                         f"(median of {len(everything)} architecture(s) measured on this {device})")
+    else:
+        u = ASSUMED_UTILISATION
+        if arch not in said:
+            notes.append(f"{arch}: nothing measured on this {device}; utilisation {u} assumed "
+                         f"(run `recscale bench --arch {arch}` to calibrate)")
+    said.add(arch)
+    return u
+
+
+def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, device: str) -> int:
+    cpus = num_cpus or os.cpu_count() or 1
+    slots = max(1, int(cpus // max(resources.cpu, 1e-9)))
+    if device == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        slots = min(slots, max(1, int(gpus // resources.gpu))) if gpus else slots
+    return min(slots, max_concurrent) if max_concurrent else slots
+
+
+def _makespan(durations: list[float], slots: int) -> float:
+    free = [0.0] * slots
+    heapq.heapify(free)
+    end = 0.0
+    for d in durations:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + d)
+        end = max(end, start + d)
+    return end
+
+
+def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None = None) -> SweepEstimate:
+    """Wall-time estimate of every grid trial of `plan` and of the whole sweep (see the module doc)."""
+    from harness import calibration
+    from harness.config import TrainConfig
+
+    cfg = plan.sweep.config
+    device = "cuda" if cfg.resources.gpu > 0 else "cpu"
+    cal = calibration.entry(device)
+    notes: list[str] = []
+    said: set[str] = set()
+    threads = max(1, int(cfg.resources.cpu))
+    slots = _slots(cfg.resources, cfg.max_concurrent, num_cpus, device)
+    share = 1.0
+    if device == "cuda" and 0 < cfg.resources.gpu < 1:
+        share = 1.0 / max(1, int(1 // cfg.resources.gpu))
+        notes.append(f"{int(1 // cfg.resources.gpu)} trials share a GPU and its throughput (no gain from packing assumed)")
+    overhead = float(cal.get("sweep", {}).get("overhead_in_trial_s", {}).get("value", math.nan))
+    if math.isnan(overhead):
+        overhead = ASSUMED_OVERHEAD_S
+        notes.append(f"overhead per trial {overhead:.1f} s assumed (no sweep has measured it on this machine yet)")
+    else:
+        notes.append(f"overhead per trial {overhead:.2f} s, as the last sweep here measured it")
+    rates: dict[int, float | None] = {}
+    out: dict[str, TrialEstimate] = {}
+    loader = cal.get("loader", {})
+    for t in plan.trials:
+        c = costs.get(t.trial_id)
+        threads_t = int(t.train.get("num_threads") or threads)
+        if threads_t not in rates:
+            rates[threads_t] = _matmul_rate(device, threads_t, cal, notes)
+        rate = rates[threads_t]
+        prep = t.dataset.prepare
+        sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
+        if rate is None or c is None or c.flops_per_target in (None, 0) or None in sizes:
+            out[t.trial_id] = TrialEstimate(None, None, overhead)
+            continue
+        u = _utilisation(t.arch, device, threads_t, cal, notes, said)
+        train_rate = u * rate / (3.0 * c.flops_per_target) * share
+        batch = int(t.train.get("batch_size", TrainConfig.batch_size))
+        load = loader.get(f"L={prep['history_len']}/B={batch}/{device}")
+        if load:
+            train_rate = min(train_rate, float(load["targets_per_s"]))
+        epochs = int(t.train.get("epochs", TrainConfig.epochs))
+        out[t.trial_id] = TrialEstimate(sizes[0] * epochs / train_rate, (sizes[1] + sizes[2]) / (3.0 * train_rate),
+                                        overhead)
+    if device == "cuda" and rates and all(r is None for r in rates.values()):
+        notes.append("no CUDA device here and no GPU calibration for this machine: run `recscale bench --arch NAME` "
+                     "on the GPU machine, then --dry-run there")
+    totals = [e.total_s for e in out.values()]
+    wall = _makespan([x for x in totals if x is not None], slots) if totals and None not in totals else None
+    notes.append(f"{slots} trial(s) at a time on {device} ({threads} thread(s) each"
+                 + (f", gpu share {cfg.resources.gpu}" if device == "cuda" else "") + "); dataset preparation not included")
+    return SweepEstimate(out, device, slots, threads, wall, notes)
+
+
+def format_seconds(s: float | None) -> str:
+    if s is None:
+        return "?"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"

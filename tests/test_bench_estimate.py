@@ -1,0 +1,120 @@
+"""`recscale bench` (loader and training-step figures, the calibration cache) and the wall-time estimate
+of `recscale sweep --dry-run`, checked against the formulas computed here from the calibration's own
+numbers and a brute-force schedule."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from architectures.flops import count_flops
+from harness import calibration
+from harness.cli import main as cli_main
+from harness.sweep.estimate import estimate_sweep
+from harness.sweep.plan import estimate_costs, plan_sweep
+from harness.sweep.schema import parse_sweep
+from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
+
+SWEEP = """
+name: est
+data: {source: synthetic, scale: tiny, history_len: 8, n_train: 1000, n_valid: 200, n_test: 100}
+model: {dim: 8}
+grid:
+  arch: [wukong, whale]
+  seed: [0, 1, 2]
+resources: {cpu: 1, gpu: 0}
+max_concurrent: 2
+"""
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / calibration.CACHE_FILE
+
+
+def test_bench_reports_loader_and_training_and_stores_a_calibration(tiny_artifact, cache, capsys):  # noqa: F811
+    rc = cli_main(["bench", "--data", str(tiny_artifact), "--arch", "wukong", "--set", "dim=8",
+                   "--set", "train.num_threads=1", "--steps", "2", "--batches", "3", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["loader_targets_per_s"] > 0 and out["train_targets_per_s"] > 0 and out["device"] == "cpu"
+    assert 0 < out["loader_copy_ratio"] and out["peak_memory_bytes"] > 0
+    # utilisation is 3 x forward FLOPs/target x targets/s / matmul rate, with the FLOPs fvcore counts
+    assert out["utilisation"] == pytest.approx(3 * out["flops_per_target"] * out["train_targets_per_s"]
+                                               / out["matmul_flops_per_s"])
+    import architectures
+    from protocols.artifact import PreparedDataset
+    from protocols.schema import random_batch
+
+    spec = PreparedDataset.open(tiny_artifact).spec
+    model = architectures.build("wukong", spec, architectures.make_config("wukong", {"dim": 8})).eval()
+    assert out["flops_per_target"] == count_flops(model, random_batch(spec, 4, min_len=spec.history_len)).per_target
+    stored = json.loads(cache.read_text())[calibration.machine_key("cpu")]
+    assert stored["train"]["wukong/cpu/1"]["targets_per_s"] == out["train_targets_per_s"]
+    assert stored["matmul"]["cpu/1"] == out["matmul_flops_per_s"]
+    assert stored["loader"][f"L={spec.history_len}/B=256/cpu"]["targets_per_s"] == out["loader_targets_per_s"]
+
+
+def test_bench_needs_something_to_measure(capsys):
+    assert cli_main(["bench"]) == 2
+    assert "--data" in capsys.readouterr().err
+
+
+def _makespan(durations: list[float], slots: int) -> float:
+    """Brute force: every trial starts, in order, on the slot that frees first."""
+    ends = [0.0] * slots
+    for d in durations:
+        i = min(range(slots), key=lambda j: (ends[j], j))
+        ends[i] += d
+    return max(ends)
+
+
+def test_dry_run_estimate_follows_the_calibration(cache, capsys):
+    u, rate, overhead = 0.2, 1.0e10, 0.7
+    calibration.record("cpu", "matmul", "cpu/1", rate)
+    calibration.record("cpu", "train", "whale/cpu/1", {"targets_per_s": 1.0, "utilisation": u, "flops_per_target": 1.0})
+    calibration.record("cpu", "train", "wukong/cpu/1", {"targets_per_s": 1.0, "utilisation": 2 * u, "flops_per_target": 1.0})
+    calibration.record("cpu", "sweep", "overhead_in_trial_s", {"value": overhead})
+    plan = plan_sweep(parse_sweep(SWEEP))
+    costs = estimate_costs(plan.trials)
+    est = estimate_sweep(plan, costs, num_cpus=4)
+    assert est.slots == 2  # 4 CPUs / 1 per trial, capped by max_concurrent
+    totals = []
+    for t in plan.trials:
+        f = costs[t.trial_id].flops_per_target
+        util = u if t.arch == "whale" else 2 * u
+        train_s = 1000 * 3 * f / (util * rate)
+        e = est.trials[t.trial_id]
+        assert e.train_s == pytest.approx(train_s) and e.eval_s == pytest.approx(300 * f / (util * rate))
+        assert e.overhead_s == overhead
+        totals.append(e.total_s)
+    assert est.wall_s == pytest.approx(_makespan(totals, 2))
+    assert not any("assumed (no sweep" in a for a in est.assumptions)
+
+    path = cache.parent.parent / "est.yaml"
+    path.write_text(SWEEP)
+    assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["estimated_wall_s"] == pytest.approx(est.wall_s)
+    assert out["estimate"]["concurrent_trials"] == 2
+    assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "estimated wall time" in text and "2 trial(s) at a time on cpu" in text
+
+
+def test_dry_run_without_calibration_says_what_it_assumed(cache):
+    plan = plan_sweep(parse_sweep(SWEEP))
+    est = estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=1)
+    assert est.slots == 1 and est.wall_s == pytest.approx(sum(e.total_s for e in est.trials.values()))
+    text = "\n".join(est.assumptions)
+    assert "measured now" in text and "utilisation 0.1 assumed" in text and "overhead per trial" in text
+
+
+def test_makespan_matches_brute_force_over_orders():
+    from harness.sweep.estimate import _makespan as fast
+
+    for durations in itertools.permutations([3.0, 1.0, 2.0, 5.0, 0.5]):
+        for slots in (1, 2, 3):
+            assert fast(list(durations), slots) == pytest.approx(_makespan(list(durations), slots))
