@@ -41,6 +41,9 @@ class TrainConfig:
         device: "auto" = cuda when available, else cpu.
         bf16: autocast matmuls to bfloat16 (cuda, or CPUs with bf16 support); metrics stay fp32.
         compile: wrap the model in torch.compile.
+        attention: kernel of the softmax attentions (architectures/blocks/attention_kernel.py): "auto" =
+            fused scaled_dot_product_attention on CUDA, the explicit matmuls on CPU; "sdpa" / "explicit"
+            force one.
         sparse_embeddings: sparse embedding gradients, updated by SparseAdam (lazy moments, no decay
             on embeddings); dense parameters keep AdamW.
         num_threads: torch intra-op threads; 0 = leave torch's default.
@@ -64,6 +67,7 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool = False
     compile: bool = False
+    attention: Literal["auto", "sdpa", "explicit"] = "auto"
     sparse_embeddings: bool = False
     num_threads: int = 0
     checkpoint_every_batches: int = 0

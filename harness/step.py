@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from architectures.blocks.attention_kernel import attention_kernel
+
 from .config import TrainConfig
 from .optim import build_optimizers, clip_gradients
 
@@ -28,6 +30,7 @@ class TrainStep:
         self.grad_clip = tc.grad_clip
         self.device_type = device.type
         self.bf16 = tc.bf16
+        self.attention = tc.attention
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.bf16:
@@ -35,7 +38,7 @@ class TrainStep:
         return contextlib.nullcontext()
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        with self.autocast():
+        with self.autocast(), attention_kernel(self.attention):
             logits = self.forward(batch)  # [B]
         loss_sum = F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
         (loss_sum / self.batch_size).backward()

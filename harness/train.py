@@ -40,6 +40,7 @@ import torch
 from tqdm import tqdm
 
 import architectures
+from architectures.blocks.attention_kernel import attention_kernel
 from protocols.errors import RecscaleError
 from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
 
@@ -159,7 +160,8 @@ def open_dataset(path: str) -> Any:
 _COST_CACHE: dict[str, dict[str, float]] = {}
 
 
-def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: str | None = None) -> dict[str, float]:
+def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: str | None = None,
+               attention: str = "auto") -> dict[str, float]:
     """Forward matrix FLOPs per target and parameter split, measured on one validation batch (cached
     under `key` when given: the arch, model config and data fingerprint the count depends on)."""
     from architectures.flops import count_flops, count_params
@@ -170,7 +172,7 @@ def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: 
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), attention_kernel(attention):
             report = count_flops(model, batch)
     finally:
         model.train(was_training)
@@ -253,7 +255,8 @@ def train_run(
     seed_everything(cfg.seed)
     model = architectures.build(cfg.arch, dataset.spec, cfg.model_config()).to(device)
     cost = count_cost(model, dataset, device,
-                      key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True))
+                      key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True),
+                      attention=tc.attention)
     step = TrainStep(model, tc, device)
     optimizers, forward = step.optimizers, step.forward
     position = Position()
@@ -321,7 +324,7 @@ def train_run(
             if tc.early_stopping_patience:
                 t_valid = time.perf_counter()
                 ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
-                                      bf16=tc.bf16, prefetch=tc.prefetch_batches)
+                                      bf16=tc.bf16, prefetch=tc.prefetch_batches, attention=tc.attention)
                 flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
                 value = flat[tc.early_stopping_metric]
                 epoch_record[tc.early_stopping_metric] = value
@@ -354,7 +357,7 @@ def train_run(
             if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
                 raise TrainingInterrupted(stop.signum, out_dir, position)
             ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
-                                  bf16=tc.bf16, prefetch=tc.prefetch_batches)
+                                  bf16=tc.bf16, prefetch=tc.prefetch_batches, attention=tc.attention)
             flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
             result.update(flat)
             RF.write_predictions(out_dir, split, ev, lab, sc)

@@ -6,7 +6,8 @@
 
 Reads (both return A [B, T, D] for T query tokens and give exactly zero for an empty history):
 - `CrossAttentionRead`: one head of width D; Q = LN(N) W_Q, K = LN(H) W_K, V = LN(H) W_V (no biases),
-  softmax(Q K^T / sqrt(D)) over valid positions only.
+  softmax(Q K^T / sqrt(D)) over valid positions only (explicit matmuls, or SDPA when
+  `attention_kernel.py` selects it).
 - `MeanPoolRead`: V = LN(H) W_V averaged over valid positions, the same vector for every query token.
 
 The part of a read that depends on the history only (K and V, or the mean) is split out as `memory(h, valid)`
@@ -20,6 +21,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
+from .attention_kernel import sdpa_attention, use_sdpa
 from .swiglu import SwiGLU
 
 Memory = tuple[torch.Tensor, ...]
@@ -46,6 +48,8 @@ class CrossAttentionRead(nn.Module):
         """n [B, T, D], valid [B, L] -> A [B, T, D]."""
         k, v = memory
         q = self.q(self.query_norm(n))  # [B, T, D]
+        if use_sdpa(q):  # fused kernel (attention_kernel.py), same masking and empty-history rule
+            return sdpa_attention(q, k, v, valid.unsqueeze(1), scale=self.scale)  # [B, T, D]
         scores = torch.matmul(q, k.transpose(1, 2)) * self.scale  # [B, T, L]
         scores = scores.masked_fill(~valid.unsqueeze(1), torch.finfo(scores.dtype).min)
         weights = torch.softmax(scores, dim=-1)  # exactly 0 on PAD when any position is valid

@@ -1,7 +1,9 @@
 """Multi-head softmax attention with key masks, written as explicit matmuls.
 
 Used by HELIX (encoder, MixFormer and decoder cross-attention), OneTrans and the RankMixer+Transformer
-baseline. The score and value products are plain `matmul`s so that fvcore counts them.
+baseline. The score and value products are plain `matmul`s so that fvcore counts them; with the fused
+kernel selected (`attention_kernel.py`: `train.attention`, SDPA by default on CUDA) `attend` calls
+`scaled_dot_product_attention` instead, which fvcore counts through its own handle.
 
 Masking rule (the same as WHALE's fusion, `fusion.py`): keys that are not allowed get zero weight exactly, and a
 query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
@@ -22,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention_kernel import sdpa_attention, use_sdpa
+
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """[B, N, H*dh] -> [B, H, N, dh]"""
@@ -36,7 +40,10 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Softmax attention; `allowed` broadcasts to [B, H, Nq, Nk] (True = may read). Returns [B, H, Nq, dh]."""
+    """Softmax attention; `allowed` broadcasts to [B, H, Nq, Nk] (True = may read). Returns [B, H, Nq, dh].
+    Runs through SDPA when `attention_kernel.use_sdpa` says so (same masking rule)."""
+    if use_sdpa(q):
+        return sdpa_attention(q, k, v, allowed)
     scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B, H, Nq, Nk]
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     weights = F.softmax(scores, dim=-1) * allowed.to(scores.dtype)  # all-masked rows -> 0
