@@ -8,7 +8,7 @@ BIN     := $(VENV)/bin
 # multi-GB CUDA build on a CPU machine. On a GPU machine, install the torch build you want first.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo demo-check references test test-slow test-all bench clean
+.PHONY: setup demo demo-check references test test-slow test-all bench gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +46,12 @@ test-all: setup
 
 bench: setup
 	$(BIN)/python -m pytest tests/bench -m bench --benchmark-enable $(ARGS)
+
+# CUDA tests (they skip without CUDA) and a timed WHALE epoch at the seed configuration on the medium
+# synthetic log, printing targets/s and utilisation (harness/gpu_check.py; says so and exits 0 without CUDA).
+gpu-check: setup
+	$(BIN)/python -m pytest tests/test_gpu.py tests/test_loader_paths.py -q -rs $(ARGS)
+	$(BIN)/python -m harness.gpu_check
 
 clean:
 	rm -rf $(VENV) .benchmarks

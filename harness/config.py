@@ -39,7 +39,9 @@ class TrainConfig:
         early_stopping_metric: validation metric watched by early stopping, `valid_<name>` of a registered
             metric (harness/metric_registry.py), improved in that metric's direction.
         device: "auto" = cuda when available, else cpu.
-        bf16: autocast matmuls to bfloat16 (cuda, or CPUs with bf16 support); metrics stay fp32.
+        bf16: autocast matmuls to bfloat16; metrics stay fp32. "auto" = on for CUDA devices that support
+            bf16, off elsewhere (so CPU runs stay fp32); true / false force it.
+        tf32: let CUDA fp32 matmuls and convolutions use TF32 tensor cores (no effect on CPU).
         compile: wrap the model in torch.compile.
         attention: kernel of the softmax attentions (architectures/blocks/attention_kernel.py): "auto" =
             fused scaled_dot_product_attention on CUDA, the explicit matmuls on CPU; "sdpa" / "explicit"
@@ -65,7 +67,8 @@ class TrainConfig:
     early_stopping_patience: int = 0
     early_stopping_metric: str = "valid_auc"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    bf16: bool = False
+    bf16: bool | Literal["auto"] = "auto"
+    tf32: bool = True
     compile: bool = False
     attention: Literal["auto", "sdpa", "explicit"] = "auto"
     sparse_embeddings: bool = False
@@ -74,6 +77,14 @@ class TrainConfig:
     checkpoint_every_s: float = 600.0
     prefetch_batches: int = 2
     loader_workers: int = 1
+
+    def use_bf16(self, device: Any) -> bool:
+        """Whether training and evaluation on `device` (a torch.device) autocast to bfloat16."""
+        if self.bf16 != "auto":
+            return bool(self.bf16)
+        import torch
+
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
 
     def __post_init__(self) -> None:
         positive = {"lr": self.lr, "batch_size": self.batch_size, "eval_batch_size": self.eval_batch_size,

@@ -29,7 +29,7 @@ class TrainStep:
         self.batch_size = tc.batch_size
         self.grad_clip = tc.grad_clip
         self.device_type = device.type
-        self.bf16 = tc.bf16
+        self.bf16 = tc.use_bf16(device)
         self.attention = tc.attention
 
     def autocast(self) -> contextlib.AbstractContextManager:

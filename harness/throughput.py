@@ -46,6 +46,9 @@ def measure(
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
     device = torch.device("cuda" if tc.device != "cpu" and torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tc.tf32
+        torch.backends.cudnn.allow_tf32 = tc.tf32
     spec = spec or FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)
     torch.manual_seed(seed)
     model = architectures.build(arch, spec, architectures.make_config(arch, model_overrides or {})).to(device)
@@ -86,6 +89,7 @@ def measure(
         "peak_memory_kind": "cuda max_memory_allocated" if device.type == "cuda" else "process peak RSS",
         "malloc_env": perf.malloc_env_active(),
         "device": str(device),
+        "bf16": tc.use_bf16(device),
     }
 
 

@@ -250,6 +250,9 @@ def train_run(
     RF.clean_stale_temporaries(out_dir)
 
     device = resolve_device(tc.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tc.tf32
+        torch.backends.cudnn.allow_tf32 = tc.tf32
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
     seed_everything(cfg.seed)
@@ -324,7 +327,7 @@ def train_run(
             if tc.early_stopping_patience:
                 t_valid = time.perf_counter()
                 ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
-                                      bf16=tc.bf16, prefetch=tc.prefetch_batches, attention=tc.attention)
+                                      bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
                 flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
                 value = flat[tc.early_stopping_metric]
                 epoch_record[tc.early_stopping_metric] = value
@@ -357,7 +360,7 @@ def train_run(
             if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
                 raise TrainingInterrupted(stop.signum, out_dir, position)
             ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
-                                  bf16=tc.bf16, prefetch=tc.prefetch_batches, attention=tc.attention)
+                                  bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
             flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
             result.update(flat)
             RF.write_predictions(out_dir, split, ev, lab, sc)
@@ -381,6 +384,7 @@ def train_run(
         "peak_rss_bytes": perf.peak_rss_bytes(),
         "peak_gpu_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0,
         "device": str(device),
+        "bf16": tc.use_bf16(device),
         "malloc_env": perf.malloc_env_active(),
         "groups": groups,
         "versions": library_versions(),

@@ -4,6 +4,7 @@ and the phase timings add up to the run's wall time."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import architectures
@@ -42,3 +43,15 @@ def test_cached_cost_equals_a_fresh_count_and_no_final_checkpoint_changes_nothin
         parts = m["train_seconds"] + m["eval_seconds"] + m["setup_seconds"]
         assert 0 < m["eval_seconds"] and parts <= m["wall_s"] + 1e-6
         assert np.isfinite(m["utilisation"])
+
+
+def test_bf16_auto_is_off_on_cpu_and_explicit_values_are_kept():
+    from harness.config import TrainConfig
+    from protocols.typed_config import ConfigError, from_dict
+
+    cpu = torch.device("cpu")
+    assert TrainConfig().bf16 == "auto" and TrainConfig().use_bf16(cpu) is False  # CPU runs stay fp32
+    assert from_dict(TrainConfig, {"bf16": True}).use_bf16(cpu) is True
+    assert from_dict(TrainConfig, {"bf16": "false"}).use_bf16(cpu) is False
+    with pytest.raises(ConfigError, match="bf16"):
+        from_dict(TrainConfig, {"bf16": "sometimes"}, prefix="train.")
