@@ -16,14 +16,17 @@ from typing import Any
 import numpy as np
 
 
-def loader_rate(ds: Any, batch_size: int, n_batches: int, *, repeats: int = 3, **options: Any) -> dict[str, float]:
+def loader_rate(ds: Any, batch_size: int, n_batches: int, *, repeats: int = 3, via: Any = None,
+                **options: Any) -> dict[str, float]:
     """Best-of-`repeats` targets/s of the training split's first `n_batches` batches (masking at the default
-    probability); `options` go to `PreparedDataset.batches` (prefetch, workers, narrow, pin_memory)."""
+    probability); `options` go to `PreparedDataset.batches` (prefetch, workers, narrow, pin_memory), or to
+    `via(ds, split, batch_size, seed=0, **options)` when another loader is measured."""
     n_batches = max(1, min(n_batches, ds.num_batches("train", batch_size)))
     best = float("inf")
     targets = nbytes = 0
     for _ in range(repeats):
-        it = ds.batches("train", batch_size, seed=0, **options)
+        it = iter(via(ds, "train", batch_size, seed=0, **options) if via is not None
+                  else ds.batches("train", batch_size, seed=0, **options))
         t0 = time.perf_counter()
         targets = nbytes = 0
         for _ in range(n_batches):
@@ -31,7 +34,8 @@ def loader_rate(ds: Any, batch_size: int, n_batches: int, *, repeats: int = 3, *
             targets += int(batch["label"].shape[0])
             nbytes += sum(v.numel() * v.element_size() for v in batch.values())
         best = min(best, time.perf_counter() - t0)
-        it.close()
+        if hasattr(it, "close"):
+            it.close()
     return {"targets_per_s": targets / best, "bytes_per_target": nbytes / targets, "targets": targets,
             "seconds": best}
 

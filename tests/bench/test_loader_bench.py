@@ -26,11 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.loader_bench import copy_rate, hidden_loading, loader_rate  # noqa: E402
 from protocols.artifact import PreparedDataset  # noqa: E402
 from protocols.prepare import PrepareConfig, prepare_log  # noqa: E402
+from loader_reference import reference_batches  # noqa: E402
 from tiny_logs import random_log  # noqa: E402
 
 BATCH = 256
 N_BATCHES = 100
 MODES = {
+    "reference": None,  # the loader before np.take, prefetch and narrow types (tests/loader_reference.py)
     "plain": {},
     "prefetch": {"prefetch": 2},
     "prefetch_2workers": {"prefetch": 4, "workers": 2},
@@ -52,6 +54,8 @@ def dataset(tmp_path_factory) -> PreparedDataset:
 @pytest.mark.parametrize("mode", list(MODES))
 def test_loader_throughput(benchmark, dataset, mode):
     options = MODES[mode]
+    if options is None:
+        options = {"via": reference_batches}
     result = benchmark.pedantic(loader_rate, args=(dataset, BATCH, N_BATCHES), kwargs={"repeats": 3, **options},
                                 rounds=1, iterations=1)
     copy = copy_rate(result["bytes_per_target"] * BATCH) / result["bytes_per_target"]  # targets/s of memcpy
