@@ -5,6 +5,10 @@ Defaults follow the seed's training rules: AdamW, lr 1e-3, weight decay 1e-5 on 
 parameter including the embedding tables, gradient-norm clip 1.0, batch 256, one epoch, ID masking
 with p = 0.05, no early stopping. Configs are loaded from YAML and `--set key=value` overrides through
 `protocols.typed_config`, so unknown keys and wrong types are refused with the key named.
+
+`parse_set` is the one `--set` parser of `recscale train` and `recscale flops`: both take a model field as
+`model.<field>=V` or, for short, `<field>=V`; `check_model_keys` refuses a field the architecture lacks,
+naming the key and the architecture.
 """
 from __future__ import annotations
 
@@ -132,13 +136,62 @@ class RunConfig:
 
         if self.arch not in architectures.names():
             raise ConfigError(f"arch: unknown architecture {self.arch!r}; valid: {', '.join(architectures.names())}")
-        architectures.make_config(self.arch, self.model)  # validates model.* keys and types
+        check_model_keys(self.arch, self.model)
+        architectures.make_config(self.arch, self.model)  # validates model.* types and ranges
 
     def model_config(self) -> Any:
         """The architecture's validated config dataclass."""
         import architectures
 
         return architectures.make_config(self.arch, self.model)
+
+
+#: Top-level keys of a run's `--set` options; any other key without a section is a model field.
+RUN_KEYS: tuple[str, ...] = ("arch", "data", "model", "train", "seed")
+
+
+def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) -> dict[str, Any]:
+    """`--set KEY=VALUE` options as nested overrides; a key without a section (`dim=32`) means `model.dim`.
+
+    `sections` are the top-level keys the command takes (`recscale flops` takes only `model`); any other
+    is refused naming it. Values are parsed as YAML scalars.
+    """
+    from protocols.typed_config import parse_set_options
+
+    out: dict[str, Any] = {}
+    for key, value in parse_set_options(items).items():
+        if key not in RUN_KEYS:
+            if key in TrainConfig.__dataclass_fields__:
+                raise ConfigError(f"--set {key}: a key without a section is a model field; for training write train.{key}")
+            if key in out.get("model", {}):
+                raise ConfigError(f"--set {key}: given twice (as {key} and model.{key})")
+            out.setdefault("model", {})[key] = value
+        elif key not in sections:
+            spelled = f"{key}.{next(iter(value))}" if isinstance(value, Mapping) and value else key
+            valid = ", ".join(f"{s}.<field>" if s in ("model", "train") else s for s in sections)
+            raise ConfigError(f"--set {spelled}: this command takes only {valid} keys")
+        elif key == "model" and isinstance(value, Mapping):
+            for name in value:
+                if name in out.get("model", {}):
+                    raise ConfigError(f"--set model.{name}: given twice (as {name} and model.{name})")
+            out.setdefault("model", {}).update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def check_model_keys(arch: str, model: Any) -> None:
+    """Refuse model keys that are not config fields of `arch`, naming the key and the architecture."""
+    import dataclasses
+
+    import architectures
+
+    if not isinstance(model, Mapping):
+        raise ConfigError(f"model: expected a mapping of {arch}'s config fields, got {model!r}")
+    fields = [f.name for f in dataclasses.fields(architectures.entry(arch).config_cls)]
+    unknown = [k for k in model if k not in fields]
+    if unknown:
+        raise ConfigError(f"model.{unknown[0]}: not a config field of {arch}; valid: {', '.join(sorted(fields))}")
 
 
 def load_run_config(

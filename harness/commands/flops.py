@@ -7,7 +7,9 @@ the model's `history_len` events, one candidate per request). Embedding paramete
 
 examples:
   recscale flops --arch whale
-  recscale flops --arch whale_meanpool --set dim=32 --set history_len=64 --json
+  recscale flops --arch whale_meanpool --set model.dim=32 --set history_len=64 --json
+
+--set takes model fields in the spellings of `recscale train --set`: model.<field>=V or <field>=V.
 """
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ import architectures
 from architectures.flops import count_flops, count_params
 from protocols.errors import RecscaleError
 from protocols.schema import default_test_spec, random_batch
-from protocols.typed_config import parse_set_options, to_dict
+from protocols.typed_config import to_dict
+
+from harness.config import check_model_keys, parse_set
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", required=True, help="registered architecture (see `recscale list`)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a model config field, e.g. --set dim=32 (repeatable)")
+                        help="override a model config field, e.g. --set model.dim=32 or --set dim=32 (repeatable)")
     parser.add_argument("--data", metavar="ARTIFACT", help="prepared dataset whose vocabularies size the embeddings")
     parser.add_argument("--batch-size", type=int, default=2, help="targets in the traced batch (default 2)")
     parser.add_argument("--depth", type=int, default=2, help="module nesting depth shown in the table (default 2)")
@@ -35,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.arch not in architectures.names():
         raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
-    cfg = architectures.make_config(args.arch, parse_set_options(args.set))
+    model = parse_set(args.set, sections=("model",)).get("model", {})
+    check_model_keys(args.arch, model)
+    cfg = architectures.make_config(args.arch, model)
     history_len = cfg.history_len  # every model config has it (architectures/contract.py)
     if args.data:
         from protocols.artifact import PreparedDataset

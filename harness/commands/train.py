@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="optional run config YAML (arch, data, model, train, seed)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config key, e.g. model.dim=32, train.lr=3e-4, seed=1 (repeatable)",
+        help="override a config key, e.g. model.dim=32 (or dim=32), train.lr=3e-4, seed=1 (repeatable)",
     )
     parser.add_argument("--seed", type=int, help="run seed (initialisation, data order, ID masking)")
     parser.add_argument("--out", help="run folder (default: results/runs/<arch>-seed<seed>-<time>)")
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocols.typed_config import ConfigError, parse_set_options
+    from protocols.typed_config import ConfigError
 
     from harness import perf
 
@@ -51,10 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "process_argv", None):  # only a process started as `recscale train` replaces itself
         perf.reexec_with_malloc_env(args.process_argv)
 
-    from harness.config import load_run_config
+    from harness.config import load_run_config, parse_set
     from harness.train import TrainingInterrupted, train_run
 
-    cfg = load_run_config(args.config, parse_set_options(args.set), arch=args.arch, data=args.data, seed=args.seed)
+    cfg = load_run_config(args.config, parse_set(args.set), arch=args.arch, data=args.data, seed=args.seed)
     out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress)
