@@ -5,7 +5,6 @@ same. Columns are sorted into config columns (what defines a run besides its see
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,13 +64,13 @@ class SweepResults:
 
     def predictions(self, run_dir: str) -> pd.DataFrame | None:
         """`event_id, label, score` of the run's predictions for the analysed split, or None if absent."""
+        from harness import run_folder
+
         path = self.run_path(run_dir) / f"predictions_{self.config.split}.parquet"
         if not path.exists():
             return None
-        table = pq.read_table(path)
-        missing = [c for c in PREDICTION_COLUMNS if c not in table.column_names]
-        if missing:
-            raise DataValidationError(str(path), missing[0], f"column missing (have {table.column_names})")
+        # checked against the size and checksum metrics.json records; a damaged file is an error naming it
+        table = run_folder.read_predictions(self.run_path(run_dir), self.config.split)
         frame = table.select(list(PREDICTION_COLUMNS)).to_pandas()
         if frame["event_id"].duplicated().any():
             row = int(np.flatnonzero(frame["event_id"].duplicated().to_numpy())[0])
@@ -80,13 +79,12 @@ class SweepResults:
         return frame
 
     def metrics_json(self, run_dir: str) -> dict[str, Any] | None:
+        from harness import run_folder
+
         path = self.run_path(run_dir) / METRICS_FILE
         if not path.exists():
             return None
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise DataValidationError(str(path), "(file)", f"not valid JSON: {e}") from None
+        return run_folder.read_metrics(self.run_path(run_dir))  # a damaged file is an error naming it
 
 
 def _read_runs(path: Path) -> pd.DataFrame:

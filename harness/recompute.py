@@ -12,8 +12,6 @@ import math
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError
 
@@ -26,17 +24,19 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
     from harness.train import open_dataset
 
     config_path = run_dir / layout.CONFIG_FILE
-    try:
-        config = yaml.safe_load(config_path.read_text())
-    except FileNotFoundError:
-        raise RF.RunFolderError(f"{config_path}: not found") from None
+    config = RF.read_config(run_dir)
+    if config is None:
+        raise RF.RunFolderError(f"{config_path}: not found")
+    if "data" not in config and data is None:
+        raise RF.RunFolderError(f"{config_path}: no `data` key; pass --data ARTIFACT")
     dataset = open_dataset(data or config["data"])
-    saved_fp = RF.read_metrics(run_dir).get("data_fingerprint")
+    saved = RF.read_metrics(run_dir)
+    saved_fp = saved.get("data_fingerprint")
     if saved_fp is not None and saved_fp != dataset.fingerprint:
         raise RecscaleError(f"{run_dir}: trained on data {saved_fp}, but {dataset.fingerprint} was given")
     out: dict[str, Any] = {"groups": {}}
     for split in layout.PREDICTION_SPLITS:
-        table = RF.read_predictions(run_dir, split)
+        table = RF.read_predictions(run_dir, split, metrics=saved)  # size and checksum checked
         flat, groups = split_metrics(
             split,
             table.column("event_id").to_numpy(),

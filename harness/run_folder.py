@@ -13,6 +13,11 @@
 Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into
 place; `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics (e.g. AUC
 of a one-class group) are stored as JSON null.
+
+metrics.json records the size and blake2b checksum of each prediction file under "integrity" (the record
+of protocols/integrity.py). `read_metrics` and `read_predictions` (used by `recscale metrics --recompute`
+and `recscale analyze`) refuse a truncated or damaged file with RunFolderError (exit 2) naming it and
+what is wrong; folders written before the record existed are read unchecked.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from protocols import integrity
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError
 
@@ -74,18 +80,46 @@ def write_config(run_dir: Path, config: dict[str, Any]) -> None:
     write_text(run_dir / layout.CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
 
 
+def _rebuild_hint(run_dir: Path) -> str:
+    return (f"to rebuild it, delete {run_dir / layout.METRICS_FILE} and resume the run (recscale train --config "
+            f"{run_dir / layout.CONFIG_FILE} --out {run_dir} --resume): its final checkpoint is evaluated again")
+
+
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
-    write_text(run_dir / layout.METRICS_FILE, json.dumps(json_safe(metrics), indent=2, allow_nan=False) + "\n")
+    """Write metrics.json (last, after the predictions), with the integrity record of the prediction files."""
+    names = [layout.predictions_file(s) for s in layout.PREDICTION_SPLITS if (run_dir / layout.predictions_file(s)).exists()]
+    record = {**metrics, integrity.INTEGRITY_KEY: integrity.record_of(run_dir, names)}
+    write_text(run_dir / layout.METRICS_FILE, json.dumps(json_safe(record), indent=2, allow_nan=False) + "\n")
 
 
 def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """metrics.json; RunFolderError naming the file when it is absent, truncated or not a JSON object."""
     path = run_dir / layout.METRICS_FILE
     try:
-        return json.loads(path.read_text())
+        metrics = json.loads(path.read_text())
     except FileNotFoundError:
         raise RunFolderError(f"{path}: not found (the run has not finished?)") from None
-    except json.JSONDecodeError as e:
-        raise RunFolderError(f"{path}: invalid JSON: {e}") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RunFolderError(f"{path}: not valid JSON ({e}); the file is truncated or damaged; "
+                             f"{_rebuild_hint(run_dir)}") from None
+    if not isinstance(metrics, dict):
+        raise RunFolderError(f"{path}: not a JSON object; the file is damaged; {_rebuild_hint(run_dir)}")
+    return metrics
+
+
+def check_predictions(run_dir: Path, split: str, *, metrics: dict[str, Any] | None = None) -> None:
+    """Refuse a prediction file whose size or checksum differs from metrics.json's record (RunFolderError);
+    nothing to check when the run has no metrics.json yet or was written before the record existed."""
+    name = layout.predictions_file(split)
+    if metrics is None:
+        if not is_finished(run_dir):
+            return
+        metrics = read_metrics(run_dir)
+    if integrity.INTEGRITY_KEY not in metrics:
+        return
+    problems = integrity.file_problems(run_dir, metrics, checksums=True, only=[name], recorded_in=layout.METRICS_FILE)
+    if problems:
+        raise RunFolderError(f"{problems[0]}; {_rebuild_hint(run_dir)}")
 
 
 def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray) -> None:
@@ -102,12 +136,17 @@ def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np
     os.replace(tmp, path)
 
 
-def read_predictions(run_dir: Path, split: str) -> pa.Table:
+def read_predictions(run_dir: Path, split: str, *, metrics: dict[str, Any] | None = None) -> pa.Table:
+    """The prediction table of `split`, checked against metrics.json's record (`check_predictions`)."""
     path = run_dir / layout.predictions_file(split)
+    if not path.exists():
+        raise RunFolderError(f"{path}: not found")
+    check_predictions(run_dir, split, metrics=metrics)
     try:
         table = pq.read_table(path)
-    except FileNotFoundError:
-        raise RunFolderError(f"{path}: not found") from None
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise RunFolderError(f"{path}: cannot be read as parquet ({e}); the file is truncated or damaged; "
+                             f"{_rebuild_hint(run_dir)}") from None
     missing = {"event_id", "label", "score"} - set(table.column_names)
     if missing:
         raise RunFolderError(f"{path}: missing column(s) {sorted(missing)}")

@@ -15,6 +15,9 @@ separated, e.g. `vocab/user_id.npy`). Three levels of checking use them:
 
 A problem raises `ArtifactDamagedError` (exit 2 from the CLI) naming the file and what is wrong.
 
+Run folders use the same record (`record_of`, `file_problems`): metrics.json, written last, holds the
+"integrity" record of the run's prediction files (harness/run_folder.py).
+
 Artifacts written before integrity records existed (no "integrity" key) still open: their sizes and
 checksums are simply not checked (`has_integrity_record` is False). `recscale verify` refuses to vouch for
 them (exit 2, "no checksums recorded") and `prepare` rebuilds them instead of reusing them, so a reused
@@ -52,15 +55,18 @@ def file_checksum(path: Path) -> str:
     return h.hexdigest()
 
 
+def record_of(folder: Path, names: list[str]) -> dict[str, Any]:
+    """The integrity record (size and checksum) of the files `names` (paths relative to `folder`)."""
+    folder = Path(folder)
+    files = {rel: {"bytes": (folder / rel).stat().st_size, "blake2b": file_checksum(folder / rel)} for rel in names}
+    return {"algorithm": ALGORITHM, "files": files}
+
+
 def record_files(folder: Path) -> dict[str, Any]:
     """The integrity record of every file under `folder` except manifest.json."""
     folder = Path(folder)
-    files = {}
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder).as_posix()
-        if p.is_file() and rel != MANIFEST:
-            files[rel] = {"bytes": p.stat().st_size, "blake2b": file_checksum(p)}
-    return {"algorithm": ALGORITHM, "files": files}
+    names = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*")) if p.is_file()]
+    return record_of(folder, [rel for rel in names if rel != MANIFEST])
 
 
 def manifest_digest(manifest: dict) -> str:
@@ -104,14 +110,19 @@ def read_manifest(folder: Path) -> dict:
     return manifest
 
 
-def file_problems(folder: Path, manifest: dict, *, checksums: bool) -> list[str]:
-    """One line per recorded file that is missing, has another size or (with `checksums`) other bytes."""
+def file_problems(folder: Path, manifest: dict, *, checksums: bool, only: list[str] | None = None,
+                  recorded_in: str = MANIFEST) -> list[str]:
+    """One line per recorded file (of `only`, when given) that is missing, has another size or (with
+    `checksums`) other bytes. `recorded_in` names the file holding the record, for messages."""
     folder = Path(folder)
     record = manifest.get(INTEGRITY_KEY) or {}
-    if record.get("algorithm", ALGORITHM) != ALGORITHM:
-        return [f"{folder / MANIFEST}: unknown checksum algorithm {record.get('algorithm')!r}"]
+    if not isinstance(record, dict) or record.get("algorithm", ALGORITHM) != ALGORITHM:
+        algorithm = record.get("algorithm") if isinstance(record, dict) else record
+        return [f"{folder / recorded_in}: unknown checksum algorithm {algorithm!r}"]
     problems = []
     for rel, entry in record.get("files", {}).items():
+        if only is not None and rel not in only:
+            continue
         p = folder / rel
         if not p.is_file():
             problems.append(f"{p}: missing")
@@ -119,10 +130,14 @@ def file_problems(folder: Path, manifest: dict, *, checksums: bool) -> list[str]
         size = p.stat().st_size
         if size != entry["bytes"]:
             kind = "truncated" if size < entry["bytes"] else "grown"
-            problems.append(f"{p}: {size} bytes, the manifest records {entry['bytes']} ({kind} or damaged)")
+            problems.append(f"{p}: {size} bytes, {_short(recorded_in)} records {entry['bytes']} ({kind} or damaged)")
         elif checksums and file_checksum(p) != entry["blake2b"]:
-            problems.append(f"{p}: checksum differs from the manifest's (content damaged)")
+            problems.append(f"{p}: checksum differs from {_short(recorded_in)}'s (content damaged)")
     return problems
+
+
+def _short(recorded_in: str) -> str:
+    return "the manifest" if recorded_in == MANIFEST else recorded_in
 
 
 def check_files(folder: Path, manifest: dict, *, checksums: bool) -> None:
