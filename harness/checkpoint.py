@@ -111,8 +111,18 @@ def save_checkpoint(
         "best_model": best_model_state,
     }
     tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException as e:  # an error, or a second signal (harness.train.TrainingAborted), mid-write
+        tmp.unlink(missing_ok=True)  # `path` still holds the previous complete checkpoint
+        signalled = e
+        while signalled is not None and isinstance(signalled, Exception):
+            signalled = signalled.__context__
+        if signalled is not None and signalled is not e:
+            # torch's writer fails to close the half-written zip after the signal's exception; the signal wins
+            raise signalled from None
+        raise
 
 
 def load_checkpoint(path: Path, *, config: dict[str, Any], data_fingerprint: str) -> dict[str, Any]:

@@ -60,8 +60,12 @@ def _atomic_path(path: Path) -> Path:
 
 def write_text(path: Path, text: str) -> None:
     tmp = _atomic_path(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:  # an error or an abort mid-write: no temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def json_safe(value: Any) -> Any:
@@ -132,8 +136,12 @@ def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np
     )
     path = run_dir / layout.predictions_file(split)
     tmp = _atomic_path(path)
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_predictions(run_dir: Path, split: str, *, metrics: dict[str, Any] | None = None) -> pa.Table:

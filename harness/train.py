@@ -19,7 +19,10 @@ removed when a run starts or resumes.
 
 Signals: in the main thread, SIGINT and SIGTERM only set a flag; the loop checks it after the current
 batch, writes the checkpoint (atomically) and raises `TrainingInterrupted`, which `recscale train`
-turns into exit 130 / 143. A second signal gets the default behaviour (abort without a checkpoint).
+turns into exit 130 / 143. A second signal, for instance while that checkpoint is being written, raises
+`TrainingAborted` at once: the checkpoint being written is abandoned (its temporary file removed),
+checkpoint.pt keeps the last complete checkpoint, and `recscale train` exits 130 / 143 saying which one.
+A third signal gets the default behaviour.
 """
 from __future__ import annotations
 
@@ -79,11 +82,38 @@ class TrainingInterrupted(RecscaleError):
         return 128 + self.signum
 
 
+class TrainingAborted(BaseException):
+    """A second SIGINT / SIGTERM: training stops at once, without finishing the checkpoint being written.
+
+    A BaseException (like KeyboardInterrupt), so that no `except Exception` on the way swallows it.
+    `last_checkpoint` says what checkpoint.pt holds (set by `train_run`)."""
+
+    def __init__(self, signum: int, out_dir: Path | None = None, last_checkpoint: str | None = None,
+                 during_write: bool = False) -> None:
+        self.signum, self.out_dir = int(signum), out_dir
+        self.last_checkpoint, self.during_write = last_checkpoint, during_write
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        name = signal.Signals(self.signum).name
+        abandoned = "the checkpoint being written was abandoned; " if self.during_write else ""
+        held = (f"{CHECKPOINT_FILE} holds the last complete checkpoint ({self.last_checkpoint})"
+                if self.last_checkpoint else f"no complete checkpoint was written, so --resume starts fresh")
+        return (f"aborted by a second {name}: {abandoned}{held} in {self.out_dir}; continue with the same command "
+                f"and --out {self.out_dir} --resume")
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+
 class StopSignals:
     """While installed (main thread only), SIGINT / SIGTERM set `signum` instead of stopping the process.
 
-    The first signal also puts the previous handlers back, so a second one aborts at once. Outside the
-    main thread (a Ray Tune function trainable) nothing is installed and `signum` stays None.
+    A second signal puts the previous handlers back and raises `TrainingAborted` where the main thread is
+    (so a third one gets the default behaviour). Outside the main thread (a Ray Tune function trainable)
+    nothing is installed and `signum` stays None.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -99,15 +129,23 @@ class StopSignals:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            self.restore()
+            raise TrainingAborted(signum)
         self.signum = signum
-        self.restore()
         print(f"recscale: {signal.Signals(signum).name} received: finishing the current batch and writing a "
-              "checkpoint (signal again to abort without one)", file=sys.stderr, flush=True)
+              "checkpoint (signal again to abort without it; the last complete checkpoint is kept)",
+              file=sys.stderr, flush=True)
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+
+def _where(position: Position) -> str:
+    return "training finished, evaluation not" if position.finished else \
+        f"epoch {position.epoch}, batch {position.batch}"
 
 
 def say(message: str) -> None:
@@ -281,10 +319,15 @@ def train_run(
 
     wall_before = position.wall_seconds  # earlier sessions of a resumed run
 
+    # what checkpoint.pt holds, and whether one is being written (for the message of a second signal)
+    saved = {"at": _where(position) if resume else None, "writing": False}
+
     def checkpoint() -> None:
         position.wall_seconds = wall_before + time.perf_counter() - session_start
+        saved["writing"] = True
         save_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint, model=model,
                         optimizers=optimizers, position=position, best_model_state=best_state)
+        saved["at"], saved["writing"] = _where(position), False
 
     stop = StopSignals()
     n_targets = dataset.num_targets("train")
@@ -365,6 +408,8 @@ def train_run(
             result.update(flat)
             RF.write_predictions(out_dir, split, ev, lab, sc)
         eval_seconds = time.perf_counter() - t_eval
+    except TrainingAborted as e:
+        raise TrainingAborted(e.signum, out_dir, saved["at"], during_write=bool(saved["writing"])) from None
     finally:
         stop.restore()
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan

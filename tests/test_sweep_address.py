@@ -1,15 +1,21 @@
-"""`recscale sweep --address` on an address where no Ray cluster listens: a real `recscale sweep` process
-fails within seconds with exit 2 and a message naming the address, and leaves no results folder (the
-TCP check runs before anything is prepared or written). No Ray is started."""
+"""`recscale sweep --address` on an address where no Ray cluster listens, or where another server holds
+the port: a real `recscale sweep` process fails within seconds with exit 2 and a message naming the
+address, and leaves no results folder, no --results root and no prepared dataset (the check runs before
+anything is prepared or written). No Ray is started."""
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import pytest
 import yaml
+
+from harness.cli import main as cli_main
+from harness.sweep.launcher import ADDRESS_ANSWER_TIMEOUT_S
 
 
 def _closed_port() -> int:
@@ -19,7 +25,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
+def _sweep_file(tmp_path: Path) -> Path:
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(yaml.safe_dump({
         "name": "unreachable",
@@ -30,6 +36,11 @@ def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
         "grid": {"arch": ["wukong"], "seed": [0]},
         "resources": {"cpu": 1},
     }))
+    return sweep
+
+
+def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
+    sweep = _sweep_file(tmp_path)
     results = tmp_path / "results"
     port = _closed_port()
     t0 = time.monotonic()
@@ -40,5 +51,64 @@ def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
     assert f"--address 127.0.0.1:{port}: no Ray cluster answers" in proc.stderr
     assert "ray start --head" in proc.stderr
     assert "Traceback" not in proc.stderr and "gcs_client" not in proc.stderr
-    assert elapsed < 15, elapsed
+    assert elapsed < 60, elapsed  # Ray itself retries for minutes; this includes the start-up of Python and torch
+    assert not results.exists() and not (tmp_path / "cache").exists()
+    # recscale's own part, without the interpreter's start-up, on this loaded machine: within 15 s
+    t0 = time.monotonic()
+    assert cli_main(["sweep", str(sweep), "--results", str(results), "--address", f"127.0.0.1:{port}"]) == 2
+    assert time.monotonic() - t0 < 15
+    assert not results.exists()
+
+
+class _NotRay:
+    """A plain TCP server on a free local port that is not Ray: it accepts and then stays silent, or
+    answers like a web server and closes. Records when the first connection arrived."""
+
+    def __init__(self, behaviour: str):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.behaviour, self.first_accept, self.conns = behaviour, None, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.first_accept = self.first_accept or time.monotonic()
+            self.conns.append(conn)
+            if self.behaviour == "web server":
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+@pytest.mark.parametrize("behaviour", ["silent", "web server"])
+def test_open_port_that_is_not_ray_fails_fast_and_leaves_nothing(tmp_path: Path, behaviour: str):
+    sweep = _sweep_file(tmp_path)
+    results = tmp_path / "results"
+    server = _NotRay(behaviour)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", str(sweep), "--results", str(results),
+                               "--address", f"127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=120)
+        done = time.monotonic()
+    finally:
+        server.close()
+    assert proc.returncode == 2, proc.stderr
+    assert f"--address 127.0.0.1:{server.port}: 127.0.0.1:{server.port} accepts connections but is not a Ray cluster" \
+        in proc.stderr
+    why = "no gRPC answer within" if behaviour == "silent" else "it answered b'HTTP/1.1 400"
+    assert why in proc.stderr and "ray start --head --port" in proc.stderr
+    assert "Traceback" not in proc.stderr and "gcs_client" not in proc.stderr
+    # from the moment recscale reached the port (the interpreter's start-up excluded) to its exit; generous for
+    # a loaded machine (Ray itself retries for minutes)
+    assert server.first_accept is not None and done - server.first_accept < ADDRESS_ANSWER_TIMEOUT_S + 15
     assert not results.exists() and not (tmp_path / "cache").exists()

@@ -267,3 +267,57 @@ def test_real_signal_checkpoints_and_resume_is_bitwise_identical(sig, tiny_artif
     got = json.loads((out / "metrics.json").read_text())
     assert got["test_auc"] == straight["test_auc"]
     assert quality(got) == quality(straight)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_second_signal_during_the_checkpoint_write_aborts_and_keeps_the_last_complete_checkpoint(
+        sig, reference_run, tiny_artifact, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """Real signals to this process: the first after 3 batches (checkpoint of batch 2 on disk), the second
+    while the checkpoint the first one asked for is being written (from inside the file write). The
+    write is abandoned (no temporary file), checkpoint.pt still holds batch 2 and loads, the command
+    exits 128 + signal naming it, and --resume finishes with the uninterrupted run's exact metrics."""
+    import io
+    import signal
+
+    signum = getattr(signal, sig)
+    real_save = torch.save
+    state = {"first": False, "second": False}
+
+    class SignalMidWrite(io.FileIO):
+        def write(self, b):
+            n = super().write(b)
+            if state["first"] and not state["second"] and self.tell() > 4096:
+                state["second"] = True
+                os.kill(os.getpid(), signum)  # the handler runs before this method returns
+            return n
+
+    def save(obj, f, *args, **kwargs):
+        if not state["first"]:
+            return real_save(obj, f, *args, **kwargs)
+        with SignalMidWrite(f, "wb") as fh:
+            return real_save(obj, fh, *args, **kwargs)
+
+    def first_signal():
+        state["first"] = True
+        os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(torch, "save", save)
+    out = tmp_path / "twice"
+    argv = ["train", "--arch", ARCH, "--data", str(tiny_artifact), "--out", str(out), "--no-progress",
+            "--set", "model.dim=16", "--set", "train.checkpoint_every_batches=2", "--set", "train.num_threads=1"]
+    with interrupt_training_after(3, first_signal):
+        code = cli_main(argv)
+    err = capsys.readouterr().err
+    assert state["second"] and code == 128 + signum, err
+    assert (f"aborted by a second {sig}: the checkpoint being written was abandoned; checkpoint.pt holds the last "
+            f"complete checkpoint (epoch 0, batch 2) in {out}") in err
+    assert not list(out.glob(".*.tmp.*")) and not (out / "metrics.json").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are put back
+    payload = real_save.__module__ and torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert (payload["position"]["epoch"], payload["position"]["batch"]) == (0, 2)
+
+    monkeypatch.setattr(torch, "save", real_save)
+    assert cli_main([*argv, "--resume"]) == 0
+    assert "resuming from epoch 0, batch 2" in capsys.readouterr().err
+    got = json.loads((out / "metrics.json").read_text())
+    assert quality(got) == quality(json.loads((reference_run / "metrics.json").read_text()))

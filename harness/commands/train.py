@@ -12,7 +12,8 @@ from Python); set RECSCALE_MALLOC_REEXEC=1 to disable that.
 
 A folder that holds a run is refused without --resume; --resume refuses another config or other data
 (even before the first checkpoint) and says where it resumes from. Ctrl-C (SIGINT) or SIGTERM finishes
-the current batch, writes a checkpoint and exits 130 / 143; continue with --resume.
+the current batch, writes a checkpoint and exits 130 / 143; continue with --resume. A second one aborts at
+once (exit 130 / 143), abandoning a checkpoint being written: checkpoint.pt keeps the last complete one.
 """
 from __future__ import annotations
 
@@ -52,13 +53,13 @@ def run(args: argparse.Namespace) -> int:
         perf.reexec_with_malloc_env(args.process_argv)
 
     from harness.config import load_run_config, parse_set
-    from harness.train import TrainingInterrupted, train_run
+    from harness.train import TrainingAborted, TrainingInterrupted, train_run
 
     cfg = load_run_config(args.config, parse_set(args.set), arch=args.arch, data=args.data, seed=args.seed)
     out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress)
-    except TrainingInterrupted as e:
+    except (TrainingInterrupted, TrainingAborted) as e:
         print(f"recscale train: {e}", file=sys.stderr)
         return e.exit_code
     if args.json:

@@ -203,14 +203,22 @@ def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
 
 #: Seconds to wait for a TCP connection to the --address before giving up (Ray itself retries for minutes).
 ADDRESS_CONNECT_TIMEOUT_S = 5.0
+#: Seconds to wait, once connected, for the server's HTTP/2 greeting (a Ray GCS answers within milliseconds).
+ADDRESS_ANSWER_TIMEOUT_S = 5.0
+#: HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, section 3.4); a gRPC server such
+#: as Ray's GCS must answer with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 0x4
 
 
 def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_CONNECT_TIMEOUT_S) -> None:
-    """Refuse, within `timeout_s`, an --address whose host:port accepts no TCP connection.
+    """Refuse an --address whose host:port accepts no TCP connection (within `timeout_s`), or accepts one
+    but does not speak gRPC as a Ray GCS does (within ADDRESS_ANSWER_TIMEOUT_S more).
 
-    `ray.init(address=...)` on an unreachable address retries for minutes, printing only its own
-    warnings; a plain TCP connect to the GCS port answers in milliseconds (refused) or `timeout_s`
-    (dropped). 'auto' and addresses without a port are left to Ray.
+    `ray.init(address=...)` on an unreachable address, or on a port some other server holds, retries for
+    minutes, printing only its own warnings; a plain TCP connect to the GCS port answers in milliseconds
+    (refused) or `timeout_s` (dropped), and the GCS answers an HTTP/2 greeting at once. 'auto' and
+    addresses without a port are left to Ray.
     """
     if not address or address == "auto":
         return
@@ -220,8 +228,7 @@ def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_C
         return
     host = host.strip("[]") or "127.0.0.1"
     try:
-        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
-            return
+        conn = socket.create_connection((host, int(port_text)), timeout=timeout_s)
     except OSError as e:
         reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
         raise SweepError(
@@ -229,6 +236,41 @@ def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_C
             f"{timeout_s:g} s); start one there with `ray start --head --port {port_text}`, check the address, or "
             "leave out --address to run on this machine"
         ) from None
+    with conn:
+        problem = _not_grpc(conn, ADDRESS_ANSWER_TIMEOUT_S)
+    if problem:
+        raise SweepError(
+            f"--address {address}: {host}:{port_text} accepts connections but is not a Ray cluster ({problem}); "
+            f"give the port of the head's GCS (`ray start --head --port PORT`, 6379 by default), or leave out "
+            "--address to run on this machine"
+        )
+
+
+def _not_grpc(conn: socket.socket, timeout_s: float) -> str | None:
+    """None when the server on `conn` answers the HTTP/2 preface with a SETTINGS frame (any gRPC server
+    does, Ray's GCS among them); else what it did instead."""
+    deadline = time.monotonic() + timeout_s
+    head = b""
+    try:
+        conn.sendall(_HTTP2_PREFACE)
+        while len(head) < 9:
+            conn.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return "it closed the connection without a gRPC answer"
+            head += chunk
+    except TimeoutError:
+        return f"no gRPC answer within {timeout_s:g} s"
+    except OSError as e:
+        return f"the connection failed: {e.strerror or e}"
+    if head[3] != _HTTP2_SETTINGS:
+        try:  # a little more of the answer, to show what answered
+            conn.settimeout(0.2)
+            head += conn.recv(40)
+        except OSError:
+            pass
+        return f"it answered {head[:40]!r}, not an HTTP/2 greeting"
+    return None
 
 
 def _enable_token_auth_when_available() -> None:
@@ -270,7 +312,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     with scoped_env(TUNE_DRIVER_ENV):
         try:
             ray.init(**kwargs)
-        except ConnectionError as e:
+        except (ConnectionError, TimeoutError) as e:
             raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
         try:
             _check_fits(ray.cluster_resources(), per_trial or {})
@@ -480,6 +522,7 @@ def run_sweep(
     since = time.time()
     plan: SweepPlan = plan_sweep(sweep)
     check_address_reachable(address)  # before anything is written: an unreachable cluster leaves nothing
+    root_created = not Path(results_root).exists()
     created = not (Path(results_root) / sweep.name).exists()
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
     if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
@@ -520,6 +563,11 @@ def run_sweep(
     except SweepError:
         if created and not entered:  # Ray could not start or join, or the cluster is too small: no trace
             shutil.rmtree(sweep_dir, ignore_errors=True)
+            if root_created:  # nor the --results root made for it (only when it is still empty)
+                try:
+                    Path(results_root).rmdir()
+                except OSError:
+                    pass
         raise
 
     table = collect_runs(sweep_dir)
