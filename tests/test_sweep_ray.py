@@ -205,7 +205,8 @@ def _run_when_cluster_is_up(sweep, results: Path, address: str, head: subprocess
         try:
             return run_sweep(sweep, results_root=results, address=address)
         except Exception as e:  # noqa: BLE001 - the head may still be starting
-            if "cannot join" not in str(e) or time.time() > deadline:
+            starting = ("cannot join", "no Ray cluster answers", "is not a Ray cluster")  # the port opens first
+            if not any(m in str(e) for m in starting) or time.time() > deadline:
                 raise
             time.sleep(2)
 
