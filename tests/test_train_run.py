@@ -302,6 +302,7 @@ def test_second_signal_during_the_checkpoint_write_aborts_and_keeps_the_last_com
         os.kill(os.getpid(), signum)
 
     monkeypatch.setattr(torch, "save", save)
+    handler_before = signal.getsignal(signal.SIGINT)
     out = tmp_path / "twice"
     argv = ["train", "--arch", ARCH, "--data", str(tiny_artifact), "--out", str(out), "--no-progress",
             "--set", "model.dim=16", "--set", "train.checkpoint_every_batches=2", "--set", "train.num_threads=1"]
@@ -312,8 +313,8 @@ def test_second_signal_during_the_checkpoint_write_aborts_and_keeps_the_last_com
     assert (f"aborted by a second {sig}: the checkpoint being written was abandoned; checkpoint.pt holds the last "
             f"complete checkpoint (epoch 0, batch 2) in {out}") in err
     assert not list(out.glob(".*.tmp.*")) and not (out / "metrics.json").exists()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are put back
-    payload = real_save.__module__ and torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert signal.getsignal(signal.SIGINT) is handler_before  # handlers are put back
+    payload = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
     assert (payload["position"]["epoch"], payload["position"]["batch"]) == (0, 2)
 
     monkeypatch.setattr(torch, "save", real_save)
