@@ -86,7 +86,8 @@ def write_config(run_dir: Path, config: dict[str, Any]) -> None:
 
 def _rebuild_hint(run_dir: Path) -> str:
     return (f"to rebuild it, delete {run_dir / layout.METRICS_FILE} and resume the run (recscale train --config "
-            f"{run_dir / layout.CONFIG_FILE} --out {run_dir} --resume): its final checkpoint is evaluated again")
+            f"{run_dir / layout.CONFIG_FILE} --out {run_dir} --resume): its final checkpoint is evaluated again, or, for a "
+            "sweep's run that kept none, the run is trained again to the same bits")
 
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
