@@ -91,10 +91,10 @@ def expectation_section(items: list[ExpectationResult], split: str, alpha: float
     """The report section (markdown lines); empty when the sweep states no expectations."""
     if not items:
         return []
-    lines = ["## Expectations from other studies", "",
-             "Each claim reads \"A beats B\" on the named metric and comes from the study given as its source. "
-             "Runs are paired by seed and every shared setting; Δ = A − B per seed (for LogLoss a negative Δ "
-             "favours A). The paired t p-value is Holm-corrected across the claims of this report: **holds** = "
+    lines = ["## Expectations checked on these seeds", "",
+             "Each claim reads \"A beats B\" on the named metric; its source says where it comes from "
+             "(another study, or what the data were built to contain). Runs are paired by seed and every "
+             "shared setting; Δ = A − B per seed (for LogLoss a negative Δ favours A). The paired t p-value is Holm-corrected across the claims of this report: **holds** = "
              f"adjusted p < {alpha:g} in the claimed direction, **does not hold** = adjusted p < {alpha:g} in "
              "the opposite direction, **not significant** = neither (the per-seed deltas are the evidence).", "",
              "| claim | source | metric | seeds | A better in | per-seed Δ | mean Δ | p (t) | p Holm | outcome |",

@@ -399,7 +399,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
                            f"p={_f(mc.p_holm, '.2g'):<6} {mc.verdict}")
         out += more
     if res.expectations:
-        out.append("expectations from other studies  (delta = A - B per seed, Holm-adjusted paired t)")
+        out.append("expectations  (delta = A - B per seed, Holm-adjusted paired t)")
         more = []
         for e in _cut(res.expectations, max_rows, more, "expectations"):
             out.append(f"  {e.label[:40]:<40} {_delta(e.stats.mean)}  A better in {int(e.a_better.sum())}/"

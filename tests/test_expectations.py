@@ -69,10 +69,10 @@ def test_claims_are_tested_paired_by_seed_with_holm(tmp_path, capsys):
         assert g["seeds"] == SEEDS
     assert [g["a_better"] for g in got] == [5, 0, int((deltas[2] > 0).sum()), 5]  # LogLoss: lower is better
     report = (root / "report.md").read_text()
-    assert "## Expectations from other studies" in report
+    assert "## Expectations checked on these seeds" in report
     assert "| WHALE beats MeanPool | synthetic demo | test AUC | 5 | 5/5 |" in report
     assert "**does not hold**" in report and "**not significant**" in report
-    assert "expectations from other studies" in capsys.readouterr().out
+    assert "expectations  (delta = A - B" in capsys.readouterr().out
 
 
 def test_no_expectations_leaves_report_and_summary_unchanged(tmp_path):
