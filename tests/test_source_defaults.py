@@ -177,3 +177,18 @@ def test_movielens_prepare_with_no_other_flag(ml100k_dir, tmp_path, capsys):
     # the same through the Python API, run twice: content-addressed, nothing rebuilt
     cfg = PrepareConfig(source="movielens100k", root=str(ml100k_dir), out=str(tmp_path))
     assert str(prepare(cfg, progress=False)) == summary["path"]
+
+
+@pytest.mark.slow
+def test_movielens_sweep_naming_only_source_and_root_runs(ml100k_dir, tmp_path, monkeypatch):
+    """A sweep whose data section names only the source and the root runs end to end (Wukong: the cheapest)."""
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "ml.yaml"
+    path.write_text(yaml.safe_dump({"name": "ml", "arch": "wukong",
+                                    "data": {"source": "movielens100k", "root": str(ml100k_dir)}}))
+    assert cli_main(["sweep", str(path), "--results", str(tmp_path / "results")]) == 0
+    runs = pd.read_parquet(tmp_path / "results" / "ml" / "runs.parquet")
+    assert len(runs) == 1 and runs["test_n"].iloc[0] == 7_572 and runs["train_targets"].iloc[0] == 81_245
+    assert 0.5 < runs["test_auc"].iloc[0] < 1.0

@@ -118,6 +118,7 @@ def test_search_section_checks():
 
 def test_every_sweep_file_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("RECFLOW_ROOT", str(tmp_path))  # seed_reproduction points at a real RecFlow folder
+    monkeypatch.setenv("RECSCALE_ML100K", str(tmp_path))  # ml100k points at a MovieLens-100k folder
     files = sorted((REPO / "sweeps").glob("*.yaml"))
     assert any(f.name == "demo.yaml" for f in files)
     for f in files:

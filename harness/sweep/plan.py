@@ -155,6 +155,14 @@ def _protocol_parameter_fields() -> list[str]:
     return [f.name for f in dataclasses.fields(PrepareConfig) if f.name in params]
 
 
+def _sizes(prep: Mapping[str, Any]) -> str:
+    """Target counts of a dataset for the dry-run table (unset ones are the source's defaults)."""
+    values = [prep.get(k) for k in ("n_train", "n_valid", "n_test")]
+    if all(v is None for v in values):
+        return "the source's defaults"
+    return "/".join("default" if v is None else str(v) for v in values)
+
+
 def _uses_delay(protocol: str) -> bool:
     return "delay_s" in protocol_parameters(protocol)
 
@@ -312,8 +320,8 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
         p = d.prepare
         delay = _fmt(p["delay_s"]) if _uses_delay(p["protocol"]) else "-"
         lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} delay_s={delay} "
-                     f"history_len={p['history_len']} n_train/valid/test={p['n_train']}/{p['n_valid']}/{p['n_test']} "
-                     f"seed={p['seed']}")
+                     f"history_len={p['history_len']} n_train/valid/test={_sizes(p)}"
+                     + (f" split={p['split']}" if p.get("split") else "") + f" seed={p['seed']}")
     lines.append("")
     header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "GFLOPs"]
     if estimate is not None:
@@ -336,7 +344,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     lines.append("")
     lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
                  + ("" if len(known) == len(plan.trials) else f" ({len(plan.trials) - len(known)} unknown: "
-                    "sample sizes left to the prepare defaults or model not countable)"))
+                    "sample sizes left to the source's defaults or model not countable)"))
     if estimate is not None:
         totals = [e.total_s for e in estimate.trials.values() if e.total_s is not None]
         per_trial = format_seconds(sum(totals) / len(totals)) if totals else "?"
