@@ -26,7 +26,7 @@ class ScaleConfig:
 
     users: int
     exposures: int  # target total; the realised count differs by sampling noise (< 1 % above tiny)
-    author50: bool = False  # write seq_effective_50_dict/*.pkl (only author50 reads them; ~0.7 GB at small, ~30 GB at full)
+    author50: bool = False  # write seq_effective_50_dict/*.pkl (only author50 reads them; 727 MB at small)
     videos_per_exposure: float = 0.25  # catalogue uploads (incl. never-shown videos) per exposure
     initial_catalogue_days: int = 180  # videos uploaded before the first day are spread over this window
     initial_catalogue_share: float = 0.25  # share of the catalogue uploaded before the first day

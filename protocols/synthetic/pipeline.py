@@ -223,7 +223,7 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
     """Write the synthetic log of `scale` into `out` (atomically); a no-op if it is already there.
 
     `author50` writes seq_effective_50_dict/*.pkl too (default off: only the author50 protocol reads
-    them, and they are large: ~0.7 GB at small). Asking for them on a finished log without them adds
+    them, and they are large: 727 MB at small). Asking for them on a finished log without them adds
     them (the log is rebuilt in memory from the same seed; its other files are left as they are).
     """
     cfg = scale_config(scale, author50=author50)
