@@ -28,7 +28,7 @@ demo-check: setup
 	$(BIN)/recscale reference check results/demo results/reference/demo
 
 # Regenerate every committed CPU reference study (about an hour on a 2-core machine; see README).
-REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens
+REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens delay_protocol
 references: setup
 	for s in $(REFERENCE_SWEEPS); do \
 	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s || exit $$?; \

@@ -115,7 +115,7 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
         if f.fit is not None and f.fit.dropped:
             out.append(f"{f.family} ({f.gain_label}): {len(f.fit.dropped)} single-seed gain(s) <= 0 left out of the "
                        "per-seed fit (listed in the report)")
-    few = {f.family: f.n_seeds for f in res.scaling if 0 < f.n_seeds < MIN_SEEDS}
+    few = {f.family: f.n_seeds for f in res.scaling if f.fit is not None and 0 < f.n_seeds < MIN_SEEDS}
     out += [f"{fam}: {n} seed(s) (< {MIN_SEEDS}): its slope interval and family comparisons rest on few replicates"
             for fam, n in few.items()]
     delong = delong_coverage(res.results, res.ablations)

@@ -82,6 +82,27 @@ def _comparison_line(res: AnalysisResult, name: str, items: list[tuple[int, Abla
             f"{hits} of {len(items)} significant across seeds after Holm.")
 
 
+def _noise_line(res: AnalysisResult) -> str | None:
+    """DeLong (test-set noise of one trained pair) against the spread of the per-seed deltas (seed noise)."""
+    alpha = res.results.config.alpha
+    items = [r for group in _groups(res).values() for _, r in group]
+    done = [(r, [d.result for d in r.delong if d.result is not None]) for r in items]
+    done = [(r, x) for r, x in done if x]
+    if not done:
+        return None
+    n_all = sum(len(x) for _, x in done)
+    hits = sum(sum(d.p_value < alpha for d in x) for _, x in done)
+    flips = sum(1 for _, x in done if len({np.sign(d.delta) for d in x if d.p_value < alpha}) > 1)
+    se = float(np.median([d.se_delta for _, x in done for d in x]))
+    sds = [r.metrics["auc"].stats.std for r, _ in done if "auc" in r.metrics and np.isfinite(r.metrics["auc"].stats.std)]
+    sd = f"median sd of the per-seed AUC Δ over seeds {np.median(sds):.4f}" if sds else "no seed spread"
+    return (f"- **Test-set vs seed noise:** DeLong finds p < {alpha:g} in {hits} of {n_all} (comparison, seed) "
+            f"pairs; in {flips} of {len(done)} comparisons the significant seeds disagree in sign. Median DeLong "
+            f"standard error of one seed's AUC Δ {se:.4f}, {sd}: a single trained pair's AUC gap on these targets "
+            "is " + ("far " if sds and np.median(sds) > 3 * se else "") + "less certain than DeLong says; the "
+            "seed-level verdicts are the ones to read.")
+
+
 def _ranking_lines(rc: RankComparison) -> list[str]:
     higher = metric_registry.get(rc.metric).higher_is_better
     orders = "; ".join(f"{a}: " + " > ".join(rc.order(a, higher_is_better=higher)) for a in rc.arms)
@@ -120,8 +141,13 @@ def _so_line(res: AnalysisResult) -> str:
         if not sig:
             stays.append("the comparison of every model pair (no DiD significant"
                          + (", although some orders swap within seed noise)" if any(d.swaps for d in rc.did) else ")"))
+    mdes = [r.metrics["auc"].stats.mde for _, items in _groups(res).items() for _, r in items
+            if "auc" in r.metrics and np.isfinite(r.metrics["auc"].stats.mde)]
+    power = (f" With these seeds a paired t-test detects (power {res.results.config.power:g}) AUC differences of "
+             f"{min(mdes):.4f} to {max(mdes):.4f} (MDE per comparison): smaller effects are not ruled out."
+             if mdes else "")
     return ("- **So:** changes with the protocol: " + ("; ".join(changes) or "nothing beyond seed noise")
-            + ". Does not change: " + ("; ".join(stays) or "–") + ".")
+            + ". Does not change: " + ("; ".join(stays) or "–") + "." + power)
 
 
 def answer_lines(res: AnalysisResult) -> list[str]:
@@ -134,6 +160,8 @@ def answer_lines(res: AnalysisResult) -> list[str]:
            f"Answer generated from the tables below ({split} split, {res.results.config.alpha:g} level, "
            "Holm-adjusted):", "", _targets_line(res.arm_facts, split)]
     out += [_comparison_line(res, name, items) for name, items in groups.items()]
+    noise = _noise_line(res)
+    out += [noise] if noise else []
     if res.ranks is not None:
         out += _ranking_lines(res.ranks)
         if any(not f.same_targets for f in res.arm_facts.values()):

@@ -25,7 +25,7 @@ from scipy import stats
 
 from .collect import SweepResults
 from .data_settings import arm_columns, arm_label
-from .families import show
+from .families import labelled_columns, show
 from .significance import holm, verdict
 
 LEVEL = 0.95
@@ -113,7 +113,7 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
         return None
     model_cols = [c for c in results.config_columns if c not in arm_cols and c != "dataset_id"
                   and not c.startswith("data.") and c not in ("protocol", "delay_s", "history_len")]
-    varying = [c for c in model_cols if c != "arch" and runs[c].nunique(dropna=False) > 1]
+    varying = labelled_columns(runs, model_cols)  # settings that vary within an architecture label a model
     frame = pd.DataFrame({
         "arm": runs.apply(lambda r: arm_label(r, arm_cols), axis=1),
         "model": runs["arch"].astype(str) + runs[varying].apply(

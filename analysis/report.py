@@ -350,9 +350,11 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 
 
 def render_report(res: AnalysisResult) -> str:
-    lines = (_overview(res) + answer_lines(res) + _ablation_section(res) + protocol_section(res)
+    overview = _overview(res)
+    at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
+    lines = (overview[:at] + answer_lines(res) + overview[at:] + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
-             + _scaling_section(res) + _family_comparison_section(res))
+             + _scaling_section(res) + _family_comparison_section(res))  # the protocol answer opens the report
     extra = [n for n in ("groups", "settings") if n in res.plots]
     if extra or res.group_note:
         lines += ["## Grouped metrics and data settings", ""]

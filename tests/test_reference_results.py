@@ -19,7 +19,7 @@ ALLOWED = {*REFERENCE_INPUTS, *OPTIONAL_INPUTS, "analysis.json", "report.md", "p
 
 
 def test_the_studies_the_readme_promises_are_committed():
-    assert {p.name for p in REFERENCES} >= {"demo", "scaling_cpu", "helix_retained_tokens"}
+    assert {p.name for p in REFERENCES} >= {"demo", "scaling_cpu", "helix_retained_tokens", "delay_protocol"}
 
 
 @pytest.mark.parametrize("folder", REFERENCES, ids=[p.name for p in REFERENCES])

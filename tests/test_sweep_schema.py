@@ -341,7 +341,7 @@ def test_bundle_fields_are_checked_together():
     assert "model.dim" in msg and "mix_tokens" in msg
 
 
-@pytest.mark.parametrize("name", ["demo", "scaling_cpu", "helix_retained_tokens"])
+@pytest.mark.parametrize("name", ["demo", "scaling_cpu", "helix_retained_tokens", "delay_protocol"])
 def test_rewritten_sweeps_plan_the_runs_of_their_committed_reference(name):
     """The committed references were run from the older spelling (keys applied where an architecture had
     them); the per-architecture spelling plans exactly their trial ids, datasets and config columns."""
