@@ -15,6 +15,7 @@ request's targets; everything downstream (encoding, artifacts, batches) is proto
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -66,6 +67,10 @@ class ExposureProtocol:
 @dataclass(frozen=True)
 class Author50Protocol:
     """RecFlow's recent-50 effective-view arrays, linked to exposure rows (no delay parameter)."""
+
+    #: Version of the linking rules, part of the artifact key: artifacts built under older rules (before
+    #: duplicated (request_id, video_id) pairs were disambiguated, version 1) are never reused.
+    RULES_VERSION: ClassVar[int] = 2
 
     history_len: int = AUTHOR50_WIDTH
 

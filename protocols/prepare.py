@@ -222,6 +222,9 @@ def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tupl
         "seed": cfg.seed,
         "split": to_dict(plan.split),
     }
+    rules_version = getattr(type(protocol), "RULES_VERSION", None)
+    if rules_version is not None:  # only protocols whose rules changed carry one, so other keys stay as they were
+        params["rules_version"] = rules_version
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
     return digest, params
 

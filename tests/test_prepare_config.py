@@ -87,3 +87,25 @@ def test_set_and_flags_build_the_same_artifact(tmp_path, capsys, monkeypatch):
     # another sampling seed is another artifact
     assert cli_main(sets + ["--set", "seed=3"]) == 0
     assert json.loads(capsys.readouterr().out)["path"] != first["path"]
+
+
+def test_author50_artifacts_of_older_linking_rules_are_never_reused(tmp_path, monkeypatch):
+    """The author50 linking rules' version is part of the artifact key: an artifact built under other
+    rules lives in another folder and is not handed back; exposure artifacts do not depend on it."""
+    from protocols.prepare import prepare_log
+
+    log = random_log(27, author50=True, n_users=10, n_requests=400, span_ms=DAYS_37, grid_ms=60_000)
+
+    def build(protocol: str):
+        cfg = PrepareConfig(source="synthetic", root=str(tmp_path), protocol=protocol, n_train=60, n_valid=10,
+                            n_test=10, history_len=8, out=str(tmp_path / "out"))
+        path = prepare_log(log, cfg)
+        return path, json.loads((path / "manifest.json").read_text())["parameters"]
+
+    a50, params = build("author50")
+    exposure, exposure_params = build("exposure")
+    assert params["rules_version"] == Author50Protocol.RULES_VERSION and "rules_version" not in exposure_params
+    monkeypatch.setattr(Author50Protocol, "RULES_VERSION", Author50Protocol.RULES_VERSION - 1)
+    older, older_params = build("author50")
+    assert older != a50 and older_params["rules_version"] == Author50Protocol.RULES_VERSION
+    assert build("exposure")[0] == exposure
