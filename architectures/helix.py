@@ -5,7 +5,8 @@ Recommendation" (ByteDance): MPTF, sequence-only cross-attention, the Gather/Tru
 last-layer lazy K/V cache, gate/up normalisation and the ablations below (docs/helix.md).
 
 Forward pass (B candidates, T mix tokens of width W):
-1. Mix tokens: the 13 non-sequence tokens (`NonSequenceTokens`, 64-d) flattened and projected to T x W.
+1. Mix tokens: the 13 non-sequence tokens (`NonSequenceTokens`, 64-d) cut into T segments of whole tokens,
+   each segment mapped to one mix token of width W by its own linear map (`mix_tokens_map: segment`).
 2. MixFormer layers (per candidate): the mix tokens cross-attend over the user x candidate sequence only,
    then interact through MPTF. The sequence is a hard search: the `hard_search_len` most recent history
    events sharing the candidate's category_level_two or author; its keys/values are projected once and
@@ -18,8 +19,9 @@ Forward pass (B candidates, T mix tokens of width W):
 5. Head: RMSNorm, flatten T x W, MLP -> 1 logit.
 
 Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are not public):
-- Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T mix
-  tokens by one linear map.
+- Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T
+  contiguous segments of whole tokens (5 / 8 segments of 2 tokens and 3 of 1 at T = 8), one linear map per
+  segment (the paper's per-segment parameters; `mix_tokens_map: dense` maps all 13 to all T by one map).
 - History events are tokenized by the shared `HistoryEventTokenizer` (5 item + 2 feedback embeddings +
   rho -> 64-d) and projected to W; RecFlow has one exposure history, from which the user-only sequences
   are derived: all exposures, effective views, long views (`hist_fb`). Gather quotas are per sequence.
@@ -30,19 +32,26 @@ Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are 
 - `history_len` keeps the most recent events of longer histories.
 
 Ablation switches (config values):
-- `interaction`: `mptf` | `self_attention` (multi-head self-attention over the mix tokens + a shared
-  SwiGLU, both pre-norm residual; not parameter-matched to MPTF: it has fewer parameters, more FLOPs);
+- `interaction`: `mptf` | `self_attention` (MPTF with Mixup replaced by multi-head self-attention over the
+  mix tokens; the per-token SwiGLU's hidden width is narrowed by the attention's parameter count / (3 T W),
+  so non-embedding parameters match MPTF's; FLOPs stay within 5% at every named size);
 - `cross_attention_kv`: `sequence` | `mix_and_sequence` (keys/values = [mix tokens; sequence], as OneTrans);
 - `kv_cache`: `last_layer` (one projection of the last encoder layer) | `per_layer` (decoder layer r
   projects its own K/V from encoder layer ceil((r + 1) * E / R) - 1, so depths need not match);
 - `compression`: `gather_truncate` | `uniform_pool` | `segment_pool`;
 - `gate_up_norm`: `rms` | `softcap` | `none`;
+- `kv_heads`: key/value heads of every attention (default `num_heads`; fewer: grouped-query attention,
+  each key/value head shared by num_heads / kv_heads query heads; W_K, W_V shrink, score FLOPs do not);
+- `layerscale`: `false` | `true` (a learnable per-channel scale, initialised to 0.1, on the attention and
+  FFN residual branches of every encoder layer; `blocks/helix_encoder.py`);
+- `mix_tokens_map`: `segment` | `dense` (one linear map from all 13 flattened tokens to T x W);
 - `reuse_requests`: run steps 3 (and the history tokenizer) once per unique `request_idx`. Exact when the
   candidates of a request share their history, as at evaluation; training-time ID masking of history
   events is drawn per target, so there the reuse path reads the first candidate's masked history.
 
 `ablation` names a one-switch variant (`ABLATIONS`: self_attention, mix_and_sequence_kv, per_layer_cache,
-uniform_pool, segment_pool, softcap, no_gate_up_norm) so that a sweep runs every ablation on one grid axis.
+uniform_pool, segment_pool, softcap, no_gate_up_norm, gqa, layerscale, dense_mix_map) so that a sweep runs
+every ablation on one grid axis.
 
 Named sizes `size` = S / M / L / XL (plus XS, a CPU smoke size for 32-event histories) scale width, depths, heads and encoder tokens together
 (`SIZES`); any explicit value (`dim`, `num_layers`, ...) overrides the preset.
@@ -71,7 +80,7 @@ from .blocks.mlp import MLP
 from .blocks.mptf import MPTF
 from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import GateUpNorm, SwiGLU
-from .blocks.token_mixing import MixTokenizer
+from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer
 
 #: Named sizes: width, decoder / MixFormer / encoder depth, heads, Gather quotas and retained tokens.
 SIZES: dict[str, dict] = {
@@ -85,7 +94,7 @@ SIZES: dict[str, dict] = {
 
 AblationName = Literal[
     "none", "self_attention", "mix_and_sequence_kv", "per_layer_cache", "uniform_pool", "segment_pool", "softcap",
-    "no_gate_up_norm",
+    "no_gate_up_norm", "gqa", "layerscale", "dense_mix_map",
 ]
 #: One-switch ablations by name (`ablation` config value), so a sweep can run them as one grid axis.
 ABLATIONS: dict[str, dict[str, str]] = {
@@ -97,6 +106,9 @@ ABLATIONS: dict[str, dict[str, str]] = {
     "segment_pool": {"compression": "segment_pool"},
     "softcap": {"gate_up_norm": "softcap"},
     "no_gate_up_norm": {"gate_up_norm": "none"},
+    "gqa": {"kv_heads": 1},  # every query head reads one shared key/value head
+    "layerscale": {"layerscale": True},
+    "dense_mix_map": {"mix_tokens_map": "dense"},
 }
 
 
@@ -109,6 +121,7 @@ class HelixConfig:
     num_layers: int | None = None  # decoder layers
     mixformer_layers: int | None = None
     num_heads: int | None = None
+    kv_heads: int | None = None  # key/value heads (GQA); None = num_heads
     gather_quotas: tuple[int, ...] | None = None  # per user-only sequence: exposures, effective, long views
     retained_tokens: tuple[int, ...] | None = None  # encoder tokens per layer; its length is the encoder depth
     mix_tokens: int = 8
@@ -121,6 +134,8 @@ class HelixConfig:
     kv_cache: Literal["last_layer", "per_layer"] = "last_layer"
     compression: Compression = "gather_truncate"
     gate_up_norm: GateUpNorm = "rms"
+    layerscale: bool = False  # learnable per-channel scale on each encoder residual branch
+    mix_tokens_map: Literal["segment", "dense"] = "segment"
     reuse_requests: bool = False
     ablation: AblationName = "none"  # a named one-switch ablation (ABLATIONS)
 
@@ -131,6 +146,9 @@ class HelixConfig:
                          "history_len", "hard_search_len", "ffn_mult")
         require_non_negative(v, "mixformer_layers", "gather_quotas")
         require_divisible(v, "dim", "mix_tokens", "num_heads")  # Mixup; attention heads
+        if v.kv_heads is not None:
+            require_positive(v, "kv_heads")
+            require_divisible(v, "num_heads", "kv_heads")  # GQA groups
         if len(v.gather_quotas) != 3:
             raise ConfigError(f"model.gather_quotas: {v.gather_quotas!r} is not allowed (allowed: 3 entries, for "
                               "exposures, effective views, long views)")
@@ -159,14 +177,22 @@ class HelixConfig:
         return v
 
 
-class SelfAttentionInteraction(nn.Module):
-    """Ablation of MPTF: self-attention over the mix tokens then a shared SwiGLU. [B, T, W] -> [B, T, W]."""
+def matched_hidden(attn: nn.Module, tokens: int, width: int, hidden: int) -> int:
+    """Per-token SwiGLU hidden width that gives `attn` + the SwiGLU MPTF's parameter count (3 T W hidden)."""
+    n_attn = sum(p.numel() for p in attn.parameters())
+    return max(1, round(hidden - n_attn / (3 * tokens * width)))
 
-    def __init__(self, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm) -> None:
+
+class SelfAttentionInteraction(nn.Module):
+    """Ablation of MPTF, matched in parameters: Mixup replaced by self-attention over the mix tokens, then the
+    per-token SwiGLU with a narrower hidden width (`matched_hidden`). [B, T, W] -> [B, T, W]."""
+
+    def __init__(self, tokens: int, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm,
+                 kv_heads: int | None = None) -> None:
         super().__init__()
-        self.attn = MultiHeadAttention(width, heads)
+        self.attn = MultiHeadAttention(width, heads, kv_heads)
         self.norm = nn.RMSNorm(width)
-        self.ffn = SwiGLU(width, hidden, gate_up_norm)
+        self.ffn = SwiGLU(width, matched_hidden(self.attn, tokens, width, hidden), gate_up_norm, tokens=tokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         every = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
@@ -181,11 +207,12 @@ class ReadThenInteract(nn.Module):
         super().__init__()
         W, T, hidden = cfg.dim, cfg.mix_tokens, cfg.ffn_mult * cfg.dim
         self.read = QueryRead(W, cfg.num_heads)
-        self.mix_kv = KVProjection(W, cfg.num_heads) if cfg.cross_attention_kv == "mix_and_sequence" else None
+        mix_kv = cfg.cross_attention_kv == "mix_and_sequence"
+        self.mix_kv = KVProjection(W, cfg.num_heads, cfg.kv_heads) if mix_kv else None
         if cfg.interaction == "mptf":
             self.interact: nn.Module = MPTF(T, W, hidden, cfg.gate_up_norm)
         else:
-            self.interact = SelfAttentionInteraction(W, cfg.num_heads, hidden, cfg.gate_up_norm)
+            self.interact = SelfAttentionInteraction(T, W, cfg.num_heads, hidden, cfg.gate_up_norm, cfg.kv_heads)
 
     def forward(self, mix: torch.Tensor, kv: KV) -> torch.Tensor:  # mix [B, T, W]
         if self.mix_kv is not None:  # keys/values = [mix tokens; sequence]
@@ -204,7 +231,12 @@ class Helix(nn.Module):
         W, E = cfg.dim, cfg.embed_dim
         self.embeddings = FieldEmbeddings(spec, E)
         self.non_sequence = NonSequenceTokens(spec, E, self.embeddings)  # [B, 13, E]
-        self.mix_tokenizer = MixTokenizer(self.non_sequence.num_tokens, E, cfg.mix_tokens, W)
+        n_in = self.non_sequence.num_tokens
+        if cfg.mix_tokens_map == "segment" and cfg.mix_tokens > n_in:
+            raise ConfigError(f"model.mix_tokens: {cfg.mix_tokens} is not allowed with model.mix_tokens_map="
+                              f"'segment' (allowed: at most the {n_in} non-sequence tokens, or mix_tokens_map=dense)")
+        tokenizer = SegmentMixTokenizer if cfg.mix_tokens_map == "segment" else MixTokenizer
+        self.mix_tokenizer = tokenizer(n_in, E, cfg.mix_tokens, W)
         self.events = HistoryEventTokenizer(spec, E, self.embeddings)  # [B, L, E]
         self.event_proj = nn.Linear(E, W)
         self.encoder = HelixEncoder(
@@ -215,10 +247,12 @@ class Helix(nn.Module):
             retained=cfg.retained_tokens,
             compression=cfg.compression,
             gate_up_norm=cfg.gate_up_norm,
+            kv_heads=cfg.kv_heads,
+            layerscale=cfg.layerscale,
         )
         n_cache = 1 if cfg.kv_cache == "last_layer" else cfg.num_layers
-        self.cache_kv = nn.ModuleList([KVProjection(W, cfg.num_heads) for _ in range(n_cache)])
-        self.sequence_kv = KVProjection(W, cfg.num_heads)  # U x C sequence, projected once
+        self.cache_kv = nn.ModuleList([KVProjection(W, cfg.num_heads, cfg.kv_heads) for _ in range(n_cache)])
+        self.sequence_kv = KVProjection(W, cfg.num_heads, cfg.kv_heads)  # U x C sequence, projected once
         self.mixformer = nn.ModuleList([ReadThenInteract(cfg) for _ in range(cfg.mixformer_layers)])
         self.decoder = nn.ModuleList([ReadThenInteract(cfg) for _ in range(cfg.num_layers)])
         self.head_norm = nn.RMSNorm(W)

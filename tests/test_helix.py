@@ -43,6 +43,9 @@ SWITCHES = [
     {"compression": "segment_pool"},
     {"gate_up_norm": "softcap"},
     {"gate_up_norm": "none"},
+    {"kv_heads": 1},
+    {"layerscale": True},
+    {"mix_tokens_map": "dense"},
     {"reuse_requests": True},
 ]
 

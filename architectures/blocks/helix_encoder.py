@@ -5,6 +5,10 @@ computed once per request and shared by every candidate (see `architectures/heli
 
 Layer l has n_l = `retained[l]` query tokens (non-increasing). Each layer is pre-norm attention of its
 queries over its keys/values, then a SwiGLU FFN, both residual; outputs at invalid query slots are zeroed.
+`kv_heads` < heads shares each key/value head among heads / kv_heads query heads (GQA). `layerscale`
+multiplies each residual branch (attention and FFN) by a learnable per-channel vector before it is added,
+as CaiT's LayerScale, initialised to `LAYERSCALE_INIT` = 0.1 (CaiT's value for networks up to 18 layers
+deep; the encoder has at most 6): h = q + g_a * attn(q, kv); out = h + g_f * FFN(norm(h)).
 
 Compression (`compression`):
 - `gather_truncate` (HELIX): layer 1's queries are gathered per sequence: the `quotas[s]` most recent
@@ -36,6 +40,8 @@ from .masked_attention import MultiHeadAttention
 from .swiglu import GateUpNorm, SwiGLU
 
 Compression = Literal["gather_truncate", "uniform_pool", "segment_pool"]
+#: Initial value of every LayerScale channel.
+LAYERSCALE_INIT = 0.1
 
 
 def window_pool(x: torch.Tensor, mask: torch.Tensor, n_out: int, lengths: torch.Tensor | None = None):
@@ -60,15 +66,25 @@ def window_pool(x: torch.Tensor, mask: torch.Tensor, n_out: int, lengths: torch.
 class EncoderLayer(nn.Module):
     """Queries [B, Nq, W] attend over keys/values [B, Nk, W]; then SwiGLU. Invalid query slots -> 0."""
 
-    def __init__(self, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm) -> None:
+    def __init__(
+        self, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm, kv_heads: int | None = None,
+        layerscale: bool = False,
+    ) -> None:
         super().__init__()
-        self.attn = MultiHeadAttention(width, heads)
+        self.attn = MultiHeadAttention(width, heads, kv_heads)
         self.norm = nn.RMSNorm(width)
         self.ffn = SwiGLU(width, hidden, gate_up_norm)
+        if layerscale:  # per-channel scales of the two residual branches
+            self.scale_attn = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
+            self.scale_ffn = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
+        else:
+            self.scale_attn = self.scale_ffn = None
 
     def forward(self, q: torch.Tensor, q_mask: torch.Tensor, kv: torch.Tensor, kv_mask: torch.Tensor) -> torch.Tensor:
-        h = q + self.attn(q, kv, kv_mask)  # [B, Nq, W]
-        h = h + self.ffn(self.norm(h))
+        a = self.attn(q, kv, kv_mask)  # [B, Nq, W]
+        h = q + (a if self.scale_attn is None else self.scale_attn * a)
+        f = self.ffn(self.norm(h))  # [B, Nq, W]
+        h = h + (f if self.scale_ffn is None else self.scale_ffn * f)
         return h * q_mask[..., None].to(h.dtype)
 
 
@@ -85,6 +101,8 @@ class HelixEncoder(nn.Module):
         retained: tuple[int, ...],
         compression: Compression = "gather_truncate",
         gate_up_norm: GateUpNorm = "rms",
+        kv_heads: int | None = None,
+        layerscale: bool = False,
     ) -> None:
         super().__init__()
         if len(quotas) != len(USER_ONLY_SEQUENCES):
@@ -95,7 +113,9 @@ class HelixEncoder(nn.Module):
             raise ValueError(f"retained tokens must be positive and non-increasing, got {retained}")
         self.quotas, self.retained, self.compression = tuple(quotas), tuple(retained), compression
         self.sequence_type = nn.Parameter(torch.randn(len(USER_ONLY_SEQUENCES), width) * 0.02)
-        self.layers = nn.ModuleList([EncoderLayer(width, heads, hidden, gate_up_norm) for _ in retained])
+        self.layers = nn.ModuleList(
+            [EncoderLayer(width, heads, hidden, gate_up_norm, kv_heads, layerscale) for _ in retained]
+        )
 
     def first_queries(self, events: torch.Tensor, batch: History):
         """Layer 1's query stream: ([B, n_1, W], [B, n_1])."""

@@ -11,7 +11,8 @@ multiplied by the allowed mask.
 
 - `attend(q, k, v, allowed)`: the core read on [B, H, N, dh] tensors.
 - `split_heads` / `merge_heads`: [B, N, H*dh] <-> [B, H, N, dh].
-- `KVProjection`: LayerNorm'd keys/values projected once (the lazy K/V cache of HELIX).
+- `KVProjection`: LayerNorm'd keys/values projected once (the lazy K/V cache of HELIX); with `kv_heads`
+  below the query heads it projects fewer key/value heads (grouped-query attention, GQA).
 - `QueryRead`: a query projection plus output projection that reads a precomputed `KV`.
 - `MultiHeadAttention`: the usual self/cross attention (`KVProjection` + `QueryRead`).
 """
@@ -41,7 +42,10 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Softmax attention; `allowed` broadcasts to [B, H, Nq, Nk] (True = may read). Returns [B, H, Nq, dh].
+    k, v may have fewer heads G (H a multiple of G): query head h reads key/value head h // (H / G) (GQA).
     Runs through SDPA when `attention_kernel.use_sdpa` says so (same masking rule)."""
+    if k.shape[1] != q.shape[1]:  # GQA: each key/value head serves H / G consecutive query heads
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))  # [B, H, Nk, dh]
     if use_sdpa(q):
         return sdpa_attention(q, k, v, allowed)
     scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B, H, Nq, Nk]
@@ -67,16 +71,21 @@ class KV:
 
 
 class KVProjection(nn.Module):
-    """LayerNorm(x) W_K, LayerNorm(x) W_V split into heads; x [B, N, W] -> KV."""
+    """LayerNorm(x) W_K, LayerNorm(x) W_V split into heads; x [B, N, W] -> KV.
 
-    def __init__(self, width: int, heads: int) -> None:
+    `heads` is the query head count (head width W / heads); `kv_heads` (default `heads`) key/value heads
+    of that width are projected, so W_K, W_V are W x (kv_heads * W / heads).
+    """
+
+    def __init__(self, width: int, heads: int, kv_heads: int | None = None) -> None:
         super().__init__()
-        if width % heads:
-            raise ValueError(f"width {width} is not divisible by heads {heads}")
-        self.heads = heads
+        kv_heads = heads if kv_heads is None else kv_heads
+        if width % heads or heads % kv_heads:
+            raise ValueError(f"width {width} is not divisible by heads {heads}, or heads by kv_heads {kv_heads}")
+        self.heads = kv_heads
         self.norm = nn.LayerNorm(width)
-        self.k = nn.Linear(width, width, bias=False)
-        self.v = nn.Linear(width, width, bias=False)
+        self.k = nn.Linear(width, kv_heads * (width // heads), bias=False)
+        self.v = nn.Linear(width, kv_heads * (width // heads), bias=False)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> KV:
         h = self.norm(x)  # [B, N, W]
@@ -104,9 +113,9 @@ class QueryRead(nn.Module):
 class MultiHeadAttention(nn.Module):
     """Pre-norm multi-head attention of queries x_q [B, Nq, W] over x_kv [B, Nk, W] (key mask [B, Nk])."""
 
-    def __init__(self, width: int, heads: int) -> None:
+    def __init__(self, width: int, heads: int, kv_heads: int | None = None) -> None:
         super().__init__()
-        self.kv = KVProjection(width, heads)
+        self.kv = KVProjection(width, heads, kv_heads)
         self.read = QueryRead(width, heads)
 
     def forward(

@@ -9,6 +9,8 @@ token mixing with a feed-forward network that has its own parameters per token. 
 - `PerTokenLinear`: T independent linear maps [B, T, in] -> [B, T, out] as one batched matmul.
 - `PerTokenFFN`: per-token in -> hidden -> in with GELU (RankMixer's PFFN).
 - `MixTokenizer`: the N input feature tokens (flattened) -> T tokens of width W by one linear map.
+- `SegmentMixTokenizer`: the N input tokens cut into T contiguous segments of whole tokens (sizes differ by
+  at most one, the larger first); segment t is flattened and mapped to mix token t by its own linear map.
 - `RankMixerBlock`: S = LN(Mixup(X) + X); out = LN(PFFN(S) + S) (post-norm, as in the RankMixer paper).
 """
 from __future__ import annotations
@@ -63,6 +65,28 @@ class MixTokenizer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(x.flatten(1)).view(x.shape[0], self.tokens, self.width)
+
+
+def segment_bounds(n: int, tokens: int) -> list[tuple[int, int]]:
+    """[start, end) of T contiguous segments of n items, sizes ceil / floor of n / T, the larger first."""
+    if not 1 <= tokens <= n:
+        raise ValueError(f"cannot cut {n} feature tokens into {tokens} non-empty segments")
+    size, extra = divmod(n, tokens)
+    ends = [(t + 1) * size + min(t + 1, extra) for t in range(tokens)]
+    return list(zip([0, *ends[:-1]], ends))
+
+
+class SegmentMixTokenizer(nn.Module):
+    """[B, N, D] feature tokens -> [B, T, W]: segment t (n_t whole tokens, flattened) -> Linear(n_t D, W)."""
+
+    def __init__(self, in_tokens: int, in_dim: int, tokens: int, width: int) -> None:
+        super().__init__()
+        self.bounds = segment_bounds(in_tokens, tokens)
+        self.proj = nn.ModuleList([nn.Linear((b - a) * in_dim, width) for a, b in self.bounds])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        segments = [proj(x[:, a:b].flatten(1)) for (a, b), proj in zip(self.bounds, self.proj)]  # T x [B, W]
+        return torch.stack(segments, 1)  # [B, T, W]
 
 
 class RankMixerBlock(nn.Module):
