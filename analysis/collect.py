@@ -20,7 +20,7 @@ from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE
 from .config import AnalysisConfig, analysis_config
 
 #: Columns that describe a run's setting (besides every model./train./data. column).
-PLAIN_CONFIG_COLUMNS = ("arch", "protocol", "delay_s", "history_len")
+PLAIN_CONFIG_COLUMNS = ("arch", "protocol", "delay_s", "history_len", "task")
 CONFIG_PREFIXES = ("model.", "train.", "data.")
 PREDICTION_COLUMNS = ("event_id", "label", "score")
 #: runs.parquet column with the oracle (true-probability) AUC of a run's split, as train_run records it.

@@ -16,7 +16,7 @@
         gain: absolute                 # absolute dAUC, or relative dAUC / AUC_ref (LogLoss gain is relative)
         compare: [[whale, hstu]]       # family pairs to compare (default: every pair in the same context)
         helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
-      metrics: [auc, logloss, ne, gauc]   # registered metrics (harness/metric_registry.py); default: all
+      metrics: [auc, logloss, ne, gauc, uauc]   # registered metrics (harness/metric_registry.py); default: all
       expectations:                    # claims from other studies, checked here (analysis/expectations.py)
         - {claim: WHALE beats MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}, source: demo reference}
 

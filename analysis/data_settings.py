@@ -1,6 +1,6 @@
 """Data settings and data arms: the columns of runs.parquet that say which prepared dataset a run used.
 
-A *data setting* (`protocol`, `delay_s`, `history_len`, or any `data.*` column) changes the prepared dataset.
+A *data setting* (`protocol`, `delay_s`, `history_len`, `task`, or any `data.*` column) changes the prepared dataset.
 A sweep's data bundle names it (`data.name`) and the sweep records a hash of it (`dataset_id`): those two
 columns identify the dataset as a whole, so a comparison that varies a data setting must not pair on them
 (the two sides always differ there). A *data arm* is one distinct value of the data columns a sweep varies,
@@ -15,7 +15,7 @@ import pandas as pd
 from .families import show
 
 #: Settings that change the prepared dataset (besides any data.* column).
-DATA_SETTINGS = ("protocol", "delay_s", "history_len")
+DATA_SETTINGS = ("protocol", "delay_s", "history_len", "task")
 #: Columns naming a whole dataset; never pairing keys of a comparison that varies a data setting.
 DATASET_IDENTITY = ("data.name", "dataset_id")
 

@@ -26,7 +26,7 @@ from .families import show, size_columns
 
 KEY = "analysis.scaling.reference"
 #: Context columns a reference must always share with a family (they change the test data).
-DATA_COLUMNS = ("protocol", "delay_s", "history_len")
+DATA_COLUMNS = ("protocol", "delay_s", "history_len", "task")
 
 
 @dataclass

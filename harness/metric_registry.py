@@ -155,3 +155,5 @@ LOGLOSS = register(MetricSpec("logloss", M.logloss, higher_is_better=False, labe
 NE = register(MetricSpec("ne", M.normalized_entropy, higher_is_better=False, label="NE", gain="relative_reduction"))
 GAUC = register(MetricSpec("gauc", M.gauc, higher_is_better=True, label="GAUC", gain="difference",
                            needs_users=True))
+UAUC = register(MetricSpec("uauc", M.uauc, higher_is_better=True, label="UAUC", gain="difference",
+                           needs_users=True))

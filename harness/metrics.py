@@ -6,6 +6,8 @@
 - `normalized_entropy`: LogLoss divided by the entropy of the set's own positive rate.
 - `gauc`: per-user AUC over users that have both labels, averaged with weights = the user's number
   of impressions (targets) in the set.
+- `uauc`: the same per-user AUCs averaged without weights (every user with both labels counts once), the
+  "UAUC" of the HELIX review's tables.
 - `split_metrics`: every metric of the registry (`harness/metric_registry.py`, which names the
   functions above with their direction and label) for one split, plus grouped metrics (video / author
   seen vs unseen in the training vocabulary, duration buckets) and, on synthetic logs, the same metrics
@@ -93,6 +95,13 @@ def gauc(labels: np.ndarray, scores: np.ndarray, users: np.ndarray) -> float:
     if not valid.any():
         return math.nan
     return float(np.sum(auc_g[valid] * size[valid]) / np.sum(size[valid]))
+
+
+def uauc(labels: np.ndarray, scores: np.ndarray, users: np.ndarray) -> float:
+    """Unweighted mean of per-user AUC over users with both a positive and a negative."""
+    auc_g, _, _ = _grouped_auc(labels, scores, users)
+    valid = ~np.isnan(auc_g)
+    return float(auc_g[valid].mean()) if valid.any() else math.nan
 
 
 def logloss(labels: np.ndarray, probs: np.ndarray) -> float:

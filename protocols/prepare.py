@@ -64,6 +64,9 @@ from .split import BOUNDARY_KEYS, SPLITS, SplitConfig, SplitSettings, format_ms,
 from .typed_config import ConfigError, from_dict, to_dict
 
 FORMAT_VERSION = 1
+#: Target labels a dataset can be prepared for (binary feedback columns of the log), default first.
+TASKS: tuple[str, ...] = ("long_view", "effective_view")
+DEFAULT_TASK = TASKS[0]
 
 ARTIFACT_FILES: dict[str, str] = {
     "manifest.json": "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics;"
@@ -99,6 +102,9 @@ class PrepareConfig:
             None = the source's default (`protocols.sources.SourceDefaults.sizes`: the reference
             sizes scaled to the log for recflow/synthetic, every exposure for movielens100k).
         seed: target sampling seed.
+        task: the target label, a binary feedback column of the log (`TASKS`): `long_view` (the default,
+            the seed's task) or `effective_view`. On synthetic logs the true probability (oracle) is
+            P(long_view), so it is kept only for the `long_view` task.
         split: split boundaries and time zone (`protocols.split.SplitSettings`); keys left unset come
             from the source's default split (`protocols.sources`). A complete `SplitConfig` is accepted too.
         out: folder that receives the artifact folder.
@@ -117,6 +123,7 @@ class PrepareConfig:
     n_valid: int | Literal["all"] | None = None
     n_test: int | Literal["all"] | None = None
     seed: int = 42
+    task: str = DEFAULT_TASK
     split: SplitSettings = field(default_factory=SplitSettings)
     out: str = "artifacts"
 
@@ -136,6 +143,8 @@ class PrepareConfig:
             raise ConfigError(f"delay_s: must be >= 0, got {self.delay_s}")
         if self.history_len is not None and self.history_len < 1:
             raise ConfigError(f"history_len: must be >= 1, got {self.history_len}")
+        if self.task not in TASKS:
+            raise ConfigError(f"task: {self.task!r} is not allowed (allowed: {', '.join(TASKS)})")
 
     def protocol_config(self) -> Any:
         """The protocol's own config: its registered dataclass with the fields this config sets."""
@@ -225,6 +234,8 @@ def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tupl
     rules_version = getattr(type(protocol), "RULES_VERSION", None)
     if rules_version is not None:  # only protocols whose rules changed carry one, so other keys stay as they were
         params["rules_version"] = rules_version
+    if cfg.task != DEFAULT_TASK:  # the default task leaves the folder names of existing artifacts unchanged
+        params["task"] = cfg.task
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
     return digest, params
 
@@ -349,6 +360,7 @@ def _write_artifact(
         "source_root": str(log.root),
         "source_fingerprint": log.fingerprint,
         "protocol": cfg.protocol,
+        "task": cfg.task,
         "parameters": params,
         "history_len": int(history.rows.shape[1]),
         "is_synthetic": bool(log.has_truth),
@@ -378,7 +390,7 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         "request_id": log["request_id"][rows],
         "request_ts": log["request_timestamp"][rows],
         "day": local_time_parts(log["request_timestamp"][rows], split.timezone).day,
-        "label": log["long_view"][rows].astype(np.float32),
+        "label": log[cfg.task][rows].astype(np.float32),
         "user_id": log["user_id"][rows],
         "video_id": log["video_id"][rows],
         "author_id": log["author_id"][rows],
@@ -387,7 +399,7 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         "duration_ms": log["duration"][rows],
         "history_length": lengths,
     }
-    if log.has_truth:
+    if log.has_truth and cfg.task == DEFAULT_TASK:  # the generator's truth is P(long_view)
         columns[TRUE_P_COLUMN] = log[TRUE_P_COLUMN][rows]
     return pa.table(columns)
 

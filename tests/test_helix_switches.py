@@ -126,3 +126,24 @@ def test_self_attention_is_matched_to_mptf_at_every_named_size(size):
         counts[interaction] = (count_params(model)["non_embedding"], count_flops(model, batch).per_target)
     (p0, f0), (p1, f1) = counts["mptf"], counts["self_attention"]
     assert abs(p1 / p0 - 1) < 0.02 and abs(f1 / f0 - 1) < 0.05, (size, p0, p1, f0, f1)
+
+
+def test_matched_compute_sweep_matches_params_and_flops_within_5_percent_of_helix():
+    from pathlib import Path
+
+    from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
+    from harness.sweep.schema import load_sweep
+
+    plan = plan_sweep(load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "matched_compute.yaml"))
+    seed0 = [t for t in plan.trials if t.seed == 0]
+    costs = estimate_costs(seed0)
+    by = {(t.arch, t.point["model"]["name"]): costs[t.trial_id] for t in seed0}
+    assert {level for _, level in by} == {"c1", "c2"} and len(by) == 6
+    for level in ("c1", "c2"):
+        helix = by[("helix", level)]
+        for arch in ("onetrans", "rankmixer_transformer"):
+            other = by[(arch, level)]
+            assert abs(other.params_non_embedding / helix.params_non_embedding - 1) < 0.05, (arch, level)
+            assert abs(other.flops_per_target / helix.flops_per_target - 1) < 0.05, (arch, level)
+    table = format_plan(plan, costs, Path("results/matched_compute"))
+    assert "non-emb. params" in table and f"{by[('helix', 'c1')].params_non_embedding:,}" in table

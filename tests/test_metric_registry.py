@@ -25,7 +25,7 @@ from protocols.typed_config import ConfigError, from_dict
 from tests.test_analyze_cli import make_results
 from tests.test_sweep_schema import BASE, _error, _with
 
-BUILTINS = ("auc", "logloss", "ne", "gauc")
+BUILTINS = ("auc", "logloss", "ne", "gauc", "uauc")
 
 
 def _brier(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -57,17 +57,19 @@ def test_builtins_are_declared_once():
     assert metric_registry.names() == BUILTINS
     specs = {m.name: m for m in metric_registry.all_metrics()}
     assert {n: s.higher_is_better for n, s in specs.items()} == {"auc": True, "logloss": False, "ne": False,
-                                                                 "gauc": True}
-    assert {n: s.label for n, s in specs.items()} == {"auc": "AUC", "logloss": "LogLoss", "ne": "NE", "gauc": "GAUC"}
+                                                                 "gauc": True, "uauc": True}
+    assert {n: s.label for n, s in specs.items()} == {"auc": "AUC", "logloss": "LogLoss", "ne": "NE", "gauc": "GAUC",
+                                                     "uauc": "UAUC"}
     assert {n: s.gain for n, s in specs.items()} == {"auc": "difference", "logloss": "relative_reduction",
-                                                     "ne": "relative_reduction", "gauc": "difference"}
-    assert [n for n, s in specs.items() if s.needs_users] == ["gauc"]
+                                                     "ne": "relative_reduction", "gauc": "difference",
+                                                     "uauc": "difference"}
+    assert [n for n, s in specs.items() if s.needs_users] == ["gauc", "uauc"]
     assert metric_registry.search_modes() == {"valid_auc": "max", "valid_logloss": "min", "valid_ne": "min",
-                                              "valid_gauc": "max"}
+                                              "valid_gauc": "max", "valid_uauc": "max"}
     assert metric_registry.scaling_metrics() == ("auc", "logloss")
     with pytest.raises(ValueError, match="already registered"):
         metric_registry.register(MetricSpec("auc", _brier, higher_is_better=True, label="AUC"))
-    with pytest.raises(KeyError, match="registered: auc, logloss, ne, gauc"):
+    with pytest.raises(KeyError, match="registered: auc, logloss, ne, gauc, uauc"):
         metric_registry.get("brier")
 
 
@@ -78,7 +80,7 @@ def test_builtin_values_match_sklearn():
     flat, _ = M.split_metrics(y, p, _columns(200, rng, y))
     assert flat["auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-12)
     assert flat["logloss"] == pytest.approx(log_loss(y, p), abs=1e-12)
-    assert list(flat)[:6] == ["n", "positives", *BUILTINS]  # registration order = metrics.json order
+    assert list(flat)[:7] == ["n", "positives", *BUILTINS]  # registration order = metrics.json order
 
 
 def test_toy_metric_is_computed_by_the_harness(brier):
@@ -105,7 +107,7 @@ def test_toy_metric_is_accepted_by_configs(brier):
     assert cfg.metrics == ["auc", "brier"]
     assert analysis_config(None).metrics == [*BUILTINS, "brier"]  # the default: every registered metric
     with pytest.raises(ConfigError, match=r"analysis.metrics\[1\]: unknown metric 'bier'; "
-                                          r"registered: auc, logloss, ne, gauc, brier"):
+                                          r"registered: auc, logloss, ne, gauc, uauc, brier"):
         analysis_config({"metrics": ["auc", "bier"]})
 
     search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "metric": "valid_brier", "mode": "min"}
@@ -120,11 +122,11 @@ def test_toy_metric_is_accepted_by_configs(brier):
 
 def test_unregistered_toy_metric_is_refused_everywhere():
     assert parse_sweep(BASE).config.search is None
-    with pytest.raises(ConfigError, match="registered: auc, logloss, ne, gauc$"):
+    with pytest.raises(ConfigError, match="registered: auc, logloss, ne, gauc, uauc$"):
         analysis_config({"metrics": ["brier"]})
     search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "metric": "valid_brier", "mode": "min"}
     msg = _error(_with(search=search))
-    assert "search.metric" in msg and "valid_auc, valid_logloss, valid_ne, valid_gauc" in msg
+    assert "search.metric" in msg and "valid_auc, valid_logloss, valid_ne, valid_gauc, valid_uauc" in msg
     with pytest.raises(ConfigError, match="train.early_stopping_metric"):
         from_dict(TrainConfig, {"early_stopping_metric": "valid_brier"}, prefix="train.")
 

@@ -82,6 +82,19 @@ def test_gauc_equals_per_user_sklearn_on_random_data():
     assert metrics.gauc(y, s, users) == pytest.approx(num / den, abs=1e-9)
 
 
+def test_uauc_is_the_unweighted_mean_of_per_user_sklearn_aucs():
+    rng = np.random.default_rng(6)
+    users = rng.integers(0, 120, 800)
+    y = (rng.random(800) < 0.2).astype(int)
+    s = rng.integers(0, 25, 800) / 24.0  # ties
+    per_user = [roc_auc_score(y[users == u], s[users == u]) for u in np.unique(users)
+                if 0 < y[users == u].sum() < (users == u).sum()]
+    assert len(per_user) < len(np.unique(users))  # some users have one label only and are left out
+    assert metrics.uauc(y, s, users) == pytest.approx(float(np.mean(per_user)), abs=1e-12)
+    assert metrics.uauc(y, s, users) != pytest.approx(metrics.gauc(y, s, users), abs=1e-6)
+    assert np.isnan(metrics.uauc(np.ones(4), s[:4], users[:4]))
+
+
 def test_duration_buckets_boundaries():
     ms = np.array([-1, 0, 1, 14_999, 15_000, 59_999, 60_000, 180_000, 180_001])
     names = [metrics.DURATION_BUCKETS[i] for i in metrics.duration_bucket(ms)]

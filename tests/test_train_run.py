@@ -64,6 +64,10 @@ def test_run_folder_and_metrics_match_independent_computation(reference_run, tin
         assert m[f"{split}_auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-9)
         assert m[f"{split}_logloss"] == pytest.approx(log_loss(y, p), abs=1e-9)
         assert m[f"oracle_{split}_auc"] == pytest.approx(roc_auc_score(y, targets["true_p"]), abs=1e-9)
+        users = targets["user_id"].to_numpy()  # UAUC: plain mean of sklearn AUC over users with both labels
+        per_user = [roc_auc_score(y[users == u], p[users == u]) for u in np.unique(users)
+                    if 0 < y[users == u].sum() < (users == u).sum()]
+        assert m[f"{split}_uauc"] == pytest.approx(float(np.mean(per_user)), abs=1e-9)
     for key in ("flops_per_target", "params_embedding", "params_non_embedding", "wall_s", "train_targets_per_s",
                 "utilisation", "peak_rss_bytes", "data_fingerprint", "versions"):
         assert m[key] is not None, key

@@ -49,7 +49,8 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
     rows = finished_rows(sweep_dir)
     table = pd.DataFrame(rows)
     if not table.empty:
-        first = ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "dataset_id"]
+        first = ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "task",
+                 "dataset_id"]
         config = sorted(c for c in table.columns if c.startswith(("model.", "train.")))
         rest = [c for c in table.columns if c not in first and c not in config]
         table = table[[c for c in first if c in table.columns] + config + rest]

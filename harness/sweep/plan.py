@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from protocols.prepare import PrepareConfig, protocol_parameters
+from protocols.prepare import DEFAULT_TASK, PrepareConfig, protocol_parameters
 from protocols.typed_config import from_dict, to_dict
 
 from . import model_keys
@@ -64,6 +64,7 @@ class TrialPlan:
             "protocol": prep["protocol"],
             "delay_s": prep["delay_s"] if _uses_delay(prep["protocol"]) else None,
             "history_len": prep["history_len"],
+            "task": prep.get("task", DEFAULT_TASK),
             "dataset_id": self.dataset.dataset_id,
         }
         row.update({f"model.{k}": v for k, v in self.model.items() if k != "history_len"})
@@ -140,6 +141,8 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     for key, value in point_settings(point).items():
         if key.startswith("data."):
             prep[key[len("data."):]] = value
+    if prep.get("task") == DEFAULT_TASK:  # dataset ids predating tasks stay the same
+        del prep["task"]
     used = to_dict(from_dict(PrepareConfig, prep).protocol_config())
     for name in _protocol_parameter_fields():
         prep[name] = used[name] if name in used else getattr(PrepareConfig, name)
@@ -256,6 +259,7 @@ def search_base_point(sweep: Sweep) -> dict[str, Any]:
 class TrialCost:
     flops_per_target: float | None
     targets: float | None
+    params_non_embedding: int | None = None
 
     @property
     def total(self) -> float | None:
@@ -264,13 +268,14 @@ class TrialCost:
         return self.flops_per_target * self.targets
 
 
-def _flops_per_target(arch: str, model: Mapping[str, Any], history_len: int) -> float | None:
-    """Forward matrix FLOPs per target on a random batch; None when the model cannot be counted."""
+def _model_cost(arch: str, model: Mapping[str, Any], history_len: int) -> tuple[float | None, int | None]:
+    """(forward matrix FLOPs per target on a random batch, non-embedding parameters); None where the model
+    cannot be built or counted."""
     try:
         import torch
 
         import architectures
-        from architectures.flops import count_flops
+        from architectures.flops import count_flops, count_params
         from protocols.schema import default_test_spec, random_batch
 
         spec = default_test_spec(history_len)
@@ -278,26 +283,27 @@ def _flops_per_target(arch: str, model: Mapping[str, Any], history_len: int) -> 
         net = architectures.build(arch, spec, dict(model)).eval()
         batch = random_batch(spec, 4, min_len=history_len)
         with torch.no_grad():
-            return float(count_flops(net, batch).per_target)
+            return float(count_flops(net, batch).per_target), count_params(net)["non_embedding"]
     except Exception:  # noqa: BLE001 - the estimate is best effort; the table shows "?"
-        return None
+        return None, None
 
 
 def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
-    """Trial id -> cost; FLOPs are counted once per distinct (arch, model config)."""
+    """Trial id -> cost; FLOPs and parameters are counted once per distinct (arch, model config)."""
     from harness.config import TrainConfig
 
-    cache: dict[str, float | None] = {}
+    cache: dict[str, tuple[float | None, int | None]] = {}
     out: dict[str, TrialCost] = {}
     for t in trials:
         key = json.dumps([t.arch, dict(t.model)], sort_keys=True, default=str)
         if key not in cache:
-            cache[key] = _flops_per_target(t.arch, t.model, int(t.dataset.prepare["history_len"]))
+            cache[key] = _model_cost(t.arch, t.model, int(t.dataset.prepare["history_len"]))
         prep = t.dataset.prepare
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
         sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
         targets = None if None in sizes else 3.0 * sizes[0] * epochs + sizes[1] + sizes[2]
-        out[t.trial_id] = TrialCost(flops_per_target=cache[key], targets=targets)
+        flops, params = cache[key]
+        out[t.trial_id] = TrialCost(flops_per_target=flops, targets=targets, params_non_embedding=params)
     return out
 
 
@@ -323,7 +329,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
                      f"history_len={p['history_len']} n_train/valid/test={_sizes(p)}"
                      + (f" split={p['split']}" if p.get("split") else "") + f" seed={p['seed']}")
     lines.append("")
-    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "GFLOPs"]
+    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "non-emb. params", "GFLOPs"]
     if estimate is not None:
         header += ["est. train", "est. eval", "est. total"]
     rows = []
@@ -331,6 +337,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
         c = costs.get(t.trial_id, TrialCost(None, None))
         row = [t.trial_id, t.arch, *(_fmt(t.point[k]) if k in t.point else "-" for k in swept), t.dataset.dataset_id,
                "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
+               "?" if c.params_non_embedding is None else f"{c.params_non_embedding:,}",
                "?" if c.total is None else f"{c.total / 1e9:.1f}"]
         if estimate is not None:
             e = estimate.trials[t.trial_id]

@@ -54,7 +54,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from protocols.prepare import PrepareConfig
+from protocols.prepare import DEFAULT_TASK, PrepareConfig
 from protocols.typed_config import ConfigError, from_dict, to_dict
 
 from harness.metric_registry import check_split_metric
@@ -69,7 +69,7 @@ PER_SWEEP_DATA_FIELDS: tuple[str, ...] = ("source", "root", "out")
 DATA_AXIS_FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(PrepareConfig) if f.name not in PER_SWEEP_DATA_FIELDS)
 #: Grid axes that change the prepared dataset, short form -> canonical key.
-DATA_AXIS_SHORTHANDS: dict[str, str] = {f: f"data.{f}" for f in ("protocol", "delay_s", "history_len")}
+DATA_AXIS_SHORTHANDS: dict[str, str] = {f: f"data.{f}" for f in ("protocol", "delay_s", "history_len", "task")}
 #: Run-level axes.
 RUN_AXES: tuple[str, ...] = ("arch", "seed")
 #: Axes whose values are mappings setting several fields of one section together (e.g. the three
@@ -119,6 +119,8 @@ class DataSection(PrepareConfig):
         out: dict[str, Any] = {"source": self.source}
         for name in DATA_AXIS_FIELDS:
             value = getattr(self, name)
+            if name == "task" and value == DEFAULT_TASK:  # dataset ids predating tasks stay the same
+                continue
             if dataclasses.is_dataclass(value):
                 if value == type(value)():
                     continue
