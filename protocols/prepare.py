@@ -348,7 +348,8 @@ def _write_artifact(
             log["duration"][rows], log["upload_timestamp"][rows], log["request_timestamp"][rows], stats,
             plan.split.timezone))
         lengths = request_len[req]
-        pq.write_table(_targets_table(log, rows, req, cat, lengths, plan.split), folder / f"{s}_targets.parquet")
+        table = _targets_table(log, rows, req, cat, lengths, plan.split, cfg.task)
+        pq.write_table(table, folder / f"{s}_targets.parquet")
         membership[s] = _membership(lengths, history.rows.shape[1])
     steps.update()
 
@@ -381,7 +382,7 @@ def _write_artifact(
     steps.close()
 
 
-def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig) -> pa.Table:
+def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig, task: str) -> pa.Table:
     video_col, author_col = CAT_FIELDS.index("video_id"), CAT_FIELDS.index("author_id")
     columns = {
         "event_id": log["event_id"][rows],
@@ -390,7 +391,7 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         "request_id": log["request_id"][rows],
         "request_ts": log["request_timestamp"][rows],
         "day": local_time_parts(log["request_timestamp"][rows], split.timezone).day,
-        "label": log[cfg.task][rows].astype(np.float32),
+        "label": log[task][rows].astype(np.float32),
         "user_id": log["user_id"][rows],
         "video_id": log["video_id"][rows],
         "author_id": log["author_id"][rows],
@@ -399,7 +400,7 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         "duration_ms": log["duration"][rows],
         "history_length": lengths,
     }
-    if log.has_truth and cfg.task == DEFAULT_TASK:  # the generator's truth is P(long_view)
+    if log.has_truth and task == DEFAULT_TASK:  # the generator's truth is P(long_view)
         columns[TRUE_P_COLUMN] = log[TRUE_P_COLUMN][rows]
     return pa.table(columns)
 
