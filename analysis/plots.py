@@ -3,6 +3,8 @@ grouped metrics and protocol / delay comparisons. Each function returns the path
 sweep has nothing to show for it."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -23,6 +25,18 @@ from .significance import SIGNIFICANT  # noqa: E402
 
 DELTA_SCALE = 1e3  # deltas are drawn in units of 1e-3
 DPI = 150
+
+
+@contextmanager
+def _fixed_jitter(seed: int = 0) -> Iterator[None]:
+    """seaborn's strip-plot jitter draws from numpy's global generator: seed it for the call (restoring the
+    caller's state afterwards) so that a figure is the same bytes every time it is drawn."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def _style() -> None:
@@ -175,8 +189,9 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
     frame, labels, fig, axes = grid
     for ax, m in zip(axes, metrics):
         sub = frame[frame["metric"] == m]
-        sns.stripplot(data=sub, x="delta", y="comparison", order=labels, hue="seed", palette="viridis",
-                      size=7, jitter=0.12, ax=ax, legend=ax is axes[0])
+        with _fixed_jitter():
+            sns.stripplot(data=sub, x="delta", y="comparison", order=labels, hue="seed", palette="viridis",
+                          size=7, jitter=0.12, ax=ax, legend=ax is axes[0])
         means = sub.drop_duplicates("comparison").set_index("comparison").reindex(labels)["mean"]
         ax.scatter(means, np.arange(len(labels)), marker="|", s=400, color="black", zorder=3)
         ax.axvline(0.0, color="grey", lw=1, ls="--")
@@ -275,8 +290,9 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
         data = data.assign(**{c: data[c].astype(str)})
         order = [str(v) for v in sorted(runs[c].dropna().unique())]
         several = data["arch"].nunique() > 1  # seaborn cannot dodge a single hue level
-        sns.stripplot(data=data, x=c, y=col, hue="arch", order=order, dodge=several, alpha=0.5, size=5, ax=ax,
-                      legend=False, palette="colorblind")
+        with _fixed_jitter():
+            sns.stripplot(data=data, x=c, y=col, hue="arch", order=order, dodge=several, alpha=0.5, size=5,
+                          ax=ax, legend=False, palette="colorblind")
         sns.pointplot(data=data, x=c, y=col, hue="arch", order=order, dodge=0.4 if several else False,
                       errorbar=None, ax=ax,
                       palette="colorblind", markers="D", linestyles="-")

@@ -40,3 +40,22 @@ def test_analysing_a_copy_reproduces_the_committed_analysis(folder, tmp_path):
         analyze(copy, progress=False, plots=True)
     assert json.loads((copy / "analysis.json").read_text()) == json.loads((folder / "analysis.json").read_text())
     assert (copy / "report.md").read_text() == (folder / "report.md").read_text()
+    assert sorted(p.name for p in (copy / "plots").iterdir()) == sorted(p.name for p in (folder / "plots").iterdir())
+
+
+def test_plots_are_the_same_bytes_every_time(tmp_path):
+    """Figures with jittered seed dots are drawn deterministically, so a regenerated reference changes its
+    plots only when its numbers change."""
+    folder = REFERENCE_ROOT / "delay_protocol"  # seed strips and the settings strip plot
+    drawn = []
+    for i in range(2):
+        copy = tmp_path / f"copy{i}"
+        copy.mkdir()
+        for name in (*REFERENCE_INPUTS, *OPTIONAL_INPUTS):
+            if (folder / name).exists():
+                shutil.copy2(folder / name, copy / name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            analyze(copy, progress=False, plots=True)
+        drawn.append({p.name: p.read_bytes() for p in (copy / "plots").iterdir()})
+    assert {"seed_strip.png", "settings.png"} <= drawn[0].keys() and drawn[0] == drawn[1]

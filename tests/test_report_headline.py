@@ -73,3 +73,16 @@ def test_results_folder_without_run_folders_names_the_missing_predictions_and_is
     assert main(["analyze", str(copy), "--no-plots"]) == 0
     assert (copy / "analysis.json").read_text() == first
     capsys.readouterr()
+
+
+def test_only_a_fixed_reference_model_is_marked_as_the_reference(tmp_path, capsys):
+    """A single-architecture ablation sweep (the committed helix_ablations study) has no fixed reference
+    model: its default reference matches every run, and no row may be labelled as the reference."""
+    src = Path(__file__).resolve().parents[1] / "results" / "reference" / "helix_ablations"
+    copy = tmp_path / "helix_ablations"
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("plots", "analysis.json", "report.md"))
+    assert main(["analyze", str(copy), "--no-plots"]) == 0
+    capsys.readouterr()
+    rows = json.loads((copy / "analysis.json").read_text())["headline"]["rows"]
+    assert len(rows) == 11 and not any(r["is_reference"] for r in rows)
+    assert "(reference)" not in (copy / "report.md").read_text()
