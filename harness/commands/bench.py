@@ -7,7 +7,8 @@ with full histories (vocabularies from --data when given), and reports targets/s
 utilisation against an fp32 matmul rate measured in the same run, peak memory and the device.
 Every figure is also stored in this machine's calibration cache (harness/calibration.py:
 $RECSCALE_CACHE_DIR, else $XDG_CACHE_HOME/recscale, else ~/.cache/recscale), which
-`recscale sweep --dry-run` uses to estimate wall time; --no-save leaves it alone.
+`recscale sweep --dry-run` uses to estimate wall time; --no-save leaves it alone. Like `recscale train`, the
+command re-executes itself once under the glibc malloc settings of harness/perf.py.
 
 examples:
   recscale bench --data artifacts/synthetic-exposure-<hash>
@@ -39,9 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.data and not args.arch:
         raise RecscaleError("give --data ARTIFACT (loader), --arch NAME (training step) or both")
+    from harness import perf
+
+    if getattr(args, "process_argv", None):  # as `recscale train` does: time the step under the malloc settings
+        perf.reexec_with_malloc_env(args.process_argv)
     import torch
 
-    from harness import calibration, perf
+    from harness import calibration
     from harness.config import TrainConfig
     from protocols.typed_config import apply_overrides, parse_set_options
 
