@@ -28,9 +28,9 @@ def test_reference_holds_only_shareable_files(folder):
     assert all(p.suffix == ".png" for p in (folder / "plots").iterdir())
 
 
-@pytest.mark.parametrize("folder", REFERENCES, ids=[p.name for p in REFERENCES])
-def test_analysing_a_copy_reproduces_the_committed_analysis(folder, tmp_path):
-    copy = tmp_path / "copy-of-reference"
+def _analysed_copy(folder: Path, copy: Path) -> Path:
+    """Copy a reference's inputs (sweep.yaml, runs.parquet, optional datasets.json / score ranks) into `copy`
+    and analyse it there, plots included."""
     copy.mkdir()
     for name in (*REFERENCE_INPUTS, *OPTIONAL_INPUTS):
         if (folder / name).exists():
@@ -38,6 +38,12 @@ def test_analysing_a_copy_reproduces_the_committed_analysis(folder, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         analyze(copy, progress=False, plots=True)
+    return copy
+
+
+@pytest.mark.parametrize("folder", REFERENCES, ids=[p.name for p in REFERENCES])
+def test_analysing_a_copy_reproduces_the_committed_analysis(folder, tmp_path):
+    copy = _analysed_copy(folder, tmp_path / "copy-of-reference")
     assert json.loads((copy / "analysis.json").read_text()) == json.loads((folder / "analysis.json").read_text())
     assert (copy / "report.md").read_text() == (folder / "report.md").read_text()
     assert sorted(p.name for p in (copy / "plots").iterdir()) == sorted(p.name for p in (folder / "plots").iterdir())
@@ -49,13 +55,6 @@ def test_plots_are_the_same_bytes_every_time(tmp_path):
     folder = REFERENCE_ROOT / "delay_protocol"  # seed strips and the settings strip plot
     drawn = []
     for i in range(2):
-        copy = tmp_path / f"copy{i}"
-        copy.mkdir()
-        for name in (*REFERENCE_INPUTS, *OPTIONAL_INPUTS):
-            if (folder / name).exists():
-                shutil.copy2(folder / name, copy / name)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            analyze(copy, progress=False, plots=True)
+        copy = _analysed_copy(folder, tmp_path / f"copy{i}")
         drawn.append({p.name: p.read_bytes() for p in (copy / "plots").iterdir()})
     assert {"seed_strip.png", "settings.png"} <= drawn[0].keys() and drawn[0] == drawn[1]
