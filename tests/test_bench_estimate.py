@@ -62,6 +62,16 @@ def test_bench_needs_something_to_measure(capsys):
     assert "--data" in capsys.readouterr().err
 
 
+def test_bench_takes_the_set_spellings_of_train(cache, capsys):
+    """`bench --set` parses like `train --set`: a bare key is a model field, training keys need `train.`,
+    and a field the architecture lacks is refused naming it (exit 2, before anything is measured)."""
+    assert cli_main(["bench", "--arch", "wukong", "--set", "num_threads=1", "--no-save"]) == 2
+    assert "for training write train.num_threads" in capsys.readouterr().err
+    assert cli_main(["bench", "--arch", "wukong", "--set", "model.num_heads=2", "--no-save"]) == 2
+    err = capsys.readouterr().err
+    assert "num_heads" in err and "wukong" in err
+
+
 def _makespan(durations: list[float], slots: int) -> float:
     """Brute force: every trial starts, in order, on the slot that frees first."""
     ends = [0.0] * slots

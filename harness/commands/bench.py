@@ -47,21 +47,24 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from harness import calibration
-    from harness.config import TrainConfig
-    from protocols.typed_config import apply_overrides, parse_set_options
+    from harness.config import TrainConfig, check_model_keys, parse_set
+    from harness.train import resolve_device
+    from protocols.typed_config import apply_overrides
 
-    over = parse_set_options(args.set)
-    train_over = over.pop("train", {})
-    model_over = {**over.pop("model", {}), **over}
-    tc = apply_overrides(TrainConfig(), train_over)
+    over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
+    model_over = over.get("model", {})
+    if args.arch:  # refused before anything is measured
+        import architectures
+
+        if args.arch not in architectures.names():
+            raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
+        check_model_keys(args.arch, model_over)
+    tc = apply_overrides(TrainConfig(), over.get("train", {}))
     if args.batch_size:
         tc = dataclasses.replace(tc, batch_size=args.batch_size)
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
-    cuda = tc.device == "cuda" or (tc.device == "auto" and torch.cuda.is_available())
-    if tc.device == "cuda" and not torch.cuda.is_available():
-        raise RecscaleError("train.device=cuda but no CUDA device is available")
-    device = torch.device("cuda" if cuda else "cpu")
+    device = resolve_device(tc.device)
     threads = torch.get_num_threads()
     out: dict = {"device": str(device), "threads": threads, "loadavg_1min": os.getloadavg()[0],
                  "malloc_env": perf.malloc_env_active(), "loader_targets_per_s": None,
@@ -81,12 +84,9 @@ def run(args: argparse.Namespace) -> int:
                     "loader_copy_ratio": loader["targets_per_s"] / copy, "loader_history_len": ds.spec.history_len,
                     "batch_size": tc.batch_size, "loader_options": opts})
     if args.arch:
-        import architectures
         from harness.throughput import SMALL_VOCAB, measure
         from protocols.schema import FeatureSpec
 
-        if args.arch not in architectures.names():
-            raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
         cfg = architectures.make_config(args.arch, model_over)
         vocab = ds.spec.vocab_sizes if ds is not None else SMALL_VOCAB
         spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=cfg.history_len)
