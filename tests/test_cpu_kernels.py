@@ -1,0 +1,139 @@
+"""The CPU fast paths of the HSTU block against the plain autograd forms they replace.
+
+- `table_lookup` (time-bias look-up with an `index_add_` backward) against `table[index]` through autograd:
+  the same values and, at one thread (how every CPU sweep trains), bit-identical gradients; at two threads
+  against a float64 sum.
+- The blocked pointwise attention against the explicit `SiLU(q k^T + bias) v`: bit-identical outputs and
+  gradients with several blocks, a ragged last block, masked pairs and rows with no readable key, and
+  against a float64 reference.
+- Whole models (WHALE, HSTU, Shallow-hybrid) with the fast paths against the same models with the plain
+  forms: bit-identical logits and parameter gradients at one thread, so committed CPU results do not move.
+- `time_bucket` at every bucket boundary against the closed form evaluated in Python floats.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import architectures
+from architectures.blocks import hstu as hstu_block
+from architectures.blocks import pointwise_attention as PA
+from architectures.blocks.hstu import MASKED, time_bucket
+from architectures.blocks.table_lookup import table_lookup
+from protocols.schema import default_test_spec, random_batch
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _plain_lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return table[index]
+
+
+def test_table_lookup_values_and_gradient_bit_identical_at_one_thread():
+    g = torch.Generator().manual_seed(0)
+    index = torch.randint(0, 129, (8, 33, 33), generator=g)
+    grad = torch.randn(8, 33, 33, generator=g)
+    fast_table = torch.randn(129, generator=g, requires_grad=True)
+    plain_table = fast_table.detach().clone().requires_grad_()
+    fast, plain = table_lookup(fast_table, index), plain_table[index]
+    assert torch.equal(fast, plain)
+    fast.backward(grad)
+    plain.backward(grad)
+    assert torch.equal(fast_table.grad, plain_table.grad)
+    with torch.no_grad():
+        assert torch.equal(table_lookup(fast_table, index), plain)
+
+
+def test_table_lookup_gradient_at_two_threads_matches_float64_sum():
+    g = torch.Generator().manual_seed(1)
+    index = torch.randint(0, 17, (64, 50, 50), generator=g)
+    grad = torch.randn(64, 50, 50, generator=g)
+    table = torch.zeros(17, requires_grad=True)
+    torch.set_num_threads(2)
+    try:
+        table_lookup(table, index).backward(grad)
+    finally:
+        torch.set_num_threads(1)  # the module's one_thread fixture is module-scoped
+    ref = np.zeros(17)
+    np.add.at(ref, index.numpy().ravel(), grad.numpy().astype(np.float64).ravel())
+    np.testing.assert_allclose(table.grad.numpy(), ref, rtol=1e-5, atol=1e-3)
+
+
+def _attention_inputs(B: int, H: int, N: int, d: int, seed: int):
+    """q, k, v as the strided views HSTULayer makes ([B, N, 4 H d] split, viewed, transposed) and a bias
+    with masked pairs; target 0 has one query that reads no key at all."""
+    g = torch.Generator().manual_seed(seed)
+    uvqk = torch.randn(B, N, 4 * H * d, generator=g)
+    _, v, q, k = (t.view(B, N, H, d).transpose(1, 2) for t in uvqk.split(H * d, dim=-1))
+    bias = torch.randn(B, N, N, generator=g) * 0.1
+    bias.masked_fill_(torch.rand(B, N, N, generator=g) < 0.4, MASKED)
+    bias[0, 3, :] = MASKED
+    return [t.detach().clone().requires_grad_() for t in (q, k, v, bias)]
+
+
+@pytest.mark.parametrize(("B", "N", "block_elements"), [
+    (7, 8, 1),  # maps of 128 elements: one target per block
+    (70, 9, 1),  # maps of 162 elements: blocks of 32 targets (whole 64-element groups), ragged last block
+    (7, 9, 1 << 20),  # a single block
+])
+def test_blocked_attention_bit_identical_to_explicit(monkeypatch, B, N, block_elements):
+    monkeypatch.setattr(PA, "BLOCK_ELEMENTS", block_elements)
+    H, d = 2, 4
+    fast_in = _attention_inputs(B, H, N, d, seed=2)
+    plain_in = [t.detach().clone().requires_grad_() for t in fast_in]
+    grad = torch.randn(B, H, N, d, generator=torch.Generator().manual_seed(3))
+    fast = PA.pointwise_attention(*fast_in)
+    plain = PA.explicit_pointwise_attention(*plain_in)
+    assert torch.equal(fast, plain)
+    fast.backward(grad)
+    plain.backward(grad)
+    for a, b in zip(fast_in, plain_in):
+        assert torch.equal(a.grad, b.grad)
+    with torch.no_grad():
+        assert torch.equal(PA.pointwise_attention(*fast_in), plain)
+    assert torch.equal(fast[0, :, 3], torch.zeros(H, d))  # a query that reads nothing reads exactly zero
+
+
+def test_blocked_attention_matches_float64_reference(monkeypatch):
+    monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 2 * 2 * 9 * 9)
+    q, k, v, bias = _attention_inputs(5, 2, 9, 4, seed=4)
+    out = PA.pointwise_attention(q, k, v, bias)
+    q64, k64, v64, b64 = (t.detach().double().numpy() for t in (q, k, v, bias))
+    s = np.einsum("bhnd,bhmd->bhnm", q64, k64) + b64[:, None]
+    ref = np.einsum("bhnm,bhmd->bhnd", s / (1 + np.exp(-np.clip(s, -700, 700))), v64)
+    np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["whale", "hstu", "shallow_hybrid"])
+def test_models_bit_identical_with_and_without_cpu_fast_paths(monkeypatch, arch):
+    spec = default_test_spec(history_len=24)
+    batch = random_batch(spec, 40, generator=torch.Generator().manual_seed(5), min_len=3)
+
+    def step(fast: bool):
+        monkeypatch.setattr(hstu_block, "pointwise_attention",
+                            PA.pointwise_attention if fast else PA.explicit_pointwise_attention)
+        monkeypatch.setattr(hstu_block, "table_lookup", table_lookup if fast else _plain_lookup)
+        monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 4 * 2 * 24 * 24)  # several blocks, a ragged last one
+        torch.manual_seed(0)
+        model = architectures.build(arch, spec, architectures.make_config(arch, {"dim": 16, "history_len": 24}))
+        logits = model(batch)
+        logits.square().sum().backward()
+        return logits.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    fast_logits, fast_grads = step(True)
+    plain_logits, plain_grads = step(False)
+    assert torch.equal(fast_logits, plain_logits)
+    assert fast_grads.keys() == plain_grads.keys()
+    assert [n for n in fast_grads if not torch.equal(fast_grads[n], plain_grads[n])] == []
+
+
+def test_time_bucket_exact_at_every_boundary():
+    # the least integer of each bucket, found with Python floats, and its neighbours
+    edges = [next(x for x in range(max(1, int(math.exp(0.301 * b)) - 2), 10**7)
+                  if math.floor(math.log(x) / 0.301) >= b) for b in range(1, 40)]
+    values = [s * (e + o) for e in edges for o in (-1, 0, 1) for s in (1, -1)] + [0, 1, 2**62, -(2**62)]
+    want = [min(128, math.floor(math.log(max(abs(x), 1)) / 0.301)) for x in values]
+    assert time_bucket(torch.tensor(values, dtype=torch.int64)).tolist() == want
