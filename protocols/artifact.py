@@ -239,20 +239,3 @@ def _mask_ids(batch: dict[str, np.ndarray], p: float, rng: np.random.Generator) 
     hit &= hist > UNK
     hit &= batch["hist_mask"][..., None]
     np.copyto(hist, UNK, where=hit)
-
-
-def _signed(largest: int) -> np.dtype:
-    """The narrowest signed integer type holding 0 .. largest."""
-    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if largest <= np.iinfo(t).max)
-
-
-def _mask_ids(batch: dict[str, np.ndarray], p: float, rng: np.random.Generator) -> None:
-    """Replace known ids with UNK in place (candidate user/device/video/author, history video/author)."""
-    cat = batch["cat"]
-    sub = cat[:, _CAT_MASKED]
-    hit = (rng.random(sub.shape) < p) & (sub > UNK)
-    cat[:, _CAT_MASKED] = np.where(hit, UNK, sub)
-    hist = batch["hist_cat"]
-    sub = hist[:, :, _HIST_MASKED]
-    hit = (rng.random(sub.shape) < p) & (sub > UNK) & batch["hist_mask"][..., None]
-    hist[:, :, _HIST_MASKED] = np.where(hit, UNK, sub)
