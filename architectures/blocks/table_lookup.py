@@ -1,16 +1,16 @@
-"""Look-ups in a small 1-D parameter table by a large index tensor (`table[index]`), with a fast CPU backward.
+"""Look-ups in a small 1-D parameter table by a large index tensor (`table[index]`), fast on CPU.
 
 HSTU's time bias reads a table of 129 entries at every (query, key) pair of every target: 4.2M indices
-per layer at the seed configuration (B = 256, L = 128). Autograd's backward for `table[index]` on CPU is
-`index_put_(accumulate=True)`, which took about 60 ms per call here with two threads, a tenth of a whole
-WHALE training step per layer. `index_add_` computes the same sums in one sequential pass in about 4 ms.
+per layer at the seed configuration (B = 256, L = 128). On CPU, advanced indexing takes ~10 ms for that
+and its autograd backward, `index_put_(accumulate=True)`, about 60 ms, a tenth of a whole WHALE training
+step per layer. Here the forward is `index_select` (~2 ms, the same values) and the backward
+`index_add_` (~4-7 ms): one sequential pass adding the gradient entries into each slot in memory order.
 
-Numbers: `index_add_` on CPU adds the gradient entries into each table slot in memory order, which is
-exactly what `index_put_` does with one thread (the setting every committed CPU sweep ran with), so CPU
-results at one thread are bit-identical to plain indexing (tested). With more threads `index_put_` splits
-the sum and rounds differently; `index_add_` stays sequential, so the result no longer depends on the
-thread count. On CUDA plain indexing is kept: its backward is deterministic (sorted), while CUDA's
-`index_add_` uses atomics and would make resumed runs differ.
+Numbers: with one thread (the setting every committed CPU sweep ran with) `index_put_` adds in that same
+order, so results are bit-identical to plain indexing (tested). With more threads `index_put_` adds with
+atomics in parallel, so its sums vary from run to run; `index_add_` stays sequential and deterministic.
+On CUDA plain indexing is kept: its backward is deterministic (sorted), while CUDA's `index_add_` uses
+atomics and would make resumed runs differ.
 """
 from __future__ import annotations
 
