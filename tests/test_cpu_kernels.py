@@ -107,18 +107,29 @@ def test_blocked_attention_matches_float64_reference(monkeypatch):
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", ["whale", "hstu", "shallow_hybrid"])
-def test_models_bit_identical_with_and_without_cpu_fast_paths(monkeypatch, arch):
-    spec = default_test_spec(history_len=24)
-    batch = random_batch(spec, 40, generator=torch.Generator().manual_seed(5), min_len=3)
+#: (arch, model settings, batch, L, BLOCK_ELEMENTS): small blocks with a ragged last one, and the demo's
+#: width-4 setting at its batch size with the default blocks.
+MODEL_CASES = [
+    ("whale", {"dim": 16}, 40, 24, 4 * 2 * 24 * 24),
+    ("hstu", {"dim": 16}, 40, 24, 4 * 2 * 24 * 24),
+    ("shallow_hybrid", {"dim": 16}, 40, 24, 4 * 2 * 24 * 24),
+    ("whale_meanpool", {"dim": 4, "num_heads": 2, "head_dim": 2}, 256, 16, PA.BLOCK_ELEMENTS),
+    ("hstu", {"dim": 8, "num_heads": 2, "head_dim": 4}, 256, 16, PA.BLOCK_ELEMENTS),
+]
+
+
+@pytest.mark.parametrize(("arch", "settings", "B", "L", "block_elements"), MODEL_CASES)
+def test_models_bit_identical_with_and_without_cpu_fast_paths(monkeypatch, arch, settings, B, L, block_elements):
+    spec = default_test_spec(history_len=L)
+    batch = random_batch(spec, B, generator=torch.Generator().manual_seed(5), min_len=1)
 
     def step(fast: bool):
         monkeypatch.setattr(hstu_block, "pointwise_attention",
                             PA.pointwise_attention if fast else PA.explicit_pointwise_attention)
         monkeypatch.setattr(hstu_block, "table_lookup", table_lookup if fast else _plain_lookup)
-        monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 4 * 2 * 24 * 24)  # several blocks, a ragged last one
+        monkeypatch.setattr(PA, "BLOCK_ELEMENTS", block_elements)
         torch.manual_seed(0)
-        model = architectures.build(arch, spec, architectures.make_config(arch, {"dim": 16, "history_len": 24}))
+        model = architectures.build(arch, spec, architectures.make_config(arch, {**settings, "history_len": L}))
         logits = model(batch)
         logits.square().sum().backward()
         return logits.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}

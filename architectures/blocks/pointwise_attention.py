@@ -6,7 +6,7 @@ tensors per layer in training (scores, SiLU output, their gradients): 67 MB each
 memory. Here the work is split into blocks of targets whose [b, H, N, N] maps fit in the cache
 (`BLOCK_ELEMENTS`), and the backward pass recomputes each block's scores from q, k and the bias instead
 of storing them (as FlashAttention does), so no [B, H, N, N] tensor is kept for the backward. q, k and v
-are copied once to head-major [B, H, N, d] for the products; the output and the gradients are written
+are copied once, to the layouts `torch.matmul` gives them in the explicit form (k as k^T); the output and the gradients are written
 token-major ([B, N, H, d] in memory), the layout of the projections, so the caller's reshape and the
 projection's backward need no further copies. Measured on this 2-core CPU at the seed configuration it
 runs at about the explicit form's speed and lowers WHALE's peak memory (docs/training.md).
@@ -53,44 +53,51 @@ def _token_major_like(t: torch.Tensor, width: int | None = None) -> torch.Tensor
     return t.new_empty(B, N, H, width or d).transpose(1, 2)
 
 
-def _scores(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """q k^T + bias for one block: q [b, H, N, d], k [b, H, N, d], bias [b, N, N] -> [b, H, N, N]."""
-    return torch.matmul(q, k.transpose(2, 3)).add_(bias.unsqueeze(1))
+def _scores(q: torch.Tensor, kt: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """q k^T + bias for one block: q [b, H, N, d], kt = k^T [b, H, d, N], bias [b, N, N] -> [b, H, N, N]."""
+    return torch.matmul(q, kt).add_(bias.unsqueeze(1))
 
 
-def blocked_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """SiLU(q k^T + bias) v, block by block; q, k, v contiguous [B, H, N, d] -> [B, H, N, dv] (token-major memory)."""
+def _operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k^T and v as contiguous tensors, as `torch.matmul` lays them out for the explicit form's batched
+    products (and autograd then reads them, transposed where needed): the same layouts give the same
+    rounding. -> q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]."""
+    return q.contiguous(), k.transpose(2, 3).contiguous(), v.contiguous()
+
+
+def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """SiLU(q k^T + bias) v, block by block, on `_operands` -> [B, H, N, dv] (token-major memory)."""
     out = _token_major_like(q, v.shape[-1])  # [B, H, N, dv]
-    step = _block_size(q, k.shape[2])
+    step = _block_size(q, kt.shape[3])
     for s in range(0, q.shape[0], step):
         e = s + step
-        out[s:e] = torch.matmul(F.silu(_scores(q[s:e], k[s:e], bias[s:e])), v[s:e])
+        out[s:e] = torch.matmul(F.silu(_scores(q[s:e], kt[s:e], bias[s:e])), v[s:e])
     return out
 
 
 class _BlockedPointwiseAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias):  # type: ignore[override]
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # one copy each, not one per block
-        ctx.save_for_backward(q, k, v, bias)
-        return blocked_forward(q, k, v, bias)
+        q, kt, v = _operands(q, k, v)  # one copy each, not one per block
+        ctx.save_for_backward(q, kt, v, bias)
+        return blocked_forward(q, kt, v, bias)
 
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[override]
-        q, k, v, bias = ctx.saved_tensors  # q, k, v contiguous [B, H, N, d]
+        q, kt, v, bias = ctx.saved_tensors  # contiguous: q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]
         grad_out = grad_out.contiguous()
-        dq, dk, dv = _token_major_like(q), _token_major_like(k), _token_major_like(v)
+        dq, dk, dv = _token_major_like(q), _token_major_like(q), _token_major_like(v)
         dbias = torch.empty_like(bias)  # [B, N, N]
-        step = _block_size(q, k.shape[2])
-        for s in range(0, q.shape[0], step):
+        step = _block_size(q, kt.shape[3])
+        for s in range(0, q.shape[0], step):  # the products autograd takes through the explicit form
             e = s + step
-            qb, kb, vb, g = q[s:e], k[s:e], v[s:e], grad_out[s:e]
-            scores = _scores(qb, kb, bias[s:e])  # [b, H, N, N], recomputed
+            qb, ktb, vb, g = q[s:e], kt[s:e], v[s:e], grad_out[s:e]
+            scores = _scores(qb, ktb, bias[s:e])  # [b, H, N, N], recomputed
             dv[s:e] = torch.matmul(F.silu(scores).transpose(2, 3), g)
             dscores = torch.ops.aten.silu_backward(torch.matmul(g, vb.transpose(2, 3)), scores)
             torch.sum(dscores, dim=1, out=dbias[s:e])  # [b, N, N]
-            dq[s:e] = torch.matmul(dscores, kb)
-            dk[s:e] = torch.matmul(dscores.transpose(2, 3), qb)
+            dq[s:e] = torch.matmul(dscores, ktb.transpose(2, 3))
+            dk[s:e] = torch.matmul(qb.transpose(2, 3), dscores).transpose(2, 3)  # (d k^T)^T
         return dq, dk, dv, dbias
 
 
@@ -106,4 +113,4 @@ def pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias:
         return explicit_pointwise_attention(q, k, v, bias)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, bias)):
         return _BlockedPointwiseAttention.apply(q, k, v, bias)
-    return blocked_forward(q.contiguous(), k.contiguous(), v.contiguous(), bias)
+    return blocked_forward(*_operands(q, k, v), bias)
