@@ -104,7 +104,7 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
 def explicit_pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                  bias: torch.Tensor) -> torch.Tensor:
     """The plain form: SiLU(q k^T + bias[:, None]) v with autograd through every op -> [B, H, N, dv]."""
-    return torch.matmul(F.silu(torch.matmul(q, k.transpose(2, 3)).add_(bias.unsqueeze(1))), v)
+    return torch.matmul(F.silu(_scores(q, k.transpose(2, 3), bias)), v)
 
 
 def pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
