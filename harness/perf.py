@@ -2,7 +2,9 @@
 
 - glibc malloc settings (`MALLOC_ENV`): with mmap disabled and a large trim threshold, the allocator
   keeps freed activation buffers instead of returning them to the kernel after every step; this made
-  CPU training 1.5-2.4x faster here. glibc reads them once at process start, so `recscale train`
+  CPU training 1.5-2.4x faster here. One arena (`MALLOC_ARENA_MAX=1`) extends that to threads: a Ray
+  Tune trial trains in a worker thread, and a thread's own arena still maps (and unmaps) every chunk
+  larger than its 64 MiB heaps. glibc reads the settings once at process start, so `recscale train`
   re-executes itself with them set (`reexec_with_malloc_env`), and the sweep launcher passes
   `MALLOC_ENV` to Ray workers (`runtime_env={"env_vars": MALLOC_ENV}`).
 - `matmul_rate`: fp32 matrix-multiply FLOP/s measured at start-up on the training device
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # torch is imported lazily so that `recscale train` can re-ex
 MALLOC_ENV: dict[str, str] = {
     "MALLOC_MMAP_MAX_": "0",
     "MALLOC_TRIM_THRESHOLD_": str(1 << 34),  # 16 GiB: effectively never trim the heap top
+    "MALLOC_ARENA_MAX": "1",  # every thread allocates from the main heap, which the two lines above govern
 }
 #: Set in the re-executed process so it never re-executes again; set it to 1 to disable re-exec.
 REEXEC_MARKER = "RECSCALE_MALLOC_REEXEC"
