@@ -6,10 +6,13 @@ else `$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale` (outside the repositor
 Entries are filed under a machine key (host name, CPU model, logical CPUs, and the CUDA device's name when
 one is used), so one home folder shared by several machines keeps them apart. Within a machine:
 
-- `matmul["<device>/<threads>"]`: fp32 matmul FLOP/s;
+- `matmul["<device>/<threads>"]`: fp32 matmul FLOP/s (`matmul_key`);
 - `loader["L=<L>/B=<batch>/<device>"]`: loader targets/s (with prefetch, as training reads batches);
 - `train["<arch>/<device>/<threads>"]`: the last timed training step of that architecture: targets/s,
-  forward FLOPs/target, utilisation and the model settings it ran with.
+  forward FLOPs/target, utilisation and the model settings it ran with (`train_key`).
+
+Steps that autocast to bfloat16 are filed apart, under keys ending in `/bf16` (their matmul rate is the
+bf16 rate, and their utilisation is against it), so an fp32 estimate never mixes with a bf16 measurement.
 
 A damaged or unreadable cache is ignored (and replaced on the next write); writes are atomic.
 """
@@ -56,6 +59,18 @@ def machine_key(device: str = "cpu") -> str:
 
         key += f"|{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cuda'}"
     return key
+
+
+def matmul_key(device: str, threads: int, bf16: bool) -> str:
+    return f"{device}/{threads}" + ("/bf16" if bf16 else "")
+
+
+def train_key(arch: str, device: str, threads: int, bf16: bool) -> str:
+    return f"{arch}/{device}/{threads}" + ("/bf16" if bf16 else "")
+
+
+def is_bf16_key(key: str) -> bool:
+    return key.endswith("/bf16")
 
 
 def load() -> dict[str, Any]:

@@ -7,10 +7,13 @@
   larger than its 64 MiB heaps. glibc reads the settings once at process start, so `recscale train`
   re-executes itself with them set (`reexec_with_malloc_env`), and the sweep launcher passes
   `MALLOC_ENV` to Ray workers (`runtime_env={"env_vars": MALLOC_ENV}`).
-- `matmul_rate`: fp32 matrix-multiply FLOP/s measured at start-up on the training device
-  (`matmul_rate_cached`: once per process, device and thread count).
+- `matmul_rate`: matrix-multiply FLOP/s measured at start-up on the training device, in the dtype the
+  step's products run in (`compute_dtype`: bfloat16 under autocast, else float32, which CUDA runs as
+  TF32 where that is allowed); `matmul_rate_cached`: once per process, device, thread count and dtype.
 - `utilisation`: counted-FLOP utilisation = 3 x forward FLOPs/target x targets/s / matmul rate
-  (3 = forward + backward, the backward pass costing about twice the forward).
+  (3 = forward + backward, the backward pass costing about twice the forward). Against the rate of the
+  dtype actually used: a bf16 step measured against the fp32 rate would read 4.6x too high on this
+  machine's CPU (905 against 198 GFLOP/s, 2 threads) and more on GPUs.
 - `peak_rss_bytes`: peak resident memory of this process.
 """
 from __future__ import annotations
@@ -54,16 +57,31 @@ def reexec_with_malloc_env(argv: Sequence[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
 
 
-def matmul_rate(device: "torch.device", *, n: int = 1024, repeats: int = 3) -> float:
-    """Best observed fp32 matmul FLOP/s of an n x n x n product on `device` (2 n^3 FLOPs each)."""
+def compute_dtype(bf16: bool) -> "torch.dtype":
+    """The dtype a training step's matrix products run in: bfloat16 under autocast, else float32."""
+    import torch
+
+    return torch.bfloat16 if bf16 else torch.float32
+
+
+def matmul_rate(device: "torch.device", dtype: "torch.dtype | None" = None, *, n: int = 1024, repeats: int = 3,
+                min_seconds: float = 0.25) -> float:
+    """Best observed matmul FLOP/s of an n x n x n product in `dtype` (default float32) on `device`
+    (2 n^3 FLOPs each), over at least `repeats` products and `min_seconds` of them.
+
+    The best of a longer run is the steadier estimate of what the device can do: measured here (2 cores,
+    2 threads), the first products of a process ran 10-15 % slow and single products now and then at
+    60 %, so a best of three read anywhere from 109 to 181 GFLOP/s, while the best over 3 s was 184.
+    """
     import torch
 
     g = torch.Generator().manual_seed(0)  # never touch the global RNG a run depends on
-    a = torch.randn(n, n, generator=g).to(device)
-    b = torch.randn(n, n, generator=g).to(device)
+    a = torch.randn(n, n, generator=g).to(device, dtype or torch.float32)
+    b = torch.randn(n, n, generator=g).to(device, dtype or torch.float32)
     torch.mm(a, b)  # warm up (thread pool, cuBLAS handle)
     best = float("inf")
-    for _ in range(repeats):
+    done, start = 0, time.perf_counter()
+    while done < repeats or time.perf_counter() - start < min_seconds:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
@@ -71,20 +89,21 @@ def matmul_rate(device: "torch.device", *, n: int = 1024, repeats: int = 3) -> f
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         best = min(best, time.perf_counter() - t0)
+        done += 1
     return 2.0 * n**3 / best
 
 
-_RATES: dict[tuple[str, int], float] = {}
+_RATES: dict[tuple[str, int, str], float] = {}
 
 
-def matmul_rate_cached(device: "torch.device") -> float:
-    """`matmul_rate` measured once per process for each (device, torch thread count): a sweep worker
-    training one trial after another reuses its first measurement."""
+def matmul_rate_cached(device: "torch.device", dtype: "torch.dtype | None" = None) -> float:
+    """`matmul_rate` measured once per process for each (device, torch thread count, dtype): a sweep
+    worker training one trial after another reuses its first measurement."""
     import torch
 
-    key = (str(device), torch.get_num_threads())
+    key = (str(device), torch.get_num_threads(), str(dtype or torch.float32))
     if key not in _RATES:
-        _RATES[key] = matmul_rate(device)
+        _RATES[key] = matmul_rate(device, dtype)
     return _RATES[key]
 
 

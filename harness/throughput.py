@@ -3,7 +3,10 @@ tests/bench and by `python -m harness.throughput` for quick what-if comparisons)
 
 It times `TrainStep` (the exact step of the training loop) over pre-built batches, so data loading
 is excluded, and reports targets/s, forward FLOPs/target, the fp32 matmul rate and the counted-FLOP
-utilisation = 3 x FLOPs/target x targets/s / matmul rate.
+utilisation = 3 x FLOPs/target x targets/s / matmul rate, in the dtype the step's products run in
+(bfloat16 when `train.bf16` autocasts, else float32). The matmul rate is the best product seen in
+CALIBRATION_SECONDS of them just before the timed steps and as long again just after, so a moment of
+interference on a shared machine cannot lower the denominator and inflate the utilisation.
 
     python -m harness.throughput --arch whale --steps 30 [--set model.dim=64] [--set train.compile=true]
 """
@@ -29,6 +32,10 @@ SMALL_VOCAB: dict[str, int] = {
     "user_id": 2_419, "device_id": 2_469, "age": 10, "gender": 5, "province": 81, "video_id": 142_814,
     "author_id": 49_978, "category_level_one": 142, "category_level_two": 786, "upload_type": 42,
 }
+
+
+#: Seconds of 1024^3 products timed before and again after the timed steps (`perf.matmul_rate`).
+CALIBRATION_SECONDS = 1.0
 
 
 def measure(
@@ -66,13 +73,15 @@ def measure(
     for i in range(warmup):
         step(batches[i % len(batches)])
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    dtype = perf.compute_dtype(step.bf16)
+    rate = perf.matmul_rate(device, dtype, min_seconds=CALIBRATION_SECONDS)  # and again after the steps: the best
     sync()
     t0 = time.perf_counter()
     for i in range(steps):
         step(batches[i % len(batches)])
     sync()
     elapsed = time.perf_counter() - t0
-    rate = perf.matmul_rate(device)
+    rate = max(rate, perf.matmul_rate(device, dtype, min_seconds=CALIBRATION_SECONDS))
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else perf.peak_rss_bytes()
     targets_per_s = steps * tc.batch_size / elapsed
     return {
@@ -83,13 +92,14 @@ def measure(
         "targets_per_s": targets_per_s,
         "flops_per_target": flops,
         "matmul_flops_per_s": rate,
+        "matmul_dtype": str(dtype).removeprefix("torch."),
         "utilisation": perf.utilisation(flops, targets_per_s, rate),
         "threads": torch.get_num_threads(),
         "peak_memory_bytes": int(peak),
         "peak_memory_kind": "cuda max_memory_allocated" if device.type == "cuda" else "process peak RSS",
         "malloc_env": perf.malloc_env_active(),
         "device": str(device),
-        "bf16": tc.use_bf16(device),
+        "bf16": step.bf16,
     }
 
 

@@ -314,7 +314,7 @@ def train_run(
     else:
         RF.write_config(out_dir, config)
         RF.write_data_fingerprint(out_dir, dataset.fingerprint)
-    rate = perf.matmul_rate_cached(device)
+    rate = perf.matmul_rate_cached(device, perf.compute_dtype(step.bf16))
     setup_seconds = time.perf_counter() - session_start
 
     wall_before = position.wall_seconds  # earlier sessions of a resumed run

@@ -57,6 +57,32 @@ def test_bench_reports_loader_and_training_and_stores_a_calibration(tiny_artifac
     assert stored["loader"][f"L={spec.history_len}/B=256/cpu"]["targets_per_s"] == out["loader_targets_per_s"]
 
 
+def test_a_bf16_bench_is_measured_against_the_bf16_matmul_rate_and_filed_apart(cache, capsys):
+    rc = cli_main(["bench", "--arch", "wukong", "--set", "dim=8", "--set", "train.num_threads=1",
+                   "--set", "train.bf16=true", "--steps", "2", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bf16"] is True and out["matmul_dtype"] == "bfloat16"
+    assert out["utilisation"] == pytest.approx(3 * out["flops_per_target"] * out["train_targets_per_s"]
+                                               / out["matmul_flops_per_s"])
+    stored = json.loads(cache.read_text())[calibration.machine_key("cpu")]
+    assert stored["matmul"] == {"cpu/1/bf16": out["matmul_flops_per_s"]}  # never under the fp32 key
+    assert list(stored["train"]) == ["wukong/cpu/1/bf16"]
+
+
+def test_matmul_rate_times_products_for_at_least_the_asked_seconds():
+    import time
+
+    import torch
+
+    from harness import perf
+
+    t0 = time.perf_counter()
+    rate = perf.matmul_rate(torch.device("cpu"), n=128, min_seconds=0.3)
+    assert time.perf_counter() - t0 >= 0.3
+    assert 0 < rate < float("inf")
+
+
 def test_bench_needs_something_to_measure(capsys):
     assert cli_main(["bench"]) == 2
     assert "--data" in capsys.readouterr().err
@@ -112,6 +138,22 @@ def test_dry_run_estimate_follows_the_calibration(cache, capsys):
     assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4"]) == 0
     text = capsys.readouterr().out
     assert "estimated wall time" in text and "2 trial(s) at a time on cpu" in text
+
+
+def test_dry_run_estimates_bf16_trials_from_bf16_calibration_and_fp32_trials_from_fp32(cache):
+    u32, r32, u16, r16 = 0.2, 1.0e10, 0.05, 4.0e10
+    calibration.record("cpu", "matmul", "cpu/1", r32)
+    calibration.record("cpu", "matmul", "cpu/1/bf16", r16)
+    for arch in ("whale", "wukong"):
+        calibration.record("cpu", "train", f"{arch}/cpu/1", {"utilisation": u32})
+        calibration.record("cpu", "train", f"{arch}/cpu/1/bf16", {"utilisation": u16})
+    for extra, u, r in (("", u32, r32), ("train: {bf16: true}\n", u16, r16)):
+        plan = plan_sweep(parse_sweep(SWEEP + extra))
+        costs = estimate_costs(plan.trials)
+        est = estimate_sweep(plan, costs, num_cpus=2)
+        for t in plan.trials:
+            f = costs[t.trial_id].flops_per_target
+            assert est.trials[t.trial_id].train_s == pytest.approx(1000 * 3 * f / (u * r))
 
 
 def test_dry_run_without_calibration_says_what_it_assumed(cache):

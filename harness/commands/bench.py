@@ -4,7 +4,8 @@
 and states it as a ratio to this machine's memory-copy rate of the same bytes. --arch NAME [--set ...]
 times training steps (`harness.step.TrainStep`, the training loop's step) on schema-valid random batches
 with full histories (vocabularies from --data when given), and reports targets/s, the counted-FLOP
-utilisation against an fp32 matmul rate measured in the same run, peak memory and the device.
+utilisation against a matmul rate measured in the same run in the step's own dtype (bfloat16 when
+train.bf16 autocasts, else float32), peak memory and the device.
 Every figure is also stored in this machine's calibration cache (harness/calibration.py:
 $RECSCALE_CACHE_DIR, else $XDG_CACHE_HOME/recscale, else ~/.cache/recscale), which
 `recscale sweep --dry-run` uses to estimate wall time; --no-save leaves it alone. Like `recscale train`, the
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps)
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
                      "flops_per_target": result["flops_per_target"], "utilisation": result["utilisation"],
-                     "matmul_flops_per_s": result["matmul_flops_per_s"], "seconds_per_step": result["seconds_per_step"],
+                     "matmul_flops_per_s": result["matmul_flops_per_s"], "matmul_dtype": result["matmul_dtype"],
+                     "bf16": result["bf16"], "seconds_per_step": result["seconds_per_step"],
                      "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_kind": result["peak_memory_kind"],
                      "batch_size": tc.batch_size, "history_len": cfg.history_len})
     if not args.no_save:
@@ -102,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
             calibration.record(dev, "loader", f"L={out['loader_history_len']}/B={tc.batch_size}/{dev}",
                                {"targets_per_s": out["loader_targets_per_s"]})
         if out["train_targets_per_s"] is not None:
-            calibration.record(dev, "matmul", f"{dev}/{threads}", out["matmul_flops_per_s"])
-            path = calibration.record(dev, "train", f"{args.arch}/{dev}/{threads}", {
+            calibration.record(dev, "matmul", calibration.matmul_key(dev, threads, out["bf16"]), out["matmul_flops_per_s"])
+            path = calibration.record(dev, "train", calibration.train_key(args.arch, dev, threads, out["bf16"]), {
                 "targets_per_s": out["train_targets_per_s"], "utilisation": out["utilisation"],
                 "flops_per_target": out["flops_per_target"], "model": model_over, "batch_size": tc.batch_size})
         else:
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if out["train_targets_per_s"] is not None:
         print(f"train {args.arch}: {out['train_targets_per_s']:,.0f} targets/s ({out['seconds_per_step'] * 1e3:.1f} ms/step), "
               f"{out['flops_per_target'] / 1e6:.2f} MFLOPs/target forward, utilisation {out['utilisation']:.3f} of "
-              f"{out['matmul_flops_per_s'] / 1e9:.0f} GFLOP/s fp32 matmul, peak memory "
+              f"{out['matmul_flops_per_s'] / 1e9:.0f} GFLOP/s {out['matmul_dtype']} matmul, peak memory "
               f"{out['peak_memory_bytes'] / 2**20:,.0f} MiB ({out['peak_memory_kind']})")
     if "calibration_file" in out:
         print(f"calibration stored in {out['calibration_file']}")

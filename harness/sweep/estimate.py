@@ -6,10 +6,11 @@ plus a fixed overhead per trial. The training rate comes from the machine's cali
 (`harness.calibration`, written by `recscale bench`):
 
 - `rate = u x R / (3 x F)`: F = the trial's forward FLOPs/target (counted for the table anyway), R = the
-  fp32 matmul rate at the trial's thread count (calibrated, else measured now, in well under a second),
+  matmul rate at the trial's thread count in the trial's compute dtype (bfloat16 when its `train.bf16`
+  autocasts on this device, else float32; calibrated, else measured now, in well under a second),
   u = the counted-FLOP utilisation that `recscale bench --arch` measured for the same architecture on this
-  device (at the same thread count when there is one), else the median over every architecture measured
-  here, else ASSUMED_UTILISATION;
+  device in the same dtype (at the same thread count when there is one), else the median over every
+  architecture measured here in that dtype, else ASSUMED_UTILISATION;
 - the rate is capped by the calibrated loader rate at the trial's history length when there is one
   (training reads batches through the prefetching loader, so the slower of the two sets the pace);
 - the overhead per trial is the one the last sweep on this machine measured (recorded in the calibration
@@ -59,8 +60,10 @@ class SweepEstimate:
     assumptions: list[str] = field(default_factory=list)
 
 
-def _matmul_rate(device: str, threads: int, cal: Mapping[str, Any], notes: list[str]) -> float | None:
-    key = f"{device}/{threads}"
+def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], notes: list[str]) -> float | None:
+    from harness import calibration
+
+    key = calibration.matmul_key(device, threads, bf16)
     if key in cal.get("matmul", {}):
         return float(cal["matmul"][key])
     import torch
@@ -69,37 +72,53 @@ def _matmul_rate(device: str, threads: int, cal: Mapping[str, Any], notes: list[
 
     if device == "cuda" and not torch.cuda.is_available():
         return None
+    dtype = perf.compute_dtype(bf16)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        rate = perf.matmul_rate(torch.device(device))
+        rate = perf.matmul_rate(torch.device(device), dtype)
     finally:
         torch.set_num_threads(before)
-    notes.append(f"fp32 matmul rate on {device} with {threads} thread(s) measured now: {rate / 1e9:.0f} GFLOP/s "
-                 f"(load average {os.getloadavg()[0]:.1f})")
+    notes.append(f"{str(dtype).removeprefix('torch.')} matmul rate on {device} with {threads} thread(s) measured "
+                 f"now: {rate / 1e9:.0f} GFLOP/s (load average {os.getloadavg()[0]:.1f})")
     return rate
 
 
-def _utilisation(arch: str, device: str, threads: int, cal: Mapping[str, Any], notes: list[str],
+def _utilisation(arch: str, device: str, threads: int, bf16: bool, cal: Mapping[str, Any], notes: list[str],
                  said: set[str]) -> float:
-    train = cal.get("train", {})
-    exact = train.get(f"{arch}/{device}/{threads}")
+    from harness import calibration
+
+    train = {k: v for k, v in cal.get("train", {}).items() if calibration.is_bf16_key(k) == bf16}
+    exact = train.get(calibration.train_key(arch, device, threads, bf16))
     same_arch = [v for k, v in train.items() if k.startswith(f"{arch}/{device}/")]
     if exact or same_arch:
         return float((exact or same_arch[0])["utilisation"])
+    kind = "bf16 " if bf16 else ""
     everything = [float(v["utilisation"]) for k, v in train.items() if f"/{device}/" in k]
     if everything:
         u = statistics.median(everything)
         if arch not in said:
-            notes.append(f"{arch}: no `recscale bench --arch {arch}` here; utilisation {u:.3f} assumed "
+            notes.append(f"{arch}: no {kind}`recscale bench --arch {arch}` here; utilisation {u:.3f} assumed "
                          f"(median of {len(everything)} architecture(s) measured on this {device})")
     else:
         u = ASSUMED_UTILISATION
         if arch not in said:
-            notes.append(f"{arch}: nothing measured on this {device}; utilisation {u} assumed "
+            notes.append(f"{arch}: nothing {kind}measured on this {device}; utilisation {u} assumed "
                          f"(run `recscale bench --arch {arch}` to calibrate)")
     said.add(arch)
     return u
+
+
+def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
+    """Whether a trial with these train settings autocasts to bfloat16 on `device` (TrainConfig.use_bf16)."""
+    from harness.config import TrainConfig
+
+    setting = train.get("bf16", TrainConfig.bf16)
+    if setting != "auto":
+        return bool(setting)
+    import torch
+
+    return device == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
 def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, device: str) -> int:
@@ -146,21 +165,22 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         notes.append(f"overhead per trial {overhead:.1f} s assumed (no sweep has measured it on this machine yet)")
     else:
         notes.append(f"overhead per trial {overhead:.2f} s, as the last sweep here measured it")
-    rates: dict[int, float | None] = {}
+    rates: dict[tuple[int, bool], float | None] = {}
     out: dict[str, TrialEstimate] = {}
     loader = cal.get("loader", {})
     for t in plan.trials:
         c = costs.get(t.trial_id)
         threads_t = int(t.train.get("num_threads") or threads)
-        if threads_t not in rates:
-            rates[threads_t] = _matmul_rate(device, threads_t, cal, notes)
-        rate = rates[threads_t]
+        bf16 = _uses_bf16(t.train, device)
+        if (threads_t, bf16) not in rates:
+            rates[threads_t, bf16] = _matmul_rate(device, threads_t, bf16, cal, notes)
+        rate = rates[threads_t, bf16]
         prep = t.dataset.prepare
         sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
         if rate is None or c is None or c.flops_per_target in (None, 0) or None in sizes:
             out[t.trial_id] = TrialEstimate(None, None, overhead)
             continue
-        u = _utilisation(t.arch, device, threads_t, cal, notes, said)
+        u = _utilisation(t.arch, device, threads_t, bf16, cal, notes, said)
         train_rate = u * rate / (3.0 * c.flops_per_target) * share
         batch = int(t.train.get("batch_size", TrainConfig.batch_size))
         load = loader.get(f"L={prep['history_len']}/B={batch}/{device}")
