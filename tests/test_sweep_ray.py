@@ -8,6 +8,7 @@
   `Tuner.restore` one, nor Ray's token notice) and resumes with `--resume`, and only the trials
   that had not finished train again (counted from trials.jsonl; finished run folders untouched);
 - a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops;
+- on such a cluster declaring one GPU, four trials asking for a quarter of it each run at the same time;
 - a search picks the best sampled value and the grid then runs at it.
 
 Every test builds the same tiny synthetic log and prepared dataset once (session cache) and trains
@@ -24,7 +25,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import pytest
@@ -168,24 +171,21 @@ def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache)
     assert len(pd.read_parquet(sweep_dir / "runs.parquet")) == 4
 
 
-@pytest.mark.slow
-def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache, monkeypatch):
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # `ray start` and this driver both use ~/.ray's token
+@contextmanager
+def _ray_head(tmp_path: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """`ray start --head --block` on 127.0.0.1 with `extra` flags -> (address, process, log); stopped after,
+    and no process of the cluster may be left running."""
     port = _free_port()
     temp_dir = Path(f"/tmp/rs-test-{os.getpid()}-{port}")  # short: Unix socket paths are limited
     head_log = tmp_path / "ray_head.log"
     head = subprocess.Popen(
         [str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
-         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp_dir}",
-         f"--dashboard-agent-listen-port={_free_port()}", f"--metrics-export-port={_free_port()}"],
+         "--include-dashboard=false", f"--temp-dir={temp_dir}", f"--dashboard-agent-listen-port={_free_port()}",
+         f"--metrics-export-port={_free_port()}", *extra],
         stdout=head_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
-        sweep = parse_sweep(_sweep_text("cluster", sweep_cache))
-        outcome = _run_when_cluster_is_up(sweep, tmp_path, f"127.0.0.1:{port}", head, head_log)
-        assert outcome.complete and outcome.finished == 4
-        table = pd.read_parquet(tmp_path / "cluster" / "runs.parquet")
-        assert set(table["trial_id"]) == ALL_TRIALS
+        yield f"127.0.0.1:{port}", head, head_log
     finally:
         head.send_signal(signal.SIGTERM)  # `ray start --block` stops every process of this cluster
         try:
@@ -196,6 +196,46 @@ def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache, monkeypatch):
     shutil.rmtree(temp_dir, ignore_errors=True)
     leftover = subprocess.run(["pgrep", "-f", str(temp_dir)], capture_output=True, text=True).stdout.split()
     assert not leftover, f"cluster processes left running: {leftover}"
+
+
+@pytest.mark.slow
+def test_sweep_joins_a_started_cluster(tmp_path, sweep_cache, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # `ray start` and this driver both use ~/.ray's token
+    with _ray_head(tmp_path, "--num-cpus=2") as (address, head, head_log):
+        sweep = parse_sweep(_sweep_text("cluster", sweep_cache))
+        outcome = _run_when_cluster_is_up(sweep, tmp_path, address, head, head_log)
+        assert outcome.complete and outcome.finished == 4
+        table = pd.read_parquet(tmp_path / "cluster" / "runs.parquet")
+        assert set(table["trial_id"]) == ALL_TRIALS
+
+
+def _most_at_once(events: list[dict]) -> int:
+    """The largest number of trials between their start and end events at one moment."""
+    steps = sorted((e["time"], 1 if e["event"] == "start" else -1) for e in events if e["event"] in ("start", "end"))
+    running = most = 0
+    for _, step in steps:  # at equal times an end (-1) sorts first: touching intervals do not overlap
+        running += step
+        most = max(most, running)
+    return most
+
+
+@pytest.mark.slow
+def test_fractional_gpu_trials_pack_onto_one_gpu(tmp_path, sweep_cache, monkeypatch):
+    """Four trials asking for a quarter of a GPU each run at the same time on a one-GPU cluster.
+
+    The cluster declares one GPU to Ray (`--num-gpus=1`, a logical resource: no CUDA is needed for
+    Ray to schedule by it), and the trials train on the CPU, so the check runs on any machine; what it
+    checks is Ray's packing of `resources.gpu: 0.25`, which is the same with a real GPU."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    raw = yaml.safe_load(_sweep_text("packed", sweep_cache))
+    raw["grid"] = {"arch": ["whale"], "seed": [0, 1, 2, 3]}
+    raw["resources"] = {"cpu": 0.5, "gpu": 0.25}
+    raw["max_concurrent"] = 4
+    raw["train"]["epochs"] = 20  # ~6 s of training each here; the four started within 0.8 s of each other
+    with _ray_head(tmp_path, "--num-cpus=2", "--num-gpus=1") as (address, head, head_log):
+        outcome = _run_when_cluster_is_up(parse_sweep(yaml.safe_dump(raw)), tmp_path, address, head, head_log)
+    assert outcome.complete and outcome.finished == 4
+    assert _most_at_once(read_events(tmp_path / "packed")) == 4  # one GPU's quarters, all four at once
 
 
 def _run_when_cluster_is_up(sweep, results: Path, address: str, head: subprocess.Popen, log: Path):
