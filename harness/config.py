@@ -88,7 +88,7 @@ class TrainConfig:
             return bool(self.bf16)
         import torch
 
-        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
     def __post_init__(self) -> None:
         positive = {"lr": self.lr, "batch_size": self.batch_size, "eval_batch_size": self.eval_batch_size,

@@ -110,15 +110,12 @@ def _utilisation(arch: str, device: str, threads: int, bf16: bool, cal: Mapping[
 
 
 def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
-    """Whether a trial with these train settings autocasts to bfloat16 on `device` (TrainConfig.use_bf16)."""
-    from harness.config import TrainConfig
-
-    setting = train.get("bf16", TrainConfig.bf16)
-    if setting != "auto":
-        return bool(setting)
+    """Whether a trial with these train settings autocasts to bfloat16 on `device`."""
     import torch
 
-    return device == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    from harness.config import TrainConfig
+
+    return TrainConfig(bf16=train.get("bf16", TrainConfig.bf16)).use_bf16(torch.device(device))
 
 
 def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, device: str) -> int:
