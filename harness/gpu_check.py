@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - t0
     print(f"gpu-check on {torch.cuda.get_device_name(0)} (torch {torch.__version__}):")
     print(f"  loader: {bench['loader_targets_per_s']:,.0f} targets/s ({bench['loader_copy_ratio']:.3f} x memory copy)")
-    print(f"  bench step {args.arch}: {bench['train_targets_per_s']:,.0f} targets/s, utilisation {bench['utilisation']:.3f}, "
+    print(f"  bench step {args.arch}: {bench['train_targets_per_s']:,.0f} targets/s, utilisation {bench['utilisation']:.3f} "
+          f"of {bench['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s {bench['matmul_dtype']} matmul, "
           f"peak {bench['peak_memory_bytes'] / 2**30:.2f} GiB")
     print(f"  epoch of {metrics['train_targets']:,} targets: {metrics['train_seconds']:.1f} s training "
           f"({metrics['train_targets_per_s']:,.0f} targets/s, utilisation {metrics['utilisation']:.3f}, bf16 "
