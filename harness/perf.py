@@ -64,10 +64,17 @@ def compute_dtype(bf16: bool) -> "torch.dtype":
     return torch.bfloat16 if bf16 else torch.float32
 
 
-def matmul_rate(device: "torch.device", dtype: "torch.dtype | None" = None, *, n: int = 1024, repeats: int = 3,
-                min_seconds: float = 0.25) -> float:
+#: Side of the square products `matmul_rate` times: 1024 keeps a CPU product near 10 ms (here); a GPU
+#: needs far larger ones to reach its rate: a 1024^3 product is 2.1 GFLOP, microseconds at the bf16 rates
+#: data-centre GPUs are specified for, as short as a kernel launch (not measured: no GPU was lent).
+MATMUL_SIDE = {"cpu": 1024, "cuda": 8192}
+
+
+def matmul_rate(device: "torch.device", dtype: "torch.dtype | None" = None, *, n: int | None = None,
+                repeats: int = 3, min_seconds: float = 0.25) -> float:
     """Best observed matmul FLOP/s of an n x n x n product in `dtype` (default float32) on `device`
-    (2 n^3 FLOPs each), over at least `repeats` products and `min_seconds` of them.
+    (2 n^3 FLOPs each; n from MATMUL_SIDE unless given), over at least `repeats` products and
+    `min_seconds` of them.
 
     The best of a longer run is the steadier estimate of what the device can do: measured here (2 cores,
     2 threads), the first products of a process ran 10-15 % slow and single products now and then at
@@ -75,6 +82,7 @@ def matmul_rate(device: "torch.device", dtype: "torch.dtype | None" = None, *, n
     """
     import torch
 
+    n = n or MATMUL_SIDE.get(device.type, MATMUL_SIDE["cpu"])
     g = torch.Generator().manual_seed(0)  # never touch the global RNG a run depends on
     a = torch.randn(n, n, generator=g).to(device, dtype or torch.float32)
     b = torch.randn(n, n, generator=g).to(device, dtype or torch.float32)

@@ -34,7 +34,7 @@ SMALL_VOCAB: dict[str, int] = {
 }
 
 
-#: Seconds of 1024^3 products timed before and again after the timed steps (`perf.matmul_rate`).
+#: Seconds of matmul products timed before and again after the timed steps (`perf.matmul_rate`).
 CALIBRATION_SECONDS = 1.0
 
 
