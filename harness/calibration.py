@@ -7,7 +7,8 @@ Entries are filed under a machine key (host name, CPU model, logical CPUs, and t
 one is used), so one home folder shared by several machines keeps them apart. Within a machine:
 
 - `matmul["<device>/<threads>"]`: fp32 matmul FLOP/s (`matmul_key`);
-- `loader["L=<L>/B=<batch>/<device>"]`: loader targets/s (with prefetch, as training reads batches);
+- `loader["L=<L>/B=<batch>/<device>"]`: loader targets/s (with prefetch, as training reads batches)
+  (`loader_key`);
 - `train["<arch>/<device>/<threads>"]`: the last timed training step of that architecture: targets/s,
   forward FLOPs/target, utilisation and the model settings it ran with (`train_key`).
 
@@ -59,6 +60,10 @@ def machine_key(device: str = "cpu") -> str:
 
         key += f"|{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cuda'}"
     return key
+
+
+def loader_key(history_len: int, batch_size: int, device: str) -> str:
+    return f"L={history_len}/B={batch_size}/{device}"
 
 
 def matmul_key(device: str, threads: int, bf16: bool) -> str:

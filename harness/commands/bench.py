@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_save:
         dev = device.type
         if out["loader_targets_per_s"] is not None:
-            calibration.record(dev, "loader", f"L={out['loader_history_len']}/B={tc.batch_size}/{dev}",
+            calibration.record(dev, "loader", calibration.loader_key(out["loader_history_len"], tc.batch_size, dev),
                                {"targets_per_s": out["loader_targets_per_s"]})
         if out["train_targets_per_s"] is not None:
             calibration.record(dev, "matmul", calibration.matmul_key(dev, threads, out["bf16"]), out["matmul_flops_per_s"])

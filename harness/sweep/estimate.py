@@ -30,6 +30,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness import calibration
+
 #: Counted-FLOP utilisation assumed when nothing was measured on this machine (CPU training steps of
 #: small models measured here lie around 0.05-0.3).
 ASSUMED_UTILISATION = 0.1
@@ -61,8 +63,6 @@ class SweepEstimate:
 
 
 def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], notes: list[str]) -> float | None:
-    from harness import calibration
-
     key = calibration.matmul_key(device, threads, bf16)
     if key in cal.get("matmul", {}):
         return float(cal["matmul"][key])
@@ -86,8 +86,6 @@ def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], 
 
 def _utilisation(arch: str, device: str, threads: int, bf16: bool, cal: Mapping[str, Any], notes: list[str],
                  said: set[str]) -> float:
-    from harness import calibration
-
     train = {k: v for k, v in cal.get("train", {}).items() if calibration.is_bf16_key(k) == bf16}
     exact = train.get(calibration.train_key(arch, device, threads, bf16))
     same_arch = [v for k, v in train.items() if k.startswith(f"{arch}/{device}/")]
@@ -142,7 +140,6 @@ def _makespan(durations: list[float], slots: int) -> float:
 
 def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None = None) -> SweepEstimate:
     """Wall-time estimate of every grid trial of `plan` and of the whole sweep (see the module doc)."""
-    from harness import calibration
     from harness.config import TrainConfig
 
     cfg = plan.sweep.config
@@ -180,7 +177,7 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         u = _utilisation(t.arch, device, threads_t, bf16, cal, notes, said)
         train_rate = u * rate / (3.0 * c.flops_per_target) * share
         batch = int(t.train.get("batch_size", TrainConfig.batch_size))
-        load = loader.get(f"L={prep['history_len']}/B={batch}/{device}")
+        load = loader.get(calibration.loader_key(prep["history_len"], batch, device))
         if load:
             train_rate = min(train_rate, float(load["targets_per_s"]))
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
