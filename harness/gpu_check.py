@@ -1,7 +1,7 @@
 """`make gpu-check`'s timed part: one WHALE epoch at the seed configuration (d = 64, 2 layers, L = 128,
 batch 256) on the medium synthetic log, on the CUDA device, printing targets/s and the counted-FLOP
-utilisation (bf16 autocast and TF32 at their defaults), plus `recscale bench` figures for the loader and
-the training step. Without a CUDA device it says so and exits 0 (the CUDA tests skip the same way).
+utilisation (bf16 autocast and TF32 at their defaults), plus `recscale bench --breakdown` figures for the
+loader and the training step (with the matrix products' share of the step's device time). Without a CUDA device it says so and exits 0 (the CUDA tests skip the same way).
 
     python -m harness.gpu_check [--scale medium] [--arch whale] [--set model.k=v ...]
 """
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         _cli("synth", "--scale", args.scale, "--out", str(log))
     artifact = _cli("prepare", "--source", "synthetic", "--root", str(log), "--history-len", "128").strip().splitlines()[-1]
     sets = [x for s in args.set for x in ("--set", s)]
-    bench = json.loads(_cli("bench", "--data", artifact, "--arch", args.arch, "--set", "train.device=cuda", *sets, "--json"))
+    bench = json.loads(_cli("bench", "--data", artifact, "--arch", args.arch, "--set", "train.device=cuda", *sets,
+                            "--breakdown", "3", "--json"))
     t0 = time.perf_counter()
     out = Path("results/gpu_check") / time.strftime("%Y%m%d-%H%M%S")
     metrics = json.loads(_cli("train", "--arch", args.arch, "--data", artifact, "--set", "train.device=cuda", *sets,
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  bench step {args.arch}: {bench['train_targets_per_s']:,.0f} targets/s, utilisation {bench['utilisation']:.3f} "
           f"of {bench['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s {bench['matmul_dtype']} matmul, "
           f"peak {bench['peak_memory_bytes'] / 2**30:.2f} GiB")
+    bd = bench["breakdown"]
+    print(f"  breakdown: products {bd['product_share']:.1%} of {bd['total_ms']:.1f} ms {bd['time_kind']} per step at "
+          f"{bd['product_flops_per_s'] / 1e12:.1f} TFLOP/s; ceiling {bench['utilisation_if_only_products']:.3f}; "
+          "costliest others: " + ", ".join(f"{o['op']} {o['ms_per_step']:.2f} ms" for o in bd["top_other"][:4]))
     print(f"  epoch of {metrics['train_targets']:,} targets: {metrics['train_seconds']:.1f} s training "
           f"({metrics['train_targets_per_s']:,.0f} targets/s, utilisation {metrics['utilisation']:.3f}, bf16 "
           f"{metrics['bf16']}), {wall:.1f} s for the whole run; test AUC {metrics['test_auc']:.4f} -> {out}")

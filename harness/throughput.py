@@ -47,8 +47,10 @@ def measure(
     steps: int = 20,
     warmup: int = 3,
     seed: int = 0,
+    breakdown_steps: int = 0,
 ) -> dict[str, Any]:
-    """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`."""
+    """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with
+    `breakdown_steps`, profile that many more and add where their time went (`harness.step_breakdown`)."""
     tc = train or TrainConfig()
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
@@ -84,6 +86,14 @@ def measure(
     rate = max(rate, perf.matmul_rate(device, dtype, min_seconds=CALIBRATION_SECONDS))
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else perf.peak_rss_bytes()
     targets_per_s = steps * tc.batch_size / elapsed
+    extra: dict[str, Any] = {}
+    if breakdown_steps:
+        from .step_breakdown import profile_steps
+
+        bd = profile_steps(step, batches, device, steps=breakdown_steps)
+        extra["breakdown"] = bd.to_dict()
+        extra["utilisation_if_only_products"] = perf.utilisation(
+            flops, bd.targets_per_s_if_only_products(tc.batch_size), rate)
     return {
         "arch": arch,
         "batch_size": tc.batch_size,
@@ -100,7 +110,7 @@ def measure(
         "malloc_env": perf.malloc_env_active(),
         "device": str(device),
         "bf16": step.bf16,
-    }
+    } | extra
 
 
 def main(argv: list[str] | None = None) -> int:

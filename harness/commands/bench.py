@@ -15,6 +15,7 @@ examples:
   recscale bench --data artifacts/synthetic-exposure-<hash>
   recscale bench --arch whale --json
   recscale bench --arch whale --data ART --set model.dim=32 --set train.num_threads=2 --steps 10
+  recscale bench --arch whale --breakdown        # and where the step's time goes
 """
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=None, help="targets per batch (default: train.batch_size, 256)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20, after 3 warm-up)")
     parser.add_argument("--batches", type=int, default=100, help="loader batches per timed pass (default 100)")
+    parser.add_argument("--breakdown", type=int, nargs="?", const=3, default=0, metavar="STEPS",
+                        help="profile STEPS more steps (default 3) and show where their time goes: matrix products "
+                             "(time, achieved GFLOP/s, the utilisation ceiling they set) and the costliest other "
+                             "operators (harness/step_breakdown.py)")
     parser.add_argument("--no-save", action="store_true", help="do not write the calibration cache")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -91,13 +96,16 @@ def run(args: argparse.Namespace) -> int:
         cfg = architectures.make_config(args.arch, model_over)
         vocab = ds.spec.vocab_sizes if ds is not None else SMALL_VOCAB
         spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=cfg.history_len)
-        result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps)
+        result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown)
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
                      "flops_per_target": result["flops_per_target"], "utilisation": result["utilisation"],
                      "matmul_flops_per_s": result["matmul_flops_per_s"], "matmul_dtype": result["matmul_dtype"],
                      "bf16": result["bf16"], "seconds_per_step": result["seconds_per_step"],
                      "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_kind": result["peak_memory_kind"],
                      "batch_size": tc.batch_size, "history_len": cfg.history_len})
+        if "breakdown" in result:
+            out["breakdown"] = result["breakdown"]
+            out["utilisation_if_only_products"] = result["utilisation_if_only_products"]
     if not args.no_save:
         dev = device.type
         if out["loader_targets_per_s"] is not None:
@@ -124,6 +132,22 @@ def run(args: argparse.Namespace) -> int:
               f"{out['flops_per_target'] / 1e6:.2f} MFLOPs/target forward, utilisation {out['utilisation']:.3f} of "
               f"{out['matmul_flops_per_s'] / 1e9:.0f} GFLOP/s {out['matmul_dtype']} matmul, peak memory "
               f"{out['peak_memory_bytes'] / 2**20:,.0f} MiB ({out['peak_memory_kind']})")
+    if "breakdown" in out:
+        _print_breakdown(out)
     if "calibration_file" in out:
         print(f"calibration stored in {out['calibration_file']}")
     return 0
+
+
+def _print_breakdown(out: dict) -> None:
+    bd = out["breakdown"]
+    print(f"breakdown of {bd['steps']} profiled step(s), {bd['time_kind']} {bd['total_ms']:.1f} ms/step "
+          "(the profiler's overhead included):")
+    print(f"  matrix products  {bd['product_ms']:8.1f} ms  {bd['product_share']:6.1%}  "
+          f"{bd['product_flops'] / 1e9:.2f} GFLOP executed at {bd['product_flops_per_s'] / 1e9:.0f} GFLOP/s "
+          f"({bd['product_flops_per_s'] / out['matmul_flops_per_s']:.2f} of the matmul rate)")
+    print(f"  everything else  {bd['other_ms']:8.1f} ms  {1 - bd['product_share']:6.1%}, the costliest:")
+    for op in bd["top_other"]:
+        print(f"    {op['op']:<36s}{op['ms_per_step']:8.1f} ms  {op['calls_per_step']:6.0f} calls")
+    print(f"  utilisation if only the products took time: {out['utilisation_if_only_products']:.3f} "
+          "(the ceiling at these shapes)")
