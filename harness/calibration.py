@@ -10,7 +10,11 @@ one is used), so one home folder shared by several machines keeps them apart. Wi
 - `loader["L=<L>/B=<batch>/<device>"]`: loader targets/s (with prefetch, as training reads batches)
   (`loader_key`);
 - `train["<arch>/<device>/<threads>"]`: the last timed training step of that architecture: targets/s,
-  forward FLOPs/target, utilisation and the model settings it ran with (`train_key`).
+  forward FLOPs/target, utilisation and the model settings it ran with (`train_key`);
+- `trial_rate[...]`: training targets/s of one sweep trial configuration, recorded by a finished sweep or
+  timed by `sweep --dry-run --measure` (keys and sources: `harness.sweep.trial_rates`);
+- `sweep["overhead_in_trial_s" | "overhead_per_trial_s"]`: the last sweep's per-trial overhead, inside the
+  trials and seen from outside them (written by the sweep launcher).
 
 Steps that autocast to bfloat16 are filed apart, under keys ending in `/bf16` (their matmul rate is the
 bf16 rate, and their utilisation is against it), so an fp32 estimate never mixes with a bf16 measurement.

@@ -48,9 +48,15 @@ def measure(
     warmup: int = 3,
     seed: int = 0,
     breakdown_steps: int = 0,
+    flops_per_target: float | None = None,
+    rate_seconds: float = CALIBRATION_SECONDS,
+    min_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with
-    `breakdown_steps`, profile that many more and add where their time went (`harness.step_breakdown`)."""
+    `breakdown_steps`, profile that many more and add where their time went (`harness.step_breakdown`).
+    `min_seconds` adds steps until the timed ones take at least that long; `flops_per_target` skips
+    counting them; `rate_seconds=0` takes this process's cached matmul rate
+    (`perf.matmul_rate_cached`) instead of timing products around the steps."""
     tc = train or TrainConfig()
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
@@ -67,23 +73,33 @@ def measure(
 
     from architectures.flops import count_flops
 
-    model.eval()
-    with torch.no_grad():
-        flops = float(count_flops(model, batches[0]).per_target)
-    model.train()
+    if flops_per_target is None:
+        model.eval()
+        with torch.no_grad():
+            flops_per_target = float(count_flops(model, batches[0]).per_target)
+        model.train()
+    flops = flops_per_target
     step = TrainStep(model, tc, device)
     for i in range(warmup):
         step(batches[i % len(batches)])
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     dtype = perf.compute_dtype(step.bf16)
-    rate = perf.matmul_rate(device, dtype, min_seconds=CALIBRATION_SECONDS)  # and again after the steps: the best
+    if rate_seconds > 0:  # and again after the steps: the best
+        rate = perf.matmul_rate(device, dtype, min_seconds=rate_seconds)
+    else:
+        rate = perf.matmul_rate_cached(device, dtype)
     sync()
     t0 = time.perf_counter()
-    for i in range(steps):
-        step(batches[i % len(batches)])
-    sync()
-    elapsed = time.perf_counter() - t0
-    rate = max(rate, perf.matmul_rate(device, dtype, min_seconds=CALIBRATION_SECONDS))
+    done, elapsed = 0, 0.0
+    while done < steps or elapsed < min_seconds:  # at least `steps`, and at least `min_seconds` of them
+        step(batches[done % len(batches)])
+        done += 1
+        if done >= steps:
+            sync()
+        elapsed = time.perf_counter() - t0
+    steps = done
+    if rate_seconds > 0:
+        rate = max(rate, perf.matmul_rate(device, dtype, min_seconds=rate_seconds))
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else perf.peak_rss_bytes()
     targets_per_s = steps * tc.batch_size / elapsed
     extra: dict[str, Any] = {}

@@ -138,6 +138,9 @@ def test_dry_run_estimate_follows_the_calibration(cache, capsys):
     assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4"]) == 0
     text = capsys.readouterr().out
     assert "estimated wall time" in text and "2 trial(s) at a time on cpu" in text
+    # the overhead seen from outside the trials (Ray's scheduling included), when recorded, wins
+    calibration.record("cpu", "sweep", "overhead_per_trial_s", {"value": 1.1})
+    assert {e.overhead_s for e in estimate_sweep(plan, costs, num_cpus=4).trials.values()} == {1.1}
 
 
 def test_dry_run_estimates_bf16_trials_from_bf16_calibration_and_fp32_trials_from_fp32(cache):

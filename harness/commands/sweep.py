@@ -7,6 +7,7 @@ Interrupt with Ctrl-C and continue later with --resume: finished trials are not 
 
 examples:
   recscale sweep sweeps/demo.yaml --dry-run        # trial table and estimated compute, runs nothing
+  recscale sweep sweeps/demo.yaml --dry-run --measure   # ... with each configuration's rate timed now
   recscale sweep sweeps/demo.yaml                  # run it here
   recscale sweep sweeps/demo.yaml --resume         # continue an interrupted sweep
   recscale sweep sweeps/demo.yaml --address 10.0.0.1:6379   # join a cluster started with `ray start --head`
@@ -18,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from protocols.errors import RecscaleError
 from protocols.results_layout import RUNS_FILE
 
 
@@ -29,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="join an existing Ray cluster (host:port, or 'auto') instead of starting one here")
     parser.add_argument("--dry-run", action="store_true",
                         help="validate, print datasets, trials, the estimated compute and wall time, and exit")
+    parser.add_argument("--measure", action="store_true",
+                        help="with --dry-run: time a few training steps of every distinct trial configuration now "
+                             "and estimate from those rates (stored in this machine's calibration)")
     parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
     parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
@@ -43,7 +48,13 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.schema import load_sweep
 
     sweep = load_sweep(args.file)
+    if args.measure and not args.dry_run:
+        raise RecscaleError("--measure goes with --dry-run (a launched sweep records its own rates)")
     if args.dry_run:
+        if args.measure and getattr(args, "process_argv", None):  # time steps as trials run them: malloc settings
+            from harness import perf
+
+            perf.reexec_with_malloc_env(args.process_argv)
         return _dry_run(sweep, args)
 
     from harness.sweep.launcher import run_sweep
@@ -90,7 +101,18 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
 
     plan = plan_sweep(sweep)
     costs = estimate_costs(plan.trials)
+    notes: list[str] = []
+    if args.measure:
+        from harness.sweep.estimate import sweep_device, trial_threads_bf16
+        from harness.sweep.trial_rates import known_vocabularies, measure_plan_rates
+
+        settings = {t.trial_id: trial_threads_bf16(t, sweep.config.resources) for t in plan.trials}
+        notes = measure_plan_rates(plan.trials, sweep_device(sweep.config.resources),
+                                   {k: v[0] for k, v in settings.items()}, {k: v[1] for k, v in settings.items()},
+                                   {k: c.flops_per_target for k, c in costs.items()},
+                                   known_vocabularies(sweep, args.results / sweep.name), progress=not args.json)
     estimate = estimate_sweep(plan, costs, num_cpus=args.num_cpus)
+    estimate.assumptions[:0] = notes
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
     if args.json:

@@ -3,9 +3,11 @@
 Per trial: training time = train targets x epochs / an estimated training rate, evaluation time =
 validation + test targets / (3 x that rate) (a forward pass costs about a third of a training step),
 plus a fixed overhead per trial. The training rate comes from the machine's calibration
-(`harness.calibration`, written by `recscale bench`):
+(`harness.calibration`):
 
-- `rate = u x R / (3 x F)`: F = the trial's forward FLOPs/target (counted for the table anyway), R = the
+- the rate measured for the trial's own configuration when there is one (`harness.sweep.trial_rates`:
+  recorded by a finished sweep on the same dataset, else timed by `--dry-run --measure`);
+- else `rate = u x R / (3 x F)`: F = the trial's forward FLOPs/target (counted for the table anyway), R = the
   matmul rate at the trial's thread count in the trial's compute dtype (bfloat16 when its `train.bf16`
   autocasts on this device, else float32; calibrated, else measured now, in well under a second),
   u = the counted-FLOP utilisation that `recscale bench --arch` measured for the same architecture on this
@@ -14,7 +16,8 @@ plus a fixed overhead per trial. The training rate comes from the machine's cali
 - the rate is capped by the calibrated loader rate at the trial's history length when there is one
   (training reads batches through the prefetching loader, so the slower of the two sets the pace);
 - the overhead per trial is the one the last sweep on this machine measured (recorded in the calibration
-  by the launcher), else ASSUMED_OVERHEAD_S.
+  by the launcher): seen from outside the trials (Ray's scheduling and start-up included) where recorded,
+  else inside them, else ASSUMED_OVERHEAD_S.
 
 The sweep's wall time packs the trials, in plan order, onto the concurrent slots (CPUs / resources.cpu,
 or GPUs / resources.gpu, capped by max_concurrent), each trial starting when a slot frees. Trials that
@@ -24,9 +27,9 @@ included. Every assumption made is listed with the estimate.
 from __future__ import annotations
 
 import heapq
-import math
 import os
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -116,6 +119,18 @@ def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
     return TrainConfig(bf16=train.get("bf16", TrainConfig.bf16)).use_bf16(torch.device(device))
 
 
+def sweep_device(resources: Any) -> str:
+    """The device kind a sweep's trials train on: "cuda" when they ask for GPUs, else "cpu"."""
+    return "cuda" if resources.gpu > 0 else "cpu"
+
+
+def trial_threads_bf16(trial: Any, resources: Any) -> tuple[int, bool]:
+    """(torch threads, bfloat16 autocast) a trial trains with: its `train.num_threads`, else the
+    sweep's CPUs per trial (as the trainable sets it), and its `train.bf16` on the sweep's device."""
+    threads = int(trial.train.get("num_threads") or max(1, int(resources.cpu)))
+    return threads, _uses_bf16(trial.train, sweep_device(resources))
+
+
 def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, device: str) -> int:
     cpus = num_cpus or os.cpu_count() or 1
     slots = max(1, int(cpus // max(resources.cpu, 1e-9)))
@@ -142,8 +157,10 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     """Wall-time estimate of every grid trial of `plan` and of the whole sweep (see the module doc)."""
     from harness.config import TrainConfig
 
+    from . import trial_rates
+
     cfg = plan.sweep.config
-    device = "cuda" if cfg.resources.gpu > 0 else "cpu"
+    device = sweep_device(cfg.resources)
     cal = calibration.entry(device)
     notes: list[str] = []
     said: set[str] = set()
@@ -153,29 +170,39 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     if device == "cuda" and 0 < cfg.resources.gpu < 1:
         share = 1.0 / max(1, int(1 // cfg.resources.gpu))
         notes.append(f"{int(1 // cfg.resources.gpu)} trials share a GPU and its throughput (no gain from packing assumed)")
-    overhead = float(cal.get("sweep", {}).get("overhead_in_trial_s", {}).get("value", math.nan))
-    if math.isnan(overhead):
+    measured_overhead = cal.get("sweep", {})
+    kind = next((k for k in ("overhead_per_trial_s", "overhead_in_trial_s") if k in measured_overhead), None)
+    if kind is None:
         overhead = ASSUMED_OVERHEAD_S
         notes.append(f"overhead per trial {overhead:.1f} s assumed (no sweep has measured it on this machine yet)")
     else:
-        notes.append(f"overhead per trial {overhead:.2f} s, as the last sweep here measured it")
+        overhead = float(measured_overhead[kind]["value"])
+        where = "seen from outside the trials, Ray's scheduling included" if kind == "overhead_per_trial_s" \
+            else "inside the trials"
+        notes.append(f"overhead per trial {overhead:.2f} s, as the last sweep here measured it ({where})")
     rates: dict[tuple[int, bool], float | None] = {}
     out: dict[str, TrialEstimate] = {}
     loader = cal.get("loader", {})
+    from_config: Counter[str] = Counter()
     for t in plan.trials:
         c = costs.get(t.trial_id)
-        threads_t = int(t.train.get("num_threads") or threads)
-        bf16 = _uses_bf16(t.train, device)
-        if (threads_t, bf16) not in rates:
-            rates[threads_t, bf16] = _matmul_rate(device, threads_t, bf16, cal, notes)
-        rate = rates[threads_t, bf16]
+        threads_t, bf16 = trial_threads_bf16(t, cfg.resources)
         prep = t.dataset.prepare
         sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
-        if rate is None or c is None or c.flops_per_target in (None, 0) or None in sizes:
-            out[t.trial_id] = TrialEstimate(None, None, overhead)
-            continue
-        u = _utilisation(t.arch, device, threads_t, bf16, cal, notes, said)
-        train_rate = u * rate / (3.0 * c.flops_per_target) * share
+        measured = trial_rates.lookup(cal, t, device, threads_t, bf16)
+        if measured and None not in sizes:
+            from_sweep = str(measured.get("source", "")).startswith("sweep")
+            train_rate = float(measured["targets_per_s"]) * (1.0 if from_sweep else share)
+            from_config[measured.get("source", "?")] += 1
+        else:
+            if (threads_t, bf16) not in rates:
+                rates[threads_t, bf16] = _matmul_rate(device, threads_t, bf16, cal, notes)
+            rate = rates[threads_t, bf16]
+            if rate is None or c is None or c.flops_per_target in (None, 0) or None in sizes:
+                out[t.trial_id] = TrialEstimate(None, None, overhead)
+                continue
+            u = _utilisation(t.arch, device, threads_t, bf16, cal, notes, said)
+            train_rate = u * rate / (3.0 * c.flops_per_target) * share
         batch = int(t.train.get("batch_size", TrainConfig.batch_size))
         load = loader.get(calibration.loader_key(prep["history_len"], batch, device))
         if load:
@@ -183,6 +210,8 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
         out[t.trial_id] = TrialEstimate(sizes[0] * epochs / train_rate, (sizes[1] + sizes[2]) / (3.0 * train_rate),
                                         overhead)
+    for source, n in sorted(from_config.items()):
+        notes.append(f"{n} trial(s) at the training rate measured for their own configuration ({source})")
     if device == "cuda" and rates and all(r is None for r in rates.values()):
         notes.append("no CUDA device here and no GPU calibration for this machine: run `recscale bench --arch NAME` "
                      "on the GPU machine, then --dry-run there")

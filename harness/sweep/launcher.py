@@ -491,17 +491,24 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
     return out
 
 
-def _remember_overhead(sweep: Sweep, summary: dict[str, Any]) -> None:
-    """Keep the measured per-trial overhead in this machine's calibration (for `sweep --dry-run`)."""
+def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict[str, Any]) -> None:
+    """Keep the measured per-trial overhead and every configuration's training rate in this machine's
+    calibration (for `sweep --dry-run`)."""
     if "overhead_in_trial_s" not in summary:
         return
     from harness import calibration
 
-    device = "cuda" if sweep.config.resources.gpu > 0 else "cpu"
+    from .estimate import sweep_device
+    from .trial_rates import record_sweep_rates
+
+    device = sweep_device(sweep.config.resources)
+    ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]
     try:
-        calibration.record(device, "sweep", "overhead_in_trial_s",
-                           {"value": summary["overhead_in_trial_s"], "sweep": sweep.name,
-                            "trials": summary["trials_trained"]})
+        for key in ("overhead_in_trial_s", "overhead_per_trial_s"):
+            if key in summary:
+                calibration.record(device, "sweep", key, {"value": summary[key], "sweep": sweep.name,
+                                                          "trials": summary["trials_trained"]})
+        record_sweep_rates(device, sweep.name, ends, int(summary.get("trial_slots", 1)))
     except OSError:  # an unwritable cache folder never fails a finished sweep
         pass
 
@@ -575,6 +582,6 @@ def run_sweep(
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
     (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
-    _remember_overhead(sweep, summary)
+    _remember_timings(sweep, sweep_dir, since, summary)
     return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
                         interrupted=stage.interrupted, summary=summary)

@@ -10,8 +10,9 @@ returns its saved metrics without training again, and one with no checkpoint yet
 
 Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON object a line: trial,
 event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
-trainable and training seconds); the launcher reads it for the per-trial overhead and tests count
-restarts with it. (Tests that kill a worker wrap `run_trial` themselves; nothing here is test-only.)
+trainable and training seconds, and at the end the trial configuration's calibration key and training
+rate); the launcher reads it for the per-trial overhead and the rates `--dry-run` estimates from
+(`trial_rates.py`), and tests count restarts with it. (Tests that kill a worker wrap `run_trial` themselves; nothing here is test-only.)
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from typing import Any, Mapping
 
 from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR
 
+from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
+from .trial_rates import rate_key
 
 #: Key of the grid stage's one Tune axis: its values are the distinct grid points (plan.grid_points).
 GRID_POINT = "point"
@@ -109,7 +112,11 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
                         final_checkpoint=context.sweep.config.keep_checkpoints)
 
     trainable_s = time.perf_counter() - t_start
+    resources = context.sweep.config.resources
+    threads, bf16 = trial_threads_bf16(trial, resources)
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
+              rate_key=rate_key(trial, sweep_device(resources), threads, bf16, dataset=True),
+              train_targets_per_s=None if reused or resume else metrics.get("train_targets_per_s"),
               trainable_s=trainable_s, train_run_s=None if reused else metrics.get("wall_s"),
               train_loop_s=None if reused else metrics.get("train_seconds"),
               eval_s=None if reused else metrics.get("eval_seconds"),
