@@ -66,6 +66,26 @@ def test_measure_times_each_configuration_once_and_the_estimate_follows_it(tmp_p
     again = json.loads(capsys.readouterr().out)
     assert [t["estimated_train_s"] for t in again["trials"]] == [t["estimated_train_s"] for t in out["trials"]]
 
+    # once a sweep (two at a time, as planned here) recorded one configuration at 0.8 x its timed-alone
+    # rate, that trial uses the sweep's rate and every other timed-alone rate is scaled by 0.8
+    from harness.sweep.plan import plan_sweep
+    from harness.sweep.schema import load_sweep
+    from harness.sweep.trial_rates import rate_key
+
+    plan = plan_sweep(load_sweep(path))
+    first = plan.trials[0]
+    alone = rates[rate_key(first, "cpu", 1, False, dataset=False)]["targets_per_s"]
+    calibration.record("cpu", SECTION, rate_key(first, "cpu", 1, False, dataset=True),
+                       {"targets_per_s": 0.8 * alone, "source": "sweep rates", "trials": 1, "concurrent_trials": 2})
+    assert cli_main(args) == 0
+    scaled = {t["trial_id"]: t["estimated_train_s"] for t in json.loads(capsys.readouterr().out)["trials"]}
+    before = {t["trial_id"]: t["estimated_train_s"] for t in out["trials"]}
+    for trial_id, seconds in scaled.items():
+        if trial_id == first.trial_id:
+            assert seconds == pytest.approx(1000 / (0.8 * alone))
+        else:
+            assert seconds == pytest.approx(before[trial_id] / 0.8)
+
 
 def test_measure_needs_dry_run(tmp_path, cache, capsys):
     path = tmp_path / "rates.yaml"

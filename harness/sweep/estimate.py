@@ -6,7 +6,8 @@ plus a fixed overhead per trial. The training rate comes from the machine's cali
 (`harness.calibration`):
 
 - the rate measured for the trial's own configuration when there is one (`harness.sweep.trial_rates`:
-  recorded by a finished sweep on the same dataset, else timed by `--dry-run --measure`);
+  recorded by a finished sweep on the same dataset, else timed by `--dry-run --measure`, then scaled by
+  the contention factor that sweeps here showed against such timings, when one is known);
 - else `rate = u x R / (3 x F)`: F = the trial's forward FLOPs/target (counted for the table anyway), R = the
   matmul rate at the trial's thread count in the trial's compute dtype (bfloat16 when its `train.bf16`
   autocasts on this device, else float32; calibrated, else measured now, in well under a second),
@@ -184,6 +185,7 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     out: dict[str, TrialEstimate] = {}
     loader = cal.get("loader", {})
     from_config: Counter[str] = Counter()
+    contention = trial_rates.contention_factor(cal, slots)
     for t in plan.trials:
         c = costs.get(t.trial_id)
         threads_t, bf16 = trial_threads_bf16(t, cfg.resources)
@@ -193,6 +195,8 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         if measured and None not in sizes:
             from_sweep = str(measured.get("source", "")).startswith("sweep")
             train_rate = float(measured["targets_per_s"]) * (1.0 if from_sweep else share)
+            if not from_sweep and contention is not None:
+                train_rate *= contention[0]
             from_config[measured.get("source", "?")] += 1
         else:
             if (threads_t, bf16) not in rates:
@@ -212,6 +216,9 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
                                         overhead)
     for source, n in sorted(from_config.items()):
         notes.append(f"{n} trial(s) at the training rate measured for their own configuration ({source})")
+    if contention is not None and from_config.get("dry-run --measure"):
+        notes.append(f"rates timed alone scaled by {contention[0]:.2f}: the median ratio of sweep-recorded to "
+                     f"timed-alone rates of {contention[1]} configuration(s) run {slots} at a time here")
     if device == "cuda" and rates and all(r is None for r in rates.values()):
         notes.append("no CUDA device here and no GPU calibration for this machine: run `recscale bench --arch NAME` "
                      "on the GPU machine, then --dry-run there")

@@ -11,7 +11,9 @@ the machine's calibration (`harness.calibration`, section `trial_rate`):
   (`record_sweep_rates`: real batches and vocabularies, and the concurrency the sweep ran with);
 - `recscale sweep FILE --dry-run --measure` times a few training steps of every distinct configuration
   now (`measure_plan_rates`), on random full-length batches with the vocabularies of the sweep's prepared
-  dataset when it already exists, else those of `synth --scale small` (said so).
+  dataset when it already exists, else those of `synth --scale small` (said so). Such a rate is measured
+  alone; once some configuration has both kinds of rate, the estimate scales timed-alone rates by their
+  median ratio (`contention_factor`), the slowdown of running as many trials at a time as the sweep does.
 
 A configuration is the architecture, its model settings, history length, the training settings that
 change a step (all but `epochs`, `num_threads` and `seed`), the device, the thread count and the compute
@@ -56,6 +58,25 @@ def lookup(cal: Mapping[str, Any], trial: Any, device: str, threads: int, bf16: 
     rates = cal.get(SECTION, {})
     return (rates.get(rate_key(trial, device, threads, bf16, dataset=True))
             or rates.get(rate_key(trial, device, threads, bf16, dataset=False)))
+
+
+def contention_factor(cal: Mapping[str, Any], slots: int) -> tuple[float, int] | None:
+    """(median ratio of sweep-recorded to `--measure`-timed rates, configurations compared) over the
+    configurations that have both, from sweeps that ran `slots` trials at a time; None when there are none.
+
+    A timed configuration runs alone; in a sweep, concurrent trials share the machine (memory bandwidth,
+    their loader threads), so measured-alone rates are optimistic by about this factor."""
+    rates = cal.get(SECTION, {})
+    ratios = []
+    for key, value in rates.items():
+        if not str(value.get("source", "")).startswith("sweep") or value.get("concurrent_trials") != slots:
+            continue
+        parts = key.split("/")
+        bf16 = parts[-1] == "bf16"
+        alone = rates.get("/".join(parts[:4]) + ("/bf16" if bf16 else ""))
+        if alone and alone.get("source") == "dry-run --measure" and alone.get("targets_per_s"):
+            ratios.append(float(value["targets_per_s"]) / float(alone["targets_per_s"]))
+    return (statistics.median(ratios), len(ratios)) if ratios else None
 
 
 def record_sweep_rates(device: str, sweep_name: str, ends: Iterable[Mapping[str, Any]], slots: int) -> int:
