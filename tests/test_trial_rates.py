@@ -108,3 +108,28 @@ def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(t
     (sweep_dir / DATASETS_FILE).write_text(json.dumps({"datasets": {
         "d-here": {"artifact": tiny_artifact.name}, "d-gone": {"artifact": "synthetic-exposure-0000"}}}))
     assert known_vocabularies(sweep, sweep_dir) == {"d-here": dict(PreparedDataset.open(tiny_artifact).spec.vocab_sizes)}
+
+
+def test_measure_on_a_gpu_sweep_without_cuda_times_nothing(tmp_path, cache, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    path = tmp_path / "gpu.yaml"
+    path.write_text(SWEEP.replace("resources: {cpu: 1, gpu: 0}", "resources: {cpu: 1, gpu: 0.5}"))
+    assert cli_main(["sweep", str(path), "--dry-run", "--measure", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any("--measure timed nothing" in a for a in out["estimate"]["assumptions"])
+    stored = json.loads(cache.read_text()) if cache.exists() else {}
+    assert SECTION not in stored.get(calibration.machine_key("cuda"), {})
+
+
+def test_a_sweep_records_the_median_of_its_finite_rates_per_configuration(cache):
+    from harness.sweep.trial_rates import record_sweep_rates
+
+    ends = [{"rate_key": "a", "train_targets_per_s": 10.0}, {"rate_key": "a", "train_targets_per_s": 40.0},
+            {"rate_key": "a", "train_targets_per_s": 30.0}, {"rate_key": "a", "train_targets_per_s": float("nan")},
+            {"rate_key": "b", "train_targets_per_s": None}, {"train_targets_per_s": 5.0}]
+    assert record_sweep_rates("cpu", "s", ends, 2) == 1
+    (stored,) = json.loads(cache.read_text())[calibration.machine_key("cpu")][SECTION].values()
+    assert stored == {"targets_per_s": 30.0, "source": "sweep s", "trials": 3, "concurrent_trials": 2}

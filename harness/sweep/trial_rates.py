@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import statistics
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
@@ -84,8 +85,9 @@ def record_sweep_rates(device: str, sweep_name: str, ends: Iterable[Mapping[str,
     carrying `rate_key` and `train_targets_per_s`); returns how many configurations were stored."""
     by_key: dict[str, list[float]] = defaultdict(list)
     for e in ends:
-        if e.get("rate_key") and e.get("train_targets_per_s"):
-            by_key[e["rate_key"]].append(float(e["train_targets_per_s"]))
+        rate = e.get("train_targets_per_s")
+        if e.get("rate_key") and isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0:
+            by_key[e["rate_key"]].append(float(rate))
     for key, values in by_key.items():
         calibration.record(device, SECTION, key, {
             "targets_per_s": statistics.median(values), "source": f"sweep {sweep_name}",
@@ -138,11 +140,14 @@ def measure_plan_rates(trials: Iterable[Any], device: str, threads_of: Mapping[s
     from harness.throughput import measure
     from protocols.typed_config import from_dict
 
+    if device == "cuda" and not torch.cuda.is_available():
+        return ["--measure timed nothing: the sweep trains on CUDA and this machine has no CUDA device"]
     todo: dict[str, Any] = {}
     for t in trials:
         todo.setdefault(rate_key(t, device, threads_of[t.trial_id], bf16_of[t.trial_id], dataset=False), t)
     before = torch.get_num_threads()
     guessed = 0
+    failed: list[str] = []
     try:
         for key, t in tqdm(todo.items(), desc="measuring trial configurations", unit="config",
                            disable=not progress):
@@ -150,15 +155,23 @@ def measure_plan_rates(trials: Iterable[Any], device: str, threads_of: Mapping[s
             guessed += not known
             train = from_dict(TrainConfig, dict(t.train), prefix="train.")
             train = dataclasses.replace(train, num_threads=threads_of[t.trial_id], device=device)
-            result = measure(t.arch, dict(t.model), train, spec=spec, steps=MEASURE_STEPS, warmup=MEASURE_WARMUP,
-                             flops_per_target=flops_of.get(t.trial_id), rate_seconds=0.0, min_seconds=MEASURE_SECONDS)
+            try:
+                result = measure(t.arch, dict(t.model), train, spec=spec, steps=MEASURE_STEPS, warmup=MEASURE_WARMUP,
+                                 flops_per_target=flops_of.get(t.trial_id), rate_seconds=0.0,
+                                 min_seconds=MEASURE_SECONDS)
+            except Exception as e:  # noqa: BLE001 - one configuration that cannot run does not stop the estimate
+                failed.append(f"{t.trial_id} ({type(e).__name__}: {e})")
+                continue
             calibration.record(device, SECTION, key, {
                 "targets_per_s": result["targets_per_s"], "source": "dry-run --measure",
                 "vocabulary": "dataset" if known else "synth small", "steps": result["steps"]})
     finally:
         torch.set_num_threads(before)
-    notes = [f"{len(todo)} configuration(s) timed now (at least {MEASURE_STEPS} steps and {MEASURE_SECONDS:g} s each, "
+    notes = [f"{len(todo) - len(failed)} configuration(s) timed now (at least {MEASURE_STEPS} steps and {MEASURE_SECONDS:g} s each, "
              "on random full-length batches, one at a time: concurrent trials run slower)"]
+    if failed:
+        notes.append(f"could not time {len(failed)} configuration(s), estimated without their own rate: "
+                     + "; ".join(failed))
     if guessed:
         notes.append(f"{guessed} of them with the vocabularies of `synth --scale small` (their dataset is not "
                      "prepared yet): embedding-heavy steps on larger vocabularies take longer")
