@@ -1,7 +1,8 @@
 """`make gpu-check`'s timed part: one WHALE epoch at the seed configuration (d = 64, 2 layers, L = 128,
 batch 256) on the medium synthetic log, on the CUDA device, printing targets/s and the counted-FLOP
 utilisation (bf16 autocast and TF32 at their defaults), plus `recscale bench --breakdown` figures for the
-loader and the training step (with the matrix products' share of the step's device time). Without a CUDA device it says so and exits 0 (the CUDA tests skip the same way).
+loader and the training step (with the matrix products' share of the step's device time). Without a
+CUDA device it says so and exits 0 (the CUDA tests skip the same way).
 
     python -m harness.gpu_check [--scale medium] [--arch whale] [--set model.k=v ...]
 """

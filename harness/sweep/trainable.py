@@ -12,7 +12,8 @@ Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON obje
 event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
 trainable and training seconds, and at the end the trial configuration's calibration key and training
 rate); the launcher reads it for the per-trial overhead and the rates `--dry-run` estimates from
-(`trial_rates.py`), and tests count restarts with it. (Tests that kill a worker wrap `run_trial` themselves; nothing here is test-only.)
+(`trial_rates.py`), and tests count restarts with it. (Tests that kill a worker wrap `run_trial`
+themselves; nothing here is test-only.)
 """
 from __future__ import annotations
 

@@ -167,8 +167,8 @@ def measure_plan_rates(trials: Iterable[Any], device: str, threads_of: Mapping[s
                 "vocabulary": "dataset" if known else "synth small", "steps": result["steps"]})
     finally:
         torch.set_num_threads(before)
-    notes = [f"{len(todo) - len(failed)} configuration(s) timed now (at least {MEASURE_STEPS} steps and {MEASURE_SECONDS:g} s each, "
-             "on random full-length batches, one at a time: concurrent trials run slower)"]
+    notes = [f"{len(todo) - len(failed)} configuration(s) timed now (at least {MEASURE_STEPS} steps and "
+             f"{MEASURE_SECONDS:g} s each, on random full-length batches, one at a time: concurrent trials run slower)"]
     if failed:
         notes.append(f"could not time {len(failed)} configuration(s), estimated without their own rate: "
                      + "; ".join(failed))
