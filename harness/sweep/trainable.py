@@ -98,9 +98,10 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     run_dir = sweep_dir / RUNS_DIR / trial.trial_id
     log_event(sweep_dir, trial=trial.trial_id, event="start")
 
+    resources = context.sweep.config.resources
+    threads, bf16 = trial_threads_bf16(trial, resources)  # train.num_threads, else the sweep's CPUs per trial
     train = from_dict(TrainConfig, trial.train, prefix="train.")
-    if train.num_threads == 0:
-        train.num_threads = max(1, int(context.sweep.config.resources.cpu))
+    train.num_threads = threads
     torch.set_num_threads(train.num_threads)
     cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
                     model=dict(trial.model), train=train, seed=trial.seed)
@@ -113,8 +114,6 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
                         final_checkpoint=context.sweep.config.keep_checkpoints)
 
     trainable_s = time.perf_counter() - t_start
-    resources = context.sweep.config.resources
-    threads, bf16 = trial_threads_bf16(trial, resources)
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
               rate_key=rate_key(trial, sweep_device(resources), threads, bf16, dataset=True),
               train_targets_per_s=None if reused or resume else metrics.get("train_targets_per_s"),
