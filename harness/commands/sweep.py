@@ -103,12 +103,9 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
     costs = estimate_costs(plan.trials)
     notes: list[str] = []
     if args.measure:
-        from harness.sweep.estimate import sweep_device, trial_threads_bf16
         from harness.sweep.trial_rates import known_vocabularies, measure_plan_rates
 
-        settings = {t.trial_id: trial_threads_bf16(t, sweep.config.resources) for t in plan.trials}
-        notes = measure_plan_rates(plan.trials, sweep_device(sweep.config.resources),
-                                   {k: v[0] for k, v in settings.items()}, {k: v[1] for k, v in settings.items()},
+        notes = measure_plan_rates(plan.trials, sweep.config.resources,
                                    {k: c.flops_per_target for k, c in costs.items()},
                                    known_vocabularies(sweep, args.results / sweep.name), progress=not args.json)
     estimate = estimate_sweep(plan, costs, num_cpus=args.num_cpus)

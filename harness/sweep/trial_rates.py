@@ -72,9 +72,7 @@ def contention_factor(cal: Mapping[str, Any], slots: int) -> tuple[float, int] |
     for key, value in rates.items():
         if not str(value.get("source", "")).startswith("sweep") or value.get("concurrent_trials") != slots:
             continue
-        parts = key.split("/")
-        bf16 = parts[-1] == "bf16"
-        alone = rates.get("/".join(parts[:4]) + ("/bf16" if bf16 else ""))
+        alone = rates.get("/".join(key.split("/")[:4]) + ("/bf16" if calibration.is_bf16_key(key) else ""))
         if alone and alone.get("source") == "dry-run --measure" and alone.get("targets_per_s"):
             ratios.append(float(value["targets_per_s"]) / float(alone["targets_per_s"]))
     return (statistics.median(ratios), len(ratios)) if ratios else None
@@ -126,11 +124,10 @@ def _spec_for(trial: Any, vocab: Mapping[str, Mapping[str, int]]) -> tuple[Any, 
                        history_len=int(trial.dataset.prepare["history_len"])), found is not None
 
 
-def measure_plan_rates(trials: Iterable[Any], device: str, threads_of: Mapping[str, int],
-                       bf16_of: Mapping[str, bool], flops_of: Mapping[str, float | None],
+def measure_plan_rates(trials: Iterable[Any], resources: Any, flops_of: Mapping[str, float | None],
                        vocab: Mapping[str, Mapping[str, int]], *, progress: bool = True) -> list[str]:
-    """Time every distinct configuration among `trials` now and store its rate (dataset-free key).
-    `threads_of`, `bf16_of`, `flops_of`: per trial id. Returns notes for the estimate's assumptions."""
+    """Time every distinct configuration among `trials` (of a sweep with these `resources`) now and store
+    its rate (dataset-free key). `flops_of`: per trial id. Returns notes for the estimate's assumptions."""
     import dataclasses
 
     import torch
@@ -140,21 +137,25 @@ def measure_plan_rates(trials: Iterable[Any], device: str, threads_of: Mapping[s
     from harness.throughput import measure
     from protocols.typed_config import from_dict
 
+    from .estimate import sweep_device, trial_threads_bf16
+
+    device = sweep_device(resources)
     if device == "cuda" and not torch.cuda.is_available():
         return ["--measure timed nothing: the sweep trains on CUDA and this machine has no CUDA device"]
-    todo: dict[str, Any] = {}
+    todo: dict[str, tuple[Any, int]] = {}
     for t in trials:
-        todo.setdefault(rate_key(t, device, threads_of[t.trial_id], bf16_of[t.trial_id], dataset=False), t)
+        threads, bf16 = trial_threads_bf16(t, resources)
+        todo.setdefault(rate_key(t, device, threads, bf16, dataset=False), (t, threads))
     before = torch.get_num_threads()
     guessed = 0
     failed: list[str] = []
     try:
-        for key, t in tqdm(todo.items(), desc="measuring trial configurations", unit="config",
-                           disable=not progress):
+        for key, (t, threads) in tqdm(todo.items(), desc="measuring trial configurations", unit="config",
+                                      disable=not progress):
             spec, known = _spec_for(t, vocab)
             guessed += not known
             train = from_dict(TrainConfig, dict(t.train), prefix="train.")
-            train = dataclasses.replace(train, num_threads=threads_of[t.trial_id], device=device)
+            train = dataclasses.replace(train, num_threads=threads, device=device)
             try:
                 result = measure(t.arch, dict(t.model), train, spec=spec, steps=MEASURE_STEPS, warmup=MEASURE_WARMUP,
                                  flops_per_target=flops_of.get(t.trial_id), rate_seconds=0.0,
