@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import platform
 import random
 import signal
 import sys
@@ -58,6 +57,7 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, run_config_dict
+from .fingerprint import machine_fingerprint
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
 from .step import TrainStep
@@ -223,18 +223,6 @@ def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: 
     if key is not None:
         _COST_CACHE[key] = dict(cost)
     return cost
-
-
-def library_versions() -> dict[str, str]:
-    import pyarrow
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "pyarrow": pyarrow.__version__,
-        "platform": platform.platform(),
-    }
 
 
 def _is_better(metric: str, value: float, best: float | None) -> bool:
@@ -432,7 +420,7 @@ def train_run(
         "bf16": tc.use_bf16(device),
         "malloc_env": perf.malloc_env_active(),
         "groups": groups,
-        "versions": library_versions(),
+        **machine_fingerprint(device),
     })
     RF.write_metrics(out_dir, result)
     if not final_checkpoint:

@@ -69,7 +69,7 @@ def test_run_folder_and_metrics_match_independent_computation(reference_run, tin
                     if 0 < y[users == u].sum() < (users == u).sum()]
         assert m[f"{split}_uauc"] == pytest.approx(float(np.mean(per_user)), abs=1e-9)
     for key in ("flops_per_target", "params_embedding", "params_non_embedding", "wall_s", "train_targets_per_s",
-                "utilisation", "peak_rss_bytes", "data_fingerprint", "versions"):
+                "utilisation", "peak_rss_bytes", "data_fingerprint", "env_cpu", "env_torch_cpu_capability"):
         assert m[key] is not None, key
     assert m["flops_per_target"] > 0 and m["train_targets_per_s"] > 0
     assert m["train_targets"] == ds.num_targets("train")

@@ -1,0 +1,83 @@
+"""Compare two analysis outputs (analysis.json trees, report.md texts) the way a reproduction should be judged.
+
+Re-analysing the same runs.parquet on another CPU changes floats in their last digits: numpy's and
+scipy's BLAS pick a kernel per CPU (OpenBLAS's Haswell, SkylakeX, ... kernels sum in other orders), so
+a regression coefficient or a DeLong variance moves at the 1e-13 relative level. Such a re-analysis is
+the same analysis; a changed input or a changed method is not. So:
+
+- strings, booleans, integers, None, keys and list lengths must be equal;
+- floats must satisfy `math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL)`. REL_TOL = 1e-9 is four
+  orders above the kernel differences seen (1e-14 to 1e-12 relative) and far below any change of an
+  input: a metric moved by 1e-6 moves its fits, tests and intervals by more than 1e-9 relative.
+  ABS_TOL = 1e-12 covers quantities that cancel to about zero (a difference of two equal means);
+- in a report text, non-numeric text must be equal, and a number printed with d decimals may differ by
+  one unit in its last printed place (a value within 1e-13 of a rounding boundary can round either
+  way); numbers printed without decimals must be equal.
+
+Each function returns the differences as readable lines (path, both values); an empty list means "same".
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+REL_TOL = 1e-9
+ABS_TOL = 1e-12
+#: A number as a report prints it: optional sign, digits, optional decimals, optional exponent.
+_NUMBER = re.compile(r"[-+]?\d+(?:\.(\d+))?(?:[eE][-+]?\d+)?")
+
+
+def json_differences(a: Any, b: Any, *, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL,
+                     path: str = "") -> list[str]:
+    """Every place where the JSON values `a` and `b` differ, floats within tolerance counting as equal."""
+    where = path or "(top)"
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str) \
+            or isinstance(b, str):
+        return [] if a == b and type(a) is type(b) else [f"{where}: {a!r} != {b!r}"]
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}/{k}: only in the {side}" for side, x, y in (("first", a, b), ("second", b, a))
+               for k in sorted(set(x) - set(y), key=str)]
+        for k in sorted(set(a) & set(b), key=str):
+            out += json_differences(a[k], b[k], rel_tol=rel_tol, abs_tol=abs_tol, path=f"{path}/{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} items != {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b))
+                for d in json_differences(x, y, rel_tol=rel_tol, abs_tol=abs_tol, path=f"{path}[{i}]")]
+    if isinstance(a, int) and isinstance(b, int):
+        return [] if a == b else [f"{where}: {a} != {b}"]
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        fa, fb = float(a), float(b)
+        if (math.isnan(fa) and math.isnan(fb)) or math.isclose(fa, fb, rel_tol=rel_tol, abs_tol=abs_tol):
+            return []
+        return [f"{where}: {a!r} != {b!r} (relative difference {abs(fa - fb) / max(abs(fa), abs(fb)):.2g})"]
+    return [f"{where}: {a!r} ({type(a).__name__}) != {b!r} ({type(b).__name__})"]
+
+
+def text_differences(a: str, b: str, *, rel_tol: float = REL_TOL) -> list[str]:
+    """Lines of two report texts that differ beyond a last-printed-digit rounding of their numbers."""
+    la, lb = a.splitlines(), b.splitlines()
+    if len(la) != len(lb):
+        return [f"(text): {len(la)} lines != {len(lb)} lines"]
+    return [f"line {i + 1}: {x!r} != {y!r}" for i, (x, y) in enumerate(zip(la, lb), start=0)
+            if x != y and not _same_line(x, y, rel_tol)]
+
+
+def _same_line(x: str, y: str, rel_tol: float) -> bool:
+    nx, ny = list(_NUMBER.finditer(x)), list(_NUMBER.finditer(y))
+    if len(nx) != len(ny) or _NUMBER.sub("#", x) != _NUMBER.sub("#", y):
+        return False
+    for mx, my in zip(nx, ny):
+        if mx.group(0) == my.group(0):
+            continue
+        decimals = mx.group(1)
+        if decimals is None or my.group(1) is None or len(decimals) != len(my.group(1)):
+            return False  # integers (counts) and numbers printed to other precisions must match exactly
+        fx, fy = float(mx.group(0)), float(my.group(0))
+        exponent = re.search(r"[eE]([-+]?\d+)", mx.group(0))
+        unit = 10.0 ** (-len(decimals) + (int(exponent.group(1)) if exponent else 0))
+        if abs(fx - fy) > unit * (1 + 1e-6) + rel_tol * max(abs(fx), abs(fy)):
+            return False
+    return True

@@ -1,0 +1,110 @@
+"""Where a run ran: the machine and software facts that decide which floating-point kernels compute it.
+
+Two runs of the same config, seed and data are bit-identical only when the same kernels run them: the
+same CPU instruction sets (AVX2, AVX-512, AMX, bf16), the same kernel choices inside torch (its CPU
+capability, forced with `ATEN_CPU_CAPABILITY`) and its BLAS (MKL here), numpy's and scipy's BLAS and the
+kernel it picked for this CPU (forced with `OPENBLAS_CORETYPE`), the same library versions, thread count
+and device. `machine_fingerprint()` records those facts as flat `env_*` strings and integers, so that
+metrics.json keeps them and runs.parquet gets one column each (`harness.sweep.collect`), and
+`fingerprint_differences()` names the ones that differ between two runs (`recscale reference check`
+prints them when a reproduction is not bit-exact).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+#: Every key `machine_fingerprint` returns starts with this (runs.parquet columns of the same names).
+PREFIX = "env_"
+#: CPU flags (as /proc/cpuinfo spells them) that change which kernels torch, MKL or OpenBLAS run.
+KERNEL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+#: Environment variables that force a kernel choice; recorded when set.
+KERNEL_OVERRIDES = ("ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS",
+                    "MKL_DEBUG_CPU_TYPE", "OMP_NUM_THREADS")
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    """(model name, flags) of the first processor in /proc/cpuinfo; platform's name and no flags elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine(), frozenset()
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", text, re.M)
+    return (model.group(1).strip() if model else platform.machine(),
+            frozenset(flags.group(1).split()) if flags else frozenset())
+
+
+def _torch_blas() -> str:
+    """torch's BLAS as its build reports it, e.g. `mkl 2024.2` (the library torch's matrix products call)."""
+    import torch
+
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    mkl = re.search(r"Math Kernel Library Version ([\d.]+)", config)
+    name = blas.group(1) if blas else "unknown"
+    return f"{name} {mkl.group(1)}" if name == "mkl" and mkl else name
+
+
+def _numpy_blas() -> str:
+    """numpy's BLAS, its version and the kernel it picked for this CPU, e.g. `openblas 0.3.31 Haswell`."""
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    np.ones(2) @ np.ones(2)  # loads numpy's BLAS, so threadpoolctl sees it
+    numpy_dir = str(Path(np.__file__).resolve().parent.parent)
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas" and str(lib.get("filepath", "")).startswith(numpy_dir) \
+                and "scipy.libs" not in str(lib.get("filepath", "")):
+            return " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))
+    return "unknown"
+
+
+def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
+    """The facts that decide a run's floating-point results, as flat `env_*` keys (strings and ints).
+
+    `device` is the torch device the run trained on; on CUDA the GPU's name and the CUDA version are
+    recorded, since they then decide the kernels instead of the CPU's instruction sets.
+    """
+    import numpy as np
+    import scipy
+    import torch
+
+    model, flags = _cpuinfo()
+    dev = str(device)
+    if dev.startswith("cuda") and torch.cuda.is_available():
+        dev = f"{dev} {torch.cuda.get_device_name(torch.device(dev))} cuda {torch.version.cuda}"
+    overrides = ",".join(f"{k}={os.environ[k]}" for k in KERNEL_OVERRIDES if os.environ.get(k))
+    return {
+        f"{PREFIX}cpu": model,
+        f"{PREFIX}cpu_flags": ",".join(f for f in KERNEL_FLAGS if f in flags),
+        f"{PREFIX}torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        f"{PREFIX}torch_blas": _torch_blas(),
+        f"{PREFIX}numpy_blas": _numpy_blas(),
+        f"{PREFIX}threads": int(torch.get_num_threads()),
+        f"{PREFIX}device": dev,
+        f"{PREFIX}overrides": overrides,
+        f"{PREFIX}python": platform.python_version(),
+        f"{PREFIX}torch": torch.__version__,
+        f"{PREFIX}numpy": np.__version__,
+        f"{PREFIX}scipy": scipy.__version__,
+        f"{PREFIX}platform": platform.platform(),
+    }
+
+
+def fingerprint_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The `env_*` entries of a metrics.json dict or a runs.parquet row (empty for runs that predate them)."""
+    return {k: record[k] for k in record if str(k).startswith(PREFIX)}
+
+
+def fingerprint_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key without the prefix, a's value, b's value) for every fingerprint entry that differs (a missing
+    entry reads None)."""
+    fa, fb = fingerprint_of(a), fingerprint_of(b)
+    return [(k[len(PREFIX):], fa.get(k), fb.get(k)) for k in sorted({*fa, *fb}) if fa.get(k) != fb.get(k)]

@@ -1,0 +1,36 @@
+"""`analysis.output_diff`: what counts as the same analysis output, checked on hand-made cases where the
+answer is known (a last-digit kernel difference, a rounding flip, a changed word, a changed count)."""
+from __future__ import annotations
+
+import math
+
+from analysis.output_diff import ABS_TOL, REL_TOL, json_differences, text_differences
+
+
+def test_floats_within_the_relative_tolerance_are_the_same_and_beyond_it_differ():
+    x = 0.024627581884771182
+    assert json_differences({"a": [x, 1, "s"]}, {"a": [x * (1 + 1e-13), 1, "s"]}) == []
+    assert json_differences({"a": x}, {"a": x * (1 + 10 * REL_TOL)}) != []
+    assert json_differences(-2.0948866169470323e-4, -2.0948866169469976e-4) == []  # a demo pair, 1.7e-14 apart
+    assert json_differences(1e-17, -3e-17) == []  # cancels to about zero: within ABS_TOL
+    assert json_differences(0.0, 10 * ABS_TOL) != []
+    assert json_differences(math.nan, math.nan) == []
+
+
+def test_strings_integers_booleans_keys_and_lengths_must_be_equal():
+    assert json_differences({"n": 12}, {"n": 13}) == ["/n: 12 != 13"]
+    assert json_differences({"v": "significant"}, {"v": "not significant"}) != []
+    assert json_differences({"b": True}, {"b": 1}) != []
+    assert json_differences({"a": 1}, {"a": 1, "b": 2}) == ["/b: only in the second"]
+    assert json_differences([1.0, 2.0], [1.0]) == ["(top): 2 items != 1 items"]
+    assert json_differences(None, 0.0) != []
+
+
+def test_report_numbers_may_differ_in_their_last_printed_digit_only():
+    assert text_differences("| hstu | 0.6835 | p = 0.031 |", "| hstu | 0.6836 | p = 0.031 |") == []
+    assert text_differences("gain 1.2e-05", "gain 1.3e-05") == []
+    assert text_differences("| hstu | 0.6835 |", "| hstu | 0.6837 |") != []  # two units: a real change
+    assert text_differences("3 seeds", "4 seeds") != []  # counts exactly
+    assert text_differences("0.68", "0.683") != []  # another precision
+    assert text_differences("WHALE is better (p = 0.01)", "WHALE is worse (p = 0.01)") != []
+    assert text_differences("a\nb", "a") == ["(text): 2 lines != 1 lines"]
