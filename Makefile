@@ -7,16 +7,32 @@ BIN     := $(VENV)/bin
 # torch is installed first and only when none is importable, so that pip never resolves a
 # multi-GB CUDA build on a CPU machine. On a GPU machine, install the torch build you want first.
 TORCH_SPEC ?= torch==2.13.0
+# Every other package at the version the test suite last passed with (pip constraints: only what recscale
+# needs is installed). pyproject.toml keeps lower bounds for people who install recscale as a library.
+# torch is left out: it is chosen above, or by whoever installed a GPU build first. `make lock` refreshes it.
+LOCK    ?= requirements.lock
 
-.PHONY: setup demo demo-check references test test-slow test-all bench gpu-check clean
+.PHONY: setup lock demo demo-check references test test-slow test-all bench gpu-check clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install "$(TORCH_SPEC)"
-	$(BIN)/pip install -e ".[dev]"
+	$(BIN)/pip install -c $(LOCK) -e ".[dev]"
 	touch $@
 
 setup: $(VENV)/.installed
+
+# Refresh requirements.lock: a new virtualenv with the newest versions pyproject.toml allows, the default
+# test suite run in it, and the lock written from it only when the suite passed.
+LOCK_VENV ?= .venv-lock
+lock:
+	rm -rf $(LOCK_VENV) && $(PY) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install "$(TORCH_SPEC)"
+	$(LOCK_VENV)/bin/pip install -e ".[dev]"
+	$(LOCK_VENV)/bin/python -m pytest -q
+	( echo "# pip constraints: the versions the test suite passed with (make lock; torch excluded, see Makefile)"; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable | grep -v -i '^torch==' ) > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK) && rm -rf $(LOCK_VENV)
 
 # Writes results/demo/ (git-ignored); the committed reference copy is results/reference/demo/.
 demo: setup
@@ -31,7 +47,7 @@ demo-check: setup
 REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens delay_protocol
 references: setup
 	for s in $(REFERENCE_SWEEPS); do \
-	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s || exit $$?; \
+	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s --force || exit $$?; \
 	done
 
 # pytest exits 5 when it collected no test; that is reported, not silently passed.

@@ -1,5 +1,5 @@
 """Committed reference studies: copy a finished sweep's shareable files into `results/reference/<sweep>/`,
-analyse the copy there, and compare a fresh run of the same sweep with its reference.
+and analyse the copy there (`analysis.reproduction` compares a fresh run of the sweep with it).
 
 A reference folder holds `sweep.yaml`, `runs.parquet`, for a sweep that varies a data setting also
 `datasets.json` (target sharing and history membership of its datasets) and `score_ranks_<split>.parquet`
@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
 
 from protocols.errors import RecscaleError
 
@@ -33,8 +29,6 @@ REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
 #: Inputs a reference holds when its sweep has them: the datasets' facts, written by `recscale sweep`, and
 #: the score ranks of the data comparisons' runs, written here (`analysis.score_ranks`).
 OPTIONAL_INPUTS = (DATASETS_FILE, ranks_file("test"), ranks_file("valid"))
-#: Per-run columns that must agree between a fresh sweep and its reference for it to count as reproduced.
-REPRODUCED_COLUMNS = ("test_auc", "test_logloss")
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
@@ -70,43 +64,3 @@ def _write_ranks(sweep_dir: Path, out: Path) -> None:
             for r in (*p.rows_a, *p.rows_b)]
     if rows and results.config.delong:
         write_score_ranks(results, rows, out / ranks_file(results.config.split))
-
-
-@dataclass
-class ReproductionCheck:
-    """Per-trial agreement of a fresh sweep with its reference on `REPRODUCED_COLUMNS`."""
-
-    matched: int  # trials present in both
-    missing: list[str]  # reference trials the fresh sweep lacks
-    extra: list[str]  # fresh trials the reference lacks
-    max_abs_diff: dict[str, float]  # column -> largest |fresh - reference| over matched trials
-    worst_trial: dict[str, str]
-
-    @property
-    def exact(self) -> bool:
-        return not self.missing and not self.extra and all(v == 0.0 for v in self.max_abs_diff.values())
-
-
-def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str) -> ReproductionCheck:
-    """Match the two runs tables by `trial_id` and measure how far their test metrics differ."""
-    tables = []
-    for folder in (Path(fresh_dir), Path(reference_dir)):
-        path = folder / RUNS_FILE
-        if not path.is_file():
-            raise RecscaleError(f"{path}: not found")
-        table = pd.read_parquet(path)
-        missing = [c for c in ("trial_id", *REPRODUCED_COLUMNS) if c not in table.columns]
-        if missing:
-            raise RecscaleError(f"{path}: column {missing[0]!r} missing")
-        tables.append(table.set_index("trial_id"))
-    fresh, ref = tables
-    both = ref.index.intersection(fresh.index)
-    diffs, worst = {}, {}
-    for col in REPRODUCED_COLUMNS:
-        d = np.abs(fresh.loc[both, col].to_numpy(dtype=np.float64) - ref.loc[both, col].to_numpy(dtype=np.float64))
-        diffs[col] = float(d.max()) if len(d) else float("nan")
-        worst[col] = str(both[int(np.argmax(d))]) if len(d) else ""
-    return ReproductionCheck(
-        matched=len(both), missing=sorted(set(ref.index) - set(fresh.index)),
-        extra=sorted(set(fresh.index) - set(ref.index)), max_abs_diff=diffs, worst_trial=worst,
-    )

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.reference import compare_with_reference, publish_reference
+from analysis.reference import publish_reference
+from analysis.reproduction import compare_with_reference
 from harness.cli import main
 from protocols.errors import RecscaleError
 
@@ -49,21 +50,77 @@ def test_check_measures_the_largest_difference(tmp_path):
     _runs(tmp_path / "ref", auc, loss)
     _runs(tmp_path / "same", auc.copy(), loss.copy())
     same = compare_with_reference(tmp_path / "same", tmp_path / "ref")
-    assert same.exact and same.matched == 6
+    assert same.exact and same.matched == 6 and same.verdict == "bit-exact"
     bumped = auc.copy()
     bumped[3] += 2.5e-4
     _runs(tmp_path / "off", bumped, loss)
     off = compare_with_reference(tmp_path / "off", tmp_path / "ref")
     assert not off.exact
-    assert off.max_abs_diff["test_auc"] == pytest.approx(float(np.max(np.abs(bumped - auc))))
-    assert off.worst_trial["test_auc"] == "t3" and off.max_abs_diff["test_logloss"] == 0.0
+    assert off.metrics["test_auc"].largest == pytest.approx(float(np.max(np.abs(bumped - auc))))
+    assert off.metrics["test_auc"].worst_trial == "t3" and off.metrics["test_logloss"].largest == 0.0
+    # one setting (whale) with six seeds: tolerance half their SD, far above 2.5e-4
+    assert off.metrics["test_auc"].worst_setting_sd == pytest.approx(float(np.std(auc, ddof=1)), rel=1e-12)
+    assert off.verdict == "within tolerance"
     assert main(["reference", "check", str(tmp_path / "same"), str(tmp_path / "ref")]) == 0
-    assert main(["reference", "check", str(tmp_path / "off"), str(tmp_path / "ref")]) == 1
+    assert main(["reference", "check", str(tmp_path / "off"), str(tmp_path / "ref")]) == 0
+    assert main(["reference", "check", str(tmp_path / "off"), str(tmp_path / "ref"), "--exact"]) == 1
+    assert main(["reference", "check", str(tmp_path / "off"), str(tmp_path / "ref"), "--tolerance", "1e-4"]) == 1
     assert main(["reference", "check", str(tmp_path / "off"), str(tmp_path / "ref"), "--tolerance", "1e-3"]) == 0
+
+
+def _two_settings(folder, aucs, fingerprint=None):
+    """Two architectures x three seeds (trials a0..a2, b0..b2), with optional env_* fingerprint columns."""
+    folder.mkdir(parents=True, exist_ok=True)
+    trials = [f"{a}{s}" for a in "ab" for s in range(3)]
+    table = pd.DataFrame({"trial_id": trials, "arch": [t[0] for t in trials], "seed": [int(t[1]) for t in trials],
+                          "test_auc": aucs, "test_logloss": 0.5})
+    for k, v in (fingerprint or {}).items():
+        table[k] = v
+    table.to_parquet(folder / "runs.parquet")
+
+
+def test_tolerance_is_half_the_seed_sd_of_each_trials_own_setting(tmp_path, capsys):
+    """Setting a spreads by 0.01 across seeds, setting b by 0.001: a difference of 0.002 is within a's
+    tolerance (0.005) and beyond b's (0.0005), and the printout names the trial, the metric and both
+    machines' differing fingerprint entries."""
+    ref = np.array([0.70, 0.71, 0.72, 0.700, 0.701, 0.702])
+    _two_settings(tmp_path / "ref", ref, {"env_cpu_flags": "avx,avx2,fma,avx512f", "env_torch": "2.13.0"})
+    moved_a = ref.copy()
+    moved_a[1] += 0.002
+    _two_settings(tmp_path / "fresh_a", moved_a, {"env_cpu_flags": "avx,avx2,fma", "env_torch": "2.13.0"})
+    check = compare_with_reference(tmp_path / "fresh_a", tmp_path / "ref")
+    assert check.verdict == "within tolerance"
+    assert check.metrics["test_auc"].worst_tolerance == pytest.approx(0.5 * np.std(ref[:3], ddof=1))
+    assert check.fingerprint_differences == [("cpu_flags", "avx,avx2,fma", "avx,avx2,fma,avx512f")]
+    moved_b = ref.copy()
+    moved_b[4] += 0.002
+    _two_settings(tmp_path / "fresh_b", moved_b)
+    check = compare_with_reference(tmp_path / "fresh_b", tmp_path / "ref")
+    assert check.verdict == "NOT reproduced"
+    assert [(t, round(d, 6)) for t, d, _ in check.metrics["test_auc"].beyond] == [("b1", 0.002)]
+    assert main(["reference", "check", str(tmp_path / "fresh_b"), str(tmp_path / "ref")]) == 1
+    out = capsys.readouterr().out
+    assert "beyond tolerance: b1 test_auc differs by 0.002" in out and out.strip().endswith("NOT reproduced")
+    assert "cpu_flags: (not recorded) vs avx,avx2,fma,avx512f" in out
 
 
 def test_check_reports_missing_trials(tmp_path):
     _runs(tmp_path / "ref", [0.7, 0.71, 0.72], [0.5, 0.5, 0.5])
     _runs(tmp_path / "fresh", [0.7, 0.71], [0.5, 0.5])
     check = compare_with_reference(tmp_path / "fresh", tmp_path / "ref")
-    assert check.missing == ["t2"] and not check.exact
+    assert check.missing == ["t2"] and not check.exact and check.verdict == "NOT reproduced"
+
+
+def test_publish_over_an_existing_reference_shows_the_change_and_needs_force(tmp_path, capsys):
+    sweep, out = tmp_path / "results" / "x", tmp_path / "reference" / "x"
+    _runs(sweep, [0.7, 0.71], [0.5, 0.49])
+    publish_reference(sweep, out)
+    before = (out / "runs.parquet").read_bytes()
+    _runs(sweep, [0.7, 0.73], [0.5, 0.49])
+    assert main(["reference", "publish", str(sweep), "--out", str(out), "--no-plots"]) == 2
+    captured = capsys.readouterr()
+    assert "test_auc: largest |fresh - reference| = 0.02 (t1" in captured.out
+    assert "pass --force" in captured.err
+    assert (out / "runs.parquet").read_bytes() == before
+    assert main(["reference", "publish", str(sweep), "--out", str(out), "--no-plots", "--force"]) == 0
+    assert pd.read_parquet(out / "runs.parquet")["test_auc"].tolist() == [0.7, 0.73]

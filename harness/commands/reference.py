@@ -4,18 +4,27 @@
 results/reference/<sweep>/), adds score_ranks_test.parquet (the score order of the runs that comparisons
 varying a data setting compare, all DeLong's test needs) and analyses the copy there (analysis.json,
 report.md, plots/). Run folders, checkpoints and predictions are never copied, so `recscale analyze OUT` on
-a copy of OUT reproduces its analysis.json.
+a copy of OUT reproduces its analysis.json. An OUT that already holds a reference is replaced only with
+--force: without it, publish prints what would change (trials, largest differences, where each ran)
+and exits 2.
 
-`check` compares a fresh sweep with its reference trial by trial (test AUC and LogLoss) and exits 1
-unless every reference trial is present and identical.
+`check` compares a fresh sweep with its reference trial by trial (test AUC and LogLoss) and says which
+kind of reproduction it saw: "bit-exact"; "within tolerance" (every difference at most half the seed
+standard deviation of the trial's setting in the reference, by default); or "NOT reproduced", naming
+the trials and metrics that differ. When it is not bit-exact it prints where the two sweeps ran
+(CPU, instruction sets, BLAS and its kernel, library versions, threads, device) where they differ.
+Exit 0 for the first two (only the first with --exact), 1 otherwise.
 
 examples:
   recscale reference publish results/demo                  # -> results/reference/demo/
+  recscale reference publish results/demo --force          # replace an existing reference
   recscale reference check results/demo results/reference/demo
+  recscale reference check results/demo results/reference/demo --exact
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -23,44 +32,56 @@ DEFAULT_ROOT = Path("results/reference")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from analysis.reproduction import DEFAULT_SD_FRACTION
+
     sub = parser.add_subparsers(dest="action", required=True, metavar="{publish,check}")
     pub = sub.add_parser("publish", help="copy a finished sweep into a reference folder and analyse it there")
     pub.add_argument("sweep_dir", metavar="SWEEP_DIR", type=Path, help="finished sweep folder (results/<sweep>)")
     pub.add_argument("--out", type=Path, default=None,
                      help=f"reference folder (default: {DEFAULT_ROOT}/<name of SWEEP_DIR>)")
     pub.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    pub.add_argument("--force", action="store_true",
+                     help="replace a reference that OUT already holds (without it: show what would change, exit 2)")
     chk = sub.add_parser("check", help="compare a fresh sweep with its reference, trial by trial")
     chk.add_argument("fresh_dir", metavar="FRESH_DIR", type=Path, help="the fresh sweep folder")
     chk.add_argument("reference_dir", metavar="REFERENCE_DIR", type=Path, help="the committed reference folder")
-    chk.add_argument("--tolerance", type=float, default=0.0,
-                     help="largest accepted |fresh - reference| per metric (default 0: bit-identical)")
+    chk.add_argument("--exact", action="store_true", help="accept only a bit-exact reproduction")
+    chk.add_argument("--sd-fraction", type=float, default=DEFAULT_SD_FRACTION,
+                     help="tolerance as this fraction of the seed SD of each trial's setting "
+                          f"(default {DEFAULT_SD_FRACTION})")
+    chk.add_argument("--tolerance", type=float, default=None,
+                     help="an absolute tolerance per metric instead of the seed-noise rule")
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.reference import compare_with_reference, publish_reference
+    from analysis.reproduction import BIT_EXACT, WITHIN_TOLERANCE, check_lines, compare_with_reference
 
     if args.action == "publish":
-        from analysis.pipeline import REPORT, analyze
-        from analysis.report import terminal_summary
+        return _publish(args)
+    check = compare_with_reference(args.fresh_dir, args.reference_dir, sd_fraction=args.sd_fraction,
+                                   absolute=args.tolerance)
+    print("\n".join(check_lines(check, exact=args.exact)))
+    return 0 if check.verdict == BIT_EXACT or (check.verdict == WITHIN_TOLERANCE and not args.exact) else 1
 
-        out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name
-        publish_reference(args.sweep_dir, out)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the summary lists every warning itself
-            res = analyze(out, progress=True, plots=not args.no_plots)
-        print(terminal_summary(res, str(out / REPORT)))
-        print(f"reference written to {out}")
-        return 0
-    check = compare_with_reference(args.fresh_dir, args.reference_dir)
-    print(f"{check.matched} trial(s) in both; {len(check.missing)} missing from the fresh sweep; "
-          f"{len(check.extra)} not in the reference")
-    for name in check.missing:
-        print(f"  missing: {name}")
-    ok = not check.missing and not check.extra
-    for col, diff in check.max_abs_diff.items():
-        within = diff <= args.tolerance
-        ok &= within
-        print(f"  {col}: largest |fresh - reference| = {diff:.3g}"
-              + (f" ({check.worst_trial[col]})" if diff > 0 else "") + ("" if within else "  <- differs"))
-    print("reproduced" if ok else "NOT reproduced")
-    return 0 if ok else 1
+
+def _publish(args: argparse.Namespace) -> int:
+    from analysis.collect import RUNS_FILE
+    from analysis.pipeline import REPORT, analyze
+    from analysis.reference import publish_reference
+    from analysis.report import terminal_summary
+    from analysis.reproduction import check_lines, compare_with_reference
+
+    out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name
+    if (out / RUNS_FILE).is_file() and not args.force:
+        check = compare_with_reference(args.sweep_dir, out)
+        print(f"{out} already holds a reference; publishing {args.sweep_dir} would change it as follows:")
+        print("\n".join("  " + line for line in check_lines(check)))
+        print(f"{out}: holds a reference already; pass --force to replace it", file=sys.stderr)
+        return 2
+    publish_reference(args.sweep_dir, out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the summary lists every warning itself
+        res = analyze(out, progress=True, plots=not args.no_plots)
+    print(terminal_summary(res, str(out / REPORT)))
+    print(f"reference written to {out}")
+    return 0
