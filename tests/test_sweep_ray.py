@@ -18,10 +18,7 @@ by default (~30-60 s here); the others are marked slow (`make test-slow`).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +35,7 @@ from harness.sweep.launcher import SweepError, run_sweep
 from harness.sweep.schema import parse_sweep
 from harness.sweep.trainable import read_events
 from tests import faults
+from tests.ray_cluster import ray_node
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -145,12 +143,6 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
         run_sweep(changed, results_root=tmp_path, resume=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache):
     sweep_file = tmp_path / "resume.yaml"
@@ -194,27 +186,8 @@ def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache)
 def _ray_head(tmp_path: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """`ray start --head --block` on 127.0.0.1 with `extra` flags -> (address, process, log); stopped after,
     and no process of the cluster may be left running."""
-    port = _free_port()
-    temp_dir = Path(f"/tmp/rs-test-{os.getpid()}-{port}")  # short: Unix socket paths are limited
-    head_log = tmp_path / "ray_head.log"
-    head = subprocess.Popen(
-        [str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
-         "--include-dashboard=false", f"--temp-dir={temp_dir}", f"--dashboard-agent-listen-port={_free_port()}",
-         f"--metrics-export-port={_free_port()}", *extra],
-        stdout=head_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        yield f"127.0.0.1:{port}", head, head_log
-    finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops every process of this cluster
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-    shutil.rmtree(temp_dir, ignore_errors=True)
-    leftover = subprocess.run(["pgrep", "-f", str(temp_dir)], capture_output=True, text=True).stdout.split()
-    assert not leftover, f"cluster processes left running: {leftover}"
+    with ray_node(tmp_path / "ray_head.log", *extra) as head:
+        yield head
 
 
 @pytest.mark.slow

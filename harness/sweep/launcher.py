@@ -133,11 +133,17 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
 # Ray
 
 
+#: Variables of the driver's environment that every Ray worker must see too, on whichever node it runs
+#: (a node started with `ray start` elsewhere has its own environment): out-of-tree models, the cache.
+FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR")
+
+
 def worker_env() -> dict[str, str]:
-    """Environment for every Ray worker: the glibc malloc settings."""
+    """Environment for every Ray worker (the job's runtime_env): the glibc malloc settings and the driver's
+    FORWARDED_ENV variables that are set."""
     from harness.perf import MALLOC_ENV
 
-    return dict(MALLOC_ENV)
+    return {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
 
 
 @contextmanager
@@ -156,10 +162,11 @@ def scoped_env(values: dict[str, str]) -> Iterator[None]:
 def _check_fits(available: dict[str, float], per_trial: dict[str, float]) -> None:
     """Refuse a sweep whose trials could never be scheduled (Tune would wait forever)."""
     for kind, need in per_trial.items():
-        have = available.get(kind.upper(), 0.0)
+        have = available.get(kind.upper() if kind in ("cpu", "gpu") else kind, 0.0)
         if need > 0 and have < need:
             hint = " (set resources.gpu: 0 and train.device: cpu to run on CPUs)" if kind == "gpu" else ""
-            raise SweepError(f"resources.{kind}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
+            key = kind if kind in ("cpu", "gpu") else f"custom.{kind}"
+            raise SweepError(f"resources.{key}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
 
 
 #: Ray's own notices kept out of the terminal unless --verbose: (logger, text the message contains).
@@ -384,8 +391,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     sweep, cfg = ctx.sweep, ctx.sweep.config
     storage = Path(ctx.sweep_dir) / RAY_DIR
     exp_dir = storage / ctx.stage
-    trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx),
-                                    {"cpu": cfg.resources.cpu, "gpu": cfg.resources.gpu})
+    trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx), cfg.resources.ray_request())
     if resume and tune.Tuner.can_restore(str(exp_dir)):
         tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, restart_errored=True)
         return tuner.fit()
@@ -547,7 +553,7 @@ def run_sweep(
     write_dataset_facts(sweep_dir, {d.dataset_id: d.prepare for d in plan.datasets}, dataset_paths)
     timings = {"prepare_s": time.perf_counter() - t0}
 
-    per_trial = {"cpu": sweep.config.resources.cpu, "gpu": sweep.config.resources.gpu}
+    per_trial = sweep.config.resources.ray_request()
     entered = False
     try:
         with quiet_ray_notices(verbose), ray_session(address, num_cpus=num_cpus, per_trial=per_trial):

@@ -33,7 +33,8 @@ Optuna search (followed by a grid at the chosen point):
       metric: valid_auc
       mode: max
       num_samples: 8
-    resources: {cpu: 1, gpu: 0}     # per trial; gpu may be a fraction
+    resources: {cpu: 1, gpu: 0}     # per trial; gpu may be a fraction; custom: {name: amount} for
+                                    # resources the cluster's nodes declare (ray start --resources)
     max_concurrent: 2
     max_failures: 2                 # retries of a trial whose worker dies
     keep_checkpoints: false         # keep each finished trial's checkpoint.pt (default: removed; see
@@ -132,10 +133,17 @@ class DataSection(PrepareConfig):
 
 @dataclass
 class Resources:
-    """Ray resources of one trial: CPU cores and a GPU share (a fraction lets trials share a GPU)."""
+    """Ray resources of one trial: CPU cores, a GPU share (a fraction lets trials share a GPU) and custom
+    resources (names a cluster's nodes declare with `ray start --resources`, e.g. to place trials on
+    some nodes only)."""
 
     cpu: float = 1.0
     gpu: float = 0.0
+    custom: dict[str, float] = field(default_factory=dict)
+
+    def ray_request(self) -> dict[str, float]:
+        """What one trial asks Ray for (`tune.with_resources`'s spelling)."""
+        return {"cpu": self.cpu, "gpu": self.gpu, **self.custom}
 
 
 @dataclass
@@ -564,3 +572,8 @@ def _check_resources(cfg: SweepConfig) -> None:
         raise ConfigError(f"max_failures: must be >= 0, got {cfg.max_failures}")
     if math.isnan(r.cpu) or math.isnan(r.gpu):
         raise ConfigError("resources: cpu and gpu must be numbers")
+    for name, amount in r.custom.items():
+        if name.lower() in ("cpu", "gpu", "memory") or not isinstance(amount, (int, float)) \
+                or isinstance(amount, bool) or not amount > 0:
+            raise ConfigError(f"resources.custom.{name}: a custom resource name (not CPU, GPU or memory) with an "
+                              f"amount > 0, got {amount!r}")

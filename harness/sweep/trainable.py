@@ -14,17 +14,24 @@ trainable and training seconds, and at the end the trial configuration's calibra
 rate); the launcher reads it for the per-trial overhead and the rates `--dry-run` estimates from
 (`trial_rates.py`), and tests count restarts with it. (Tests that kill a worker wrap `run_trial`
 themselves; nothing here is test-only.)
+
+Before training, a trial checks that its prepared dataset can be read on the node it runs on and
+records that node (`ray_node`, a runs.parquet column): a cluster's nodes must share the driver's
+artifact and results folders at the same paths.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from protocols.errors import RecscaleError
+from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
 from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR
 
 from .estimate import sweep_device, trial_threads_bf16
@@ -74,6 +81,26 @@ def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def ray_node() -> str:
+    """The Ray node this process runs on (the start of its node id), "" outside Ray."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id()[:12] if ray.is_initialized() else ""
+
+
+def check_dataset_readable(path: Path | str) -> None:
+    """Refuse to train where the prepared dataset cannot be read: every node of a cluster must see the
+    artifacts the driver prepared, at the same path (shared storage; docs/sweeps.md)."""
+    manifest = Path(path) / ARTIFACT_MANIFEST
+    try:
+        manifest.open("rb").close()
+    except OSError as e:
+        raise RecscaleError(
+            f"{path}: the prepared dataset cannot be read on Ray node {ray_node() or 'here'} "
+            f"({socket.gethostname()}): {e.strerror or e}. Every node must see the driver's artifact and results "
+            "folders at the same path (shared storage)") from None
+
+
 def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     """Tune entry point: train (or finish, or reuse) the trial's run and return its scalar metrics."""
     import torch
@@ -105,7 +132,8 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     torch.set_num_threads(train.num_threads)
     cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
                     model=dict(trial.model), train=train, seed=trial.seed)
-    write_trial_record(run_dir, trial.record())
+    check_dataset_readable(cfg.data)
+    write_trial_record(run_dir, {**trial.record(), "ray_node": ray_node()})
     reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
     resume = reused or (run_dir / CHECKPOINT_FILE).exists()
     # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml
