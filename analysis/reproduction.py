@@ -3,25 +3,30 @@
 Training is bit-exact only where the same floating-point kernels run it: the same CPU kind (its
 instruction sets decide torch's vectorised kernels and MKL's and OpenBLAS's code paths), the same
 library versions and thread count (`harness.fingerprint`). Elsewhere a run is a different rounding of
-the same computation, and one epoch of SGD carries such differences into the last digits of every
-weight and a few 1e-4 to 1e-3 of AUC. That is not a failure to reproduce as long as it is small against
-what the reference's conclusions are measured against: the spread over seeds.
+the same computation, and training carries such differences on: most runs end within 1e-7 of each
+other, but a few amplify them to a redraw of part of their training noise. Forcing torch's plain C++
+kernels (ATEN_CPU_CAPABILITY=default) on the demo moved the median trial by 0 and the largest by 0.94
+(AUC) and 1.75 (LogLoss) of its setting's seed SD (docs/reproducibility.md). Such a rerun is not a
+failure to reproduce as long as it stays within what the reference's conclusions are measured against,
+the spread over seeds, and shows no systematic shift.
 
 The check matches the two runs tables by `trial_id` and compares `REPRODUCED_COLUMNS` trial by trial:
 
 - **bit-exact**: every reference trial present, no extra trial, every value identical;
-- **within tolerance**: every |fresh - reference| at most the trial's tolerance;
-- **NOT reproduced**: a trial missing or extra, or a difference beyond its tolerance (each one named).
+- **within tolerance**: every |fresh - reference| at most the trial's tolerance, and no systematic shift;
+- **NOT reproduced**: a trial missing or extra, a difference beyond its tolerance (each one named), or a
+  systematic shift.
 
 Tolerance rule (`seed_noise_tolerance`): for a metric and a trial, `fraction` x the seed standard
 deviation (ddof 1) of that metric among the reference trials of the trial's setting (every setting
 column but the seed). A setting with fewer than two seeds, or with a zero spread, takes the smallest
 positive seed SD of the metric over the sweep's settings; a sweep with none has tolerance 0 (only
-bit-exact passes). The default fraction, `DEFAULT_SD_FRACTION` = 0.5, keeps a tolerated difference
-below half a seed SD: a setting's seed mean then moves by at most that, against a standard error of
-the difference of two settings' means of SD x sqrt(2 / seeds) (0.82 SD at 3 seeds), so no comparison
-of the reference can change sign because of it. docs/sweeps.md gives the cross-CPU figures measured
-against this rule. An absolute tolerance can be given instead (`absolute=`).
+bit-exact passes). The default fraction, `DEFAULT_SD_FRACTION` = 2, accepts a trial whose fresh value
+lies where another seed of its setting could have landed (two seeds differ by sqrt(2) SD on average).
+Systematic shift (`SHIFT_ALPHA`): the signed differences in units of their setting's SD, over every
+matched trial, tested against a mean of zero (one-sample t-test, scipy.stats.ttest_1samp) at p < 0.01
+per metric; a kernel change moves trials both ways (the demo's p: 0.83 and 0.64), a changed method or
+input moves them one way. An absolute tolerance can be given instead (`absolute=`).
 """
 from __future__ import annotations
 
@@ -38,8 +43,12 @@ from .collect import RUNS_FILE, config_columns, hashable_lists
 
 #: Per-run columns that must agree between a fresh sweep and its reference for it to count as reproduced.
 REPRODUCED_COLUMNS = ("test_auc", "test_logloss")
-#: Default tolerance as a fraction of the trial's setting's seed standard deviation.
-DEFAULT_SD_FRACTION = 0.5
+#: Default tolerance as a multiple of the trial's setting's seed standard deviation.
+DEFAULT_SD_FRACTION = 2.0
+#: Level of the one-sample t-test for a systematic shift of the standardised differences, per metric.
+SHIFT_ALPHA = 0.01
+#: Fewest differing trials the shift test needs.
+SHIFT_MIN_TRIALS = 5
 BIT_EXACT, WITHIN_TOLERANCE, NOT_REPRODUCED = "bit-exact", "within tolerance", "NOT reproduced"
 
 
@@ -53,6 +62,12 @@ class MetricAgreement:
     worst_setting_sd: float  # seed SD of the worst trial's setting in the reference (nan when not defined)
     worst_tolerance: float  # the worst trial's tolerance
     beyond: list[tuple[str, float, float]] = field(default_factory=list)  # (trial, |difference|, tolerance)
+    median_in_sd: float = float("nan")  # median |difference| / setting seed SD
+    shift_p: float | None = None  # p of the systematic-shift test (None: too few differing trials)
+
+    @property
+    def shifted(self) -> bool:
+        return self.shift_p is not None and self.shift_p < SHIFT_ALPHA
 
 
 @dataclass
@@ -74,7 +89,7 @@ class ReproductionCheck:
     def verdict(self) -> str:
         if self.exact:
             return BIT_EXACT
-        if self.missing or self.extra or any(m.beyond for m in self.metrics.values()):
+        if self.missing or self.extra or any(m.beyond or m.shifted for m in self.metrics.values()):
             return NOT_REPRODUCED
         return WITHIN_TOLERANCE
 
@@ -109,6 +124,17 @@ def seed_noise_tolerance(reference: pd.DataFrame, metric: str, fraction: float) 
     return fraction * sd_used, sd
 
 
+def _shift_p(standardised: pd.Series) -> float | None:
+    """p of a one-sample t-test of the standardised signed differences against zero (None when fewer than
+    SHIFT_MIN_TRIALS differ, or they are not finite)."""
+    from scipy import stats
+
+    x = standardised.to_numpy(dtype=np.float64)
+    if not np.isfinite(x).all() or np.count_nonzero(x) < SHIFT_MIN_TRIALS:
+        return None
+    return float(stats.ttest_1samp(x, 0.0).pvalue)
+
+
 def _fingerprints(table: pd.DataFrame) -> dict[str, str]:
     """Each `env_*` column's distinct values, joined ("" for a table that predates fingerprints)."""
     return {c[len(FINGERPRINT_PREFIX):]: " | ".join(sorted({str(v) for v in table[c].dropna()}))
@@ -130,13 +156,17 @@ def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str, *,
         d = d.fillna(np.inf).where(~(fresh.loc[both, col].isna() & ref.loc[both, col].isna()), 0.0)
         if len(d):
             worst = str(d.idxmax())
+            scale = sd.loc[both].where(sd.loc[both] > 0, tol.loc[both] / sd_fraction)
+            standardised = (fresh.loc[both, col].astype(np.float64) - ref.loc[both, col].astype(np.float64)) / scale
             agreements[col] = MetricAgreement(
                 col, float(d.max()), worst, float(sd[worst]), float(tol[worst]),
-                [(str(t), float(d[t]), float(tol[t])) for t in d.index if d[t] > tol[t]])
+                [(str(t), float(d[t]), float(tol[t])) for t in d.index if d[t] > tol[t]],
+                median_in_sd=float((d / scale).median()), shift_p=_shift_p(standardised))
         else:
             agreements[col] = MetricAgreement(col, float("nan"), "", float("nan"), float("nan"))
     rule = (f"|difference| <= {absolute:g}" if absolute is not None else
-            f"|difference| <= {sd_fraction:g} x the seed SD of the trial's setting in the reference")
+            f"|difference| <= {sd_fraction:g} x the seed SD of the trial's setting in the reference, "
+            f"and no systematic shift (one-sample t-test of the differences in SD units, p < {SHIFT_ALPHA:g})")
     ff, fr = _fingerprints(fresh), _fingerprints(ref)
     fp_diff = [(k, ff.get(k, "(not recorded)"), fr.get(k, "(not recorded)")) for k in sorted({*ff, *fr})
                if ff.get(k) != fr.get(k)]
@@ -160,6 +190,10 @@ def check_lines(check: ReproductionCheck, *, exact: bool = False) -> list[str]:
             line += (f" ({m.worst_trial}; its setting's seed SD {m.worst_setting_sd:.3g}, "
                      f"tolerance {m.worst_tolerance:.3g})")
         lines.append(line)
+        if m.largest > 0 and np.isfinite(m.median_in_sd):
+            shift = "" if m.shift_p is None else f"; systematic shift p = {m.shift_p:.2g}"
+            lines.append(f"    median |difference| = {m.median_in_sd:.2g} seed SD{shift}"
+                         + ("  <- shifted" if m.shifted else ""))
         lines += [f"    beyond tolerance: {t} {m.metric} differs by {d:.3g} (tolerance {tol:.3g})"
                   for t, d, tol in m.beyond]
     if not check.exact:
