@@ -68,10 +68,10 @@ def test_check_measures_the_largest_difference(tmp_path):
     assert main(["reference", "check", str(tmp_path / "off"), str(tmp_path / "ref"), "--tolerance", "1e-3"]) == 0
 
 
-def _two_settings(folder, aucs, fingerprint=None):
-    """Two architectures x three seeds (trials a0..a2, b0..b2), with optional env_* fingerprint columns."""
+def _settings(folder, aucs, fingerprint=None):
+    """Three architectures x three seeds (trials a0..a2, b0..b2, c0..c2), with optional env_* columns."""
     folder.mkdir(parents=True, exist_ok=True)
-    trials = [f"{a}{s}" for a in "ab" for s in range(3)]
+    trials = [f"{a}{s}" for a in "abc" for s in range(3)]
     table = pd.DataFrame({"trial_id": trials, "arch": [t[0] for t in trials], "seed": [int(t[1]) for t in trials],
                           "test_auc": aucs, "test_logloss": 0.5})
     for k, v in (fingerprint or {}).items():
@@ -79,26 +79,31 @@ def _two_settings(folder, aucs, fingerprint=None):
     table.to_parquet(folder / "runs.parquet")
 
 
-def test_tolerance_is_twice_the_seed_sd_of_each_trials_own_setting(tmp_path, capsys):
-    """Setting a spreads by 0.01 across seeds, setting b by 0.001: a difference of 0.01 is within a's
-    tolerance (0.02) and beyond b's (0.002), and the printout names the trial, the metric and both
-    machines' differing fingerprint entries."""
-    ref = np.array([0.70, 0.71, 0.72, 0.700, 0.701, 0.702])
-    _two_settings(tmp_path / "ref", ref, {"env_cpu_flags": "avx,avx2,fma,avx512f", "env_torch": "2.13.0"})
-    moved_a = ref.copy()
+#: Setting a spreads by 0.01 across seeds, b by 0.001, c by 0.002 (the median setting SD).
+REF = np.array([0.70, 0.71, 0.72, 0.700, 0.701, 0.702, 0.600, 0.602, 0.604])
+SDS = np.repeat([0.01, 0.001, 0.002], 3)
+
+
+def test_tolerance_is_twice_the_seed_sd_of_each_trials_setting_floored_at_the_median(tmp_path, capsys):
+    """A difference of 0.01 is within a's tolerance (2 x 0.01) and beyond b's (2 x 0.002: b's own SD, 0.001,
+    is below the median setting SD, 0.002); the printout names the trial, the metric and both machines'
+    differing fingerprint entries."""
+    _settings(tmp_path / "ref", REF, {"env_cpu_flags": "avx,avx2,fma,avx512f", "env_torch": "2.13.0"})
+    moved_a = REF.copy()
     moved_a[1] += 0.01
-    _two_settings(tmp_path / "fresh_a", moved_a, {"env_cpu_flags": "avx,avx2,fma", "env_torch": "2.13.0"})
+    _settings(tmp_path / "fresh_a", moved_a, {"env_cpu_flags": "avx,avx2,fma", "env_torch": "2.13.0"})
     check = compare_with_reference(tmp_path / "fresh_a", tmp_path / "ref")
     assert check.verdict == "within tolerance"
-    assert check.metrics["test_auc"].worst_tolerance == pytest.approx(2 * np.std(ref[:3], ddof=1))
+    assert check.metrics["test_auc"].worst_tolerance == pytest.approx(2 * np.std(REF[:3], ddof=1))
+    assert check.metrics["test_auc"].floor_sd == pytest.approx(np.std(REF[6:], ddof=1))
     assert check.metrics["test_auc"].shift_p is None  # one trial differs: too few for the shift test
     assert check.fingerprint_differences == [("cpu_flags", "avx,avx2,fma", "avx,avx2,fma,avx512f")]
-    moved_b = ref.copy()
+    moved_b = REF.copy()
     moved_b[4] += 0.01
-    _two_settings(tmp_path / "fresh_b", moved_b)
+    _settings(tmp_path / "fresh_b", moved_b)
     check = compare_with_reference(tmp_path / "fresh_b", tmp_path / "ref")
     assert check.verdict == "NOT reproduced"
-    assert [(t, round(d, 6)) for t, d, _ in check.metrics["test_auc"].beyond] == [("b1", 0.01)]
+    assert [(t, round(d, 6), round(tol, 6)) for t, d, tol in check.metrics["test_auc"].beyond] == [("b1", 0.01, 0.004)]
     assert main(["reference", "check", str(tmp_path / "fresh_b"), str(tmp_path / "ref")]) == 1
     out = capsys.readouterr().out
     assert "beyond tolerance: b1 test_auc differs by 0.01" in out and out.strip().endswith("NOT reproduced")
@@ -106,21 +111,20 @@ def test_tolerance_is_twice_the_seed_sd_of_each_trials_own_setting(tmp_path, cap
 
 
 def test_a_systematic_shift_within_each_trials_tolerance_is_not_reproduced(tmp_path):
-    """Every trial moved up by 0.3 to 0.7 of its setting's seed SD: each is within its own tolerance, but
-    all move one way; the one-sample t-test of the standardised differences (recomputed here with
+    """Every trial moved up by 0.3 to 0.7 of its (floored) setting SD: each is within its own tolerance,
+    but all move one way; the one-sample t-test of the standardised differences (recomputed here with
     scipy) finds it, while the same sizes with alternating signs pass."""
     from scipy import stats
 
-    ref = np.array([0.70, 0.71, 0.72, 0.700, 0.701, 0.702])
-    sd = np.repeat([np.std(ref[:3], ddof=1), np.std(ref[3:], ddof=1)], 3)
-    steps = np.array([0.3, 0.5, 0.7, 0.4, 0.6, 0.35])
-    _two_settings(tmp_path / "ref", ref)
-    _two_settings(tmp_path / "up", ref + steps * sd)
+    used = np.maximum(SDS, 0.002)
+    steps = np.array([0.3, 0.5, 0.7, 0.4, 0.6, 0.35, 0.45, 0.55, 0.5])
+    _settings(tmp_path / "ref", REF)
+    _settings(tmp_path / "up", REF + steps * used)
     check = compare_with_reference(tmp_path / "up", tmp_path / "ref")
     assert not check.metrics["test_auc"].beyond and check.verdict == "NOT reproduced"
     assert check.metrics["test_auc"].shift_p == pytest.approx(stats.ttest_1samp(steps, 0.0).pvalue, rel=1e-6)
-    signs = np.array([1, -1, 1, -1, 1, -1])
-    _two_settings(tmp_path / "both_ways", ref + signs * steps * sd)
+    signs = np.array([1, -1, 1, -1, 1, -1, 1, -1, -1])
+    _settings(tmp_path / "both_ways", REF + signs * steps * used)
     assert compare_with_reference(tmp_path / "both_ways", tmp_path / "ref").verdict == "within tolerance"
 
 
