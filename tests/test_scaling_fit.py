@@ -157,3 +157,23 @@ def test_size_attributes_do_not_split_a_family_and_unpaired_seeds_are_named():
     assert [f.family for f in fams] == ["whale"]
     assert len(fams[0].points) == 3 and fams[0].n_seeds == 3
     assert any("seed(s) 3 have no reference run" in n for n in fams[0].notes)
+
+
+def test_slope_against_every_reference_setting_is_reported_with_its_range():
+    rng = np.random.default_rng(5)
+    refs = {16: 0.70 + rng.normal(0, 2e-3, 3), 32: 0.70 + rng.normal(0, 2e-3, 3)}  # same mean, other seeds' noise
+    rows = [{"arch": "wukong", "seed": s, "model.dim": d, "test_auc": refs[d][s], "flops_per_target": 1e5 * d}
+            for d in refs for s in range(3)]
+    flops = np.array([1e6, 4e6, 16e6])
+    auc = 0.70 + 0.02 * (flops / 1e6) ** 0.5
+    auc = auc[:, None] + rng.normal(0, 5e-4, (3, 3))  # [P, S]
+    rows += [{"arch": "whale", "seed": s, "model.dim": 8 * 2**i, "test_auc": auc[i, s], "flops_per_target": flops[i]}
+             for i in range(3) for s in range(3)]
+    fam = _analyse(pd.DataFrame(rows), {"scaling": {"reference": {"arch": "wukong", "model.dim": 16},
+                                                    "size_by": ["model.dim"]}})[0]
+    by_ref = {r.reference: r for r in fam.reference_slopes}
+    assert set(by_ref) == {"wukong (dim=16)", "wukong (dim=32)"} and by_ref["wukong (dim=16)"].is_chosen
+    for d in (16, 32):
+        slopes = [np.polyfit(np.log(flops), np.log(auc[:, s] - refs[d][s]), 1)[0] for s in range(3)]
+        assert by_ref[f"wukong (dim={d})"].slope == pytest.approx(np.mean(slopes), rel=1e-9)
+    assert fam.fit.slope == pytest.approx(by_ref["wukong (dim=16)"].slope, rel=1e-12)
