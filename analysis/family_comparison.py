@@ -1,18 +1,25 @@
-"""Family against family: slope difference, gain at matched compute (iso-FLOP), and the crossover.
+"""Family against family, paired by seed: slope difference, gain at matched compute (iso-FLOP), crossover.
 
-Two families fitted on the same reference, metric and axes, in the same data setting, are fitted jointly on
-their per-seed points (analysis/powerlaw.py):
+Two families fitted on the same reference, metric and axes, in the same data setting, share their seeds;
+seed s of A and seed s of B share that seed's reference run and data order, so every contrast is taken per
+seed and the seed is the replicate (analysis/powerlaw.py's per-seed lines):
 
-    ln g = a_B + b_B ln x + D (da + db ln x),    D = 1 for family A's points, 0 for B's,
+- slope difference d_s = b_A,s - b_B,s; its mean, t interval and one-sample t-test with df = seeds - 1;
+- the same for the reference-free log-linear slope (metric per e-fold of compute, analysis/curve_fits.py),
+  which does not move with the reference run;
+- at x*, the geometric middle of the overlap of the two measured ranges: per seed the fitted gain of each
+  family, their ratio (t interval of the per-seed log contrast) and difference (t interval of the per-seed
+  difference), the gains' own t intervals on ln g, and the metric itself (reference + mean gain);
+- the crossover compute where the mean lines meet, x_c = exp(-(a_A - a_B) / (b_A - b_B)), with a seed-bootstrap
+  interval (analysis/seed_bootstrap.py; seeds drawn jointly for both families). It is "not determined" when
+  that interval leaves the measured range of the two families by more than CROSSOVER_REACH (a factor 10) at
+  either end, or the lines are parallel in more than 2.5% of the draws; otherwise it reads inside or outside
+  (extrapolated) the measured range.
 
-by ordinary least squares with this interaction term, so db = b_A - b_B is the slope difference and the
-residual variance is pooled over both families (df = n_A + n_B - 4; seeds are independent points, as in one
-family's fit). It gives db with its t interval and two-sided p-value; at a compute x* inside both measured
-ranges (the geometric middle of their overlap) each family's fitted gain with its t interval, the ratio
-g_A / g_B (t interval of the log contrast) and the difference g_A - g_B (delta method). Both gains are over
-the same reference, so the difference is the metric difference of the two families at matched FLOPs. The
-crossover compute, where the two lines meet, is x_c = exp(-da / db); it is reported when it lies inside the
-measured range of the two families or within a factor of 10 of it, and as "no crossover in range" otherwise.
+p-values are Holm-corrected over the comparisons of the report per test (analysis/report.py sets
+`p_holm`); words follow the corrected p. Each comparison states the seeds a paired t-test needs for 80%
+power at a stated effect (a slope difference of HELIX's whole CTR slope, 0.085; a gain difference of 0.001)
+given the observed sd of the per-seed differences.
 """
 from __future__ import annotations
 
@@ -24,13 +31,20 @@ from scipy import stats
 
 from .axes import UNIT_NAMES, Convention
 from .config import ScalingConfig
-from .powerlaw import LEVEL
+from .curve_fits import fit_log_linear
+from .papers import HELIX_CTR
+from .powerlaw import LEVEL, mean_t_interval
 from .scaling import FamilyScaling
+from .seed_bootstrap import SeedInterval, seed_interval
+from .significance import seeds_for_power
 
-METHOD = ("OLS on both families' per-seed points with an interaction term (ln g ~ family x ln x), pooled "
-          "residual variance, t intervals (df = n - 4); gain difference by the delta method")
-#: A crossover this many times outside the measured range is not reported as one.
+METHOD = ("paired by seed: per-seed differences of the per-seed lines, t intervals and t-tests with df = seeds - 1; "
+          "crossover by seed bootstrap")
+#: A crossover whose interval leaves the measured range by more than this factor is not determined.
 CROSSOVER_REACH = 10.0
+#: Effects the power statement is sized for.
+SLOPE_EFFECT = HELIX_CTR["slope"]
+GAIN_EFFECT = 0.001
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,19 @@ class Estimate:
     hi: float
 
 
+@dataclass(frozen=True)
+class PairedContrast:
+    """Per-seed differences A - B of one quantity, tested with the seed as the unit."""
+
+    estimate: Estimate
+    p_value: float
+    sd: float  # sample sd of the per-seed differences
+    n_seeds: int
+    effect: float  # the effect size the power statement is for
+    seeds_for_80: float  # seeds a paired t-test needs for 80% power at `effect` (NaN without a spread)
+    p_holm: float = float("nan")
+
+
 @dataclass
 class FamilyComparison:
     a: str
@@ -47,20 +74,20 @@ class FamilyComparison:
     metric: str
     reference: str
     convention: Convention
-    n_obs: tuple[int, int]  # per-seed points of A and B
-    df: int
+    seeds: list[int]  # shared seeds with a line in both families
     slope_a: float
     slope_b: float
-    slope_diff: Estimate  # slope A - slope B
-    p_value: float
-    iso_x: float | None  # compute where the gains are read (the fit's axis and unit)
+    slope_diff: PairedContrast | None  # power-law slope A - B
+    log_linear_diff: PairedContrast | None = None  # reference-free: metric per e-fold, A - B
+    iso_x: float | None = None  # compute where the gains are read (the fit's axis and unit)
     gain_a: Estimate | None = None
     gain_b: Estimate | None = None
     ratio: Estimate | None = None  # gain A / gain B
-    diff: Estimate | None = None  # gain A - gain B
+    diff: PairedContrast | None = None  # gain A - gain B at x*
     value_a: float = float("nan")  # the metric itself at iso_x (reference value + gain)
     value_b: float = float("nan")
     crossover_x: float | None = None
+    crossover_interval: SeedInterval | None = None  # on x
     crossover: str = ""
     method: str = METHOD
     notes: list[str] = field(default_factory=list)
@@ -68,6 +95,10 @@ class FamilyComparison:
     @property
     def label(self) -> str:
         return f"{self.a} vs {self.b}"
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
 
 
 def _context_key(f: FamilyScaling) -> tuple:
@@ -102,79 +133,119 @@ def comparison_pairs(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[lis
     return pairs, notes
 
 
-def compare_families(fa: FamilyScaling, fb: FamilyScaling, *, level: float = LEVEL) -> FamilyComparison:
-    """Slope difference, iso-FLOP gains and crossover of two fitted families (A - B)."""
-    A, B = fa.fit, fb.fit
-    lx = np.concatenate([A.obs_x, B.obs_x])  # [N]
-    y = np.concatenate([A.obs_y, B.obs_y])  # [N]
-    d = np.concatenate([np.ones(len(A.obs_x)), np.zeros(len(B.obs_x))])  # [N] 1 = family A
-    X = np.column_stack([np.ones_like(lx), lx, d, d * lx])  # [N, 4]
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)  # [4] a_B, b_B, da, db
-    df = len(y) - 4
-    nan = float("nan")
-    resid = y - X @ beta
-    s2 = float(resid @ resid / df) if df > 0 else nan
-    cov = s2 * np.linalg.pinv(X.T @ X)  # [4, 4]
-    t = float(stats.t.ppf(0.5 + level / 2, df)) if df > 0 else nan
+def paired_contrast(diffs: np.ndarray, effect: float, *, level: float = LEVEL,
+                    transform=lambda v: v) -> PairedContrast:
+    """Mean of per-seed differences with its t interval (df = n - 1), t-test p and the seeds for 80% power."""
+    diffs = np.asarray(diffs, dtype=np.float64)
+    mean, se, half = mean_t_interval(diffs, level)
+    n = len(diffs)
+    sd = float(diffs.std(ddof=1)) if n >= 2 else float("nan")
+    p = float(stats.ttest_1samp(diffs, 0.0).pvalue) if n >= 2 and sd > 0 else float("nan")
+    est = Estimate(float(transform(mean)), float(transform(mean - half)), float(transform(mean + half)))
+    return PairedContrast(est, p, sd, n, effect, seeds_for_power(sd, effect))
 
-    def est(c: np.ndarray, transform=lambda v: v) -> Estimate:
-        mu, se = float(c @ beta), float(np.sqrt(max(c @ cov @ c, 0.0)))
-        return Estimate(transform(mu), transform(mu - t * se), transform(mu + t * se))
 
-    db = est(np.array([0.0, 0.0, 0.0, 1.0]))
-    se_db = float(np.sqrt(max(cov[3, 3], 0.0)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = float(2 * stats.t.sf(abs(beta[3] / se_db), df)) if df > 0 and (se_db > 0 or beta[3] != 0) else nan
-    out = FamilyComparison(fa.family, fb.family, fa.metric, fa.reference, fa.convention,
-                           (len(A.obs_x), len(B.obs_x)), df, float(beta[1] + beta[3]), float(beta[1]), db, p, None)
-    if df <= 0:
-        out.notes.append(f"{len(y)} per-seed points: no intervals (needs 5)")
-    _iso(out, fa, fb, A.obs_x, B.obs_x, beta, cov, t, est)
-    _crossover(out, lx, beta)
+def _seed_log_linear_slopes(f: FamilyScaling, seeds: list[int]) -> dict[int, float]:
+    out = {}
+    ladder = f.ladder
+    if ladder is None:
+        return out
+    for s in seeds:
+        j = int(np.flatnonzero(ladder.seeds == s)[0]) if s in ladder.seeds else None
+        if j is None:
+            continue
+        lx, y, _, _ = ladder.points(tuple(range(len(ladder.x))), (j,))
+        curve = fit_log_linear(lx, y)
+        if curve is not None:
+            out[s] = curve.params["b"]
     return out
 
 
-def _iso(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, xa: np.ndarray, xb: np.ndarray,
-         beta: np.ndarray, cov: np.ndarray, t: float, est) -> None:
+def compare_families(fa: FamilyScaling, fb: FamilyScaling, *, level: float = LEVEL) -> FamilyComparison:
+    """Slope difference, iso-FLOP gains and crossover of two fitted families (A - B), paired by seed."""
+    A, B = fa.fit, fb.fit
+    seeds = sorted(set(A.seed_slopes) & set(B.seed_slopes))
+    out = FamilyComparison(fa.family, fb.family, fa.metric, fa.reference, fa.convention, seeds, A.slope, B.slope, None)
+    if len(seeds) < 2:
+        out.notes.append(f"{len(seeds)} seed(s) with a line in both families: no paired test (needs 2)")
+    if not seeds:
+        return out
+    ia = np.array([A.seed_intercepts[s] for s in seeds])  # [S]
+    sa = np.array([A.seed_slopes[s] for s in seeds])
+    ib = np.array([B.seed_intercepts[s] for s in seeds])
+    sb = np.array([B.seed_slopes[s] for s in seeds])
+    out.slope_a, out.slope_b = float(sa.mean()), float(sb.mean())
+    out.slope_diff = paired_contrast(sa - sb, SLOPE_EFFECT, level=level)
+    lin_a, lin_b = _seed_log_linear_slopes(fa, seeds), _seed_log_linear_slopes(fb, seeds)
+    both = [s for s in seeds if s in lin_a and s in lin_b]
+    if both:
+        out.log_linear_diff = paired_contrast(np.array([lin_a[s] - lin_b[s] for s in both]), GAIN_EFFECT, level=level)
+    _iso(out, fa, fb, (ia, sa, ib, sb), level)
+    _crossover(out, fa, fb, (ia, sa, ib, sb))
+    return out
+
+
+def _iso(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, lines, level: float) -> None:
+    ia, sa, ib, sb = lines
+    xa, xb = fa.fit.obs_x, fb.fit.obs_x
     lo, hi = max(xa.min(), xb.min()), min(xa.max(), xb.max())
     if lo > hi:
         out.notes.append("the measured compute ranges do not overlap: no iso-FLOP reading")
         return
     mid = (lo + hi) / 2  # geometric middle of the overlap, in ln x
-    c_a, c_b = np.array([1.0, mid, 1.0, mid]), np.array([1.0, mid, 0.0, 0.0])
+    la, lb = ia + sa * mid, ib + sb * mid  # [S] per-seed ln gains at x*
     out.iso_x = float(np.exp(mid))
-    out.gain_a, out.gain_b = est(c_a, np.exp), est(c_b, np.exp)
-    out.ratio = est(c_a - c_b, np.exp)
-    ga, gb = float(np.exp(c_a @ beta)), float(np.exp(c_b @ beta))
-    grad = ga * c_a - gb * c_b  # d(g_A - g_B) / d beta
-    se = float(np.sqrt(max(grad @ cov @ grad, 0.0)))
-    out.diff = Estimate(ga - gb, ga - gb - t * se, ga - gb + t * se)
-    out.value_a = float(fa.convention.value_of(fa.metric, ga, fa.ref_value))
-    out.value_b = float(fb.convention.value_of(fb.metric, gb, fb.ref_value))
+
+    def on_log(v: np.ndarray) -> Estimate:
+        mean, _, half = mean_t_interval(v, level)
+        return Estimate(float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half)))
+
+    out.gain_a, out.gain_b = on_log(la), on_log(lb)
+    out.ratio = on_log(la - lb)
+    out.diff = paired_contrast(np.exp(la) - np.exp(lb), GAIN_EFFECT, level=level)
+    out.value_a = float(fa.convention.value_of(fa.metric, out.gain_a.value, fa.ref_value))
+    out.value_b = float(fb.convention.value_of(fb.metric, out.gain_b.value, fb.ref_value))
 
 
-def _crossover(out: FamilyComparison, lx: np.ndarray, beta: np.ndarray) -> None:
+def _crossing(ia, sa, ib, sb) -> float:
+    """ln x where the mean lines meet; +inf for parallel lines."""
+    db = float(np.mean(sa) - np.mean(sb))
+    return float("inf") if db == 0.0 else float(-(np.mean(ia) - np.mean(ib)) / db)
+
+
+def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, lines) -> None:
+    ia, sa, ib, sb = lines
     unit = UNIT_NAMES[out.convention.x_unit]
+    lx = np.concatenate([fa.fit.obs_x, fb.fit.obs_x])
     lo, hi = float(lx.min()), float(lx.max())
-    da, db = float(beta[2]), float(beta[3])
+    da, db = float(ia.mean() - ib.mean()), float(sa.mean() - sb.mean())
     ahead_hi = out.a if da + db * hi > 0 else out.b
-    if db == 0.0:
+    xc = _crossing(ia, sa, ib, sb)
+    if not np.isfinite(xc):
         out.crossover = f"parallel fits: no crossover ({ahead_hi} ahead throughout)"
         return
-    xc = -da / db
-    if lo <= xc <= hi:
-        where = "inside the measured range"
-    elif lo - np.log(CROSSOVER_REACH) <= xc <= hi + np.log(CROSSOVER_REACH):
-        where = f"outside the measured range, within a factor {CROSSOVER_REACH:g} of it (extrapolated)"
-    else:  # the lines meet far outside: one family is ahead at both ends of the range
+    reach = np.log(CROSSOVER_REACH)
+    ci = seed_interval(len(ia), lambda idx: _crossing(ia[idx], sa[idx], ib[idx], sb[idx]),
+                       clip=(lo - 50.0, hi + 50.0))
+    out.crossover_interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share, ci.n_seeds)
+    leader = out.a if db > 0 else out.b
+    other = out.b if leader == out.a else out.a
+    shown = f"[{out.crossover_interval.lo:.3g}, {out.crossover_interval.hi:.3g}]"
+    if not (lo - reach <= xc <= hi + reach):
         out.crossover = f"no crossover in range ({ahead_hi} ahead over the whole measured range)"
         return
     out.crossover_x = float(np.exp(xc))
-    leader = out.a if db > 0 else out.b
-    other = out.b if leader == out.a else out.a
-    out.crossover = f"{leader} overtakes {other} above {out.crossover_x:.3g} {unit}, {where}"
-    if not (out.slope_diff.lo > 0 or out.slope_diff.hi < 0):
-        out.crossover += "; the slope difference's interval includes 0, so it is not established"
+    determined = (np.isfinite(ci.lo) and ci.lo >= lo - reach and ci.hi <= hi + reach
+                  and ci.undefined_share <= (1 - LEVEL) / 2)
+    if not determined:
+        out.crossover = (f"not determined: the lines meet at {out.crossover_x:.3g} {unit}, but its seed-bootstrap "
+                         f"interval {shown} leaves the measured range by more than a factor {CROSSOVER_REACH:g}")
+        return
+    where = ("inside the measured range" if lo <= xc <= hi else
+             f"outside the measured range, within a factor {CROSSOVER_REACH:g} of it (extrapolated)")
+    out.crossover = f"{leader} overtakes {other} above {out.crossover_x:.3g} {unit} {shown}, {where}"
+    if out.slope_diff is not None and not (out.slope_diff.estimate.lo > 0 or out.slope_diff.estimate.hi < 0):
+        out.crossover += "; the slope difference's interval includes 0, so the crossover is not established"
 
 
 def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[FamilyComparison], list[str]]:

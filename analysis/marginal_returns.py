@@ -8,12 +8,15 @@ scipy.stats.ttest_rel), and the paired t-test p-value; and the same per doubling
 log2(FLOPs(next) / FLOPs(prev)) (a constant factor per step, so its interval is the scaled one and its
 p-value the same).
 
-A step *improves* when its interval lies entirely on the better side of 0 (above for AUC, below for
-LogLoss), and *worsens* when it lies entirely on the worse side. The verdict is "still growing at the largest
-point" when the top step improves; else "returns diminish from <point>", the end of the last step that
-improves (no step above it is significant); else "no step improves significantly (n paired seeds)". Steps
-are tested one at a time without a multiplicity correction; non-significant steps below a significant one
-and significantly worse steps are noted, not hidden. This module takes plain arrays; analysis/scaling.py calls it for every family and metric.
+The steps of one ladder are one family of tests: their paired t p-values are Holm-corrected over the
+ladder's testable steps (analysis/significance.py `holm`), and the words follow the corrected p. A step
+*improves* when its Holm-adjusted p is below alpha and its mean lies on the better side of 0 (above for AUC,
+below for LogLoss), and *worsens* when it is significant on the worse side; the printed interval is the
+per-step (unadjusted) one. The verdict is "still growing at the largest point" when the top step improves;
+else "returns diminish from <point>", the end of the last step that improves (no step above it is
+significant); else "no step improves significantly (n paired seeds)". Non-significant steps below a
+significant one and significantly worse steps are noted, not hidden. Each step also states the seeds a paired
+t-test needs for 80% power at STEP_EFFECT (0.001 in the metric's units) given its observed sd. This module takes plain arrays; analysis/scaling.py calls it for every family and metric.
 """
 from __future__ import annotations
 
@@ -24,9 +27,13 @@ from scipy import stats
 
 from harness import metric_registry
 
+from .significance import holm, seeds_for_power
+
 LEVEL = 0.95
+ALPHA = 0.05
+STEP_EFFECT = 0.001
 METHOD = ("per-seed deltas between consecutive points (ordered by FLOPs), paired by seed; t interval of "
-          "their mean and paired t-test (scipy.stats.ttest_rel, df = n - 1)")
+          "their mean and paired t-test (scipy.stats.ttest_rel, df = n - 1), Holm-corrected over the ladder's steps")
 STILL_GROWING = "still growing at the largest point"
 NO_STEP = "no step improves significantly"
 
@@ -44,8 +51,10 @@ class Step:
     sd: float  # sample sd (ddof 1); NaN with one seed
     ci: tuple[float, float]  # t interval of the mean delta; NaN with < 2 seeds
     p_value: float  # paired t-test, two-sided; NaN with < 2 seeds
-    improves: bool  # the interval lies on the better side of 0
-    worsens: bool = False  # the interval lies on the worse side of 0
+    improves: bool  # Holm-adjusted p < alpha, mean on the better side of 0
+    worsens: bool = False  # Holm-adjusted p < alpha, mean on the worse side of 0
+    p_holm: float = float("nan")  # over the testable steps of the ladder
+    seeds_for_80: float = float("nan")  # seeds for 80% power at STEP_EFFECT given the observed sd
 
     @property
     def n(self) -> int:
@@ -100,13 +109,12 @@ def paired_step(start: str, end: str, flops: tuple[float, float], seeds: np.ndar
         ci = (float(lo), float(hi))
     elif n >= 2:  # identical deltas (e.g. the same metric at both points): the interval is the point itself
         ci, p = (mean, mean), (0.0 if mean != 0 else 1.0)
-    better = ci[0] > 0 if higher_is_better else ci[1] < 0
-    worse = ci[1] < 0 if higher_is_better else ci[0] > 0
-    return Step(start, end, flops[1] / flops[0], seeds[both], deltas, mean, sd, ci, p, bool(better), bool(worse))
+    return Step(start, end, flops[1] / flops[0], seeds[both], deltas, mean, sd, ci, p, False, False,
+                seeds_for_80=seeds_for_power(sd, STEP_EFFECT))
 
 
 def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, seeds: np.ndarray, metric: str,
-                     *, level: float = LEVEL) -> MarginalReturns | None:
+                     *, level: float = LEVEL, alpha: float = ALPHA) -> MarginalReturns | None:
     """Steps between consecutive points by FLOPs. `labels` [P], `flops` [P] (any positive FLOP axis: only
     ratios are used), `values` [P, S] the metric per point and seed (NaN where missing), `seeds` [S].
     Returns None with fewer than two points."""
@@ -118,6 +126,11 @@ def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, s
     higher = metric_registry.get(metric).higher_is_better
     steps = [paired_step(labels[i], labels[j], (flops[i], flops[j]), np.asarray(seeds), values[i], values[j],
                          higher, level) for i, j in zip(order[:-1], order[1:])]
+    for s, p in zip(steps, holm([s.p_value for s in steps])):
+        s.p_holm = float(p)
+        significant = bool(np.isfinite(p) and p < alpha)
+        s.improves = significant and (s.mean > 0 if higher else s.mean < 0)
+        s.worsens = significant and (s.mean < 0 if higher else s.mean > 0)
     return _verdict(metric, steps, level)
 
 

@@ -28,12 +28,14 @@ from .collect import load_results, run_folders_absent, unreadable_runs
 from .family_comparison import family_comparisons
 from .families import family_columns, labelled_columns, size_columns
 from .headline import headline
+from .form_plots import plot_forms
 from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
 from .gain_reference import resolve_reference
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
 from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
+from .scaling_tests import correct_scaling_tests
 
 REPORT = "report.md"
 PLOTS = "plots"
@@ -66,6 +68,8 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     made = {
         "scaling_auc": plot_scaling(res.scaling, "auc", plots / "scaling_auc.png", helix=cfg.scaling.helix_reference),
         "scaling_logloss": plot_scaling(res.scaling, "logloss", plots / "scaling_logloss.png", helix=False),
+        "forms_auc": plot_forms(res.scaling, "auc", plots / "forms_auc.png"),
+        "forms_logloss": plot_forms(res.scaling, "logloss", plots / "forms_logloss.png"),
         "forest": plot_forest(res.ablations, metrics, plots / "forest.png"),
         "seed_strip": plot_seed_strip(res.ablations, metrics, plots / "seed_strip.png"),
         "settings": plot_settings(res.results, plots / "settings.png"),
@@ -109,12 +113,12 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     res.unread_runs = unreadable_runs(res.results, prediction_rows, metrics_needed=plots)
     out = errors + ([] if run_folders_absent(res.results) else list(res.unread_runs))
     out += list(res.reference.notes) if res.reference is not None else []
-    out += [f"{p.label}: {f.gain_label} {p.gain:+.3g} <= 0 (vs {f.reference}); left out of the log fit"
+    out += [f"{p.label}: no seed with a usable {f.gain_label} (vs {f.reference}); left out of the power law"
             for f in res.scaling for p in f.excluded]
     for f in res.scaling:
         if f.fit is not None and f.fit.dropped:
-            out.append(f"{f.family} ({f.gain_label}): {len(f.fit.dropped)} single-seed gain(s) <= 0 left out of the "
-                       "per-seed fit (listed in the report)")
+            out.append(f"{f.family} ({f.gain_label}): {len(f.fit.dropped)} per-seed point(s) left out of the power law "
+                       "(listed with the reason in the report)")
     few = {f.family: f.n_seeds for f in res.scaling if f.fit is not None and 0 < f.n_seeds < MIN_SEEDS}
     out += [f"{fam}: {n} seed(s) (< {MIN_SEEDS}): its slope interval and family comparisons rest on few replicates"
             for fam, n in few.items()]
@@ -129,6 +133,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
     scaling = scaling_analysis(results, reference)
     comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
+    correct_scaling_tests(scaling, comparisons)
     ablations = ablation_analysis(results, progress=progress)
     arm_facts, protocol_notes = protocol_evidence(results, ablations)
     res = AnalysisResult(results, scaling, ablations, headline(results, reference), comparisons, reference,

@@ -39,11 +39,11 @@ def _fixed_jitter(seed: int = 0) -> Iterator[None]:
         np.random.set_state(state)
 
 
-def _style() -> None:
+def apply_style() -> None:
     sns.set_theme(style="whitegrid", context="notebook", font_scale=1.0)
 
 
-def _save(fig: plt.Figure, path: Path, *, bottom: float = 0.0) -> Path:
+def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0) -> Path:
     fig.tight_layout(rect=(0.0, bottom, 1.0, 1.0))  # `bottom` leaves room for a figure legend
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -76,7 +76,7 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
     positive = [p for f in fits for p in f.points if np.isfinite(p.gain) and p.gain > 0 and np.isfinite(p.x)]
     if not positive:
         return None
-    _style()
+    apply_style()
     fig, ax = plt.subplots(figsize=(8.5, 5.8))
     palette = sns.color_palette("colorblind", len(fits))
     for colour, fam in zip(palette, fits):
@@ -89,7 +89,7 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
         label = fam.family
         if fam.fit is not None:
             lo, hi = fam.fit.slope_ci
-            label += f": slope {fam.fit.slope:.3f} [{lo:.3f}, {hi:.3f}], $R^2$ {fam.fit.r2:.2f}"
+            label += f": slope {fam.fit.slope:.3f} [{lo:.3f}, {hi:.3f}] ({fam.fit.n_seeds} seeds)"
             xs = fam.fit.band_x
             ax.plot(xs, fam.fit.predict(xs), color=colour, lw=2)
             if np.isfinite(fam.fit.band_lo).all():
@@ -105,9 +105,9 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
     ax.set_xlabel(f"{conv.x_label} (log scale)")
     ax.set_ylabel(f"{fits[0].gain_label} vs {fits[0].reference} (log scale)")
     ax.set_title(f"Scaling: {fits[0].gain_label} against compute\n(small dots: seeds; large: seed means; "
-                 "bands: 95% t band of the fitted line)", fontsize=11)
+                 "bands: 95% t band of the mean per-seed line, df = seeds − 1)", fontsize=11)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _delta_frame(ablations: list[AblationResult], metrics: list[str]) -> pd.DataFrame:
@@ -149,7 +149,7 @@ def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
     frame = _delta_frame(ablations, metrics)
     if frame.empty:
         return None
-    _style()
+    apply_style()
     labels = list(dict.fromkeys(frame["comparison"]))
     fig, axes = _metric_axes(metrics, len(labels))
     return frame, labels, fig, axes
@@ -178,7 +178,7 @@ def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path)
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=9, frameon=False)
     fig.suptitle("Ablations: mean paired delta over seeds with 95% BCa interval", fontsize=12)
-    return _save(fig, path, bottom=0.45 / fig.get_figheight())
+    return save_figure(fig, path, bottom=0.45 / fig.get_figheight())
 
 
 def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: Path) -> Path | None:
@@ -201,7 +201,7 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
     if axes[0].get_legend() is not None:
         sns.move_legend(axes[0], "best", title="seed", fontsize=8)
     fig.suptitle("Ablations: per-seed paired deltas", fontsize=12)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> pd.DataFrame:
@@ -243,7 +243,7 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
     if groups.empty:
         return None
     groups = groups.assign(group=groups["group"].map(group_name))
-    _style()
+    apply_style()
     metrics = [m for m in headline if groups[m].notna().any()]
     order = list(dict.fromkeys(groups["group"]))
     n_runs = groups["run"].nunique()
@@ -265,7 +265,7 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
     fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=9, frameon=False)
     fig.suptitle("Grouped test metrics (largest model of each architecture; error bar: seed sd)", fontsize=12)
     rows = int(np.ceil(len(names) / 3))
-    return _save(fig, path, bottom=(0.15 + 0.25 * rows) / fig.get_figheight())
+    return save_figure(fig, path, bottom=(0.15 + 0.25 * rows) / fig.get_figheight())
 
 
 def _runs_varying_only(results: SweepResults, column: str) -> pd.DataFrame:
@@ -283,7 +283,7 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
     varied = [c for c in axes_cols if c in runs.columns and runs[c].nunique() > 1]
     if not varied:
         return None
-    _style()
+    apply_style()
     fig, axes = plt.subplots(1, len(varied), figsize=(6.0 * len(varied), 4.6), squeeze=False)
     for ax, c in zip(axes.flat, varied):
         data = _runs_varying_only(results, c)
@@ -301,4 +301,4 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
         ax.set_ylabel(f"{results.config.split} AUC")
         ax.set_title(f"{results.config.split} AUC by {c} (dots: seeds, diamonds: mean)")
         ax.legend(fontsize=8, title="arch")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -1,17 +1,22 @@
-"""Power-law fit of a gain against compute, on per-seed points, with an interval that says what it is.
+"""Power-law fit of a gain against compute with the seed as the unit of replication.
 
-Model: ln(gain) = intercept + slope * ln(x), natural logarithms. Every seed's gain at every size is its own
-observation (ln x, ln gain), and the line is the ordinary least-squares fit through all of them
-(scipy.stats.linregress). The slope's interval is the t interval of that regression,
-slope +- t(0.975, n - 2) * SE, with n the number of per-seed points: it carries the seed-to-seed scatter and
-any lack of fit of the line, unlike a percentile bootstrap over 3 seeds, which has only 10 distinct
-resamples. The plotted band is the t confidence band of the fitted mean line. Each seed's own slope (its
-sizes alone) is kept as a diagnostic of how much the slope moves between seeds.
+Model: ln(gain) = intercept + slope * ln(x), natural logarithms. The sizes of one seed are not independent
+points: they share that seed's reference run, initialisation stream and batch order. So each seed is fitted
+alone (ordinary least squares over its own sizes), and the family's slope and intercept are the means of the
+per-seed values. The slope's interval is the t interval of that mean, mean +- t(0.975, S - 1) * sd / sqrt(S)
+over the S seeds that have a line (at least two sizes with a positive gain): the seed is the replicate, so
+df = S - 1 (2 with 3 seeds). With every seed at every size this mean slope equals the pooled OLS slope; only
+the interval differs. The plotted band is the same t interval of the mean per-seed line, point by point.
 
-A size whose seed-mean gain is <= 0 has no logarithm: it is listed and left out with all its seeds. A single
-seed whose gain is <= 0 at a size with a positive mean is left out and listed too (keeping its other seeds
-makes that size look a little better than it is; the report says so). The held-out check refits without the
-largest-compute size and predicts its seed-mean gain.
+The pooled per-point regression (every seed's gain at every size as one independent point, df = n - 2) is
+kept only as `slope_ci_per_point`, labelled pseudo-replicated, so a reader can see what the old interval was;
+nothing is decided on it.
+
+Every point left out is listed with its reason (`dropped`): a run that did not learn (named by the caller,
+e.g. a test AUC at or below chance: it is not a data point) and a seed whose gain at a size is <= 0 (no
+logarithm). A seed's line uses its remaining sizes;
+a size none of whose seeds has a positive gain is `excluded` whole. R^2 is reported only with at least three
+sizes (two points always lie on a line).
 """
 from __future__ import annotations
 
@@ -21,51 +26,53 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-CI_METHOD = ("t interval of the OLS slope on per-seed points (each seed's gain at each size is one point, "
-             "df = n - 2)")
-BAND_METHOD = "t confidence band of the fitted mean line"
+CI_METHOD = ("mean of per-seed slopes (each seed's sizes fitted alone), t interval with df = seeds - 1: the seed "
+             "is the unit of replication")
+PER_POINT_METHOD = ("pseudo-replicated: OLS on every per-seed point as if independent (df = points - 2); shown "
+                    "for comparison only")
+BAND_METHOD = "t interval (df = seeds - 1) of the mean per-seed line at each x"
 LEVEL = 0.95
 GRID = 60  # points of the plotted band
+MIN_SIZES_FOR_R2 = 3
+NO_LOG = "gain <= 0: no logarithm"
 
 
-@dataclass
-class HeldOut:
-    label: str
-    x: float
-    observed: float  # seed-mean gain of the held-out size
-    predicted: float  # from the fit without it
-
-    @property
-    def log_error(self) -> float:
-        """ln(predicted / observed): 0 is perfect, 0.1 is about 10% too high; NaN when observed <= 0."""
-        return float(np.log(self.predicted / self.observed)) if self.observed > 0 else float("nan")
+@dataclass(frozen=True)
+class DroppedPoint:
+    label: str  # the size's label
+    seed: int
+    gain: float
+    reason: str
 
 
 @dataclass
 class PowerLawFit:
-    n_points: int  # sizes in the fit
+    n_points: int  # sizes with at least one positive per-seed gain
     n_obs: int  # per-seed points in the fit
-    slope: float
-    intercept: float
-    r2: float  # of the per-seed points
-    r2_means: float  # of the seed-mean points against the same line
-    slope_se: float
+    slope: float  # mean of the per-seed slopes
+    intercept: float  # mean of the per-seed intercepts
+    slope_se: float  # sd of per-seed slopes / sqrt(S)
     intercept_se: float
-    slope_ci: tuple[float, float]
-    df: int
-    resid_sd: float  # residual standard deviation of ln(gain)
-    x_mean: float  # mean ln x of the observations
-    sxx: float  # sum of squared deviations of ln x
+    slope_ci: tuple[float, float]  # t interval, df = S - 1
+    df: int  # S - 1
+    seed_slopes: dict[int, float]  # seed -> its own slope
+    seed_intercepts: dict[int, float]
+    r2: float  # of the per-seed points against the mean line; NaN with < 3 sizes
+    r2_means: float  # of the seed-mean ln gains against the mean line; NaN with < 3 sizes
+    slope_ci_per_point: tuple[float, float]  # pseudo-replicated interval, for comparison only
     band_x: np.ndarray  # [G] x grid over the fitted sizes
     band_lo: np.ndarray  # [G] lower edge of the band (gain)
     band_hi: np.ndarray  # [G]
-    held_out: HeldOut | None
     obs_x: np.ndarray  # [N] ln x of each per-seed point
     obs_y: np.ndarray  # [N] ln gain
-    seed_slopes: dict[int, float] = field(default_factory=dict)  # seed -> slope of that seed's sizes alone
-    dropped: list[tuple[str, int, float]] = field(default_factory=list)  # (size label, seed, gain <= 0)
+    obs_seed: np.ndarray  # [N] its seed
+    dropped: list[DroppedPoint] = field(default_factory=list)
     ci_method: str = CI_METHOD
     band_method: str = BAND_METHOD
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seed_slopes)
 
     def predict(self, x: np.ndarray | float) -> np.ndarray:
         return np.exp(self.intercept + self.slope * np.log(x))
@@ -75,99 +82,111 @@ class PowerLawFit:
         return float(np.exp(self.obs_x.min())), float(np.exp(self.obs_x.max()))
 
 
-def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    xm, ym = x.mean(), y.mean()
-    slope = ((x - xm) * (y - ym)).sum() / ((x - xm) ** 2).sum()
-    return float(slope), float(ym - slope * xm)
-
-
-def _observations(x: np.ndarray, gains: np.ndarray, points: np.ndarray, seeds: np.ndarray, labels: list[str]):
-    """(ln x, ln gain, seed) of every positive per-seed gain of `points`, and the dropped ones."""
-    lx, ly, who, dropped = [], [], [], []
-    for p in points:
-        for j, g in enumerate(gains[p]):
-            if not np.isfinite(g):
-                continue
-            if g > 0:
-                lx.append(np.log(x[p]))
-                ly.append(np.log(g))
-                who.append(seeds[j])
-            else:
-                dropped.append((labels[p], int(seeds[j]), float(g)))
-    return np.array(lx), np.array(ly), np.array(who), dropped
-
-
-def fit_power_law(
-    x: np.ndarray, gains: np.ndarray, *, labels: list[str], seeds: np.ndarray | None = None, level: float = LEVEL
-) -> tuple[PowerLawFit | None, list[int], str]:
-    """Fit ln(gain) = a + b ln(x) on per-seed points of the sizes with a positive seed-mean gain.
-
-    `x` [P] compute per size (any positive unit); `gains` [P, S] per seed, NaN where a seed is missing;
-    `seeds` [S] their names (default 0..S-1). Returns (fit or None, indices of excluded sizes, note).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    gains = np.asarray(gains, dtype=np.float64)
-    seeds = np.arange(gains.shape[1]) if seeds is None else np.asarray(seeds)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a size without any seed
-        mean_gain = np.nanmean(gains, axis=1)  # [P]
-    usable = np.isfinite(mean_gain) & (mean_gain > 0) & np.isfinite(x) & (x > 0)  # [P]
-    excluded = np.flatnonzero(~usable).tolist()
-    lx, ly, who, dropped = _observations(x, gains, np.flatnonzero(usable), seeds, labels)
-    if len(np.unique(lx)) < 2:
-        return None, excluded, f"{int(usable.sum())} size(s) with a positive gain at distinct compute: nothing to fit"
-    n = len(lx)
-    reg = stats.linregress(lx, ly)
-    df = n - 2
-    x_mean, sxx = float(lx.mean()), float(((lx - lx.mean()) ** 2).sum())
-    resid = ly - (reg.intercept + reg.slope * lx)
-    nan = float("nan")
-    resid_sd = float(np.sqrt((resid**2).sum() / df)) if df > 0 else nan
-    t = float(stats.t.ppf(0.5 + level / 2, df)) if df > 0 else nan
-    slope_ci = (float(reg.slope - t * reg.stderr), float(reg.slope + t * reg.stderr)) if df > 0 else (nan, nan)
-    grid = np.linspace(lx.min(), lx.max(), GRID)  # [G] ln x
-    centre = reg.intercept + reg.slope * grid  # [G]
-    half = t * resid_sd * np.sqrt(1.0 / n + (grid - x_mean) ** 2 / sxx) if df > 0 else np.full(GRID, nan)
-    means = np.log(mean_gain[usable])
-    fitted_means = reg.intercept + reg.slope * np.log(x[usable])
-    ss_tot = ((means - means.mean()) ** 2).sum()
-    r2_means = float(1.0 - ((means - fitted_means) ** 2).sum() / ss_tot) if ss_tot > 0 else nan
-    notes = []
-    if usable.sum() == 2:
-        notes.append("2 sizes: the line has no lack-of-fit check")
-    if df <= 0:
-        notes.append(f"{n} per-seed points: no interval (needs 3)")
-    fit = PowerLawFit(
-        n_points=int(usable.sum()), n_obs=n, slope=float(reg.slope), intercept=float(reg.intercept),
-        r2=float(reg.rvalue**2), r2_means=r2_means, slope_se=float(reg.stderr),
-        intercept_se=float(reg.intercept_stderr), slope_ci=slope_ci, df=df, resid_sd=resid_sd, x_mean=x_mean,
-        sxx=sxx, band_x=np.exp(grid), band_lo=np.exp(centre - half), band_hi=np.exp(centre + half),
-        held_out=_held_out(x, gains, mean_gain, seeds, labels), obs_x=lx, obs_y=ly,
-        seed_slopes=_seed_slopes(lx, ly, who), dropped=dropped,
-    )
-    return fit, excluded, "; ".join(notes)
-
-
-def _seed_slopes(lx: np.ndarray, ly: np.ndarray, who: np.ndarray) -> dict[int, float]:
+def seed_lines(lx: np.ndarray, ly: np.ndarray, who: np.ndarray) -> dict[int, tuple[float, float]]:
+    """seed -> (slope, intercept) of the OLS line through that seed's points (seeds with >= 2 distinct x)."""
     out = {}
     for s in np.unique(who):
         mine = who == s
         if len(np.unique(lx[mine])) >= 2:
-            out[int(s)] = _ols(lx[mine], ly[mine])[0]
+            fit = stats.linregress(lx[mine], ly[mine])
+            out[int(s)] = (float(fit.slope), float(fit.intercept))
     return out
 
 
-def _held_out(x: np.ndarray, gains: np.ndarray, mean_gain: np.ndarray, seeds: np.ndarray,
-              labels: list[str]) -> HeldOut | None:
-    """Refit without the largest-compute size (needs 2 other positive sizes) and predict its mean gain."""
-    finite = np.flatnonzero(np.isfinite(mean_gain) & np.isfinite(x) & (x > 0))
-    if len(finite) < 3:
-        return None
-    top = finite[np.argmax(x[finite])]
-    rest = np.array([i for i in finite if i != top and mean_gain[i] > 0])
-    if len(rest) < 2 or len(np.unique(x[rest])) < 2:
-        return None
-    lx, ly, _, _ = _observations(x, gains, rest, seeds, labels)
-    slope, intercept = _ols(lx, ly)
-    predicted = float(np.exp(intercept + slope * np.log(x[top])))
-    return HeldOut(labels[top], float(x[top]), float(mean_gain[top]), predicted)
+def mean_t_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(mean, standard error, t half-width with df = n - 1) of replicate values; NaN where n < 2."""
+    values = np.asarray(values, dtype=np.float64)
+    n, nan = len(values), float("nan")
+    if n < 2:
+        return (float(values.mean()) if n else nan), nan, nan
+    se = float(values.std(ddof=1) / np.sqrt(n))
+    return float(values.mean()), se, float(stats.t.ppf(0.5 + level / 2, n - 1) * se)
+
+
+def _observations(x, gains, seeds, labels, skip):
+    """(ln x, ln gain, seed) of every positive per-seed gain, and every point left out with its reason."""
+    lx, ly, who, dropped = [], [], [], []
+    for p in range(len(x)):
+        for j, g in enumerate(gains[p]):
+            if not np.isfinite(g) or not (np.isfinite(x[p]) and x[p] > 0):
+                continue
+            if (p, j) in skip or g <= 0:
+                dropped.append(DroppedPoint(labels[p], int(seeds[j]), float(g), skip.get((p, j), NO_LOG)))
+                continue
+            lx.append(np.log(x[p]))
+            ly.append(np.log(g))
+            who.append(seeds[j])
+    return np.array(lx), np.array(ly), np.array(who), dropped
+
+
+def _r2(lx: np.ndarray, ly: np.ndarray, slope: float, intercept: float) -> float:
+    ss_tot = ((ly - ly.mean()) ** 2).sum()
+    return float(1.0 - ((ly - intercept - slope * lx) ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan")
+
+
+def _per_point_ci(lx: np.ndarray, ly: np.ndarray, level: float) -> tuple[float, float]:
+    if len(lx) < 3 or len(np.unique(lx)) < 2:
+        return float("nan"), float("nan")
+    reg = stats.linregress(lx, ly)
+    t = stats.t.ppf(0.5 + level / 2, len(lx) - 2)
+    return float(reg.slope - t * reg.stderr), float(reg.slope + t * reg.stderr)
+
+
+def fit_power_law(
+    x: np.ndarray, gains: np.ndarray, *, labels: list[str], seeds: np.ndarray | None = None, level: float = LEVEL,
+    skip: dict[tuple[int, int], str] | None = None,
+) -> tuple[PowerLawFit | None, list[int], str]:
+    """Fit ln(gain) = a + b ln(x) per seed and average the seeds' lines.
+
+    `x` [P] compute per size (any positive unit); `gains` [P, S] per seed, NaN where a seed is missing;
+    `seeds` [S] their names (default 0..S-1); `skip` maps (size index, seed index) of runs that are not data
+    points (e.g. did not learn) to the reason. Returns (fit or None, indices of sizes
+    with no usable seed, note).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    gains = np.asarray(gains, dtype=np.float64)
+    seeds = np.arange(gains.shape[1]) if seeds is None else np.asarray(seeds)
+    skip = skip or {}
+    lx, ly, who, dropped = _observations(x, gains, seeds, labels, skip)
+    taken = np.array([[g > 0 and (p, j) not in skip for j, g in enumerate(row)] for p, row in enumerate(gains)])
+    usable = np.isfinite(x) & (x > 0) & taken.any(axis=1)  # [P]
+    excluded = np.flatnonzero(~usable).tolist()
+    used = np.unique(lx)
+    lines = seed_lines(lx, ly, who) if len(lx) else {}
+    if not lines:
+        return None, excluded, f"{len(used)} size(s) with a positive gain: no seed has a line to fit"
+    slopes = np.array([v[0] for v in lines.values()])  # [S]
+    intercepts = np.array([v[1] for v in lines.values()])  # [S]
+    slope, slope_se, half = mean_t_interval(slopes, level)
+    intercept, intercept_se, _ = mean_t_interval(intercepts, level)
+    S = len(lines)
+    notes = []
+    seeds_without = sorted(set(map(int, seeds)) - set(lines))
+    if seeds_without:
+        notes.append(f"seed(s) {', '.join(map(str, seeds_without))} have fewer than 2 sizes with a positive gain: "
+                     "no line of their own, left out of the slope")
+    if len(used) == 2:
+        notes.append("2 sizes: the line has no lack-of-fit check and no R²")
+    if S < 2:
+        notes.append(f"{S} seed with a line: no interval (needs 2)")
+    grid = np.linspace(lx.min(), lx.max(), GRID)  # [G] ln x
+    per_seed = intercepts[:, None] + slopes[:, None] * grid[None, :]  # [S, G]
+    centre = per_seed.mean(axis=0)
+    band_half = (stats.t.ppf(0.5 + level / 2, S - 1) * per_seed.std(axis=0, ddof=1) / np.sqrt(S)
+                 if S >= 2 else np.full(GRID, np.nan))
+    enough = len(used) >= MIN_SIZES_FOR_R2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_gain = np.nanmean(np.where(taken, gains, np.nan), axis=1)  # [P] over the points taken
+    ok = np.isfinite(mean_gain) & (mean_gain > 0) & np.isfinite(x) & (x > 0)
+    lm, ym = np.log(x[ok]), np.log(mean_gain[ok])
+    fit = PowerLawFit(
+        n_points=len(used), n_obs=len(lx), slope=slope, intercept=intercept, slope_se=slope_se,
+        intercept_se=intercept_se, slope_ci=(slope - half, slope + half), df=S - 1,
+        seed_slopes={k: v[0] for k, v in lines.items()}, seed_intercepts={k: v[1] for k, v in lines.items()},
+        r2=_r2(lx, ly, slope, intercept) if enough else float("nan"),
+        r2_means=_r2(lm, ym, slope, intercept) if enough else float("nan"),
+        slope_ci_per_point=_per_point_ci(lx, ly, level), band_x=np.exp(grid), band_lo=np.exp(centre - band_half),
+        band_hi=np.exp(centre + band_half), obs_x=lx, obs_y=ly, obs_seed=who, dropped=dropped,
+    )
+    return fit, excluded, "; ".join(notes)

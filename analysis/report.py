@@ -1,8 +1,8 @@
 """report.md (tables + plot links), the machine-readable summary, and the terminal summary.
 
 Order, headline first: the per-architecture table; the comparisons (gain over the baseline, Holm verdicts);
-the scaling fits (slope with its interval, R^2, held-out check, axis and unit), their points (gain, share of
-the oracle gap closed) and marginal returns along each ladder; the family comparisons.
+the scaling fits and the family comparisons (analysis/scaling_report.py: seed-unit slopes, forms, held-out
+checks, reference sensitivity, extrapolations, marginal returns).
 """
 from __future__ import annotations
 
@@ -14,21 +14,22 @@ import numpy as np
 from harness import metric_registry
 
 from .ablations import AblationResult
-from .axes import UNIT_NAMES
 from .collect import SweepResults
 from .expectations import ExpectationResult, expectation_dicts, expectation_section
-from .family_comparison import METHOD as COMPARISON_METHOD
-from .family_comparison import Estimate, FamilyComparison
+from .family_comparison import FamilyComparison
 from .headline import Headline
-from .marginal_returns import METHOD as MARGINAL_METHOD
-from .marginal_returns import MarginalReturns
-from .papers import HELIX_CTR, HELIX_CVR_SLOPE
-from .powerlaw import BAND_METHOD, CI_METHOD
+from .powerlaw import CI_METHOD
 from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
 from .gain_reference import Reference
 from .scaling import FamilyScaling
+from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
+from .text_format import estimate_text as _est
+from .text_format import markdown_table as _table
+from .text_format import metric_label as _label
+from .text_format import num as _f
+from .text_format import signed_delta as _delta
 
 
 @dataclass
@@ -50,29 +51,6 @@ class AnalysisResult:
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)
-
-
-def _label(metric: str) -> str:
-    """The registered display label ("AUC", "LogLoss")."""
-    return metric_registry.get(metric).label
-
-
-def _f(x: float | None, fmt: str = ".3g") -> str:
-    return "–" if x is None or not np.isfinite(x) else format(x, fmt)
-
-
-def _delta(x: float) -> str:
-    return "–" if not np.isfinite(x) else f"{x:+.5f}"
-
-
-def _est(e: Estimate | None, fmt: str = ".3g") -> str:
-    return "–" if e is None else f"{_f(e.value, fmt)} [{_f(e.lo, fmt)}, {_f(e.hi, fmt)}]"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return lines
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -125,171 +103,6 @@ def _overview(res: AnalysisResult) -> list[str]:
             *_table(_headline_header(h, cfg.split), _headline_rows(h)), ""]
     out += [f"_{n}_" for n in h.notes] + ([""] if h.notes else [])
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# scaling
-
-
-def _held(fit) -> str:
-    ho = fit.held_out
-    if ho is None:
-        return "–"
-    return f"{ho.label}: observed {ho.observed:.3g}, predicted {ho.predicted:.3g}, ln error {_f(ho.log_error, '+.2f')}"
-
-
-def _seed_slopes(fit) -> str:
-    s = list(fit.seed_slopes.values())
-    if not s:
-        return "–"
-    return f"{min(s):.3f} … {max(s):.3f} ({len(s)} seeds)" if len(s) > 1 else f"{s[0]:.3f}"
-
-
-def _scaling_rows(res: AnalysisResult) -> list[list[str]]:
-    rows = []
-    for f in res.scaling:
-        fit, n_all = f.fit, len(f.points)
-        axis = f.convention.x_label
-        if fit is None:
-            rows.append([f.family, f.gain_label, axis, f"0/{n_all} × {f.n_seeds}", "–", "–", "–", "–", "–",
-                         "; ".join(f.notes) or "–"])
-            continue
-        rows.append([f.family, f.gain_label, axis, f"{fit.n_points}/{n_all} × {f.n_seeds} ({fit.n_obs} points)",
-                     f"{fit.slope:.3f} [{_f(fit.slope_ci[0], '.3f')}, {_f(fit.slope_ci[1], '.3f')}]",
-                     f"{fit.intercept:.3f} ± {_f(fit.intercept_se, '.3f')}",
-                     f"{fit.r2:.3f} / {_f(fit.r2_means, '.3f')}", _held(fit), _seed_slopes(fit),
-                     "; ".join(f.notes) or "–"])
-    return rows
-
-
-def _points_section(res: AnalysisResult) -> list[str]:
-    """One row per point of every family (AUC-metric entry), with each metric's seed-mean gain."""
-    fams = [f for f in res.scaling if f.points]
-    base = [f for f in fams if f.metric == "auc"] or fams
-    if not base:
-        return []
-    gains = {(f.family, f.metric, p.label): p.gain for f in fams for p in f.points}
-    metrics = list(dict.fromkeys(f.metric for f in fams))
-    labels = {f.metric: f.gain_label for f in fams}
-    oracle = any(np.isfinite(p.oracle_gap_closed) for f in base for p in f.points)
-    header = ["family", "point", "forward MFLOPs / target", "x", "seeds",
-              *[f"{labels[m]} (seed mean)" for m in metrics], *(["share of oracle gap closed"] if oracle else [])]
-    rows = []
-    for f in base:
-        for p in f.points:
-            row = [f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
-                   *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics]]
-            if oracle:
-                row.append("–" if not np.isfinite(p.oracle_gap_closed) else f"{p.oracle_gap_closed:.1%}")
-            rows.append(row)
-    text = ("Share of the oracle gap closed: as in the per-architecture table, mean(AUC − AUC_ref) / "
-            "mean(AUC_oracle − AUC_ref) over the seeds shared with the reference." if oracle else
-            "No oracle AUC in runs.parquet (only synthetic logs know it): no share of the oracle gap.")
-    return ["### Points of each fit", "", "Seed-mean gains over the reference, x on the fit's axis. " + text, "",
-            *_table(header, rows), ""]
-
-
-def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
-    s = m.steps[k]
-    better = "yes" if s.improves else ("not testable" if not s.testable else "no")
-    ci = f"[{_delta(s.ci[0])}, {_delta(s.ci[1])}]"
-    lo, hi = s.per_doubling_ci
-    per = "–" if not np.isfinite(s.per_doubling) else f"{_delta(s.per_doubling)} [{_delta(lo)}, {_delta(hi)}]"
-    return [family, _label(m.metric), f"{s.start} → {s.end}", _f(s.flops_ratio, ".3g"),
-            str(s.n), f"{_delta(s.mean)} ± {_f(s.sd, '.5f')}", ci, _f(s.p_value, ".3g"), per, better]
-
-
-def _marginal_section(res: AnalysisResult) -> list[str]:
-    fams = [f for f in res.scaling if f.marginal is not None]
-    if not fams:
-        return []
-    level = fams[0].marginal.level
-    rows = [_step_row(f.family, f.marginal, k) for f in fams for k in range(len(f.marginal.steps))]
-    verdicts = [f"- {f.family}, {_label(f.metric)}: **{f.marginal.verdict}**"
-                + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
-    return ["### Marginal returns", "",
-            f"Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), "
-            f"{MARGINAL_METHOD}; {level:.0%} interval. Per doubling: Δ / log2(FLOPs ratio). A step improves when its "
-            "interval lies above 0 (AUC) or below 0 (LogLoss); returns diminish from the end of the last step that "
-            "improves (none above it does). With 3 seeds a step has 2 degrees of freedom: only steps several "
-            "seed-sds large count as improvements.", "",
-            *_table(["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
-                     "Δ per doubling [CI]", "improves"], rows), "", *verdicts, ""]
-
-
-def _helix_lines(res: AnalysisResult) -> list[str]:
-    fits = [f for f in res.scaling if f.helix is not None and f.fit is not None]
-    if not fits:
-        return []
-    lines = [f"HELIX reports ln(dAUC) = {HELIX_CTR['slope']} ln C {HELIX_CTR['intercept']} (R² {HELIX_CTR['r2']}) "
-             f"for CTR, C = training GFLOPs per sample, and slope {HELIX_CVR_SLOPE} for CVR, against a reference it "
-             "does not name: compare slopes, not heights, and only in the same convention.", ""]
-    lines += [f"- {f.family} ({f.gain_label}): {f.helix.reason}" for f in fits if f.helix.comparable]
-    by_reason: dict[str, list[str]] = {}
-    for f in fits:
-        if not f.helix.comparable:
-            by_reason.setdefault(f.helix.reason, []).append(f"{f.family} ({f.gain_label})")
-    lines += [f"- {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
-    return lines + [""]
-
-
-def _scaling_section(res: AnalysisResult) -> list[str]:
-    out = ["## Scaling fits", ""]
-    if not res.scaling:
-        why = res.notes or ["No `flops_per_target` in runs.parquet: no scaling fit."]
-        return out + why + [""]
-    ref = res.scaling[0].reference
-    out += [f"Gain of each family over the reference **{ref}** (one architecture at one fixed size, outside "
-            "every fitted family, same data setting, paired by seed). Fit: ln(gain) = intercept + slope · ln(x), "
-            f"natural logarithms, x on the axis given per row. Slope interval: {CI_METHOD}. R²: of the per-seed "
-            "points / of the seed means against the same line. Held-out: refit without the largest-compute size "
-            "and predict its seed-mean gain (ln error = ln(predicted / observed)). Per-seed slopes: each seed's "
-            f"sizes fitted alone. Band in the plot: {BAND_METHOD}.", ""]
-    out += _table(["family", "gain", "x axis, unit", "sizes fitted × seeds", "slope [95% CI]", "intercept ± SE",
-                   "R² (points / means)", "held-out check", "per-seed slopes", "notes"], _scaling_rows(res))
-    out += [""] + _points_section(res) + _marginal_section(res)
-    excluded = [f"- {p.label} at x = {p.x:.4g}: {f.gain_label} = {_f(p.gain, '+.3g')} (vs {f.reference}) — left out "
-                "of the log fit" for f in res.scaling for p in f.excluded]
-    if excluded:
-        out += ["**Sizes with a seed-mean gain ≤ 0** (no logarithm; listed, not fitted):", "", *excluded, ""]
-    dropped = [f"- {label}, seed {seed}: {f.gain_label} = {g:+.3g}" for f in res.scaling if f.fit
-               for label, seed, g in f.fit.dropped]
-    if dropped:
-        out += ["**Single seeds with a gain ≤ 0 at a size with a positive mean** (left out of the per-seed fit, "
-                "which therefore overstates that size a little):", "", *dropped, ""]
-    out += _helix_lines(res)
-    for name in ("scaling_auc", "scaling_logloss"):
-        if name in res.plots:
-            out += [f"![{name}]({res.plots[name]})", ""]
-    return out
-
-
-def _comparison_rows(res: AnalysisResult) -> list[list[str]]:
-    rows = []
-    for c in res.comparisons:
-        unit = UNIT_NAMES[c.convention.x_unit]
-        iso = "–" if c.iso_x is None else f"{c.iso_x:.4g} {unit}"
-        value = "–"
-        if c.iso_x is not None and np.isfinite(c.value_a):
-            value = f"{_f(c.value_a, '.4f')} vs {_f(c.value_b, '.4f')}"
-        rows.append([c.label, c.convention.gain_label(c.metric),
-                     f"{c.slope_a:.3f} − {c.slope_b:.3f} = {_est(c.slope_diff, '+.3f')}", _f(c.p_value, ".3g"), iso,
-                     _est(c.gain_a, ".4g"), _est(c.gain_b, ".4g"), _est(c.diff, "+.4g"), _est(c.ratio, ".3g"),
-                     value, c.crossover + ("; " + "; ".join(c.notes) if c.notes else "")])
-    return rows
-
-
-def _family_comparison_section(res: AnalysisResult) -> list[str]:
-    if not res.comparisons:
-        return []
-    return ["## Family comparisons", "",
-            f"A vs B for two families fitted against the same reference, metric and axes. Method: {COMPARISON_METHOD}. "
-            "Slope A − B with its 95% interval and two-sided p-value; at x* (the geometric middle of the overlap of "
-            "the two measured ranges): each fitted gain, their difference (the metric difference at matched FLOPs, "
-            "both being over the same reference) and ratio, and the metric itself (reference + gain). Crossover: "
-            "where the fitted lines meet, if inside the measured range or within a factor 10 of it.", "",
-            *_table(["A vs B", "gain", "slope A − B [95% CI]", "p", "x* (iso-FLOP)", "gain A at x*", "gain B at x*",
-                     "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"], _comparison_rows(res)), ""]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -354,7 +167,7 @@ def render_report(res: AnalysisResult) -> str:
     at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
     lines = (overview[:at] + answer_lines(res) + overview[at:] + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
-             + _scaling_section(res) + _family_comparison_section(res))  # the protocol answer opens the report
+             + scaling_section(res) + family_comparison_section(res))  # the protocol answer opens the report
     extra = [n for n in ("groups", "settings") if n in res.plots]
     if extra or res.group_note:
         lines += ["## Grouped metrics and data settings", ""]
@@ -413,21 +226,23 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
         more = []
         for f in _cut(fitted, 8, more, "fits"):
             lo, hi = f.fit.slope_ci
+            best = f"  best form: {f.forms.best}" if f.forms is not None and f.forms.best else ""
             out.append(f"  {f.family[:28]:<28} {f.gain_label} vs {f.convention.x_unit} {f.convention.x_axis}: slope "
-                       f"{f.fit.slope:+.3f} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]  R2 {f.fit.r2:.2f}  "
-                       f"sizes={f.fit.n_points} seeds={f.n_seeds}")
+                       f"{f.fit.slope:+.3f} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]  "
+                       f"sizes={f.fit.n_points} seeds={f.fit.n_seeds}{best}")
         out += more
-    n_excluded = sum(len(f.excluded) for f in fitted)
-    if n_excluded:
-        out.append(f"  {n_excluded} size(s) with a dAUC <= 0 left out of the fits (listed in the report)")
+    n_dropped = sum(len(f.fit.dropped) for f in fitted)
+    if n_dropped:
+        out.append(f"  {n_dropped} per-seed point(s) the power law cannot take (listed with reasons in the report)")
     out += _marginal_lines(res)
     auc_comparisons = [c for c in res.comparisons if c.metric == "auc"]
     if auc_comparisons:
-        out.append("family comparisons  (AUC gain; slope A - B, gain A - B at matched FLOPs)")
+        out.append("family comparisons  (AUC gain, paired by seed; slope A - B, Holm p)")
         more = []
         for c in _cut(auc_comparisons, 6, more, "family comparisons"):
-            out.append(f"  {c.label[:30]:<30} slope diff {_est(c.slope_diff, '+.3f')} p={_f(c.p_value, '.2g')}; "
-                       f"A-B {_est(c.diff, '+.3g')}; {c.crossover.split(';')[0]}")
+            d = c.slope_diff
+            out.append(f"  {c.label[:30]:<30} slope diff {_est(None if d is None else d.estimate, '+.3f')} "
+                       f"Holm p={_f(float('nan') if d is None else d.p_holm, '.2g')}; {c.crossover.split(';')[0]}")
         out += more
     for w in res.warnings[:4]:
         out.append(f"warning: {w}")
@@ -445,7 +260,7 @@ def _marginal_lines(res: AnalysisResult) -> list[str]:
             by_family.setdefault(f.family, []).append(f"{_label(f.metric)} {f.marginal.verdict}")
     if not by_family:
         return []
-    out = ["marginal returns  (consecutive points by FLOPs, paired t over seeds)"]
+    out = ["marginal returns  (consecutive points by FLOPs, paired t over seeds, Holm over each ladder)"]
     more: list[str] = []
     for family in _cut(list(by_family), 8, more, "families"):
         out.append(f"  {family[:28]:<28} " + "; ".join(by_family[family]))
@@ -454,58 +269,6 @@ def _marginal_lines(res: AnalysisResult) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------
 # JSON
-
-
-def _marginal(m: MarginalReturns | None) -> dict[str, Any] | None:
-    if m is None:
-        return None
-    return {"metric": m.metric, "verdict": m.verdict, "diminish_from": m.diminish_from, "level": m.level,
-            "method": m.method, "notes": m.notes, "steps": [
-                {"start": s.start, "end": s.end, "flops_ratio": s.flops_ratio, "doublings": s.doublings,
-                 "n_seeds": s.n, "seeds": [int(x) for x in s.seeds], "deltas": s.deltas.tolist(), "mean": s.mean,
-                 "sd": s.sd, "ci": list(s.ci), "p_value": s.p_value, "per_doubling": s.per_doubling,
-                 "per_doubling_ci": list(s.per_doubling_ci), "improves": s.improves} for s in m.steps]}
-
-
-def _estimate(e: Estimate | None) -> dict[str, float] | None:
-    return None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi}
-
-
-def _family(f: FamilyScaling) -> dict[str, Any]:
-    fit = f.fit
-    return {
-        "family": f.family, "arch": f.arch, "metric": f.metric, "gain": f.gain_label, "reference": f.reference,
-        "reference_value": f.ref_value, "n_seeds": f.n_seeds, **f.convention.record(), "notes": f.notes,
-        "points": [{"label": p.label, "setting": p.setting, "flops_per_target": p.flops, "x": p.x, "gain": p.gain,
-                    "gain_per_seed": dict(zip(map(int, p.seeds), p.gain_per_seed.tolist())),
-                    "value_per_seed": None if p.value_per_seed is None else
-                    dict(zip(map(int, p.seeds), p.value_per_seed.tolist())),
-                    "n_seeds": p.n_seeds, "oracle_gap_closed": p.oracle_gap_closed} for p in f.points],
-        "marginal_returns": _marginal(f.marginal),
-        "excluded_non_positive": [p.label for p in f.excluded],
-        "helix_ctr": None if f.helix is None else {"comparable": f.helix.comparable, "reason": f.helix.reason,
-                                                   "inside_ci": f.helix.inside_ci},
-        "fit": None if fit is None else {
-            "slope": fit.slope, "intercept": fit.intercept, "r2": fit.r2, "r2_means": fit.r2_means,
-            "slope_se": fit.slope_se, "intercept_se": fit.intercept_se, "slope_ci": list(fit.slope_ci),
-            "ci_method": fit.ci_method, "df": fit.df, "n_points": fit.n_points, "n_obs": fit.n_obs,
-            "x_axis": f.convention.x_axis, "x_unit": f.convention.x_unit,
-            "seed_slopes": {str(k): v for k, v in fit.seed_slopes.items()},
-            "dropped_seed_points": [{"label": lab, "seed": s, "gain": g} for lab, s, g in fit.dropped],
-            "held_out": None if fit.held_out is None else {
-                "label": fit.held_out.label, "x": fit.held_out.x, "observed": fit.held_out.observed,
-                "predicted": fit.held_out.predicted, "log_error": fit.held_out.log_error}},
-    }
-
-
-def _comparison(c: FamilyComparison) -> dict[str, Any]:
-    return {"a": c.a, "b": c.b, "metric": c.metric, "gain": c.convention.gain_label(c.metric),
-            "reference": c.reference, **c.convention.record(), "method": c.method, "df": c.df,
-            "n_obs": list(c.n_obs), "slope_a": c.slope_a, "slope_b": c.slope_b,
-            "slope_diff": _estimate(c.slope_diff), "p_value": c.p_value, "iso_x": c.iso_x,
-            "gain_a": _estimate(c.gain_a), "gain_b": _estimate(c.gain_b), "diff": _estimate(c.diff),
-            "ratio": _estimate(c.ratio), "value_a": c.value_a, "value_b": c.value_b,
-            "crossover_x": c.crossover_x, "crossover": c.crossover, "notes": c.notes}
 
 
 def _abl(r: AblationResult) -> dict[str, Any]:
@@ -540,8 +303,8 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "reference": None if ref is None else {"selector": ref.selector, "arch": ref.arch,
                                                    "setting": ref.setting, "families": ref.families},
             "headline": _headline(res.headline),
-            "scaling": [_family(f) for f in res.scaling], "scaling_notes": res.notes,
-            "family_comparisons": [_comparison(c) for c in res.comparisons],
+            "scaling": [family_json(f) for f in res.scaling], "scaling_notes": res.notes,
+            "family_comparisons": [comparison_json(c) for c in res.comparisons],
             "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
             "warnings": res.warnings,
             **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {})}

@@ -6,9 +6,15 @@ architecture at one fixed size, outside every fitted family, in the family's dat
 seed: dAUC = AUC - AUC_ref (or dAUC / AUC_ref), and the relative loss gain (L_ref - L) / L_ref for LogLoss
 (NE gives the same relative gain on a shared test set). Seeds without a reference run are left out and
 named. The x axis and unit follow `analysis.scaling` (analysis/axes.py); the fit and its interval are
-analysis/powerlaw.py's. Sizes with a seed-mean gain <= 0 are listed and left out of the fit, never dropped
-silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored as tuples):
+analysis/powerlaw.py's (the seed as the unit). Every per-seed point the logarithm cannot take is listed with
+its reason, never dropped silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored as tuples):
 each distinct value is a point, and points are ordered by FLOPs, never by the setting's own order.
+
+Beside the power law of the gain, every family's ladder (analysis/ladder.py) is fitted in the metric itself
+with the log-linear and saturating forms and each form checked on held-out sizes and for lack of fit
+(analysis/form_check.py); the compute needed for a further gain is read off each form with a seed-bootstrap
+interval (analysis/extrapolation.py); and the slope is refitted against every setting of the reference
+architecture the sweep contains (analysis/reference_sensitivity.py).
 
 Every point also carries the metric per seed, the share of the oracle gap it closes when the runs record
 an oracle AUC (analysis/headline.py's `oracle_gap_share`, the headline table's definition), and every family
@@ -28,15 +34,21 @@ from .axes import Convention
 from .collect import SweepResults
 from .families import context_columns, family_columns, labelled_columns, show, size_columns
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE, PaperComparison, compare_with_helix
-from .powerlaw import HeldOut, PowerLawFit, fit_power_law
+from .powerlaw import PowerLawFit, fit_power_law
+from .extrapolation import ComputeForGain, extrapolations
+from .form_check import FormCheck, check_forms
 from .gain_reference import Reference, reference_rows
+from .ladder import Ladder
+from .reference_sensitivity import ReferenceSlope, slopes_by_reference
 from .headline import oracle_gap_share
 from .marginal_returns import MarginalReturns, marginal_returns
 
+#: The AUC of no skill: a run at or below it did not learn and is left out of every fit (and named).
+CHANCE = {"auc": 0.5}
 #: Below this many seeds a family's intervals rest on few replicates: the report warns.
 MIN_SEEDS = 5
 
-__all__ = ["HELIX_CTR", "HELIX_CVR_SLOPE", "MIN_SEEDS", "FamilyScaling", "HeldOut",
+__all__ = ["HELIX_CTR", "HELIX_CVR_SLOPE", "MIN_SEEDS", "FamilyScaling",
            "PowerLawFit", "ScalingPoint", "fit_power_law", "scaling_analysis"]
 
 
@@ -82,7 +94,7 @@ class FamilyScaling:
     reference: str
     points: list[ScalingPoint]
     fit: PowerLawFit | None
-    excluded: list[ScalingPoint] = field(default_factory=list)  # gain <= 0 or undefined
+    excluded: list[ScalingPoint] = field(default_factory=list)  # no seed with a positive gain
     notes: list[str] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)  # the family's non-size settings (arch, protocol, ...)
     convention: Convention = field(default_factory=Convention)
@@ -90,6 +102,11 @@ class FamilyScaling:
     n_seeds: int = 0
     helix: PaperComparison | None = None
     marginal: MarginalReturns | None = None  # steps between consecutive points by FLOPs (>= 2 points)
+    ladder: Ladder | None = None  # the metric per size and seed, for the curve forms
+    forms: FormCheck | None = None  # power law / log-linear / saturating, held out and lack of fit
+    extrapolations: list[ComputeForGain] = field(default_factory=list)  # compute for a further gain, per form
+    reference_slopes: list[ReferenceSlope] = field(default_factory=list)  # slope against each reference setting
+    not_learned: list[str] = field(default_factory=list)  # runs left out everywhere, with why
 
     @property
     def arch(self) -> str:
@@ -136,6 +153,7 @@ def scaling_analysis(results: SweepResults, reference: Reference,
                 fam.notes.append(why or "no reference run in this family's setting")
             else:
                 _fill(results, fam, rows, ref_rows, sizes)
+                _reference_sensitivity(results, reference, fam, rows, context_columns(fam_cols))
             fam.helix = compare_with_helix(metric, conv, fam.fit.slope_ci if fam.fit else None)
             out.append(fam)
     return out
@@ -168,16 +186,59 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
                                        float(fam.convention.x(flops)), seeds,
                                        fam.convention.gain_of(fam.metric, values, ref), values, share))
     fam.points.sort(key=lambda p: (not np.isfinite(p.x), p.x))
+    skip = _not_learned(results, rows, sizes, fam, seeds)
+    values = np.stack([p.value_per_seed for p in fam.points])  # [P, S] as measured
+    learned = values.copy()
+    for (p, j) in skip:
+        learned[p, j] = np.nan  # a run that did not learn is not a data point
+    fam.not_learned = [f"{fam.points[p].label}, seed {seeds[j]}: {why}" for (p, j), why in skip.items()]
     fam.marginal = marginal_returns([p.size_label for p in fam.points], np.array([p.flops for p in fam.points]),
-                                    np.stack([p.value_per_seed for p in fam.points]), seeds, fam.metric)
+                                    learned, seeds, fam.metric)
     if len(fam.points) < 2:
         fam.notes.append("one model size: nothing to fit")
         return
+    x = np.array([p.x for p in fam.points])  # [P]
     fit, excluded, note = fit_power_law(
-        np.array([p.x for p in fam.points]), np.stack([p.gain_per_seed for p in fam.points]),
-        labels=[p.label for p in fam.points], seeds=seeds,
+        x, np.stack([p.gain_per_seed for p in fam.points]), labels=[p.label for p in fam.points], seeds=seeds,
+        skip=skip,
     )
     if note:
         fam.notes.append(note)
     fam.fit = fit
     fam.excluded = [fam.points[i] for i in excluded]
+    if np.isfinite(x).all() and (x > 0).all() and len(np.unique(x)) >= 2:
+        fam.ladder = Ladder(fam.metric, [p.size_label for p in fam.points], x, learned, ref, seeds,
+                            metric_registry.get(fam.metric).higher_is_better, fam.convention)
+        fam.forms = check_forms(fam.ladder)
+        fam.extrapolations = extrapolations(fam.ladder)
+
+
+def _not_learned(results: SweepResults, rows: pd.DataFrame, sizes: list[str], fam: FamilyScaling,
+                 seeds: np.ndarray) -> dict[tuple[int, int], str]:
+    """(point index, seed index) -> why, for runs whose test AUC is at or below chance (they did not learn);
+    judged on AUC for every metric of the family, since a LogLoss of a collapsed run is no point either."""
+    if not results.has_metric("auc"):
+        return {}
+    col = results.metric_column("auc")
+    out = {}
+    for p, point in enumerate(fam.points):
+        mine = np.ones(len(rows), dtype=bool)
+        for c, v in point.setting.items():
+            mine &= (rows[c].astype(str) == str(v)).to_numpy()
+        auc = rows[mine].groupby("seed")[col].mean().reindex(seeds).to_numpy(dtype=np.float64)
+        for j, a in enumerate(auc):
+            if np.isfinite(a) and a <= CHANCE["auc"]:
+                out[(p, j)] = f"did not learn (test AUC {a:.4f} <= chance {CHANCE['auc']:g}): not a data point"
+    return out
+
+
+def _reference_sensitivity(results: SweepResults, reference: Reference, fam: FamilyScaling, rows: pd.DataFrame,
+                           context: list[str]) -> None:
+    """The family's slope against every setting of the reference architecture (needs >= 2 sizes)."""
+    if fam.fit is None or len(fam.points) < 2:
+        return
+    values = np.stack([p.value_per_seed for p in fam.points])
+    fam.reference_slopes = slopes_by_reference(
+        results.runs, reference, rows, context, results.metric_column(fam.metric), fam.points[0].seeds,
+        np.array([p.x for p in fam.points]), values, [p.label for p in fam.points],
+        lambda v, r: fam.convention.gain_of(fam.metric, v, r))

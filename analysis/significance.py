@@ -145,3 +145,32 @@ def paired_stats(
         notes.append(f"BCa interval from {n} seeds is rough")
     mde = minimum_detectable_effect(std, n, alpha=alpha, power=power)
     return PairedStats(n, tuple(d.tolist()), mean, std, lo, hi, p_t, p_w, p_perm, mde, tuple(notes))
+
+
+#: The largest seed count `seeds_for_power` searches; beyond it the answer is "more than this".
+MAX_SEEDS = 1000
+
+
+def seeds_for_power(std: float, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest seed count n >= 2 at which a two-sided paired (one-sample) t-test of per-seed differences
+    with sd `std` detects a true mean `effect` with `power` (noncentral t, as `minimum_detectable_effect`).
+    NaN without a spread; inf when even MAX_SEEDS do not suffice."""
+    if not np.isfinite(std) or std <= 0.0 or not np.isfinite(effect) or effect == 0.0:
+        return float("nan")
+
+    def reached(n: int) -> bool:
+        df = n - 1
+        t_crit = stats.t.ppf(1.0 - alpha / 2.0, df)
+        lam = abs(effect) * np.sqrt(n) / std
+        return float(stats.nct.sf(t_crit, df, lam) + np.nan_to_num(stats.nct.cdf(-t_crit, df, lam))) >= power
+
+    if not reached(MAX_SEEDS):
+        return float("inf")
+    lo, hi = 1, MAX_SEEDS  # reached(hi) holds; find the smallest n with reached(n) by bisection (monotone in n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid >= 2 and reached(mid):
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)

@@ -90,8 +90,8 @@ def test_analyze_writes_report_plots_and_verdicts(tmp_path, capsys):
     report = (root / "report.md").read_text()
     summary = json.loads((root / "analysis.json").read_text())
     pngs = sorted(p.name for p in (root / "plots").glob("*.png"))
-    assert set(pngs) == {"scaling_auc.png", "scaling_logloss.png", "forest.png", "seed_strip.png", "groups.png",
-                         "settings.png"}
+    assert set(pngs) == {"scaling_auc.png", "scaling_logloss.png", "forms_auc.png", "forms_logloss.png",
+                         "forest.png", "seed_strip.png", "groups.png", "settings.png"}
     assert all((root / "plots" / p).stat().st_size > 10_000 for p in pngs)
     for name in pngs:
         assert f"plots/{name}" in report
@@ -106,10 +106,12 @@ def test_analyze_writes_report_plots_and_verdicts(tmp_path, capsys):
     assert all("p" in d for d in by_name["WHALE vs MeanPool"]["delong"])
 
     whale = next(f for f in summary["scaling"] if f["family"] == "whale, delay_s=60" and f["metric"] == "auc")
-    assert whale["excluded_non_positive"] == ["whale, delay_s=60 (dim=16)"]
+    assert whale["excluded_sizes"] == ["whale, delay_s=60 (dim=16)"]
+    assert {d["label"] for d in whale["fit"]["dropped_points"]} == {"whale, delay_s=60 (dim=16)"}
     assert whale["fit"]["slope"] == pytest.approx(0.2, abs=0.02)
-    assert whale["fit"]["held_out"]["label"] == "whale, delay_s=60 (dim=256)"
-    assert "whale, delay_s=60 (dim=16)" in report and "left out of the log fit" in report
+    power = next(f for f in whale["forms"]["forms"] if f["form"] == "power law of the gain")
+    assert power["largest"]["label"] == "dim=256"
+    assert "whale, delay_s=60 (dim=16), seed" in report and "gain <= 0: no logarithm" in report
     assert "significant across seeds" in out and "report:" in out
     assert len(out.splitlines()) <= 35
 

@@ -174,3 +174,19 @@ def test_analyze_writes_marginal_returns_and_oracle_share(tmp_path):
     assert f"**returns diminish from {LABELS[3]}**" in report[marginal:]
     line = next(x for x in terminal_summary(res, "r").splitlines() if x.lstrip().startswith("helix") and "returns" in x)
     assert f"AUC returns diminish from {LABELS[3]}" in line and f"LogLoss returns diminish from {LABELS[3]}" in line
+
+
+def test_steps_are_holm_corrected_over_the_ladder_and_words_follow_the_corrected_p():
+    """Four steps; one has an uncorrected p near 0.03 (significant alone), which Holm over the four steps
+    lifts above 0.05: the step no longer improves and the verdict says no step improves."""
+    deltas = np.array([[0.0, 0.0, 0.0], [0.004, 0.0065, 0.009], [0.0, 0.003, -0.003], [0.001, -0.001, 0.0],
+                       [0.0, 0.0005, -0.0005]])  # [P, S] increments per step (row 0: the start)
+    values = 0.7 + np.cumsum(deltas, axis=0)  # [P, S]
+    m = marginal_returns([f"p{i}" for i in range(5)], np.geomspace(1, 16, 5), values, np.arange(3), "auc")
+    p = np.array([s.p_value for s in m.steps])
+    assert 0.02 < p[0] < 0.05
+    order = np.argsort(p)
+    expected = np.minimum(np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order]), 1.0)
+    np.testing.assert_allclose(np.array([s.p_holm for s in m.steps])[order], expected, rtol=1e-12)
+    assert m.steps[0].p_holm > 0.05 and not m.steps[0].improves
+    assert m.verdict.startswith("no step improves significantly")

@@ -1,6 +1,6 @@
 """Family comparisons on constructed cases with known answers: two exact power laws (slope difference,
-iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against the closed-form pooled
-OLS formulas."""
+iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against per-seed fits and
+one-sample t statistics computed independently (the seed is the unit, paired across the two families)."""
 from __future__ import annotations
 
 import json
@@ -61,8 +61,9 @@ def test_exact_power_laws_give_the_known_slope_difference_iso_flop_gains_and_cro
     assert c["ratio"]["value"] == pytest.approx(g_hstu / g_whale, rel=1e-8)
     assert c["value_a"] == pytest.approx(AUC_REF + g_hstu, rel=1e-10)  # AUC at matched FLOPs
     assert c["crossover_x"] == pytest.approx(np.exp(4.0), rel=1e-7)
-    assert "whale overtakes hstu above 54.6 GFLOPs, inside the measured range" in c["crossover"]
-    assert "interaction" in c["method"]
+    assert "whale overtakes hstu above 54.6 GFLOPs [54.6, 54.6], inside the measured range" in c["crossover"]
+    assert c["crossover_interval"]["lo"] == pytest.approx(np.exp(4.0), rel=1e-6)
+    assert "paired by seed" in c["method"]
 
 
 @pytest.mark.parametrize("b_intercept, words, x_cross", [
@@ -78,41 +79,37 @@ def test_crossover_near_or_far_from_the_measured_range(tmp_path, b_intercept, wo
         assert c["crossover_x"] == pytest.approx(x_cross, rel=1e-7)
 
 
-def _ols(x, y):
-    slope, intercept = np.polyfit(x, y, 1)
-    resid = y - (intercept + slope * x)
-    return slope, intercept, (resid**2).sum(), ((x - x.mean()) ** 2).sum(), x.mean(), len(x)
-
-
-def test_noisy_seeds_match_the_closed_form_pooled_regression(tmp_path):
+def test_noisy_seeds_match_per_seed_fits_paired_by_seed(tmp_path):
     root = make_pair(tmp_path / "n", (-4.6, 0.10), noise=0.05, seed=3, compare=[["whale", "hstu"]])
     (c,) = _auc_comparisons(root)
     assert (c["a"], c["b"]) == ("whale", "hstu")  # the configured order: A - B = whale - hstu
     runs = pd.read_parquet(root / "runs.parquet")
-    fits = {}
+    lines = {}
     for arch in ("whale", "hstu"):
-        r = runs[runs["arch"] == arch]
-        fits[arch] = _ols(np.log(r["flops_per_target"].to_numpy() / 1e9), np.log(r["test_auc"].to_numpy() - AUC_REF))
-    (sa, ia, ssa, sxa, ma, na), (sb, ib, ssb, sxb, mb, nb) = fits["whale"], fits["hstu"]
-    df = na + nb - 4
-    s = np.sqrt((ssa + ssb) / df)
-    se = s * np.sqrt(1 / sxa + 1 / sxb)
-    t = stats.t.ppf(0.975, df)
-    assert c["df"] == df == 20
-    assert c["slope_diff"]["value"] == pytest.approx(sa - sb, rel=1e-9)
-    assert [c["slope_diff"]["lo"], c["slope_diff"]["hi"]] == pytest.approx([sa - sb - t * se, sa - sb + t * se], rel=1e-8)
-    assert c["p_value"] == pytest.approx(2 * stats.t.sf(abs(sa - sb) / se, df), rel=1e-6)
+        for s in SEEDS:
+            r = runs[(runs["arch"] == arch) & (runs["seed"] == s)]
+            lines[arch, s] = np.polyfit(np.log(r["flops_per_target"].to_numpy() / 1e9),
+                                        np.log(r["test_auc"].to_numpy() - AUC_REF), 1)  # (slope, intercept)
+    d = np.array([lines["whale", s][0] - lines["hstu", s][0] for s in SEEDS])
+    t = stats.t.ppf(0.975, len(SEEDS) - 1)
+    se = d.std(ddof=1) / np.sqrt(len(d))
+    assert c["seeds"] == list(SEEDS)
+    assert c["slope_diff"]["value"] == pytest.approx(d.mean(), rel=1e-9)
+    assert [c["slope_diff"]["lo"], c["slope_diff"]["hi"]] == pytest.approx([d.mean() - t * se, d.mean() + t * se],
+                                                                           rel=1e-8)
+    assert c["slope_diff"]["p_value"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue, rel=1e-9)
+    # one comparison per metric: Holm over one test leaves p as it is
+    assert c["slope_diff"]["p_holm"] == pytest.approx(c["slope_diff"]["p_value"], rel=1e-12)
     l_star = np.log(np.sqrt(2.0 * 64.0))
-    mu_a, mu_b = ia + sa * l_star, ib + sb * l_star
-    se_a = s * np.sqrt(1 / na + (l_star - ma) ** 2 / sxa)
-    se_b = s * np.sqrt(1 / nb + (l_star - mb) ** 2 / sxb)
+    la = np.array([lines["whale", s][1] + lines["whale", s][0] * l_star for s in SEEDS])
+    lb = np.array([lines["hstu", s][1] + lines["hstu", s][0] * l_star for s in SEEDS])
+    half = t * la.std(ddof=1) / np.sqrt(3)
     assert [c["gain_a"]["value"], c["gain_a"]["lo"], c["gain_a"]["hi"]] == pytest.approx(
-        np.exp([mu_a, mu_a - t * se_a, mu_a + t * se_a]), rel=1e-8)
-    se_diff = np.sqrt((np.exp(mu_a) * se_a) ** 2 + (np.exp(mu_b) * se_b) ** 2)  # delta method, independent fits
-    d = np.exp(mu_a) - np.exp(mu_b)
-    assert [c["diff"]["lo"], c["diff"]["hi"]] == pytest.approx([d - t * se_diff, d + t * se_diff], rel=1e-7)
-    ratio_se = np.sqrt(se_a**2 + se_b**2)
-    assert c["ratio"]["lo"] == pytest.approx(np.exp(mu_a - mu_b - t * ratio_se), rel=1e-8)
+        np.exp([la.mean(), la.mean() - half, la.mean() + half]), rel=1e-8)
+    diff = np.exp(la) - np.exp(lb)
+    half = t * diff.std(ddof=1) / np.sqrt(3)
+    assert [c["diff"]["lo"], c["diff"]["hi"]] == pytest.approx([diff.mean() - half, diff.mean() + half], rel=1e-7)
+    assert c["diff"]["seeds_for_80_power"] >= 2
 
 
 def test_configured_pair_without_fits_is_a_named_warning(tmp_path):

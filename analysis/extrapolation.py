@@ -1,0 +1,97 @@
+"""Compute needed for a further gain, read off each fitted form, with a seed-bootstrap interval.
+
+Target: a further gain of TARGET_STEP (0.1%, the size of gain the industrial ranking papers call significant)
+of the largest measured size's seed-mean metric, in the better direction (up for AUC, down for LogLoss), over
+the fitted curve's own value at the largest size. For each form of analysis/curve_fits.py the compute C at
+which the fitted curve reaches its value there plus that step is found by a
+bracketed root search on ln C (scipy.optimize.brentq), from the largest measured size up to
+SEARCH_REACH (1e6) times it; a curve that never gets there (a saturating form whose asymptote lies short of
+the target, a flat or falling line) gives +inf.
+
+The interval is the seed bootstrap of that compute (analysis/seed_bootstrap.py: seeds drawn with
+replacement, the form refitted, the step held fixed). The reading is "not determined" when the upper end of
+the interval lies more than REACH (a factor 10) beyond the largest measured compute, or the target is
+unreachable in more than 2.5% of the draws: the data then do not pin the extrapolation down.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+
+from .curve_fits import FORMS, Curve
+from .ladder import Ladder
+from .seed_bootstrap import LEVEL, SeedInterval, seed_interval
+
+TARGET_STEP = 0.001
+REACH = 10.0
+SEARCH_REACH = 1e6
+GRID = 400
+
+
+@dataclass(frozen=True)
+class ComputeForGain:
+    form: str
+    step: float  # the further gain asked for, in metric units (signed: + for AUC, - for LogLoss)
+    x: float  # compute on the fit's axis where the fitted curve reaches it (inf: never)
+    interval: SeedInterval  # on x
+    determined: bool
+    words: str
+
+
+def reach_compute(curve: Curve | None, target: float, start_lx: float, higher_is_better: bool) -> float:
+    """ln C >= start_lx where `curve` first reaches `target`; +inf if it does not within SEARCH_REACH."""
+    if curve is None:
+        return float("nan")
+    sign = 1.0 if higher_is_better else -1.0
+    grid = np.linspace(start_lx, start_lx + np.log(SEARCH_REACH), GRID)
+    short = sign * (np.asarray(curve.predict(grid), dtype=np.float64) - target)  # >= 0 once reached
+    reached = np.flatnonzero(short >= 0)
+    if not len(reached):
+        return float("inf")
+    k = int(reached[0])
+    if k == 0:
+        return float(grid[0])
+    return float(optimize.brentq(lambda q: sign * (float(curve.predict(np.array(q))) - target), grid[k - 1], grid[k]))
+
+
+def _further(curve: Curve | None, step: float, start_lx: float, higher_is_better: bool) -> float:
+    if curve is None:
+        return float("nan")
+    target = float(curve.predict(np.array(start_lx))) + step
+    return reach_compute(curve, target, start_lx, higher_is_better)
+
+
+def compute_for_gain(ladder: Ladder, form: str) -> ComputeForGain | None:
+    means = ladder.size_means()
+    finite = np.flatnonzero(np.isfinite(means))
+    if not len(finite):
+        return None
+    top = int(finite[np.argmax(ladder.x[finite])])
+    step = TARGET_STEP * abs(means[top]) * (1.0 if ladder.higher_is_better else -1.0)
+    start = float(ladder.lx[top])
+    central = _further(ladder.fit(form), step, start, ladder.higher_is_better)
+    if np.isnan(central):
+        return None
+    ci = seed_interval(ladder.n_seeds, lambda idx: _further(ladder.fit(form, seeds=tuple(idx)), step, start,
+                                                            ladder.higher_is_better),
+                       clip=(start, start + np.log(SEARCH_REACH)))
+    interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share, ci.n_seeds)
+    x_top = float(ladder.x[top])
+    determined = bool(np.isfinite(central) and np.isfinite(ci.hi) and ci.hi <= start + np.log(REACH)
+                      and ci.undefined_share <= (1 - LEVEL) / 2)
+    x = float(np.exp(central))
+    shown = f"[{interval.lo:.3g}, {interval.hi:.3g}]"
+    if determined:
+        words = f"{x:.3g} ({x / x_top:.3g}x the largest size) {shown}"
+    elif not np.isfinite(central):
+        words = f"not determined: the fitted curve does not reach it within {SEARCH_REACH:g}x the largest size"
+    else:
+        words = (f"not determined: {x:.3g} ({x / x_top:.3g}x the largest size) but the interval {shown} leaves the "
+                 f"measured range by more than a factor {REACH:g}")
+    return ComputeForGain(form, step, x, interval, determined, words)
+
+
+def extrapolations(ladder: Ladder) -> list[ComputeForGain]:
+    return [e for e in (compute_for_gain(ladder, form) for form in FORMS) if e is not None]

@@ -1,0 +1,444 @@
+"""The scaling part of report.md and analysis.json: fits with the seed as the unit, their forms, held-out
+checks, reference sensitivity, extrapolations, marginal returns and the family comparisons.
+
+Words follow the Holm-corrected p-values (analysis/scaling_tests.py): "differs" only below alpha after the
+correction, and "no significant difference" is never written as "no difference". R² is shown only for fits
+of at least three sizes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+from .axes import UNIT_NAMES
+from .curve_fits import N_PARAMS
+from .extrapolation import REACH, SEARCH_REACH, TARGET_STEP
+from .family_comparison import CROSSOVER_REACH, GAIN_EFFECT, SLOPE_EFFECT
+from .family_comparison import METHOD as COMPARISON_METHOD
+from .family_comparison import Estimate, FamilyComparison, PairedContrast
+from .form_check import FormCheck, FormResult
+from .marginal_returns import METHOD as MARGINAL_METHOD
+from .marginal_returns import STEP_EFFECT, MarginalReturns
+from .papers import HELIX_CTR, HELIX_CVR_SLOPE
+from .powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD
+from .reference_sensitivity import slope_range
+from .scaling import FamilyScaling
+from .scaling_tests import ALPHA
+from .seed_bootstrap import METHOD as BOOTSTRAP_METHOD
+from .seed_bootstrap import SeedInterval
+
+#: Held-out RMSE beyond this many seed SEs of a size mean is lack of fit (2 SE: about the 95% range of a mean).
+HELD_OUT_LIMIT = 2.0
+from .text_format import estimate_text as _est
+from .text_format import markdown_table as _table
+from .text_format import metric_label as _label
+from .text_format import num as _f
+from .text_format import signed_delta as _delta
+
+
+def _seeds(n: float) -> str:
+    return "–" if not np.isfinite(n) and n != np.inf else ("> 1000" if n == np.inf else f"{n:.0f}")
+
+
+# ----------------------------------------------------------------------------------------------
+# power law of the gain
+
+
+def _seed_slopes(f: FamilyScaling) -> str:
+    s = list(f.fit.seed_slopes.values())
+    return "–" if not s else ", ".join(f"{v:.3f}" for v in s)
+
+
+def _power_rows(res) -> list[list[str]]:
+    rows = []
+    for f in res.scaling:
+        fit, n_all = f.fit, len(f.points)
+        if fit is None:
+            rows.append([f.family, f.gain_label, f"0/{n_all} × {f.n_seeds}", "–", "–", "–", "–", "–",
+                         "; ".join(f.notes) or "–"])
+            continue
+        lo, hi = slope_range(f.reference_slopes)
+        rng = "–" if not f.reference_slopes else f"{_f(lo, '.3f')} … {_f(hi, '.3f')} ({len(f.reference_slopes)} refs)"
+        pp = fit.slope_ci_per_point
+        rows.append([f.family, f.gain_label, f"{fit.n_points}/{n_all} × {fit.n_seeds} ({fit.n_obs} points)",
+                     f"{fit.slope:.3f} [{_f(fit.slope_ci[0], '.3f')}, {_f(fit.slope_ci[1], '.3f')}] (df {fit.df})",
+                     _seed_slopes(f), f"[{_f(pp[0], '.3f')}, {_f(pp[1], '.3f')}]", _f(fit.r2_means, ".3f"), rng,
+                     "; ".join(f.notes) or "–"])
+    return rows
+
+
+def _dropped_lines(res) -> list[str]:
+    lines = [f"- {d.label}, seed {d.seed}: {f.gain_label} = {d.gain:+.4g} — {d.reason}"
+             for f in res.scaling if f.fit for d in f.fit.dropped]
+    lines += [f"- {p.label}: no seed with a usable gain — left out of the power law" for f in res.scaling
+              for p in f.excluded]
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------
+# forms
+
+
+def _interval(i: SeedInterval | None, fmt: str = ".3g") -> str:
+    return "" if i is None or not np.isfinite(i.lo) else f" [{_f(i.lo, fmt)}, {_f(i.hi, fmt)}]"
+
+
+def _params(r: FormResult) -> str:
+    return "; ".join(f"{k} {_f(v, '.4g')}{_interval(r.intervals.get(k), '.4g')}" for k, v in r.params.items()) or "–"
+
+
+def _in_se(x: float, se: float) -> str:
+    return "–" if not np.isfinite(x) else f"{x:+.4g} ({x / se:+.1f} SE)" if se > 0 else f"{x:+.4g}"
+
+
+def lack_of_fit_words(r: FormResult, seed_se: float) -> str:
+    """The verdict: lack of fit by the Holm-corrected F test, or by held-out errors beyond HELD_OUT_LIMIT seed
+    SEs of a size mean, or neither detected."""
+    if not np.isfinite(r.lof_p):
+        stat = "F test not possible: " + ("; ".join(r.notes) or "no pure error")
+    else:
+        stat = f"F({r.lof_df[0]}, {r.lof_df[1]}) = {r.lof_f:.2f}, p {r.lof_p:.3g}, Holm p {_f(r.lof_p_holm)}"
+    if np.isfinite(r.lof_p_holm) and r.lof_p_holm < ALPHA:
+        return f"**lack of fit** ({stat})"
+    if seed_se > 0 and np.isfinite(r.rmse) and r.rmse > HELD_OUT_LIMIT * seed_se:
+        return f"**lack of fit on held-out sizes** (RMSE {r.rmse / seed_se:.1f} seed SEs > {HELD_OUT_LIMIT:g}; {stat})"
+    return f"no lack of fit detected ({stat})"
+
+
+def _form_rows(res) -> list[list[str]]:
+    rows = []
+    for f in res.scaling:
+        check = f.forms
+        if check is None:
+            continue
+        for r in check.forms:
+            best = " **best**" if r.form == check.best else ""
+            rows.append([f.family, _label(f.metric), r.form + best, _params(r),
+                         "–" if not r.held_out else f"{_f(r.rmse, '.4g')} ({r.rmse / check.seed_se:.1f} SE)",
+                         "–" if r.largest is None else f"{r.largest.label}: {_in_se(r.largest.error, check.seed_se)}",
+                         lack_of_fit_words(r, check.seed_se)])
+    return rows
+
+
+def _best_lines(res) -> list[str]:
+    out = []
+    for f in res.scaling:
+        c: FormCheck | None = f.forms
+        if c is None or c.best is None:
+            continue
+        margin = ("" if not np.isfinite(c.best_margin_se) else
+                  f", ahead of the next form by {c.best_margin_se:.1f} seed SEs of a size mean"
+                  + (" (within seed noise: the forms are not told apart)" if c.best_margin_se < 2 else ""))
+        out.append(f"- {f.family}, {_label(f.metric)}: smallest leave-one-size-out error: **{c.best}** "
+                   f"(over {', '.join(c.compared_on)}{margin}; seed SE of a size mean {c.seed_se:.2g})")
+    return out
+
+
+def _extrapolation_rows(res) -> list[list[str]]:
+    unit = {}
+    rows = []
+    for f in res.scaling:
+        unit = UNIT_NAMES[f.convention.x_unit]
+        for e in f.extrapolations:
+            rows.append([f.family, _label(f.metric), e.form, f"{e.step:+.4g}", f"{e.words} {unit}"
+                         if e.determined else e.words])
+    return rows
+
+
+def _reference_rows(res) -> list[list[str]]:
+    rows = []
+    for f in res.scaling:
+        if len(f.reference_slopes) < 2:
+            continue
+        lo, hi = slope_range(f.reference_slopes)
+        each = "; ".join(f"{s.reference}{' (chosen)' if s.is_chosen else ''}: {_f(s.slope, '.3f')}"
+                         f" [{_f(s.ci[0], '.3f')}, {_f(s.ci[1], '.3f')}]" for s in f.reference_slopes)
+        rows.append([f.family, f.gain_label, each, f"{_f(lo, '.3f')} … {_f(hi, '.3f')}"])
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# points and marginal returns
+
+
+def _points_section(res) -> list[str]:
+    fams = [f for f in res.scaling if f.points]
+    base = [f for f in fams if f.metric == "auc"] or fams
+    if not base:
+        return []
+    gains = {(f.family, f.metric, p.label): p.gain for f in fams for p in f.points}
+    metrics = list(dict.fromkeys(f.metric for f in fams))
+    labels = {f.metric: f.gain_label for f in fams}
+    oracle = any(np.isfinite(p.oracle_gap_closed) for f in base for p in f.points)
+    header = ["family", "point", "forward MFLOPs / target", "x", "seeds",
+              *[f"{labels[m]} (seed mean)" for m in metrics], *(["share of oracle gap closed"] if oracle else [])]
+    rows = []
+    for f in base:
+        for p in f.points:
+            row = [f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
+                   *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics]]
+            if oracle:
+                row.append("–" if not np.isfinite(p.oracle_gap_closed) else f"{p.oracle_gap_closed:.1%}")
+            rows.append(row)
+    text = ("Share of the oracle gap closed: as in the per-architecture table, mean(AUC − AUC_ref) / "
+            "mean(AUC_oracle − AUC_ref) over the seeds shared with the reference." if oracle else
+            "No oracle AUC in runs.parquet (only synthetic logs know it): no share of the oracle gap.")
+    return ["### Points of each fit", "", "Seed-mean gains over the reference (every run, as measured), x on the "
+            "fit's axis. " + text, "", *_table(header, rows), ""]
+
+
+def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
+    s = m.steps[k]
+    better = "yes" if s.improves else ("not testable" if not s.testable else "no")
+    lo, hi = s.per_doubling_ci
+    per = "–" if not np.isfinite(s.per_doubling) else f"{_delta(s.per_doubling)} [{_delta(lo)}, {_delta(hi)}]"
+    return [family, _label(m.metric), f"{s.start} → {s.end}", _f(s.flops_ratio, ".3g"), str(s.n),
+            f"{_delta(s.mean)} ± {_f(s.sd, '.5f')}", f"[{_delta(s.ci[0])}, {_delta(s.ci[1])}]", _f(s.p_value, ".3g"),
+            _f(s.p_holm, ".3g"), per, _seeds(s.seeds_for_80), better]
+
+
+def _marginal_section(res) -> list[str]:
+    fams = [f for f in res.scaling if f.marginal is not None]
+    if not fams:
+        return []
+    level = fams[0].marginal.level
+    rows = [_step_row(f.family, f.marginal, k) for f in fams for k in range(len(f.marginal.steps))]
+    verdicts = [f"- {f.family}, {_label(f.metric)}: **{f.marginal.verdict}**"
+                + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
+    return ["### Marginal returns", "",
+            f"Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), {MARGINAL_METHOD}; "
+            f"{level:.0%} interval (per step, unadjusted). Per doubling: Δ / log2(FLOPs ratio). A step improves when "
+            f"its Holm-adjusted p (over the steps of its ladder) is below {ALPHA:g} with Δ on the better side; returns "
+            "diminish from the end of the last step that improves. Seeds for 80% power: what a paired t-test needs "
+            f"to detect a step of {STEP_EFFECT:g} at this step's seed sd.", "",
+            *_table(["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
+                     "Holm p", "Δ per doubling [CI]", f"seeds for 80% at {STEP_EFFECT:g}", "improves"], rows), "",
+            *verdicts, ""]
+
+
+def _helix_lines(res) -> list[str]:
+    fits = [f for f in res.scaling if f.helix is not None and f.fit is not None]
+    if not fits:
+        return []
+    lines = [f"HELIX reports ln(dAUC) = {HELIX_CTR['slope']} ln C {HELIX_CTR['intercept']} (R² {HELIX_CTR['r2']}) "
+             f"for CTR, C = training GFLOPs per sample, and slope {HELIX_CVR_SLOPE} for CVR, against a reference it "
+             "does not name: compare slopes, not heights, and only in the same convention. The interval is the "
+             "seed-unit one.", ""]
+    lines += [f"- {f.family} ({f.gain_label}): {f.helix.reason}" for f in fits if f.helix.comparable]
+    by_reason: dict[str, list[str]] = {}
+    for f in fits:
+        if not f.helix.comparable:
+            by_reason.setdefault(f.helix.reason, []).append(f"{f.family} ({f.gain_label})")
+    lines += [f"- {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+    return lines + [""]
+
+
+def scaling_section(res) -> list[str]:
+    out = ["## Scaling fits", ""]
+    if not res.scaling:
+        why = res.notes or ["No `flops_per_target` in runs.parquet: no scaling fit."]
+        return out + why + [""]
+    ref = res.scaling[0].reference
+    out += ["### Power law of the gain, the seed as the unit", "",
+            f"Gain of each family over the reference **{ref}** (one architecture at one fixed size, outside every "
+            "fitted family, same data setting, paired by seed), x on each family's axis "
+            f"({res.scaling[0].convention.x_label}). Fit: ln(gain) = intercept + slope · ln(x). Slope: {CI_METHOD}. "
+            f"Per-point interval: {PER_POINT_METHOD}. R² of the seed-mean ln gains against the mean line, only with "
+            "≥ 3 sizes. Reference range: the slope refitted against every setting of the reference architecture in "
+            f"the sweep (table below). Band in the plot: {BAND_METHOD}.", "",
+            *_table(["family", "gain", "sizes fitted × seeds", "slope [95% CI, seeds]", "per-seed slopes",
+                     "per-point interval (pseudo-replicated, not used)", "R² (means)", "slope over references",
+                     "notes"], _power_rows(res)), ""]
+    dropped = _dropped_lines(res)
+    out += ["**Points the power law cannot take** (listed with the reason; every other per-seed point is fitted):",
+            "", *(dropped or ["- none"]), ""]
+    not_learned = sorted({f"- {n}" for f in res.scaling for n in f.not_learned})
+    if not_learned:
+        out += ["**Runs that did not learn** (left out of every fit, the marginal returns and the held-out checks):",
+                "", *not_learned, ""]
+    forms = _form_rows(res)
+    if forms:
+        out += ["### Which form? Three fits, held out and tested", "",
+                "Each family's metric itself against compute C, three forms: the power law of the gain (metric = "
+                "reference + e^a C^b), log-linear (metric = a + b ln C; b is the metric per e-fold of compute and needs "
+                "no reference) and saturating (AUC = AUC∞ − A C^−α, a loss L = E + A C^−α; robust soft-L1 least "
+                "squares from a grid of exponents with the linear parameters solved per exponent). Intervals: "
+                f"{BOOTSTRAP_METHOD}. Held out: each size left out in turn and predicted from the rest (RMS error, in "
+                "seed SEs of a size mean = pooled seed sd / √seeds), and the largest size left out (predicted − "
+                "observed). Lack of fit: F test of the size means' residuals against the seeds' pure error "
+                "(conservative when a seed shifts all its sizes), Holm-corrected over every form test of this "
+                f"report; a form whose held-out RMSE exceeds {HELD_OUT_LIMIT:g} seed SEs also lacks fit. Parameters per form: {', '.join(f'{k} {v}' for k, v in N_PARAMS.items())}.", "",
+                *_table(["family", "metric", "form", "parameters [seed-bootstrap 95%]", "leave-one-size-out RMSE",
+                         "largest size held out", "lack of fit"], forms), "", *_best_lines(res), ""]
+    refs = _reference_rows(res)
+    if refs:
+        out += ["### Reference sensitivity", "",
+                "The power-law slope against every setting of the reference architecture that the sweep contains "
+                "(seed-unit intervals). A wide range means the slope is partly a property of the reference run; "
+                "the log-linear slope and the log-linear contrast of the family comparisons need no reference.", "",
+                *_table(["family", "gain", "slope [95% CI] per reference", "range"], refs), ""]
+    ext = _extrapolation_rows(res)
+    if ext:
+        out += ["### Compute for a further gain", "",
+                f"Compute at which each fitted form reaches its own value at the largest size plus {TARGET_STEP:.1%} "
+                f"of that size's mean metric, with a seed-bootstrap interval. **Not determined** when the interval "
+                f"reaches beyond {REACH:g}× the largest measured compute, or the form does not get there within "
+                f"{SEARCH_REACH:g}× in more than 2.5% of the draws.", "",
+                *_table(["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"], ext), ""]
+    out += _points_section(res) + _marginal_section(res) + _helix_lines(res)
+    for name in ("scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss"):
+        if name in res.plots:
+            out += [f"![{name}]({res.plots[name]})", ""]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# family comparisons
+
+
+def contrast_words(c: PairedContrast | None, what: str) -> str:
+    if c is None or not np.isfinite(c.p_value):
+        return f"{what}: not testable"
+    if np.isfinite(c.p_holm) and c.p_holm < ALPHA:
+        return f"{what} differs (Holm p {c.p_holm:.3g})"
+    return (f"no significant {what} difference (Holm p {_f(c.p_holm)}; not evidence of equality: "
+            f"{_seeds(c.seeds_for_80)} seeds for 80% power at {c.effect:g})")
+
+
+def _contrast(c: PairedContrast | None, fmt: str) -> str:
+    return "–" if c is None else f"{_est(c.estimate, fmt)}, p {_f(c.p_value)}, Holm {_f(c.p_holm)}"
+
+
+def _comparison_rows(res) -> list[list[str]]:
+    rows = []
+    for c in res.comparisons:
+        unit = UNIT_NAMES[c.convention.x_unit]
+        iso = "–" if c.iso_x is None else f"{c.iso_x:.4g} {unit}"
+        value = "–"
+        if c.iso_x is not None and np.isfinite(c.value_a):
+            value = f"{_f(c.value_a, '.4f')} vs {_f(c.value_b, '.4f')}"
+        rows.append([c.label, c.convention.gain_label(c.metric), str(c.n_seeds),
+                     f"{c.slope_a:.3f} − {c.slope_b:.3f} = {_contrast(c.slope_diff, '+.3f')}",
+                     _contrast(c.log_linear_diff, "+.4f"), iso, _est(c.gain_a, ".4g"), _est(c.gain_b, ".4g"),
+                     _contrast(c.diff, "+.4g"), _est(c.ratio, ".3g"), value,
+                     c.crossover + ("; " + "; ".join(c.notes) if c.notes else "")])
+    return rows
+
+
+def _comparison_words(res) -> list[str]:
+    out = []
+    for c in res.comparisons:
+        parts = [contrast_words(c.slope_diff, "power-law slope"), contrast_words(c.log_linear_diff, "log-linear slope"),
+                 contrast_words(c.diff, "gain at x*")]
+        out.append(f"- {c.label} ({_label(c.metric)}): " + "; ".join(parts))
+    return out
+
+
+def family_comparison_section(res) -> list[str]:
+    if not res.comparisons:
+        return []
+    return ["## Family comparisons", "",
+            f"A vs B for two families fitted against the same reference, metric and axes. Method: {COMPARISON_METHOD}. "
+            "Power-law slope A − B and the reference-free log-linear slope A − B (metric per e-fold of compute), "
+            "each with its 95% interval, t-test p and Holm p (over the comparisons of this report, per test); at x* "
+            "(the geometric middle of the overlap of the two measured ranges): each fitted gain, their difference and "
+            "ratio, and the metric itself (reference + gain). Crossover: where the mean lines meet, with a "
+            f"seed-bootstrap interval; not determined when that interval leaves the measured range by more than a "
+            f"factor {CROSSOVER_REACH:g}. Seeds for 80% power: a slope difference of {SLOPE_EFFECT} (HELIX's whole "
+            f"CTR slope), a log-linear slope or gain difference of {GAIN_EFFECT}, at the observed seed sd.", "",
+            *_table(["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
+                     "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
+                    _comparison_rows(res)), "", *_comparison_words(res), ""]
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON
+
+
+def _interval_json(i: SeedInterval | None) -> dict[str, float] | None:
+    return None if i is None else {"lo": i.lo, "hi": i.hi, "undefined_share": i.undefined_share,
+                                   "n_seeds": i.n_seeds}
+
+
+def _estimate(e: Estimate | None) -> dict[str, float] | None:
+    return None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi}
+
+
+def _contrast_json(c: PairedContrast | None) -> dict[str, Any] | None:
+    return None if c is None else {**_estimate(c.estimate), "p_value": c.p_value, "p_holm": c.p_holm, "sd": c.sd,
+                                   "n_seeds": c.n_seeds, "effect": c.effect, "seeds_for_80_power": c.seeds_for_80}
+
+
+def marginal_json(m: MarginalReturns | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {"metric": m.metric, "verdict": m.verdict, "diminish_from": m.diminish_from, "level": m.level,
+            "method": m.method, "notes": m.notes, "steps": [
+                {"start": s.start, "end": s.end, "flops_ratio": s.flops_ratio, "doublings": s.doublings,
+                 "n_seeds": s.n, "seeds": [int(x) for x in s.seeds], "deltas": s.deltas.tolist(), "mean": s.mean,
+                 "sd": s.sd, "ci": list(s.ci), "p_value": s.p_value, "p_holm": s.p_holm,
+                 "per_doubling": s.per_doubling, "per_doubling_ci": list(s.per_doubling_ci), "improves": s.improves,
+                 "worsens": s.worsens, "seeds_for_80_power": s.seeds_for_80} for s in m.steps]}
+
+
+def _forms_json(c: FormCheck | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"seed_sd": c.seed_sd, "seed_se": c.seed_se, "best": c.best, "best_margin_se": c.best_margin_se,
+            "compared_on": c.compared_on, "forms": [
+                {"form": r.form, "params": r.params, "intervals": {k: _interval_json(v) for k, v in r.intervals.items()},
+                 "held_out": [{"label": h.label, "observed": h.observed, "predicted": h.predicted, "error": h.error}
+                              for h in r.held_out], "rmse": r.rmse,
+                 "largest": None if r.largest is None else {"label": r.largest.label, "error": r.largest.error},
+                 "lack_of_fit": {"F": r.lof_f, "df": list(r.lof_df), "p": r.lof_p, "p_holm": r.lof_p_holm,
+                                 "words": lack_of_fit_words(r, c.seed_se)}, "notes": r.notes} for r in c.forms]}
+
+
+def family_json(f: FamilyScaling) -> dict[str, Any]:
+    fit = f.fit
+    return {
+        "family": f.family, "arch": f.arch, "metric": f.metric, "gain": f.gain_label, "reference": f.reference,
+        "reference_value": f.ref_value, "n_seeds": f.n_seeds, **f.convention.record(), "notes": f.notes,
+        "points": [{"label": p.label, "setting": p.setting, "flops_per_target": p.flops, "x": p.x, "gain": p.gain,
+                    "gain_per_seed": dict(zip(map(int, p.seeds), p.gain_per_seed.tolist())),
+                    "value_per_seed": None if p.value_per_seed is None else
+                    dict(zip(map(int, p.seeds), p.value_per_seed.tolist())),
+                    "n_seeds": p.n_seeds, "oracle_gap_closed": p.oracle_gap_closed} for p in f.points],
+        "not_learned": f.not_learned,
+        "marginal_returns": marginal_json(f.marginal),
+        "excluded_sizes": [p.label for p in f.excluded],
+        "helix_ctr": None if f.helix is None else {"comparable": f.helix.comparable, "reason": f.helix.reason,
+                                                   "inside_ci": f.helix.inside_ci},
+        "fit": None if fit is None else {
+            "slope": fit.slope, "intercept": fit.intercept, "slope_se": fit.slope_se,
+            "intercept_se": fit.intercept_se, "slope_ci": list(fit.slope_ci), "ci_method": fit.ci_method,
+            "df": fit.df, "n_points": fit.n_points, "n_obs": fit.n_obs, "n_seeds": fit.n_seeds,
+            "r2": fit.r2, "r2_means": fit.r2_means, "slope_ci_per_point_pseudo_replicated": list(fit.slope_ci_per_point),
+            "x_axis": f.convention.x_axis, "x_unit": f.convention.x_unit,
+            "seed_slopes": {str(k): v for k, v in fit.seed_slopes.items()},
+            "seed_intercepts": {str(k): v for k, v in fit.seed_intercepts.items()},
+            "dropped_points": [{"label": d.label, "seed": d.seed, "gain": d.gain, "reason": d.reason}
+                               for d in fit.dropped]},
+        "reference_sensitivity": [{"reference": s.reference, "chosen": s.is_chosen, "slope": s.slope,
+                                   "slope_ci": list(s.ci), "n_seeds": s.n_seeds, "n_dropped": s.n_dropped}
+                                  for s in f.reference_slopes],
+        "reference_slope_range": list(slope_range(f.reference_slopes)) if f.reference_slopes else None,
+        "forms": _forms_json(f.forms),
+        "compute_for_further_gain": [{"form": e.form, "step": e.step, "x": e.x, "interval": _interval_json(e.interval),
+                                      "determined": e.determined, "words": e.words} for e in f.extrapolations],
+    }
+
+
+def comparison_json(c: FamilyComparison) -> dict[str, Any]:
+    return {"a": c.a, "b": c.b, "metric": c.metric, "gain": c.convention.gain_label(c.metric),
+            "reference": c.reference, **c.convention.record(), "method": c.method, "seeds": c.seeds,
+            "slope_a": c.slope_a, "slope_b": c.slope_b, "slope_diff": _contrast_json(c.slope_diff),
+            "log_linear_slope_diff": _contrast_json(c.log_linear_diff), "iso_x": c.iso_x,
+            "gain_a": _estimate(c.gain_a), "gain_b": _estimate(c.gain_b), "diff": _contrast_json(c.diff),
+            "ratio": _estimate(c.ratio), "value_a": c.value_a, "value_b": c.value_b,
+            "crossover_x": c.crossover_x, "crossover_interval": _interval_json(c.crossover_interval),
+            "crossover": c.crossover, "words": [contrast_words(c.slope_diff, "power-law slope"),
+                                                contrast_words(c.log_linear_diff, "log-linear slope"),
+                                                contrast_words(c.diff, "gain at x*")], "notes": c.notes}
