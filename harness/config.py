@@ -18,6 +18,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
+from protocols.errors import one_line
 from protocols.typed_config import ConfigError, apply_overrides, from_dict, to_dict
 
 from .metric_registry import check_split_metric
@@ -205,7 +206,7 @@ def load_run_config(
         try:
             base = yaml.safe_load(Path(path).read_text()) or {}
         except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{path}: cannot read run config: {e}") from None
+            raise ConfigError(f"{path}: cannot read run config: {one_line(e)}") from None
         if not isinstance(base, dict):
             raise ConfigError(f"{path}: a run config must be a mapping")
     base.update({k: v for k, v in fields.items() if v is not None})

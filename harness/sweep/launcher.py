@@ -509,8 +509,8 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
                 calibration.record(device, "sweep", key, {"value": summary[key], "sweep": sweep.name,
                                                           "trials": summary["trials_trained"]})
         record_sweep_rates(device, sweep.name, ends, int(summary.get("trial_slots", 1)))
-    except OSError:  # an unwritable cache folder never fails a finished sweep
-        pass
+    except (OSError, calibration.CalibrationError) as e:  # an unwritable or damaged cache never fails a finished sweep
+        print(f"recscale sweep: timings not kept for estimates: {e}", file=sys.stderr)
 
 
 def run_sweep(
