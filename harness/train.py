@@ -184,12 +184,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def open_dataset(path: str) -> Any:
+def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> Any:
+    """The prepared dataset at `path`; `verify` checks every file's checksum against the manifest first."""
     from protocols.artifact import PreparedDataset
 
     if not Path(path).exists():
         raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
-    return PreparedDataset.open(Path(path))
+    return PreparedDataset.open(Path(path), verify=verify, progress=progress)
 
 
 #: Forward FLOPs and parameter counts of (architecture, model config, data fingerprint) already counted in
@@ -251,6 +252,7 @@ def train_run(
     resume: bool = False,
     progress: bool = True,
     final_checkpoint: bool = True,
+    verify: bool = True,
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
@@ -261,12 +263,14 @@ def train_run(
     `final_checkpoint=False` (sweeps) skips the checkpoint written between training and evaluation and
     removes the run's checkpoint once metrics.json is written: a run killed during evaluation then
     resumes from its last checkpoint inside training (or starts afresh) instead of evaluating only.
+    `verify` checks every file of the prepared dataset against its manifest's checksums before anything
+    is written (a damaged artifact is never trained on); sweeps pass False, their driver verified it.
     """
     session_start = time.perf_counter()
     out_dir = Path(out_dir)
     tc = cfg.train
     config = run_config_dict(cfg)
-    dataset = open_dataset(cfg.data)
+    dataset = open_dataset(cfg.data, verify=verify, progress=progress)
     ckpt_path = out_dir / CHECKPOINT_FILE
 
     present = RF.run_files_present(out_dir)
