@@ -45,6 +45,7 @@ from tqdm import tqdm
 import architectures
 from architectures.blocks.attention_kernel import attention_kernel
 from protocols.errors import RecscaleError
+from protocols.output_location import check_writable
 from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
 
 from . import perf
@@ -288,6 +289,7 @@ def train_run(
     if resume and not ckpt_path.exists():
         resume = False  # killed before its first checkpoint: nothing to continue, start afresh
         say("no checkpoint: starting fresh")
+    check_writable(out_dir, "the run folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     RF.clean_stale_temporaries(out_dir)
 
