@@ -25,7 +25,7 @@ import torch
 
 from protocols.errors import RecscaleError
 
-from .config import RESUME_SAFE_KEYS
+from .config import RESUME_SAFE_KEYS, SELECT_EPOCH_BEFORE, SELECT_EPOCH_KEY
 
 FORMAT_VERSION = 1
 
@@ -50,6 +50,7 @@ class Position:
     valid_seconds: float = 0.0  # early-stopping evaluations
     wall_seconds: float = 0.0
     best_metric: float | None = None
+    best_epoch: int | None = None  # the epoch whose weights `best_model` holds
     epochs_without_improvement: int = 0
     finished: bool = False
     history: list[dict[str, float]] = field(default_factory=list)
@@ -89,9 +90,20 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _effective(flat: dict[str, Any]) -> dict[str, Any]:
+    """`train.select_epoch` as it acts: absent (written before the key existed) means the old rule, and in a
+    one-epoch run it has no effect, so it is left out of the comparison."""
+    out = dict(flat)
+    if out.get("train.epochs", 1) == 1:
+        out.pop(SELECT_EPOCH_KEY, None)
+    else:
+        out.setdefault(SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE)
+    return out
+
+
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Human-readable `key: saved -> current` lines for every result-relevant difference."""
-    a, b = _flatten(saved), _flatten(current)
+    a, b = _effective(_flatten(saved)), _effective(_flatten(current))
     keys = sorted((set(a) | set(b)) - set(RESUME_SAFE_KEYS))
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys if a.get(k) != b.get(k)]
 

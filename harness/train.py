@@ -3,8 +3,10 @@
 Training rules (the seed's, `harness.config.TrainConfig`): AdamW (fused where supported), global
 gradient-norm clip, BCE-with-logits where every target weighs 1 / batch_size (so the last, partial
 batch gets no extra weight), data order and ID masking from the dataset's batch loader, everything
-seeded from the run seed. Evaluation predicts every valid and test target with the final weights (or
-the best epoch's when early stopping is on) and computes metrics on the full sets.
+seeded from the run seed. Evaluation predicts every valid and test target with the final weights of a
+one-epoch run; a longer run validates after every epoch and is evaluated with its best validation
+epoch's weights (`TrainConfig.select_epoch`, "last" for the final ones; early stopping keeps the best
+too). metrics.json records that epoch as `selected_epoch`. Metrics are computed on the full sets.
 
 Resumable: a checkpoint (model, optimisers, position inside the epoch, RNG states) is written every
 `checkpoint_every_batches` batches / `checkpoint_every_s` seconds and at each epoch end; a run killed
@@ -257,8 +259,8 @@ def train_run(
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
-    `resume=False` refuses a folder that holds any run file. `resume=True` continues from
-    `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
+    `resume=False` refuses a folder that holds any run file. `resume=True` refuses a folder that does not
+    exist (a mistyped --out), continues from `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
     starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
     already finished. SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`.
     `final_checkpoint=False` (sweeps) skips the checkpoint written between training and evaluation and
@@ -274,6 +276,9 @@ def train_run(
     dataset = open_dataset(cfg.data, verify=verify, progress=progress)
     ckpt_path = out_dir / CHECKPOINT_FILE
 
+    if resume and not out_dir.is_dir():
+        raise RecscaleError(f"{out_dir}: --resume: no such run folder, so nothing to resume; check --out, or leave "
+                            "out --resume to start a new run there")
     present = RF.run_files_present(out_dir)
     if not resume and present:
         raise RecscaleError(
@@ -337,6 +342,7 @@ def train_run(
 
     stop = StopSignals()
     n_targets = dataset.num_targets("train")
+    select_best = tc.epochs > 1 and tc.select_epoch == "best_valid"  # validate every epoch, test the best
     last_save = time.perf_counter()
     model.train()
     stop.install()
@@ -373,7 +379,7 @@ def train_run(
             epoch_record = {"epoch": position.epoch, "train_loss": position.epoch_loss_sum / n_targets}
             position.epoch_loss_sum = 0.0
             position.epoch, position.batch = position.epoch + 1, 0
-            if tc.early_stopping_patience:
+            if tc.early_stopping_patience or select_best:
                 t_valid = time.perf_counter()
                 ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
                                       bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
@@ -383,10 +389,12 @@ def train_run(
                 position.valid_seconds += time.perf_counter() - t_valid
                 if _is_better(tc.early_stopping_metric, value, position.best_metric):
                     position.best_metric, position.epochs_without_improvement = value, 0
+                    position.best_epoch = position.epoch - 1
                     best_state = copy.deepcopy(model.state_dict())
                 else:
                     position.epochs_without_improvement += 1
-                    if position.epochs_without_improvement >= tc.early_stopping_patience:
+                    if tc.early_stopping_patience and \
+                            position.epochs_without_improvement >= tc.early_stopping_patience:
                         position.finished = True
             position.history.append(epoch_record)
             if (position.epoch < tc.epochs and not position.finished) or stop.signum is not None:
@@ -424,6 +432,8 @@ def train_run(
         "train_targets": position.targets_seen,
         "train_loss": position.loss_sum / max(position.targets_seen, 1),
         "epochs_run": position.epoch,
+        # the epoch whose weights were evaluated: the best validation epoch when one was kept, else the last
+        "selected_epoch": position.best_epoch if best_state is not None else position.epoch - 1,
         "epoch_history": position.history,
         "wall_s": wall_before + time.perf_counter() - session_start,
         "train_seconds": position.train_seconds,

@@ -134,7 +134,10 @@ def _check_train_kills(data: Path, tmp_path: Path, seeds: list[int], *, late: bo
             torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
         if (out / "metrics.json").exists():
             assert json.loads((out / "metrics.json").read_text())["test_auc"] == want["test_auc"]
-        resumed, _ = _run([*_train_argv(data, out), "--resume"])
+        if not out.exists():  # killed before the run folder was made: --resume has nothing to resume
+            refused, _ = _run([*_train_argv(data, out), "--resume"])
+            assert refused.returncode == 2 and "no such run folder" in refused.stderr, refused.stderr
+        resumed, _ = _run([*_train_argv(data, out), *(["--resume"] if out.exists() else [])])
         assert resumed.returncode == 0, resumed.stderr
         got = json.loads((out / "metrics.json").read_text())
         where = f"seed {seed}, kill at {delay:.2f} s of {span:.2f} s"

@@ -246,6 +246,8 @@ def test_unfinished_sweep_folder_needs_resume(tmp_path):
     plan = plan_sweep(sweep)
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
     assert not resume and (sweep_dir / "sweep.yaml").read_text() == BASE
+    (sweep_dir / "runs" / plan.trials[0].trial_id).mkdir(parents=True)  # a trial started (a folder with
+    # only sweep.yaml, where none did, starts again: test_output_locations.py)
     with pytest.raises(SweepError, match="--resume"):
         prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
     assert prepare_sweep_dir(sweep, plan, tmp_path, resume=True) == (sweep_dir, True)
