@@ -19,9 +19,8 @@ import pytest
 import torch
 import yaml
 
-from harness.config import load_run_config
-from harness.train import train_run
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
+from tests.test_run_folder_integrity import finished_run  # noqa: F401  (a finished run with its checkpoint)
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "harness.cli"]
@@ -55,15 +54,6 @@ def assert_refused(proc: subprocess.CompletedProcess, file: Path, marker: Path) 
     return lines[0]
 
 
-@pytest.fixture(scope="module")
-def finished_run(tiny_artifact, tmp_path_factory) -> Path:  # noqa: F811
-    cfg = load_run_config(None, {"model": {"dim": 8}, "train": {"num_threads": 1, "batch_size": 256}},
-                          arch="wukong", data=str(tiny_artifact))
-    out = tmp_path_factory.mktemp("runs") / "run"
-    train_run(cfg, out, progress=False)
-    return out
-
-
 def _copy_run(finished_run: Path, tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
@@ -72,7 +62,7 @@ def _copy_run(finished_run: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("where", ["inside the payload", "the whole file"])
-def test_checkpoint_with_a_payload_is_refused(finished_run, tmp_path, where):
+def test_checkpoint_with_a_payload_is_refused(finished_run, tmp_path, where):  # noqa: F811
     run = _copy_run(finished_run, tmp_path)
     marker = tmp_path / "ran"
     ckpt = run / "checkpoint.pt"
@@ -90,7 +80,7 @@ def test_checkpoint_with_a_payload_is_refused(finished_run, tmp_path, where):
     assert marker.exists()
 
 
-def test_a_genuine_checkpoint_still_resumes(finished_run, tmp_path):
+def test_a_genuine_checkpoint_still_resumes(finished_run, tmp_path):  # noqa: F811
     run = _copy_run(finished_run, tmp_path)
     proc = recscale("train", "--config", str(run / "config.yaml"), "--out", str(run), "--resume", "--no-progress")
     assert proc.returncode == 0, proc.stderr
@@ -127,7 +117,7 @@ def test_artifact_manifest_with_a_payload_is_refused(tiny_artifact, tmp_path):  
     assert marker.exists()
 
 
-def test_yaml_files_with_a_payload_are_refused(finished_run, tmp_path):
+def test_yaml_files_with_a_payload_are_refused(finished_run, tmp_path):  # noqa: F811
     marker = tmp_path / "ran"
     # a sweep file
     sweep = tmp_path / "sweep.yaml"
@@ -146,7 +136,7 @@ def test_yaml_files_with_a_payload_are_refused(finished_run, tmp_path):
     stored.write_text(stored.read_text() + f"planted: {yaml_payload(marker)}\n")
     assert_refused(recscale("train", "--arch", "wukong", "--data", str(yaml.safe_load(
         (finished_run / "config.yaml").read_text())["data"]), "--set", "dim=8", "--set", "train.num_threads=1",
-        "--out", str(run), "--resume", "--no-progress"), stored, marker)
+        "--set", "train.batch_size=128", "--out", str(run), "--resume", "--no-progress"), stored, marker)
     yaml.unsafe_load(sweep.read_text())
     assert marker.exists()
 
