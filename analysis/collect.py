@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
-from protocols.errors import DataValidationError, RecscaleError
+from protocols.errors import DataValidationError, RecscaleError, one_line
 from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE
 
 from .config import AnalysisConfig, analysis_config
@@ -120,7 +120,7 @@ def _read_sweep_doc(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise DataValidationError(str(path), "(file)", f"not valid YAML: {e}") from None
+        raise DataValidationError(str(path), "(file)", f"not valid YAML: {one_line(e)}") from None
     if not isinstance(doc, dict):
         raise DataValidationError(str(path), "(file)", "top level must be a mapping")
     return doc

@@ -197,7 +197,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
         oracle = "  oracle gap" if h.has_oracle else ""
         out.append(f"  {'architecture (setting)':<40} seeds  {split} AUC        LogLoss          MFLOPs{oracle}")
         more: list[str] = []
-        for r in _cut(h.rows, max_rows, more, "rows"):
+        for r in _keep_baseline(h.rows, max_rows, more, res.results.baseline):
             share = f"  {r.share_oracle_gap:6.1%}" if h.has_oracle and np.isfinite(r.share_oracle_gap) else ""
             out.append(f"  {r.label[:40]:<40} {r.n_seeds:>5}  {_pm(r.auc)}  {_pm(r.logloss)}  "
                        f"{_f(r.flops_per_target / 1e6, '.4g'):>7}{share}")
@@ -249,7 +249,42 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     if len(res.warnings) > 4:
         out.append(f"  ... {len(res.warnings) - 4} more warnings in the report")
     out.append(f"report: {report_path}")
-    return "\n".join(out)
+    return "\n".join(out + _answer_lines(res, split))
+
+
+def _keep_baseline(rows: list, n: int, out: list[str], baseline: str | None) -> list:
+    """The first `n` headline rows plus every row of the baseline architecture (never cut)."""
+    shown = [r for i, r in enumerate(rows) if i < n or (baseline and r.setting.get("arch") == baseline)]
+    if len(rows) > len(shown):
+        out.append(f"  ... {len(rows) - len(shown)} more rows in the report")
+    return shown
+
+
+def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
+    """The summary's last lines: which architecture did best, and its gain over the baseline with the
+    Holm-corrected verdict of that comparison (one sentence each)."""
+    h, runs, baseline = res.headline, res.results.runs, res.results.baseline
+    rivals = [r for r in (h.rows if h is not None else []) if r.setting.get("arch") != baseline
+              and np.isfinite(r.auc[0])]
+    if not rivals:
+        return []
+    best = max(rivals, key=lambda r: r.auc[0])
+    lines = [f"answer: the best architecture is {best.label} ({split} AUC {best.auc[0]:.4f} over {best.n_seeds} "
+             f"seed(s))."]
+    versus = [r for r in res.ablations if not r.paired.error and "auc" in r.metrics
+              and runs.loc[r.paired.rows_b[0], "arch"] == baseline
+              and runs.loc[r.paired.rows_a[0], "arch"] == best.setting.get("arch")]
+    if versus:
+        top = max(versus, key=lambda r: r.metrics["auc"].stats.mean)
+        mc = top.metrics["auc"]
+        lines.append(f"answer: its gain over the baseline {baseline} is {_delta(mc.stats.mean).strip()} {split} AUC "
+                     f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")
+    else:
+        base = [r.auc[0] for r in h.rows if r.setting.get("arch") == baseline and np.isfinite(r.auc[0])]
+        gain = f"{_delta(best.auc[0] - max(base)).strip()} {split} AUC (mean over seeds) " if base else ""
+        lines.append(f"answer: its gain over the baseline {baseline} is {gain}untested: no configured comparison "
+                     "pairs them.")
+    return lines
 
 
 def _marginal_lines(res: AnalysisResult) -> list[str]:

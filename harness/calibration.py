@@ -19,7 +19,10 @@ one is used), so one home folder shared by several machines keeps them apart. Wi
 Steps that autocast to bfloat16 are filed apart, under keys ending in `/bf16` (their matmul rate is the
 bf16 rate, and their utilisation is against it), so an fp32 estimate never mixes with a bf16 measurement.
 
-A damaged or unreadable cache is ignored (and replaced on the next write); writes are atomic.
+A missing cache is empty. A cache that exists but is not a JSON object (damaged, or planted: it is
+never executed, only parsed as JSON) is refused with `CalibrationError` (exit 2) naming the file, so an
+estimate never silently loses its calibration; delete the file and `recscale bench` measures again.
+Writes are atomic.
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from protocols.errors import RecscaleError, one_line
 
 CACHE_FILE = "calibration.json"
 
@@ -82,12 +87,24 @@ def is_bf16_key(key: str) -> bool:
     return key.endswith("/bf16")
 
 
+class CalibrationError(RecscaleError):
+    """The calibration cache exists but cannot be used (not JSON, not an object)."""
+
+
 def load() -> dict[str, Any]:
-    try:
-        data = json.loads(cache_path().read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    """The whole cache ({} when there is none); CalibrationError naming the file when it is damaged."""
+    path = cache_path()
+    if not path.exists():
         return {}
+    advice = "delete it; `recscale bench` (or the next sweep) measures again"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bytes that are not UTF-8
+        raise CalibrationError(f"{path}: unreadable calibration cache ({one_line(e)}); {advice}") from None
+    if not isinstance(data, dict):
+        raise CalibrationError(f"{path}: not a calibration cache (a JSON {type(data).__name__}, not an object); "
+                               f"{advice}")
+    return data
 
 
 def entry(device: str = "cpu") -> dict[str, Any]:

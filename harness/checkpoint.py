@@ -4,11 +4,18 @@ A checkpoint also stores the run config and the prepared dataset's fingerprint. 
 refuses to resume when either differs (only keys in `config.RESUME_SAFE_KEYS` may change), naming
 what changed. Writes are atomic (temporary file, then rename), so a process killed while saving
 leaves the previous checkpoint intact.
+
+Loading never runs code from the file: `torch.load(weights_only=True)` reads tensors, containers and
+numbers only, plus the few numpy globals the numpy RNG state needs (`_numpy_globals`: an array
+rebuilt from bytes, its class and its uint32 dtype). A checkpoint naming any other global (`os.system`, a class
+with a `__reduce__`) is refused with `ResumeRefused` (exit 2) naming the file and the global; nothing
+in it runs. Run folders are copied between machines, so a checkpoint is untrusted input.
 """
 from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +25,7 @@ import torch
 
 from protocols.errors import RecscaleError
 
-from .config import RESUME_SAFE_KEYS
+from .config import RESUME_SAFE_KEYS, SELECT_EPOCH_BEFORE, SELECT_EPOCH_KEY
 
 FORMAT_VERSION = 1
 
@@ -43,6 +50,7 @@ class Position:
     valid_seconds: float = 0.0  # early-stopping evaluations
     wall_seconds: float = 0.0
     best_metric: float | None = None
+    best_epoch: int | None = None  # the epoch whose weights `best_model` holds
     epochs_without_improvement: int = 0
     finished: bool = False
     history: list[dict[str, float]] = field(default_factory=list)
@@ -82,9 +90,20 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _effective(flat: dict[str, Any]) -> dict[str, Any]:
+    """`train.select_epoch` as it acts: absent (written before the key existed) means the old rule, and in a
+    one-epoch run it has no effect, so it is left out of the comparison."""
+    out = dict(flat)
+    if out.get("train.epochs", 1) == 1:
+        out.pop(SELECT_EPOCH_KEY, None)
+    else:
+        out.setdefault(SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE)
+    return out
+
+
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Human-readable `key: saved -> current` lines for every result-relevant difference."""
-    a, b = _flatten(saved), _flatten(current)
+    a, b = _effective(_flatten(saved)), _effective(_flatten(current))
     keys = sorted((set(a) | set(b)) - set(RESUME_SAFE_KEYS))
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys if a.get(k) != b.get(k)]
 
@@ -125,14 +144,47 @@ def save_checkpoint(
         raise
 
 
+def _numpy_globals() -> list[Any]:
+    """The numpy globals of a pickled ndarray (`np.random.get_state()`'s key array), under the module name
+    this numpy pickles them with and under numpy 1's (`numpy.core`), so older checkpoints load too."""
+    reconstruct = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.core.multiarray._reconstruct
+    return [reconstruct, (reconstruct, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
+            type(np.dtype(np.uint32))]
+
+
+def _refusal(path: Path, error: Exception) -> str:
+    """One line: why torch's weights-only reader refused `path` (the global it named, when it did)."""
+    text = str(error)
+    named = re.search(r"GLOBAL (\S+)", text)
+    if named:
+        return (f"{path}: refusing to load: the file names {named.group(1)}, which a recscale checkpoint never "
+                "holds (it may run code); delete the file (or the run folder) if you did not write it")
+    if "Weights only load failed" in text:
+        lines = [ln.strip() for ln in text.splitlines()[1:] if ln.strip() and "weights_only" not in ln
+                 and "torch.load" not in ln]
+        return f"{path}: refusing to load: {lines[0] if lines else 'not a plain tensor checkpoint'}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(error).__name__)
+    return f"{path}: unreadable checkpoint ({first}); the file is truncated or not a checkpoint"
+
+
+def read_checkpoint_file(path: Path) -> dict[str, Any]:
+    """The checkpoint's payload, read with torch's weights-only unpickler (no code runs); ResumeRefused
+    with one line naming the file when it is unreadable or names a global outside the allowed ones."""
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated, foreign or unsafe file
+        raise ResumeRefused(_refusal(path, e)) from None
+    if not isinstance(payload, dict):
+        raise ResumeRefused(f"{path}: not a recscale checkpoint (holds a {type(payload).__name__}, not a mapping)")
+    return payload
+
+
 def load_checkpoint(path: Path, *, config: dict[str, Any], data_fingerprint: str) -> dict[str, Any]:
     """Read a checkpoint, refusing it when the config or the data differ from the current run."""
     if not path.exists():
         raise ResumeRefused(f"{path}: no checkpoint to resume from")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated or foreign file
-        raise ResumeRefused(f"{path}: unreadable checkpoint ({e})") from None
+    payload = read_checkpoint_file(path)
     if payload.get("format_version") != FORMAT_VERSION:
         raise ResumeRefused(f"{path}: checkpoint format {payload.get('format_version')} != {FORMAT_VERSION}")
     if payload["data_fingerprint"] != data_fingerprint:

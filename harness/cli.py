@@ -2,7 +2,8 @@
 
 Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
 and a problem in one command cannot break the others. Errors derived from RecscaleError are printed
-to stderr (no traceback) with exit status 2.
+to stderr (no traceback) with exit status 2, and so is a failed file operation (an OSError naming a file:
+a disk that filled up, a location made read-only mid-run), on one line naming the path.
 
 Each command's parsed arguments carry `process_argv`: the command line this process was started
 with (`sys.argv[1:]`) when `main()` runs as the program, None when it is called from Python with an
@@ -48,6 +49,13 @@ def _top_parser() -> argparse.ArgumentParser:
     return p
 
 
+def os_error_line(e: OSError) -> str:
+    """One line for a failed file operation no command anticipated (a disk that filled up, a folder
+    made read-only while the command ran): the path(s) and the system's reason."""
+    where = f"{e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
+    return f"{where}: cannot write or read it: {(e.strerror or str(e)).lower()}"
+
+
 def main(argv: list[str] | None = None) -> int:
     process_argv = list(sys.argv[1:]) if argv is None else None
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -73,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except RecscaleError as e:
         print(f"recscale {name}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.filename is None:  # not about a file: a bug, shown with its traceback
+            raise
+        print(f"recscale {name}: error: {os_error_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"recscale {name}: interrupted", file=sys.stderr)

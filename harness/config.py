@@ -3,7 +3,8 @@
 
 Defaults follow the seed's training rules: AdamW, lr 1e-3, weight decay 1e-5 on every
 parameter including the embedding tables, gradient-norm clip 1.0, batch 256, one epoch, ID masking
-with p = 0.05, no early stopping. Configs are loaded from YAML and `--set key=value` overrides through
+with p = 0.05, no early stopping. A run of more than one epoch evaluates the validation set after every
+epoch and tests the best one (`select_epoch`). Configs are loaded from YAML and `--set key=value` overrides through
 `protocols.typed_config`, so unknown keys and wrong types are refused with the key named.
 
 `parse_set` is the one `--set` parser of `recscale train` and `recscale flops`: both take a model field as
@@ -18,6 +19,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
+from protocols.errors import one_line
 from protocols.typed_config import ConfigError, apply_overrides, from_dict, to_dict
 
 from .metric_registry import check_split_metric
@@ -40,8 +42,14 @@ class TrainConfig:
         id_mask_prob: probability of replacing a known user/device/video/author id by UNK in training.
         early_stopping_patience: stop after this many epochs without a better validation metric and
             keep the best epoch's weights; 0 = off (the seed's rule: a fixed number of epochs).
-        early_stopping_metric: validation metric watched by early stopping, `valid_<name>` of a registered
-            metric (harness/metric_registry.py), improved in that metric's direction.
+        early_stopping_metric: validation metric watched by early stopping and by `select_epoch`,
+            `valid_<name>` of a registered metric (harness/metric_registry.py), improved in that metric's
+            direction.
+        select_epoch: which epoch's weights are evaluated and tested when `epochs` > 1: "best_valid" (the
+            default) evaluates the validation set after every epoch and keeps the epoch with the best
+            `early_stopping_metric`; "last" keeps the last epoch (the rule before, which let extra epochs
+            overfit silently). metrics.json records the chosen epoch (`selected_epoch`). One-epoch runs
+            have one epoch to choose and evaluate nothing extra.
         device: "auto" = cuda when available, else cpu.
         bf16: autocast matmuls to bfloat16; metrics stay fp32. "auto" = on for CUDA devices that support
             bf16, off elsewhere (so CPU runs stay fp32); true / false force it.
@@ -70,6 +78,7 @@ class TrainConfig:
     id_mask_prob: float = 0.05
     early_stopping_patience: int = 0
     early_stopping_metric: str = "valid_auc"
+    select_epoch: Literal["best_valid", "last"] = "best_valid"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bf16: bool | Literal["auto"] = "auto"
     tf32: bool = True
@@ -110,6 +119,10 @@ class TrainConfig:
             raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
         check_split_metric("train.early_stopping_metric", self.early_stopping_metric)
 
+
+#: TrainConfig key added after run folders existed, with the value runs written before it behaved as
+#: (`checkpoint.config_differences` reads an absent key as this, and ignores the key in one-epoch runs).
+SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE = "train.select_epoch", "last"
 
 #: TrainConfig keys that change when or how often state is saved, never the result; a resumed run
 #: may change them.
@@ -205,7 +218,7 @@ def load_run_config(
         try:
             base = yaml.safe_load(Path(path).read_text()) or {}
         except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{path}: cannot read run config: {e}") from None
+            raise ConfigError(f"{path}: cannot read run config: {one_line(e)}") from None
         if not isinstance(base, dict):
             raise ConfigError(f"{path}: a run config must be a mapping")
     base.update({k: v for k, v in fields.items() if v is not None})

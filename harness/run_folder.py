@@ -34,7 +34,7 @@ import yaml
 
 from protocols import integrity
 from protocols import results_layout as layout
-from protocols.errors import RecscaleError
+from protocols.errors import RecscaleError, one_line
 
 
 #: Hidden file holding the data fingerprint the run started on (written with config.yaml).
@@ -208,7 +208,7 @@ def read_config(run_dir: Path) -> dict[str, Any] | None:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise RunFolderError(f"{path}: invalid YAML: {e}") from None
+        raise RunFolderError(f"{path}: invalid YAML: {one_line(e)}") from None
     if not isinstance(data, dict):
         raise RunFolderError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     return data

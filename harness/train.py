@@ -3,8 +3,10 @@
 Training rules (the seed's, `harness.config.TrainConfig`): AdamW (fused where supported), global
 gradient-norm clip, BCE-with-logits where every target weighs 1 / batch_size (so the last, partial
 batch gets no extra weight), data order and ID masking from the dataset's batch loader, everything
-seeded from the run seed. Evaluation predicts every valid and test target with the final weights (or
-the best epoch's when early stopping is on) and computes metrics on the full sets.
+seeded from the run seed. Evaluation predicts every valid and test target with the final weights of a
+one-epoch run; a longer run validates after every epoch and is evaluated with its best validation
+epoch's weights (`TrainConfig.select_epoch`, "last" for the final ones; early stopping keeps the best
+too). metrics.json records that epoch as `selected_epoch`. Metrics are computed on the full sets.
 
 Resumable: a checkpoint (model, optimisers, position inside the epoch, RNG states) is written every
 `checkpoint_every_batches` batches / `checkpoint_every_s` seconds and at each epoch end; a run killed
@@ -44,6 +46,7 @@ from tqdm import tqdm
 import architectures
 from architectures.blocks.attention_kernel import attention_kernel
 from protocols.errors import RecscaleError
+from protocols.output_location import check_writable
 from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
 
 from . import perf
@@ -184,12 +187,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def open_dataset(path: str) -> Any:
+def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> Any:
+    """The prepared dataset at `path`; `verify` checks every file's checksum against the manifest first."""
     from protocols.artifact import PreparedDataset
 
     if not Path(path).exists():
         raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
-    return PreparedDataset.open(Path(path))
+    return PreparedDataset.open(Path(path), verify=verify, progress=progress)
 
 
 #: Forward FLOPs and parameter counts of (architecture, model config, data fingerprint) already counted in
@@ -239,24 +243,30 @@ def train_run(
     resume: bool = False,
     progress: bool = True,
     final_checkpoint: bool = True,
+    verify: bool = True,
 ) -> dict[str, Any]:
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
-    `resume=False` refuses a folder that holds any run file. `resume=True` continues from
-    `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
+    `resume=False` refuses a folder that holds any run file. `resume=True` refuses a folder that does not
+    exist (a mistyped --out), continues from `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
     starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
     already finished. SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`.
     `final_checkpoint=False` (sweeps) skips the checkpoint written between training and evaluation and
     removes the run's checkpoint once metrics.json is written: a run killed during evaluation then
     resumes from its last checkpoint inside training (or starts afresh) instead of evaluating only.
+    `verify` checks every file of the prepared dataset against its manifest's checksums before anything
+    is written (a damaged artifact is never trained on); sweeps pass False, their driver verified it.
     """
     session_start = time.perf_counter()
     out_dir = Path(out_dir)
     tc = cfg.train
     config = run_config_dict(cfg)
-    dataset = open_dataset(cfg.data)
+    dataset = open_dataset(cfg.data, verify=verify, progress=progress)
     ckpt_path = out_dir / CHECKPOINT_FILE
 
+    if resume and not out_dir.is_dir():
+        raise RecscaleError(f"{out_dir}: --resume: no such run folder, so nothing to resume; check --out, or leave "
+                            "out --resume to start a new run there")
     present = RF.run_files_present(out_dir)
     if not resume and present:
         raise RecscaleError(
@@ -272,6 +282,7 @@ def train_run(
     if resume and not ckpt_path.exists():
         resume = False  # killed before its first checkpoint: nothing to continue, start afresh
         say("no checkpoint: starting fresh")
+    check_writable(out_dir, "the run folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     RF.clean_stale_temporaries(out_dir)
 
@@ -319,6 +330,7 @@ def train_run(
 
     stop = StopSignals()
     n_targets = dataset.num_targets("train")
+    select_best = tc.epochs > 1 and tc.select_epoch == "best_valid"  # validate every epoch, test the best
     last_save = time.perf_counter()
     model.train()
     stop.install()
@@ -355,7 +367,7 @@ def train_run(
             epoch_record = {"epoch": position.epoch, "train_loss": position.epoch_loss_sum / n_targets}
             position.epoch_loss_sum = 0.0
             position.epoch, position.batch = position.epoch + 1, 0
-            if tc.early_stopping_patience:
+            if tc.early_stopping_patience or select_best:
                 t_valid = time.perf_counter()
                 ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
                                       bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
@@ -365,10 +377,12 @@ def train_run(
                 position.valid_seconds += time.perf_counter() - t_valid
                 if _is_better(tc.early_stopping_metric, value, position.best_metric):
                     position.best_metric, position.epochs_without_improvement = value, 0
+                    position.best_epoch = position.epoch - 1
                     best_state = copy.deepcopy(model.state_dict())
                 else:
                     position.epochs_without_improvement += 1
-                    if position.epochs_without_improvement >= tc.early_stopping_patience:
+                    if tc.early_stopping_patience and \
+                            position.epochs_without_improvement >= tc.early_stopping_patience:
                         position.finished = True
             position.history.append(epoch_record)
             if (position.epoch < tc.epochs and not position.finished) or stop.signum is not None:
@@ -406,6 +420,8 @@ def train_run(
         "train_targets": position.targets_seen,
         "train_loss": position.loss_sum / max(position.targets_seen, 1),
         "epochs_run": position.epoch,
+        # the epoch whose weights were evaluated: the best validation epoch when one was kept, else the last
+        "selected_epoch": position.best_epoch if best_state is not None else position.epoch - 1,
         "epoch_history": position.history,
         "wall_s": wall_before + time.perf_counter() - session_start,
         "train_seconds": position.train_seconds,

@@ -14,8 +14,9 @@ times, numeric inputs and PAD are never touched. Batch k therefore depends only 
 (seed, epoch, k), and resuming at `start_batch` reproduces the remaining batches bit for bit.
 
 Opening checks the manifest (parses, required keys, its own checksum) and that every recorded file exists
-with its recorded size (`protocols.integrity`; cheap, no file is read). Checksums are checked by
-`recscale verify` and by `prepare` before it reuses an artifact. An artifact written before integrity
+with its recorded size (`protocols.integrity`; cheap, no file is read). `open(verify=True)` (training and
+evaluation: `recscale train` unless `--no-verify`) checks every file's checksum too; `recscale verify` and
+`prepare` before it reuses an artifact do the same. An artifact written before integrity
 records existed opens without these file checks.
 """
 from __future__ import annotations
@@ -57,14 +58,16 @@ class PreparedDataset:
         self._split_cache: dict[str, dict[str, np.ndarray]] = {}
 
     @classmethod
-    def open(cls, path: str | Path) -> "PreparedDataset":
+    def open(cls, path: str | Path, *, verify: bool = False, progress: bool = False) -> "PreparedDataset":
+        """Open `path`; `verify` checks every file's checksum (a bar on stderr for large artifacts
+        when `progress`)."""
         path = Path(path)
         if not path.is_dir():
             raise RecscaleError(f"{path}: not a prepared dataset (no such folder); run `recscale prepare`")
         if not (path / "manifest.json").exists():
             raise RecscaleError(f"{path}: not a prepared dataset (no manifest.json); run `recscale prepare`")
         manifest = read_manifest(path)
-        check_files(path, manifest, checksums=False)
+        check_files(path, manifest, checksums=verify, progress=progress)
         return cls(path, manifest)
 
     # ------------------------------------------------------------------ arrays

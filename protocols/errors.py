@@ -14,3 +14,9 @@ class DataValidationError(RecscaleError):
         where = f"{file}" + (f", record {record}" if record is not None else "") + f", field {field!r}"
         shown = f" (value {value!r})" if value is not None else ""
         super().__init__(f"{where}: {message}{shown}")
+
+
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line (YAML and JSON parsers spread theirs over several lines)."""
+    parts = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(parts) or type(error).__name__

@@ -10,8 +10,9 @@ separated, e.g. `vocab/user_id.npy`). Three levels of checking use them:
 
 - `read_manifest` (every open): the manifest parses, has its required keys, and matches its own checksum;
 - `check_files(..., checksums=False)` (every open, cheap): every recorded file exists with its size;
-- `check_files(..., checksums=True)` (`recscale verify`, and `prepare` before reusing an artifact):
-  every file's checksum too.
+- `check_files(..., checksums=True)` (`recscale verify`, `prepare` before reusing an artifact, and
+  `train` / a sweep's driver before training or evaluating on it, unless `--no-verify`): every file's
+  checksum too, with a progress bar on stderr when the files hold at least `PROGRESS_MIN_BYTES`.
 
 A problem raises `ArtifactDamagedError` (exit 2 from the CLI) naming the file and what is wrong.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import RecscaleError
 
@@ -39,6 +40,8 @@ MANIFEST_DIGEST_KEY = "manifest_blake2b"
 #: Keys every artifact manifest (old or new) has; a manifest without one is damaged.
 REQUIRED_MANIFEST_KEYS: tuple[str, ...] = ("fingerprint", "vocab_sizes", "history_len", "is_synthetic", "num_targets")
 _CHUNK = 1 << 20
+#: Checking checksums shows a progress bar (when asked to) from this many bytes on.
+PROGRESS_MIN_BYTES = 256 << 20
 _REBUILD = "rerun `recscale prepare` with the same settings to rebuild it"
 
 
@@ -46,12 +49,14 @@ class ArtifactDamagedError(RecscaleError):
     """A prepared artifact's file is missing, truncated or altered; names the file and what is wrong."""
 
 
-def file_checksum(path: Path) -> str:
-    """blake2b-128 hex digest of a file's bytes, read in 1 MiB chunks."""
+def file_checksum(path: Path, on_chunk: Callable[[int], Any] | None = None) -> str:
+    """blake2b-128 hex digest of a file's bytes, read in 1 MiB chunks (`on_chunk(n)` after each)."""
     h = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
+            if on_chunk is not None:
+                on_chunk(len(chunk))
     return h.hexdigest()
 
 
@@ -110,39 +115,65 @@ def read_manifest(folder: Path) -> dict:
     return manifest
 
 
+def _progress_bar(folder: Path, entries: dict[str, Any], show: bool) -> Any:
+    """A tqdm bar over the bytes to checksum (None when not shown or below PROGRESS_MIN_BYTES)."""
+    total = sum(int(e.get("bytes", 0)) for e in entries.values() if isinstance(e, dict))
+    if not show or total < PROGRESS_MIN_BYTES:
+        return None
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc=f"verifying {folder.name}", file=sys.stderr,
+                dynamic_ncols=True, leave=False)
+
+
 def file_problems(folder: Path, manifest: dict, *, checksums: bool, only: list[str] | None = None,
-                  recorded_in: str = MANIFEST) -> list[str]:
+                  recorded_in: str = MANIFEST, progress: bool = False) -> list[str]:
     """One line per recorded file (of `only`, when given) that is missing, has another size or (with
-    `checksums`) other bytes. `recorded_in` names the file holding the record, for messages."""
+    `checksums`) other bytes. `recorded_in` names the file holding the record, for messages; `progress`
+    shows a bar while checksumming large files."""
     folder = Path(folder)
     record = manifest.get(INTEGRITY_KEY) or {}
     if not isinstance(record, dict) or record.get("algorithm", ALGORITHM) != ALGORITHM:
         algorithm = record.get("algorithm") if isinstance(record, dict) else record
         return [f"{folder / recorded_in}: unknown checksum algorithm {algorithm!r}"]
     problems = []
-    for rel, entry in record.get("files", {}).items():
-        if only is not None and rel not in only:
-            continue
-        p = folder / rel
-        if not p.is_file():
-            problems.append(f"{p}: missing")
-            continue
-        size = p.stat().st_size
-        if size != entry["bytes"]:
-            kind = "truncated" if size < entry["bytes"] else "grown"
-            problems.append(f"{p}: {size} bytes, {_short(recorded_in)} records {entry['bytes']} ({kind} or damaged)")
-        elif checksums and file_checksum(p) != entry["blake2b"]:
-            problems.append(f"{p}: checksum differs from {_short(recorded_in)}'s (content damaged)")
+    entries = {rel: e for rel, e in record.get("files", {}).items() if only is None or rel in only}
+    bar = _progress_bar(folder, entries, progress and checksums)
+    try:
+        for rel, entry in entries.items():
+            problem = _file_problem(folder, rel, entry, checksums, recorded_in, bar.update if bar else None)
+            if problem:
+                problems.append(problem)
+    finally:
+        if bar is not None:
+            bar.close()
     return problems
+
+
+def _file_problem(folder: Path, rel: str, entry: dict, checksums: bool, recorded_in: str,
+                  on_chunk: Callable[[int], Any] | None) -> str | None:
+    """The problem of one recorded file, or None."""
+    p = folder / rel
+    if not p.is_file():
+        return f"{p}: missing"
+    size = p.stat().st_size
+    if size != entry["bytes"]:
+        kind = "truncated" if size < entry["bytes"] else "grown"
+        return f"{p}: {size} bytes, {_short(recorded_in)} records {entry['bytes']} ({kind} or damaged)"
+    if checksums and file_checksum(p, on_chunk) != entry["blake2b"]:
+        return f"{p}: checksum differs from {_short(recorded_in)}'s (content damaged)"
+    return None
 
 
 def _short(recorded_in: str) -> str:
     return "the manifest" if recorded_in == MANIFEST else recorded_in
 
 
-def check_files(folder: Path, manifest: dict, *, checksums: bool) -> None:
+def check_files(folder: Path, manifest: dict, *, checksums: bool, progress: bool = False) -> None:
     """Raise ArtifactDamagedError listing every problem of `file_problems` (nothing for an old artifact)."""
-    problems = file_problems(folder, manifest, checksums=checksums)
+    problems = file_problems(folder, manifest, checksums=checksums, progress=progress)
     if problems:
         head = f"{folder}: damaged prepared artifact; {_REBUILD}" if len(problems) > 1 else ""
         lines = "\n  ".join(problems)

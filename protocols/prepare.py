@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from . import PROTOCOLS, SOURCES, load_components
+from .output_location import check_writable
 from .availability import UserTimeline
 from .encoding import (
     USER_CONTEXT_FIELDS,
@@ -254,6 +255,7 @@ def prepare_log(log: ExposureLog, cfg: PrepareConfig, *, progress: bool = False)
         except ArtifactDamagedError as e:
             damaged = True
             print(f"recscale prepare: {e}\nrecscale prepare: rebuilding {final}", file=sys.stderr)
+    check_writable(final, "the prepared artifact")
     out_root.mkdir(parents=True, exist_ok=True)
     tmp = out_root / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

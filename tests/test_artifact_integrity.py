@@ -179,3 +179,67 @@ def test_an_artifact_without_integrity_records_opens_but_is_rebuilt_by_prepare(c
 def test_verify_of_a_missing_folder_exits_2(tmp_path, capsys):
     assert cli_main(["verify", str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def _flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _train_argv(art: Path, out: Path, *extra: str) -> list[str]:
+    return ["train", "--arch", "wukong", "--data", str(art), "--set", "dim=8", "--set", "train.num_threads=1",
+            "--out", str(out), "--no-progress", *extra]
+
+
+def test_train_refuses_an_artifact_with_one_flipped_byte_in_any_file(pristine, tmp_path, capsys):
+    """Every file of the artifact (the manifest too), one at a time: `recscale train` exits 2 naming it and
+    writes no run folder; the sizes are unchanged, so only the checksums can tell."""
+    names = sorted(_files(pristine))
+    assert len(names) > 20 and "history.npy" in names and "manifest.json" in names
+    for rel in names:
+        art = tmp_path / rel.replace("/", "_") / pristine.name
+        shutil.copytree(pristine, art)
+        size = (art / rel).stat().st_size
+        _flip_middle_byte(art / rel)
+        assert (art / rel).stat().st_size == size and (art / rel).read_bytes() != (pristine / rel).read_bytes()
+        out = art.parent / "run"
+        assert cli_main(_train_argv(art, out)) == 2, rel
+        err = capsys.readouterr().err
+        assert str(art / rel) in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists(), rel
+
+
+def test_train_subprocess_refuses_a_flipped_history_and_no_verify_skips_the_check(pristine, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    art = tmp_path / pristine.name
+    shutil.copytree(pristine, art)
+    _flip_middle_byte(art / "exposure_ts.npy")  # a timestamp's bits: training still runs on it
+    cli = [sys.executable, "-m", "harness.cli"]
+    env = {**os.environ, "RECSCALE_MALLOC_REEXEC": "1"}
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([*cli, *_train_argv(art, tmp_path / "run")], capture_output=True, text=True, env=env,
+                          cwd=repo, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"recscale train: error: {art / 'exposure_ts.npy'}: checksum differs from the manifest's (content damaged); "
+        "rerun `recscale prepare` with the same settings to rebuild it"), proc.stderr
+    assert not (tmp_path / "run").exists()
+    proc = subprocess.run([*cli, *_train_argv(art, tmp_path / "run", "--no-verify")], capture_output=True,
+                          text=True, env=env, cwd=repo, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_verifying_a_large_artifact_shows_progress(pristine, tmp_path, monkeypatch, capsys):
+    from protocols import integrity
+
+    total = sum(len(d) for rel, d in _files(pristine).items() if rel != "manifest.json")
+    monkeypatch.setattr(integrity, "PROGRESS_MIN_BYTES", total)  # this artifact counts as large
+    PreparedDataset.open(pristine, verify=True, progress=True)
+    assert f"verifying {pristine.name}" in capsys.readouterr().err
+    monkeypatch.setattr(integrity, "PROGRESS_MIN_BYTES", total + 1)
+    PreparedDataset.open(pristine, verify=True, progress=True)
+    assert "verifying" not in capsys.readouterr().err

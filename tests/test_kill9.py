@@ -9,7 +9,9 @@ exactly once with the uninterrupted metrics.
 
 Kill times are drawn with `random.Random(seed)` between 0 and the duration of an uninterrupted run of
 the same command measured just before (the default suite uses one seed per command, in the second half of
-that span, where files are being written; the slow suite draws several over the whole span).
+that span, where files are being written; the slow suite draws several over the whole span). A sweep is
+killed on progress instead: a seeded fraction of a second after its k-th trial record (trials.jsonl), so
+the kill always falls inside a trial, however fast the machine.
 """
 from __future__ import annotations
 
@@ -134,7 +136,10 @@ def _check_train_kills(data: Path, tmp_path: Path, seeds: list[int], *, late: bo
             torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
         if (out / "metrics.json").exists():
             assert json.loads((out / "metrics.json").read_text())["test_auc"] == want["test_auc"]
-        resumed, _ = _run([*_train_argv(data, out), "--resume"])
+        if not out.exists():  # killed before the run folder was made: --resume has nothing to resume
+            refused, _ = _run([*_train_argv(data, out), "--resume"])
+            assert refused.returncode == 2 and "no such run folder" in refused.stderr, refused.stderr
+        resumed, _ = _run([*_train_argv(data, out), *(["--resume"] if out.exists() else [])])
         assert resumed.returncode == 0, resumed.stderr
         got = json.loads((out / "metrics.json").read_text())
         where = f"seed {seed}, kill at {delay:.2f} s of {span:.2f} s"
@@ -177,26 +182,51 @@ def _sweep_file(tmp_path: Path, cache: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def sweep_reference(tmp_path_factory):
-    """The sweep file, its data cache, an uninterrupted run's runs.parquet and how long that run took."""
+    """The sweep file (its data cache prepared) and an uninterrupted run's runs.parquet."""
     root = tmp_path_factory.mktemp("kill9_sweep")
     sweep = _sweep_file(root, root / "cache")
     ref, _ = _run(["sweep", str(sweep), "--results", str(root / "reference"), "--num-cpus", "1"], timeout=900)
     assert ref.returncode == 0, ref.stderr
     want = pq.read_table(root / "reference" / "kill9" / "runs.parquet").to_pandas().set_index("trial_id")
-    # the span kills are drawn over: a second uninterrupted run, with the log and dataset already prepared
-    # (as the killed runs find them)
-    again, span = _run(["sweep", str(sweep), "--results", str(root / "again"), "--num-cpus", "1"], timeout=900)
-    assert again.returncode == 0, again.stderr
-    return sweep, want, span
+    return sweep, want
+
+
+def _run_killed_after_records(argv: list[str], events: Path, k: int, extra_s: float) -> None:
+    """Start the command in its own session and SIGKILL the whole session `extra_s` seconds after the k-th
+    trial record (trials.jsonl line) appeared: a point reached by progress, not guessed from a clock."""
+    proc = subprocess.Popen([*CLI, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not (events.exists() and len(events.read_text().splitlines()) >= k):
+        assert proc.poll() is None, f"the sweep ended (status {proc.returncode}) before its trial record {k}"
+        assert time.monotonic() < deadline, f"no trial record {k} within 900 s"
+        time.sleep(0.05)
+    time.sleep(extra_s)
+    assert proc.poll() is None, "the sweep finished before the kill"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while (left := subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()):
+        for pid in left:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert time.monotonic() < deadline, f"processes of the killed command still running: {left}"
+        time.sleep(0.5)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sweep_killed_then_resumed_has_each_trial_once_with_uninterrupted_metrics(sweep_reference, tmp_path, seed):
-    sweep, want, span = sweep_reference
-    (delay,) = _delays([seed], 0.9 * span, late=False)
+    """Killed after trial record 1, 3 or 5 of 6 (a trial's start; three trials run one at a time), plus a
+    seeded fraction of a second: always inside a trial, never after the sweep finished."""
+    sweep, want = sweep_reference
+    k, extra_s = 2 * seed + 1, random.Random(seed).uniform(0.0, 0.5)
     results = tmp_path / "results"
-    assert _run_killed(["sweep", str(sweep), "--results", str(results), "--num-cpus", "1"], delay) is None
+    _run_killed_after_records(["sweep", str(sweep), "--results", str(results), "--num-cpus", "1"],
+                              results / "kill9" / "trials.jsonl", k, extra_s)
+    delay = f"record {k} + {extra_s:.2f} s"
     resumed, _ = _run(["sweep", str(sweep), "--results", str(results), "--num-cpus", "1", "--resume"], timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     got = pq.read_table(results / "kill9" / "runs.parquet").to_pandas()

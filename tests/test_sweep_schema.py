@@ -246,6 +246,8 @@ def test_unfinished_sweep_folder_needs_resume(tmp_path):
     plan = plan_sweep(sweep)
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
     assert not resume and (sweep_dir / "sweep.yaml").read_text() == BASE
+    (sweep_dir / "runs" / plan.trials[0].trial_id).mkdir(parents=True)  # a trial started (a folder with
+    # only sweep.yaml, where none did, starts again: test_output_locations.py)
     with pytest.raises(SweepError, match="--resume"):
         prepare_sweep_dir(sweep, plan, tmp_path, resume=False)
     assert prepare_sweep_dir(sweep, plan, tmp_path, resume=True) == (sweep_dir, True)
@@ -367,3 +369,13 @@ def test_rewritten_sweeps_plan_the_runs_of_their_committed_reference(name):
                 got = record[col]
                 assert (list(got) if isinstance(got, (list, tuple)) else got) == (
                     list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value), (t.trial_id, col)
+
+
+def test_sweep_summary_line_never_shows_nan():
+    from harness.commands.sweep import timings_text
+
+    assert timings_text({"total_s": 12.5, "prepare_s": 1.0}) == \
+        "total 12 s, prepare 1 s; no trial trained to the end in this launch"
+    full = timings_text({"total_s": 60, "prepare_s": 2, "mean_train_loop_s": 3.0, "mean_eval_s": 1.0,
+                         "overhead_per_trial_s": 2.5, "overhead_in_trial_s": 1.5})
+    assert "nan" not in full and "training 3.0 s, evaluation 1.0 s, overhead 2.5 s, of which 1.5 s" in full

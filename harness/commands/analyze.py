@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     from analysis.pipeline import REPORT, analyze, json_safe
     from analysis.report import summary_dict, terminal_summary
 
+    from protocols.output_location import check_writable
+
+    if args.results_dir.is_dir():
+        check_writable(args.results_dir / REPORT, "the analysis report")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the summary and report list every warning themselves
         res = analyze(args.results_dir, baseline=args.baseline, progress=True,

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from protocols.artifact import PreparedDataset
 from protocols.errors import RecscaleError
+from protocols.output_location import check_writable
 from protocols.split import SPLITS
 
 
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix != ".parquet":
         raise RecscaleError(f"--out {out}: expected a .parquet file name")
+    check_writable(out, "the history table")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:

@@ -66,13 +66,8 @@ def run(args: argparse.Namespace) -> int:
                           "finished": outcome.finished, "failed": outcome.failed,
                           "interrupted": outcome.interrupted, "summary": outcome.summary}, indent=1))
     else:
-        s = outcome.summary
-        nan = float("nan")
         print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / RUNS_FILE} "
-              f"(total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s; per trial: training "
-              f"{s.get('mean_train_loop_s', nan):.1f} s, evaluation {s.get('mean_eval_s', nan):.1f} s, overhead "
-              f"{s.get('overhead_per_trial_s', nan):.1f} s, of which {s.get('overhead_in_trial_s', nan):.1f} s "
-              "inside the trial)")
+              f"({timings_text(outcome.summary)})")
     if outcome.failed:
         print(f"recscale sweep: {len(outcome.failed)} trial(s) failed: " + "; ".join(outcome.failed)
               + f"\nrerun with `{_resume_command(args)}` to retry them", file=sys.stderr)
@@ -82,6 +77,16 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     return 0
+
+
+def timings_text(s: dict) -> str:
+    """The launch's timings for the summary line; the per-trial part only when a trial trained in this
+    launch (an interrupted or fully reused launch has no per-trial times, and says so instead of nan)."""
+    text = f"total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s"
+    if "mean_train_loop_s" not in s:
+        return text + "; no trial trained to the end in this launch"
+    return (f"{text}; per trial: training {s['mean_train_loop_s']:.1f} s, evaluation {s['mean_eval_s']:.1f} s, "
+            f"overhead {s['overhead_per_trial_s']:.1f} s, of which {s['overhead_in_trial_s']:.1f} s inside the trial")
 
 
 def _resume_command(args: argparse.Namespace) -> str:

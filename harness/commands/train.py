@@ -10,6 +10,9 @@ For speed the command re-executes itself once, with the same command line, under
 settings (see harness/perf.py) when it runs as the program (not when `harness.cli.main` is called
 from Python); set RECSCALE_MALLOC_REEXEC=1 to disable that.
 
+Before training, every file of the prepared dataset is checked against its manifest's checksums (exit 2
+naming a damaged file; about 2 s per GB, with a progress bar on large artifacts); --no-verify skips it.
+
 A folder that holds a run is refused without --resume; --resume refuses another config or other data
 (even before the first checkpoint) and says where it resumes from. Ctrl-C (SIGINT) or SIGTERM finishes
 the current batch, writes a checkpoint and exits 130 / 143; continue with --resume. A second one aborts at
@@ -36,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="run folder (default: results/runs/<arch>-seed<seed>-<time>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint (refused when config or data differ; "
                              "starts fresh when no checkpoint was written yet)")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip checking the prepared dataset's checksums before training (about 2 s per GB; "
+                             "for an artifact you just verified)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar or summary line")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object on stdout")
 
@@ -58,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_run_config(args.config, parse_set(args.set), arch=args.arch, data=args.data, seed=args.seed)
     out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress)
+        metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress, verify=not args.no_verify)
     except (TrainingInterrupted, TrainingAborted) as e:
         print(f"recscale train: {e}", file=sys.stderr)
         return e.exit_code

@@ -46,6 +46,7 @@ import yaml
 from ray import tune
 
 from protocols.errors import RecscaleError
+from protocols.output_location import check_writable
 from protocols.results_layout import (
     METRICS_FILE,
     RAY_DIR,
@@ -101,12 +102,19 @@ def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
     return all((sweep_dir / RUNS_DIR / t.trial_id / METRICS_FILE).exists() for t in plan.trials)
 
 
+def _started(sweep_dir: Path) -> bool:
+    """Whether any trial of the sweep in `sweep_dir` ever started (a run folder or Ray state exists)."""
+    return any(p.exists() and any(p.iterdir()) for p in (sweep_dir / RUNS_DIR, sweep_dir / RAY_DIR))
+
+
 def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resume: bool) -> tuple[Path, bool]:
     """Create or check `results/<name>/`, store the sweep file there (atomically); returns the
     folder and whether to resume.
 
     An existing folder needs `--resume`, except when it holds this same sweep with every trial
-    finished: launching it again then only re-collects runs.parquet (so the demo can be re-run).
+    finished: launching it again then only re-collects runs.parquet (so the demo can be re-run), or
+    when no trial of it ever started (no run folder, no Ray state: a launch that failed or was killed
+    before its first trial), which simply starts again.
     """
     sweep_dir = (Path(results_root) / sweep.name).resolve()
     stored = sweep_dir / SWEEP_FILE
@@ -115,7 +123,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
         if _comparable(previous) != _comparable(sweep):
             raise SweepError(f"{stored} differs from {sweep.path or 'the new sweep file'} outside `analysis:`; "
                              "use a new `name` for a new sweep, or remove the folder to start over")
-        if not resume:
+        if not resume and _started(sweep_dir):
             if not _all_finished(sweep_dir, plan):
                 raise SweepError(f"{sweep_dir} holds an unfinished run of sweep {sweep.name!r}; pass --resume to "
                                  "continue it (finished trials are kept) or remove the folder to start over")
@@ -225,15 +233,18 @@ def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_C
     `ray.init(address=...)` on an unreachable address, or on a port some other server holds, retries for
     minutes, printing only its own warnings; a plain TCP connect to the GCS port answers in milliseconds
     (refused) or `timeout_s` (dropped), and the GCS answers an HTTP/2 greeting at once. 'auto' and
-    addresses without a port are left to Ray.
+    a malformed address (no port, a port that is not a number from 1 to 65535, no host) is refused.
     """
     if not address or address == "auto":
         return
     target = address.split("://", 1)[-1]
     host, sep, port_text = target.rpartition(":")
-    if not sep or not port_text.isdigit():
-        return
-    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536 or not host.strip("[]"):
+        what = ("no port" if not sep else f"port {port_text!r} is not a number from 1 to 65535"
+                if not port_text.isdigit() or not 0 < int(port_text) < 65536 else "no host")
+        raise SweepError(f"--address {address}: expected HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379) or auto; "
+                         f"{what}")
+    host = host.strip("[]")
     try:
         conn = socket.create_connection((host, int(port_text)), timeout=timeout_s)
     except OSError as e:
@@ -515,8 +526,8 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
                 calibration.record(device, "sweep", key, {"value": summary[key], "sweep": sweep.name,
                                                           "trials": summary["trials_trained"]})
         record_sweep_rates(device, sweep.name, ends, int(summary.get("trial_slots", 1)))
-    except OSError:  # an unwritable cache folder never fails a finished sweep
-        pass
+    except (OSError, calibration.CalibrationError) as e:  # an unwritable or damaged cache never fails a finished sweep
+        print(f"recscale sweep: timings not kept for estimates: {e}", file=sys.stderr)
 
 
 def run_sweep(
@@ -535,6 +546,7 @@ def run_sweep(
     since = time.time()
     plan: SweepPlan = plan_sweep(sweep)
     check_address_reachable(address)  # before anything is written: an unreachable cluster leaves nothing
+    check_writable(Path(results_root) / sweep.name, "the sweep's results")
     root_created = not Path(results_root).exists()
     created = not (Path(results_root) / sweep.name).exists()
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)

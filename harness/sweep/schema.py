@@ -55,6 +55,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
+from protocols.errors import one_line
 from protocols.prepare import DEFAULT_TASK, PrepareConfig
 from protocols.typed_config import ConfigError, from_dict, to_dict
 
@@ -237,7 +238,7 @@ def parse_sweep(text: str, *, path: Path | None = None) -> Sweep:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{where}not valid YAML: {e}") from None
+        raise ConfigError(f"{where}not valid YAML: {one_line(e)}") from None
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}a sweep file must be a mapping with at least `name` and `data`")
     try:

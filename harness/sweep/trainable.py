@@ -138,8 +138,8 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     resume = reused or (run_dir / CHECKPOINT_FILE).exists()
     # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml
     # without a checkpoint); train_run checks config and data and starts fresh when there is no checkpoint
-    metrics = train_run(cfg, run_dir, resume=True, progress=False,
-                        final_checkpoint=context.sweep.config.keep_checkpoints)
+    metrics = train_run(cfg, run_dir, resume=True, progress=False,  # the driver's prepare verified the data
+                        final_checkpoint=context.sweep.config.keep_checkpoints, verify=False)
 
     trainable_s = time.perf_counter() - t_start
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,

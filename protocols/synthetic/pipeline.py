@@ -13,6 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import RecscaleError
+from ..output_location import check_writable
 from ..recflow_days import DEFAULT_DAYS, day_bounds_ms
 from ..recflow_format import AUTHOR50_DIR, REALSHOW_DIR, TRUTH_DIR
 from ..typed_config import to_dict
@@ -236,6 +237,7 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RecscaleError(f"{out}: exists and is not a synthetic log written with {params}; choose another --out")
+    check_writable(out, "the synthetic log")
     out.parent.mkdir(parents=True, exist_ok=True)
     days = DEFAULT_DAYS
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -305,6 +307,7 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
         raise RecscaleError(f"{out}: its {MARKER} does not match a regeneration from seed {stored['seed']}")
     ev_rows = np.flatnonzero(log.effective_view == 1)
     index = EffectiveViewIndex(log.columns(ev_rows), np.ones(len(ev_rows), np.int8))
+    check_writable(out / AUTHOR50_DIR, "the author-50 pickles")
     tmp = Path(tempfile.mkdtemp(prefix=f".{AUTHOR50_DIR}.tmp-", dir=out))
     try:
         rq_rows = log.request_day_rows

@@ -1,0 +1,46 @@
+"""Checking an output location before a command writes anything there.
+
+`check_writable(path, what)` is called by every command that writes (synth, prepare, train, sweep,
+histories, analyze) before it does any work: a location that cannot be written (a read-only file system,
+no permission, a parent that is a regular file, a missing drive) is refused with one line naming the
+path and what was to be written there, and nothing is created, so no stub folder blocks a rerun.
+
+The check creates nothing that stays: it finds the nearest existing folder on the way to `path` and
+opens an anonymous temporary file in it (removed at once), which fails exactly where the real write
+would (root ignores permission bits, but not a read-only mount).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import RecscaleError
+
+
+class OutputLocationError(RecscaleError):
+    """An output location cannot be written; names the path and the operation."""
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(".")
+
+
+def check_writable(path: str | Path, what: str) -> None:
+    """Refuse (OutputLocationError) when `what` cannot be written at `path` (a folder or a file to create
+    or replace); creates nothing."""
+    path = Path(path).absolute()
+    existing = _nearest_existing(path)
+    if existing.is_file() and existing != path:
+        raise OutputLocationError(f"{path}: cannot write {what}: {existing} is a file, not a folder")
+    folder = existing if existing.is_dir() else existing.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        reason = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e)).lower()
+        raise OutputLocationError(f"{path}: cannot write {what}: {folder}: {reason}") from None
