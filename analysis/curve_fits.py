@@ -14,6 +14,10 @@ at any C, so held-out checks and extrapolations treat them alike.
                          analytic Jacobian). Starts: on a grid of exponents the linear parameters are solved
                          exactly for each exponent (variable projection); the N_STARTS exponents with the
                          smallest squared error start a joint refinement each, and the lowest robust cost wins.
+                         A fit whose exponent ends at a bound of ALPHA_BOUNDS does not identify its parameters
+                         (at the lower bound y_inf and A trade off along a flat valley; at the upper one the
+                         curve is a step): it still predicts, but its parameters are NaN and the report says
+                         "not identified".
 """
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ from .powerlaw import seed_lines
 POWER_LAW = "power law of the gain"
 LOG_LINEAR = "log-linear"
 SATURATING = "saturating"
+#: Forms fitted by an iterative optimiser: their parameters, and what is computed from them, are fixed only
+#: to the optimiser's precision and the fit's conditioning (analysis/output_diff.py compares them looser).
+ITERATIVE_FORMS = (SATURATING,)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
 N_PARAMS = {POWER_LAW: 2, LOG_LINEAR: 2, SATURATING: 3}
 ALPHA_BOUNDS = (1e-3, 5.0)
@@ -39,8 +46,17 @@ LOSS = "soft_l1"
 @dataclass
 class Curve:
     form: str
-    params: dict[str, float]
+    params: dict[str, float]  # NaN where the fit does not identify them
     predict: Callable[[np.ndarray], np.ndarray]  # ln C -> y
+    identified: bool = True  # False: a saturating fit whose exponent sits at a bound (see fit_saturating)
+
+
+#: least_squares' stopping tolerances: far below the default 1e-8, so that the converged parameters are
+#: fixed to about 1e-12 and do not depend on the BLAS kernel's rounding (re-analysis on another CPU is
+#: compared at 1e-9 relative, analysis/output_diff.py).
+FIT_TOL = 1e-14
+#: A saturating exponent within this relative distance of ALPHA_BOUNDS counts as at the bound.
+BOUND_SLACK = 1e-6
 
 
 def fit_log_linear(lx: np.ndarray, y: np.ndarray) -> Curve | None:
@@ -96,12 +112,18 @@ def fit_saturating(lx: np.ndarray, y: np.ndarray, *, higher_is_better: bool, sca
     best = None
     for start, _ in projected[:N_STARTS]:
         res = optimize.least_squares(lambda p: _saturating(p, q, sign) - y, start, jac=lambda p: _jacobian(p, q, sign),
-                                     loss=LOSS, f_scale=f_scale,
+                                     loss=LOSS, f_scale=f_scale, ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL,
                                      bounds=([-np.inf, 0.0, ALPHA_BOUNDS[0]], [np.inf, np.inf, ALPHA_BOUNDS[1]]))
         if best is None or res.cost < best.cost:
             best = res
     y_inf, amp_c, alpha = (float(v) for v in best.x)
     amp = amp_c * float(np.exp(alpha * shift))  # A at C = 1 in the axis unit
-    name = "y_inf"
-    return Curve(SATURATING, {name: y_inf, "A": amp, "alpha": alpha},
-                 lambda v, y_inf=y_inf, amp=amp, alpha=alpha: y_inf + sign * amp * np.exp(-alpha * np.asarray(v)))
+    curve = Curve(SATURATING, {"y_inf": y_inf, "A": amp, "alpha": alpha},
+                  lambda v, y_inf=y_inf, amp=amp, alpha=alpha: y_inf + sign * amp * np.exp(-alpha * np.asarray(v)))
+    if not ALPHA_BOUNDS[0] * (1 + BOUND_SLACK) < alpha < ALPHA_BOUNDS[1] * (1 - BOUND_SLACK):
+        # At the lower bound the curve is y_inf + s A (1 - alpha ln C) over the range: y_inf and A trade off
+        # along a flat valley (A at 1e-14 or 1e+6 fits alike); at the upper bound it is a step. The
+        # predictions are determined, the parameters are not.
+        curve.identified = False
+        curve.params = {k: float("nan") for k in curve.params}
+    return curve

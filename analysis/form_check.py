@@ -51,6 +51,7 @@ class FormResult:
     lof_p: float = float("nan")
     lof_p_holm: float = float("nan")  # set by the report over every form test
     notes: list[str] = field(default_factory=list)
+    identified: bool = True  # False: the fit predicts but does not determine its parameters (curve_fits)
 
     @property
     def n_params(self) -> int:
@@ -121,7 +122,7 @@ def _intervals(ladder: Ladder, form: str, names: list[str]) -> dict[str, SeedInt
     def statistic(name):
         def of(idx: np.ndarray) -> float:
             curve = ladder.fit(form, seeds=tuple(idx))
-            return float("nan") if curve is None else curve.params[name]
+            return float("nan") if curve is None or not curve.identified else curve.params[name]
         return of
     return {name: seed_interval(ladder.n_seeds, statistic(name)) for name in names}
 
@@ -140,8 +141,8 @@ def check_forms(ladder: Ladder) -> FormCheck:
         top = int(np.nanargmax(np.where(np.isfinite(means), ladder.x, np.nan)))
         largest = next((h for h in held if h.label == ladder.labels[top]), None)
         f, df, p = _lack_of_fit(ladder, form)
-        res = FormResult(form, dict(curve.params), _intervals(ladder, form, list(curve.params)), held, largest,
-                         f, df, p)
+        intervals = _intervals(ladder, form, list(curve.params)) if curve.identified else {}
+        res = FormResult(form, dict(curve.params), intervals, held, largest, f, df, p, identified=curve.identified)
         if df[0] <= 0:
             res.notes.append(f"{len(means)} sizes for {N_PARAMS[form]} parameters: no lack-of-fit test")
         results.append(res)

@@ -13,7 +13,7 @@ import numpy as np
 
 
 from .axes import UNIT_NAMES
-from .curve_fits import N_PARAMS
+from .curve_fits import ALPHA_BOUNDS, N_PARAMS
 from .extrapolation import REACH, SEARCH_REACH, TARGET_STEP
 from .family_comparison import CROSSOVER_REACH, GAIN_EFFECT, SLOPE_EFFECT
 from .family_comparison import METHOD as COMPARISON_METHOD
@@ -86,6 +86,8 @@ def _interval(i: SeedInterval | None, fmt: str = ".3g") -> str:
 
 
 def _params(r: FormResult) -> str:
+    if not r.identified:
+        return f"not identified (exponent at a bound of {ALPHA_BOUNDS[0]:g}-{ALPHA_BOUNDS[1]:g}; the curve still predicts)"
     return "; ".join(f"{k} {_f(v, '.4g')}{_interval(r.intervals.get(k), '.4g')}" for k, v in r.params.items()) or "–"
 
 
@@ -388,7 +390,7 @@ def _forms_json(c: FormCheck | None) -> dict[str, Any] | None:
         return None
     return {"seed_sd": c.seed_sd, "seed_se": c.seed_se, "best": c.best, "best_margin_se": c.best_margin_se,
             "compared_on": c.compared_on, "forms": [
-                {"form": r.form, "params": r.params, "intervals": {k: _interval_json(v) for k, v in r.intervals.items()},
+                {"form": r.form, "identified": r.identified, "params": r.params, "intervals": {k: _interval_json(v) for k, v in r.intervals.items()},
                  "held_out": [{"label": h.label, "observed": h.observed, "predicted": h.predicted, "error": h.error}
                               for h in r.held_out], "rmse": r.rmse,
                  "largest": None if r.largest is None else {"label": r.largest.label, "error": r.largest.error},

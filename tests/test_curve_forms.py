@@ -82,3 +82,15 @@ def test_seeds_for_power_is_the_smallest_count_whose_detectable_effect_is_small_
     assert minimum_detectable_effect(sd, n) <= effect
     if n > 2:
         assert minimum_detectable_effect(sd, n - 1) > effect
+
+
+def test_a_saturating_fit_with_its_exponent_at_a_bound_predicts_but_identifies_no_parameters():
+    """Points on a straight line in ln C (AUC = 0.70 + 0.01 ln C, no curvature): the saturating form runs its
+    exponent to the lower bound, where y_inf and A trade off along a flat valley. It still predicts the line,
+    but reports no parameters."""
+    lx = np.repeat(np.log([1.0, 4.0, 16.0, 64.0]), 3)
+    y = 0.70 + 0.01 * lx + np.tile([-1e-4, 0.0, 1e-4], 4)
+    curve = fit_saturating(lx, y, higher_is_better=True, scale=1e-4)
+    assert curve is not None and not curve.identified
+    assert all(np.isnan(v) for v in curve.params.values())
+    assert np.allclose(curve.predict(np.log([2.0, 32.0])), 0.70 + 0.01 * np.log([2.0, 32.0]), atol=5e-4)

@@ -34,3 +34,15 @@ def test_report_numbers_may_differ_in_their_last_printed_digit_only():
     assert text_differences("0.68", "0.683") != []  # another precision
     assert text_differences("WHALE is better (p = 0.01)", "WHALE is worse (p = 0.01)") != []
     assert text_differences("a\nb", "a") == ["(text): 2 lines != 1 lines"]
+
+
+def test_what_an_iterative_optimiser_fits_is_compared_at_its_own_precision():
+    """The saturating curve's parameters (and a form check that includes it) move with the BLAS kernel by
+    up to 1e-5 relative on a nearly flat fit: compared at 1e-4. A closed-form fit beside it stays at 1e-9."""
+    sat = {"form": "saturating", "params": {"A": 1.0955648694889849e-07 * 1e7}}
+    assert json_differences(sat, {"form": "saturating", "params": {"A": 1.0955663188279766e-07 * 1e7}}) == []
+    assert json_differences(sat, {"form": "saturating", "params": {"A": 1.1e-07 * 1e7}}) != []
+    power = {"form": "power law of the gain", "params": {"slope": 0.178}}
+    assert json_differences(power, {"form": "power law of the gain", "params": {"slope": 0.178 * (1 + 1e-6)}}) != []
+    check = {"forms": [power, sat], "best_margin_se": 0.34038293225250055}
+    assert json_differences(check, {"forms": [power, sat], "best_margin_se": 0.34038293660728614}) == []
