@@ -60,6 +60,7 @@ from .config import RunConfig, run_config_dict
 from .fingerprint import machine_fingerprint
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
+from . import run_health
 from .step import TrainStep
 
 
@@ -387,13 +388,18 @@ def train_run(
 
         result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
         groups: dict[str, Any] = {}
+        scores: dict[str, np.ndarray] = {}
         for split in PREDICTION_SPLITS:
             if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
                 raise TrainingInterrupted(stop.signum, out_dir, position)
             ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
                                   bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
-            flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+            if np.isfinite(sc).all():
+                flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+            else:  # diverged: metrics undefined, recorded as such (harness/run_health.py)
+                flat, groups[split] = run_health.undefined_metrics(split, lab), {}
             result.update(flat)
+            scores[split] = sc
             RF.write_predictions(out_dir, split, ev, lab, sc)
         eval_seconds = time.perf_counter() - t_eval
     except TrainingAborted as e:
@@ -422,6 +428,7 @@ def train_run(
         "groups": groups,
         **machine_fingerprint(device),
     })
+    result.update(run_health.record(result, model, scores["valid"], position.history))  # harness/run_health.py
     RF.write_metrics(out_dir, result)
     if not final_checkpoint:
         ckpt_path.unlink(missing_ok=True)
@@ -432,8 +439,10 @@ def train_run(
 
 def summary_line(m: dict[str, Any], out_dir: Path) -> str:
     oracle = f" (oracle {m['oracle_test_auc']:.4f})" if m.get("oracle_test_auc") is not None else ""
+    f4 = lambda x: "–" if x is None else f"{x:.4f}"  # noqa: E731 (a diverged run's metrics are null)
+    health = "" if m.get("health_status") in (None, "ok") else f" [{m['health_status']}: {m['health_reasons']}]"
     return (
-        f"{m['arch']} seed {m['seed']}: test AUC {m['test_auc']:.4f}{oracle} LogLoss {m['test_logloss']:.4f} "
-        f"NE {m['test_ne']:.4f} | {m['train_targets_per_s']:.0f} targets/s, utilisation {m['utilisation']:.2f}, "
+        f"{m['arch']} seed {m['seed']}: test AUC {f4(m['test_auc'])}{oracle} LogLoss {f4(m['test_logloss'])} "
+        f"NE {f4(m['test_ne'])}{health} | {m['train_targets_per_s']:.0f} targets/s, utilisation {m['utilisation']:.2f}, "
         f"{m['wall_s']:.1f} s, peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB -> {out_dir}"
     )
