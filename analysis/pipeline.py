@@ -32,6 +32,7 @@ from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_see
 from .gain_reference import resolve_reference
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
+from .run_health import annotate_headline, assess, healthy
 from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
 
@@ -125,19 +126,22 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
 def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True, plots: bool = True) -> AnalysisResult:
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
-    results = load_results(root, baseline=baseline)
+    everything = load_results(root, baseline=baseline)
+    health = assess(everything.runs, everything.config_columns)
+    results = healthy(everything, health)  # unhealthy runs left out of every number, each listed
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
     scaling = scaling_analysis(results, reference)
     comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
     ablations = ablation_analysis(results, progress=progress)
     arm_facts, protocol_notes = protocol_evidence(results, ablations)
     res = AnalysisResult(results, scaling, ablations, headline(results, reference), comparisons, reference,
-                         arm_facts=arm_facts, ranks=rank_comparison(results))
+                         arm_facts=arm_facts, ranks=rank_comparison(results), health=health)
+    annotate_headline(res.headline, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")
-    res.warnings = _warnings(res, compare_notes + protocol_notes, plots=plots)
+    res.warnings = health.warnings() + _warnings(res, compare_notes + protocol_notes, plots=plots)
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))
