@@ -61,6 +61,7 @@ from .fingerprint import machine_fingerprint
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
 from . import run_health
+from .lr_schedule import LRSchedule
 from .step import TrainStep
 
 
@@ -289,6 +290,8 @@ def train_run(
                       attention=tc.attention)
     step = TrainStep(model, tc, device)
     optimizers, forward = step.optimizers, step.forward
+    schedule = LRSchedule(tc.schedule, optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
+                          steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))
     position = Position()
     best_state: dict[str, torch.Tensor] | None = None
     if resume:
@@ -333,6 +336,7 @@ def train_run(
             for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
                                          start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
                                          **loader_options(device, tc.prefetch_batches, tc.loader_workers)):
+                schedule.apply(position.epoch, position.batch)
                 loss_total += step(move_batch(batch, device)).double()
                 n = int(batch["label"].shape[0])
                 position.batch += 1
