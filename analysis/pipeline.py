@@ -32,6 +32,7 @@ from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_see
 from .gain_reference import resolve_reference
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
+from .curves import plot_learning_curves
 from .run_health import annotate_headline, assess, healthy
 from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
@@ -77,6 +78,8 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     if groups.empty:
         res.group_note = ("No run folder with metrics.json `groups` (a results folder with only runs.parquet has "
                           "none): no grouped-metric plot.")
+    if res.health is not None:  # every run, unhealthy ones dashed (analysis/curves.py)
+        made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
     res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}
 
 

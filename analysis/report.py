@@ -27,6 +27,7 @@ from .powerlaw import BAND_METHOD, CI_METHOD
 from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
+from .curves import curves_section
 from .run_health import health_dict, health_section
 from .gain_reference import Reference
 from .scaling import FamilyScaling
@@ -354,7 +355,8 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 def render_report(res: AnalysisResult) -> str:
     overview = _overview(res)
     at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
-    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + _ablation_section(res) + protocol_section(res)
+    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + curves_section(res.plots)
+             + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
              + _scaling_section(res) + _family_comparison_section(res))  # the protocol answer opens the report
     extra = [n for n in ("groups", "settings") if n in res.plots]

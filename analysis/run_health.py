@@ -45,6 +45,7 @@ class RunHealth:
     unchecked: list[str] = field(default_factory=list)  # criteria not checked for some run
     total_runs: int = 0
     used: pd.Series | None = None  # per row: analysed (ok, or no run of its setting is ok)
+    runs: pd.DataFrame | None = None  # every run of runs.parquet (`status` is indexed like it)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -105,6 +106,7 @@ def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
                                       derived_of[idx], kept=not bool(setting_ok[idx])))
     out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs))
     out.used = ok | ~setting_ok
+    out.runs = runs
     return out
 
 

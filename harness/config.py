@@ -59,6 +59,8 @@ class TrainConfig:
         prefetch_batches: batches the loader assembles ahead of the step in background threads
             (0 = assemble in the training thread); never changes the batches or their order.
         loader_workers: threads assembling those batches.
+        log_every_steps: write a learning-curve point (train loss, learning rate, gradient norm, throughput) to
+            the run folder's TensorBoard event files every N optimiser steps (harness/curves.py); 0 = off.
         recipe: "seed" (default) = the seed's rules: AdamW at a constant `lr`, `schedule` left at its defaults;
             "custom" = `schedule` applies (harness/lr_schedule.py). Study YAMLs say which they use.
         schedule: warm-up and decay of the learning rate (`recipe: custom` only).
@@ -85,6 +87,7 @@ class TrainConfig:
     checkpoint_every_s: float = 600.0
     prefetch_batches: int = 2
     loader_workers: int = 1
+    log_every_steps: int = 50
     recipe: Literal["seed", "custom"] = "seed"
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
@@ -106,7 +109,7 @@ class TrainConfig:
                         "early_stopping_patience": self.early_stopping_patience, "num_threads": self.num_threads,
                         "checkpoint_every_batches": self.checkpoint_every_batches,
                         "checkpoint_every_s": self.checkpoint_every_s,
-                        "prefetch_batches": self.prefetch_batches}
+                        "prefetch_batches": self.prefetch_batches, "log_every_steps": self.log_every_steps}
         for key, value in non_negative.items():
             if value < 0:
                 raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
@@ -124,7 +127,8 @@ class TrainConfig:
 #: TrainConfig keys that change when or how often state is saved, never the result; a resumed run
 #: may change them.
 RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s",
-                                     "train.prefetch_batches", "train.loader_workers", "data")
+                                     "train.prefetch_batches", "train.loader_workers", "train.log_every_steps",
+                                     "data")
 
 
 @dataclass

@@ -61,6 +61,7 @@ from .fingerprint import machine_fingerprint
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
 from . import run_health
+from .curves import CurveLogger
 from .lr_schedule import LRSchedule
 from .step import TrainStep
 
@@ -323,6 +324,7 @@ def train_run(
 
     stop = StopSignals()
     n_targets = dataset.num_targets("train")
+    curves = CurveLogger(out_dir, tc.log_every_steps, device)  # harness/curves.py: reads values, no RNG
     last_save = time.perf_counter()
     model.train()
     stop.install()
@@ -337,9 +339,11 @@ def train_run(
                                          start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
                                          **loader_options(device, tc.prefetch_batches, tc.loader_workers)):
                 schedule.apply(position.epoch, position.batch)
-                loss_total += step(move_batch(batch, device)).double()
+                loss = step(move_batch(batch, device))
+                loss_total += loss.double()
                 n = int(batch["label"].shape[0])
                 position.batch += 1
+                curves.step(schedule.step_of(position.epoch, position.batch), loss, n, step.grad_norm, schedule.lr())
                 position.targets_seen += n
                 bar.update(n)
                 now = time.perf_counter()
@@ -367,6 +371,7 @@ def train_run(
                 flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
                 value = flat[tc.early_stopping_metric]
                 epoch_record[tc.early_stopping_metric] = value
+                curves.evaluation(schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
                 position.valid_seconds += time.perf_counter() - t_valid
                 if _is_better(tc.early_stopping_metric, value, position.best_metric):
                     position.best_metric, position.epochs_without_improvement = value, 0
@@ -406,10 +411,12 @@ def train_run(
             scores[split] = sc
             RF.write_predictions(out_dir, split, ev, lab, sc)
         eval_seconds = time.perf_counter() - t_eval
+        curves.evaluation(schedule.step_of(position.epoch, position.batch), result)
     except TrainingAborted as e:
         raise TrainingAborted(e.signum, out_dir, saved["at"], during_write=bool(saved["writing"])) from None
     finally:
         stop.restore()
+        curves.close()
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
     result.update(cost)
     result.update({
