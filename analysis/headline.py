@@ -39,6 +39,7 @@ class HeadlineRow:
     oracle_auc: float
     share_oracle_gap: float
     is_reference: bool = False
+    health: str = ""  # runs per health status (analysis/run_health.py)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Headline:
     notes: list[str] = field(default_factory=list)
     has_params: bool = False
     has_oracle: bool = False
+    has_health: bool = False
 
 
 def _mean_sd(values: pd.Series) -> tuple[float, float]:

@@ -33,6 +33,8 @@ from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_see
 from .gain_reference import resolve_reference
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
+from .curves import plot_learning_curves
+from .run_health import annotate_headline, assess, healthy
 from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
 from .scaling_tests import correct_scaling_tests
@@ -80,6 +82,8 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     if groups.empty:
         res.group_note = ("No run folder with metrics.json `groups` (a results folder with only runs.parquet has "
                           "none): no grouped-metric plot.")
+    if res.health is not None:  # every run, unhealthy ones dashed (analysis/curves.py)
+        made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
     res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}
 
 
@@ -129,7 +133,9 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
 def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True, plots: bool = True) -> AnalysisResult:
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
-    results = load_results(root, baseline=baseline)
+    everything = load_results(root, baseline=baseline)
+    health = assess(everything.runs, everything.config_columns)
+    results = healthy(everything, health)  # unhealthy runs left out of every number, each listed
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
     scaling = scaling_analysis(results, reference)
     comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
@@ -137,12 +143,13 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     ablations = ablation_analysis(results, progress=progress)
     arm_facts, protocol_notes = protocol_evidence(results, ablations)
     res = AnalysisResult(results, scaling, ablations, headline(results, reference), comparisons, reference,
-                         arm_facts=arm_facts, ranks=rank_comparison(results))
+                         arm_facts=arm_facts, ranks=rank_comparison(results), health=health)
+    annotate_headline(res.headline, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")
-    res.warnings = _warnings(res, compare_notes + protocol_notes, plots=plots)
+    res.warnings = health.warnings() + _warnings(res, compare_notes + protocol_notes, plots=plots)
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))

@@ -22,6 +22,8 @@ from .powerlaw import CI_METHOD
 from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
+from .curves import curves_section
+from .run_health import health_dict, health_section
 from .gain_reference import Reference
 from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
@@ -51,6 +53,7 @@ class AnalysisResult:
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)
+    health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -66,7 +69,7 @@ def _headline_rows(h: Headline) -> list[list[str]]:
     rows = []
     for r in h.rows:
         label = r.label + (" (reference)" if r.is_reference else "")
-        row = [label, str(r.n_seeds), _pm(r.auc), _pm(r.logloss), _f(r.flops_per_target / 1e6, ".4g")]
+        row = [label, str(r.n_seeds), *([r.health] if h.has_health else []), _pm(r.auc), _pm(r.logloss), _f(r.flops_per_target / 1e6, ".4g")]
         if h.has_params:
             row.append("–" if not np.isfinite(r.params_non_embedding) else f"{r.params_non_embedding:,.0f}")
         if h.has_oracle:
@@ -76,7 +79,7 @@ def _headline_rows(h: Headline) -> list[list[str]]:
 
 
 def _headline_header(h: Headline, split: str) -> list[str]:
-    header = ["architecture (setting)", "seeds", f"{split} AUC mean ± sd", f"{split} LogLoss mean ± sd",
+    header = ["architecture (setting)", "seeds", *(["runs (health)"] if h.has_health else []), f"{split} AUC mean ± sd", f"{split} LogLoss mean ± sd",
               "forward MFLOPs / target"]
     if h.has_params:
         header.append("non-embedding params")
@@ -165,7 +168,8 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 def render_report(res: AnalysisResult) -> str:
     overview = _overview(res)
     at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
-    lines = (overview[:at] + answer_lines(res) + overview[at:] + _ablation_section(res) + protocol_section(res)
+    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + curves_section(res.plots)
+             + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
              + scaling_section(res) + family_comparison_section(res))  # the protocol answer opens the report
     extra = [n for n in ("groups", "settings") if n in res.plots]
@@ -328,7 +332,8 @@ def _headline(h: Headline | None) -> dict[str, Any] | None:
         {"label": r.label, "setting": r.setting, "n_seeds": r.n_seeds, "auc_mean": r.auc[0], "auc_sd": r.auc[1],
          "logloss_mean": r.logloss[0], "logloss_sd": r.logloss[1], "flops_per_target": r.flops_per_target,
          "params_non_embedding": r.params_non_embedding, "oracle_auc": r.oracle_auc,
-         "share_oracle_gap": r.share_oracle_gap, "is_reference": r.is_reference} for r in h.rows]}
+         "share_oracle_gap": r.share_oracle_gap, "is_reference": r.is_reference,
+         **({"health": r.health} if h.has_health else {})} for r in h.rows]}
 
 
 def summary_dict(res: AnalysisResult) -> dict[str, Any]:
@@ -341,7 +346,7 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "scaling": [family_json(f) for f in res.scaling], "scaling_notes": res.notes,
             "family_comparisons": [comparison_json(c) for c in res.comparisons],
             "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
-            "warnings": res.warnings,
+            "warnings": res.warnings, **({"run_health": health_dict(res.health)} if res.health is not None else {}),
             **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {})}
 
 

@@ -22,6 +22,7 @@ import yaml
 from protocols.errors import one_line
 from protocols.typed_config import ConfigError, apply_overrides, from_dict, to_dict
 
+from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
 
 
@@ -66,6 +67,11 @@ class TrainConfig:
         prefetch_batches: batches the loader assembles ahead of the step in background threads
             (0 = assemble in the training thread); never changes the batches or their order.
         loader_workers: threads assembling those batches.
+        log_every_steps: write a learning-curve point (train loss, learning rate, gradient norm, throughput) to
+            the run folder's TensorBoard event files every N optimiser steps (harness/curves.py); 0 = off.
+        recipe: "seed" (default) = the seed's rules: AdamW at a constant `lr`, `schedule` left at its defaults;
+            "custom" = `schedule` applies (harness/lr_schedule.py). Study YAMLs say which they use.
+        schedule: warm-up and decay of the learning rate (`recipe: custom` only).
     """
 
     lr: float = 1e-3
@@ -90,6 +96,9 @@ class TrainConfig:
     checkpoint_every_s: float = 600.0
     prefetch_batches: int = 2
     loader_workers: int = 1
+    log_every_steps: int = 50
+    recipe: Literal["seed", "custom"] = "seed"
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
     def use_bf16(self, device: Any) -> bool:
         """Whether training and evaluation on `device` (a torch.device) autocast to bfloat16."""
@@ -109,7 +118,7 @@ class TrainConfig:
                         "early_stopping_patience": self.early_stopping_patience, "num_threads": self.num_threads,
                         "checkpoint_every_batches": self.checkpoint_every_batches,
                         "checkpoint_every_s": self.checkpoint_every_s,
-                        "prefetch_batches": self.prefetch_batches}
+                        "prefetch_batches": self.prefetch_batches, "log_every_steps": self.log_every_steps}
         for key, value in non_negative.items():
             if value < 0:
                 raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
@@ -118,6 +127,10 @@ class TrainConfig:
         if not 0.0 <= self.id_mask_prob < 1.0:
             raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
         check_split_metric("train.early_stopping_metric", self.early_stopping_metric)
+        if self.recipe == "seed" and self.schedule != ScheduleConfig():
+            changed = next(k for k, v in vars(self.schedule).items() if v != getattr(ScheduleConfig(), k))
+            raise ConfigError(f"train.schedule.{changed}: recipe seed trains at a constant learning rate (the seed's "
+                              "rules); set train.recipe: custom to use a schedule")
 
 
 #: TrainConfig key added after run folders existed, with the value runs written before it behaved as
@@ -127,7 +140,8 @@ SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE = "train.select_epoch", "last"
 #: TrainConfig keys that change when or how often state is saved, never the result; a resumed run
 #: may change them.
 RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s",
-                                     "train.prefetch_batches", "train.loader_workers", "data")
+                                     "train.prefetch_batches", "train.loader_workers", "train.log_every_steps",
+                                     "data")
 
 
 @dataclass
@@ -230,4 +244,6 @@ def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
     """Plain dict of a RunConfig with the model section fully resolved (defaults included)."""
     out = to_dict(cfg)
     out["model"] = to_dict(cfg.model_config())
+    if cfg.train.recipe == "seed":  # the seed's recipe: config.yaml as before schedules existed (old folders resume)
+        del out["train"]["recipe"], out["train"]["schedule"]
     return out

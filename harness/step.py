@@ -31,6 +31,7 @@ class TrainStep:
         self.device_type = device.type
         self.bf16 = tc.use_bf16(device)
         self.attention = tc.attention
+        self.grad_norm: torch.Tensor | None = None  # of the last step (harness/curves.py logs it)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.bf16:
@@ -42,7 +43,7 @@ class TrainStep:
             logits = self.forward(batch)  # [B]
         loss_sum = F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
         (loss_sum / self.batch_size).backward()
-        clip_gradients(self.model, self.grad_clip)
+        self.grad_norm = clip_gradients(self.model, self.grad_clip)  # before clipping; None without clipping
         for opt in self.optimizers:
             opt.step()
             opt.zero_grad(set_to_none=True)

@@ -63,6 +63,9 @@ from .config import RunConfig, run_config_dict
 from .fingerprint import machine_fingerprint
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .metric_registry import check_split_metric
+from . import run_health
+from .curves import CurveLogger
+from .lr_schedule import LRSchedule
 from .step import TrainStep
 
 
@@ -299,6 +302,8 @@ def train_run(
                       attention=tc.attention)
     step = TrainStep(model, tc, device)
     optimizers, forward = step.optimizers, step.forward
+    schedule = LRSchedule(tc.schedule, optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
+                          steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))
     position = Position()
     best_state: dict[str, torch.Tensor] | None = None
     if resume:
@@ -331,6 +336,7 @@ def train_run(
     stop = StopSignals()
     n_targets = dataset.num_targets("train")
     select_best = tc.epochs > 1 and tc.select_epoch == "best_valid"  # validate every epoch, test the best
+    curves = CurveLogger(out_dir, tc.log_every_steps, device)  # harness/curves.py: reads values, no RNG
     last_save = time.perf_counter()
     model.train()
     stop.install()
@@ -344,9 +350,12 @@ def train_run(
             for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
                                          start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
                                          **loader_options(device, tc.prefetch_batches, tc.loader_workers)):
-                loss_total += step(move_batch(batch, device)).double()
+                schedule.apply(position.epoch, position.batch)
+                loss = step(move_batch(batch, device))
+                loss_total += loss.double()
                 n = int(batch["label"].shape[0])
                 position.batch += 1
+                curves.step(schedule.step_of(position.epoch, position.batch), loss, n, step.grad_norm, schedule.lr())
                 position.targets_seen += n
                 bar.update(n)
                 now = time.perf_counter()
@@ -374,6 +383,8 @@ def train_run(
                 flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
                 value = flat[tc.early_stopping_metric]
                 epoch_record[tc.early_stopping_metric] = value
+                epoch_record["valid_ne"] = flat["valid_ne"]  # run_health's still-falling check reads it
+                curves.evaluation(schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
                 position.valid_seconds += time.perf_counter() - t_valid
                 if _is_better(tc.early_stopping_metric, value, position.best_metric):
                     position.best_metric, position.epochs_without_improvement = value, 0
@@ -401,19 +412,26 @@ def train_run(
 
         result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
         groups: dict[str, Any] = {}
+        scores: dict[str, np.ndarray] = {}
         for split in PREDICTION_SPLITS:
             if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
                 raise TrainingInterrupted(stop.signum, out_dir, position)
             ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
                                   bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
-            flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+            if np.isfinite(sc).all():
+                flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+            else:  # diverged: metrics undefined, recorded as such (harness/run_health.py)
+                flat, groups[split] = run_health.undefined_metrics(split, lab), {}
             result.update(flat)
+            scores[split] = sc
             RF.write_predictions(out_dir, split, ev, lab, sc)
         eval_seconds = time.perf_counter() - t_eval
+        curves.evaluation(schedule.step_of(position.epoch, position.batch), result)
     except TrainingAborted as e:
         raise TrainingAborted(e.signum, out_dir, saved["at"], during_write=bool(saved["writing"])) from None
     finally:
         stop.restore()
+        curves.close()
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
     result.update(cost)
     result.update({
@@ -438,6 +456,7 @@ def train_run(
         "groups": groups,
         **machine_fingerprint(device),
     })
+    result.update(run_health.record(result, model, scores["valid"], position.history))  # harness/run_health.py
     RF.write_metrics(out_dir, result)
     if not final_checkpoint:
         ckpt_path.unlink(missing_ok=True)
@@ -448,8 +467,10 @@ def train_run(
 
 def summary_line(m: dict[str, Any], out_dir: Path) -> str:
     oracle = f" (oracle {m['oracle_test_auc']:.4f})" if m.get("oracle_test_auc") is not None else ""
+    f4 = lambda x: "–" if x is None else f"{x:.4f}"  # noqa: E731 (a diverged run's metrics are null)
+    health = "" if m.get("health_status") in (None, "ok") else f" [{m['health_status']}: {m['health_reasons']}]"
     return (
-        f"{m['arch']} seed {m['seed']}: test AUC {m['test_auc']:.4f}{oracle} LogLoss {m['test_logloss']:.4f} "
-        f"NE {m['test_ne']:.4f} | {m['train_targets_per_s']:.0f} targets/s, utilisation {m['utilisation']:.2f}, "
+        f"{m['arch']} seed {m['seed']}: test AUC {f4(m['test_auc'])}{oracle} LogLoss {f4(m['test_logloss'])} "
+        f"NE {f4(m['test_ne'])}{health} | {m['train_targets_per_s']:.0f} targets/s, utilisation {m['utilisation']:.2f}, "
         f"{m['wall_s']:.1f} s, peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB -> {out_dir}"
     )

@@ -58,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         if res.unread_runs and not run_folders_absent(res.results):
             print(f"{len(res.unread_runs)} expected run(s) could not be read:")
             print("\n".join(f"  {m}" for m in res.unread_runs))
+    if args.strict and res.health is not None and res.health.excluded:
+        print(f"recscale analyze: --strict: {len(res.health.excluded)} of {res.health.total_runs} run(s) are not "
+              f"healthy and were left out (listed in {args.results_dir / REPORT})", file=sys.stderr)
+        return 1
     if args.strict and res.unread_runs:
         where = ("no run folder exists (only runs.parquet)" if run_folders_absent(res.results)
                  else f"listed in {args.results_dir / REPORT}")

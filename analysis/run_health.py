@@ -1,0 +1,161 @@
+"""Run health in the analysis: which runs of runs.parquet learned, and the sweep analysed without the rest.
+
+Each run's status is the one `train_run` recorded (`health_status`, `health_reasons`; harness/run_health.py
+owns the criteria and thresholds). A runs.parquet written before that column existed (the committed
+references) gets the status derived from the columns it has (`valid_ne`, `valid_auc`, `valid_n`,
+`valid_positives`, `train_loss`), and the criteria whose inputs are missing are named (`unchecked`).
+
+Unhealthy runs (`collapsed`, `diverged`, `undertrained`) are left out of everything the analysis computes
+(headline means, scaling fits, comparisons, expectations) when their setting (architecture and config, all
+but the seed) has a healthy run; each is listed with its reason. A setting with no healthy run at all keeps
+its runs, since leaving it out would silently remove it (and maybe the gain reference) from the study: those
+runs are listed as used though unhealthy, and the headline table shows every setting's health counts.
+`recscale analyze --strict` fails when any run is unhealthy.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness import run_health as H
+
+from .collect import SweepResults
+from .headline import Headline
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    trial: str  # trial_id, or the row number when runs.parquet has none
+    status: str
+    reasons: str
+    derived: bool  # derived from existing columns (not recorded by the run)
+    kept: bool = False  # used anyway: no run of its setting is healthy
+
+
+@dataclass
+class RunHealth:
+    status: pd.Series  # per row of the full runs table
+    excluded: list[Exclusion] = field(default_factory=list)
+    derived_rows: int = 0  # rows whose status was derived here, not recorded
+    unchecked: list[str] = field(default_factory=list)  # criteria not checked for some run
+    total_runs: int = 0
+    used: pd.Series | None = None  # per row: analysed (ok, or no run of its setting is ok)
+    runs: pd.DataFrame | None = None  # every run of runs.parquet (`status` is indexed like it)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = Counter(self.status)
+        return {s: int(c.get(s, 0)) for s in H.STATUSES}
+
+    def notes(self) -> list[str]:
+        """Report lines: what was checked, how, and what was left out (empty list when every run is ok and
+        every criterion was checked)."""
+        out = []
+        if self.derived_rows:
+            out.append(f"run health of {self.derived_rows} of {self.total_runs} run(s) derived from runs.parquet's "
+                       "columns (the runs predate the recorded status); not checked for them: "
+                       + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked))
+        elif self.unchecked:
+            out.append("run health: not checked for some runs: "
+                       + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked))
+        return out
+
+    def warnings(self) -> list[str]:
+        return [f"{e.trial}: {e.status} ({e.reasons}); " + (_KEPT if e.kept else "left out of the analysis")
+                for e in self.excluded]
+
+
+_KEPT = "USED in the analysis: no run of its setting is healthy"
+
+
+
+def _str(v: Any) -> str:
+    return "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+
+
+def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
+    """Status of every row of `runs` (recorded where the run recorded one, else derived from its columns), and
+    which unhealthy ones are left out: those whose setting (`cols`) has an ok run."""
+    statuses, excluded, unchecked, derived = [], [], Counter(), 0
+    reasons_of: dict[Any, str] = {}
+    derived_of: dict[Any, bool] = {}
+    for i, row in enumerate(runs.to_dict("records")):
+        recorded = _str(row.get(H.STATUS_KEY))
+        if recorded:
+            status, reasons = recorded, _str(row.get(H.REASONS_KEY))
+            missing = [c for c in _str(row.get(H.UNCHECKED_KEY)).split(", ") if c]
+        else:
+            h = H.classify(row)
+            status, reasons, missing = h.status, "; ".join(h.reasons), list(h.unchecked)
+            derived += 1
+        unchecked.update(missing)
+        statuses.append(status)
+        reasons_of[runs.index[i]], derived_of[runs.index[i]] = reasons, not recorded
+    status = pd.Series(statuses, index=runs.index, dtype=object)
+    ok = status == H.OK
+    setting_ok = ok.groupby([runs[c].astype(str) for c in cols], dropna=False).transform("any") if cols else \
+        pd.Series(bool(ok.any()), index=runs.index)
+    for i, (idx, row) in enumerate(runs.iterrows()):
+        if status[idx] != H.OK:
+            excluded.append(Exclusion(str(row.get("trial_id", f"row {i}")), status[idx], reasons_of[idx],
+                                      derived_of[idx], kept=not bool(setting_ok[idx])))
+    out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs))
+    out.used = ok | ~setting_ok
+    out.runs = runs
+    return out
+
+
+def healthy(results: SweepResults, health: RunHealth) -> SweepResults:
+    """`results` with only the runs `health` uses (renumbered); the same object when it uses every run."""
+    keep = health.used.to_numpy(dtype=bool)
+    if keep.all():
+        return results
+    return dataclasses.replace(results, runs=results.runs[keep].reset_index(drop=True))
+
+
+def counts_label(statuses: pd.Series) -> str:
+    """`3 ok` or `2 ok, 1 collapsed`: a setting's runs per status."""
+    c = Counter(statuses)
+    return ", ".join(f"{c[s]} {s}" for s in H.STATUSES if c.get(s))
+
+
+def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: RunHealth) -> None:
+    """Give each headline row its setting's health counts over every run of runs.parquet (`runs`)."""
+    labels = {}
+    for k, rows in runs.groupby(cols, dropna=False, sort=True):
+        k = k if isinstance(k, tuple) else (k,)
+        labels[tuple(str(v.item() if isinstance(v, np.generic) else v) for v in k)] = \
+            counts_label(health.status.loc[rows.index])
+    for r in h.rows:
+        r.health = labels.get(tuple(str(r.setting[c]) for c in cols), "")
+    h.has_health = True
+
+
+def health_section(health: RunHealth | None) -> list[str]:
+    """report.md's `## Run health`: the counts, the criteria, what could not be checked, every run left out."""
+    if health is None:
+        return []
+    c = health.counts
+    out = ["## Run health", "",
+           f"{health.total_runs} runs: " + ", ".join(f"{c[s]} {s}" for s in H.STATUSES) + ". Criteria "
+           "(harness/run_health.py): " + "; ".join(f"{name}: {text}" for name, text in H.CRITERIA.items()) + ".", ""]
+    out += [f"_{n}_" for n in health.notes()] + ([""] if health.notes() else [])
+    if health.excluded:
+        out += ["Unhealthy runs: left out of every mean, fit, comparison and expectation below, except where no run "
+                "of the setting is healthy (then used, and marked so here).", "",
+                "| run | status | reason | in the analysis |", "|---|---|---|---|"]
+        out += [f"| {e.trial} | {e.status} | {e.reasons}{' (derived)' if e.derived else ''} | "
+                f"{'**used**: no healthy run in its setting' if e.kept else 'left out'} |" for e in health.excluded]
+        out.append("")
+    return out
+
+
+def health_dict(health: RunHealth) -> dict[str, Any]:
+    """analysis.json's `run_health`."""
+    return {"counts": health.counts, "derived_rows": health.derived_rows, "unchecked": health.unchecked,
+            "excluded": [dataclasses.asdict(e) for e in health.excluded]}

@@ -1,0 +1,109 @@
+"""Learning-rate schedule of a run (`train.schedule`): linear warm-up, then constant, cosine or linear decay to
+a floor, as a pure function of the global step.
+
+The learning rate of step t (0-based, counted over the whole run) is `lr * factor(t)`:
+
+- warm-up over the first W steps: factor = (t + 1) / W (W = `warmup_steps`, or `warmup_fraction` of the run,
+  rounded to the nearest step);
+- then, over the remaining steps up to the last (T - 1): `constant` keeps 1; `cosine` goes
+  floor + (1 - floor) * (1 + cos(pi p)) / 2 and `linear` floor + (1 - floor) * (1 - p), with p running from 0
+  at step W to 1 at the last step (`floor` is a fraction of `lr`).
+
+T = epochs * ceil(train targets / batch_size) comes from the data and the config alone, and step t from the
+run's position (epoch, batch), so a resumed run sets the same rate at every step as an uninterrupted one: the
+schedule's only state is each parameter group's base rate (`initial_lr`, set when the optimisers are built,
+before a checkpoint is loaded, and saved with them). The rate is written into the groups before each step. `recipe: seed` (the default: the seed's rules, AdamW at a constant `lr`) never touches
+the optimisers, so such runs are bit-identical to runs made before schedules existed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from protocols.typed_config import ConfigError
+
+KINDS = ("constant", "cosine", "linear")
+
+
+@dataclass
+class ScheduleConfig:
+    """`train.schedule`.
+
+    Attributes:
+        kind: after warm-up, "constant", "cosine" or "linear" decay to `floor` at the last step.
+        warmup_steps: linear warm-up over this many steps (0 = none).
+        warmup_fraction: or over this fraction of the run's steps (0 = none; not both).
+        floor: learning rate at the last step as a fraction of `train.lr` (cosine and linear).
+    """
+
+    kind: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: int = 0
+    warmup_fraction: float = 0.0
+    floor: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError(f"train.schedule.warmup_steps must be >= 0, got {self.warmup_steps!r}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ConfigError(f"train.schedule.warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
+        if self.warmup_steps and self.warmup_fraction:
+            raise ConfigError("train.schedule.warmup_fraction: give warmup_steps or warmup_fraction, not both")
+        if not 0.0 <= self.floor <= 1.0:
+            raise ConfigError(f"train.schedule.floor must be in [0, 1], got {self.floor!r}")
+
+    @property
+    def is_constant(self) -> bool:
+        """No warm-up and no decay: the seed's constant learning rate."""
+        return self.kind == "constant" and not self.warmup_steps and not self.warmup_fraction
+
+
+def total_steps(n_targets: int, batch_size: int, epochs: int) -> int:
+    """Optimiser steps of the whole run (the last, partial batch of each epoch is a step)."""
+    return epochs * math.ceil(n_targets / batch_size)
+
+
+def warmup_steps(cfg: ScheduleConfig, total: int) -> int:
+    return cfg.warmup_steps if cfg.warmup_steps else int(round(cfg.warmup_fraction * total))
+
+
+def factor(cfg: ScheduleConfig, step: int, total: int) -> float:
+    """Multiplier of `train.lr` at 0-based global step `step` of a run of `total` steps."""
+    w = warmup_steps(cfg, total)
+    if step < w:
+        return (step + 1) / w
+    if cfg.kind == "constant":
+        return 1.0
+    p = min(1.0, max(0.0, (step - w) / (total - 1 - w))) if total - 1 > w else 1.0
+    shape = 0.5 * (1.0 + math.cos(math.pi * p)) if cfg.kind == "cosine" else 1.0 - p
+    return cfg.floor + (1.0 - cfg.floor) * shape
+
+
+class LRSchedule:
+    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule)."""
+
+    def __init__(self, cfg: ScheduleConfig, optimizers: Sequence, *, steps_per_epoch: int, epochs: int) -> None:
+        self.cfg, self.steps_per_epoch = cfg, steps_per_epoch
+        self.total = steps_per_epoch * epochs
+        self.optimizers = list(optimizers)
+        if not cfg.is_constant:  # each group's own base rate, kept in its state dict (so through a resume)
+            for opt in self.optimizers:
+                for group in opt.param_groups:
+                    group.setdefault("initial_lr", group["lr"])
+
+    def step_of(self, epoch: int, batch: int) -> int:
+        return epoch * self.steps_per_epoch + batch
+
+    def apply(self, epoch: int, batch: int) -> float:
+        """Set the rate of the step about to run (batch `batch` of `epoch`); returns the factor."""
+        if self.cfg.is_constant:
+            return 1.0
+        f = factor(self.cfg, self.step_of(epoch, batch), self.total)
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                group["lr"] = group["initial_lr"] * f
+        return f
+
+    def lr(self) -> float:
+        """The first group's current learning rate (for logging)."""
+        return float(self.optimizers[0].param_groups[0]["lr"])

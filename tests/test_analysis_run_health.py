@@ -1,0 +1,82 @@
+"""analysis.run_health through `recscale analyze`: an unhealthy run is left out of the headline mean and the
+paired comparison (values checked against pandas on the healthy runs), listed with its reason, counted in the
+headline table; a setting with no healthy run is used and marked; --strict fails; a runs.parquet without
+recorded statuses gets them derived from its columns, naming what could not be checked."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from test_analyze_cli import ANALYSIS, SEEDS, make_results
+
+
+def _mark(root, **where_status):
+    runs = pd.read_parquet(root / "runs.parquet")
+    runs["health_status"], runs["health_reasons"], runs["health_unchecked"] = "ok", "", ""
+    for trial, (status, reason) in where_status.items():
+        runs.loc[runs["trial_id"] == trial, ["health_status", "health_reasons"]] = [status, reason]
+    runs.to_parquet(root / "runs.parquet")
+    return runs
+
+
+def test_unhealthy_runs_are_left_out_listed_counted_and_fail_strict(tmp_path, capsys):
+    root = make_results(tmp_path / "h", analysis=ANALYSIS)
+    runs = _mark(root, whale_d64_s0_delay60=("collapsed", "auc_noise: valid AUC 0.5001"),
+                 **{f"shallow_hybrid_d64_s{s}_delay60": ("undertrained", "ne_threshold: valid NE 1.01") for s in SEEDS})
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    summary = json.loads((root / "analysis.json").read_text())
+    rows = {r["label"]: r for r in summary["headline"]["rows"]}
+    whale = runs[(runs["arch"] == "whale") & (runs["model.dim"] == 64) & (runs["seed"] != 0)]
+    assert rows["whale, dim=64"]["n_seeds"] == len(SEEDS) - 1
+    assert rows["whale, dim=64"]["auc_mean"] == pytest.approx(whale["test_auc"].mean(), rel=1e-12)
+    assert rows["whale, dim=64"]["health"] == f"{len(SEEDS) - 1} ok, 1 collapsed"
+    # every run of shallow_hybrid is unhealthy: used (not silently dropped), counted and marked
+    assert rows["shallow_hybrid, dim=64"]["n_seeds"] == len(SEEDS)
+    assert rows["shallow_hybrid, dim=64"]["health"] == f"{len(SEEDS)} undertrained"
+    # the paired comparison at dim 64 loses seed 0
+    meanpool = [a for a in summary["ablations"] if a["comparison"] == "WHALE vs MeanPool"][0]
+    assert meanpool["seeds"] == SEEDS[1:]
+    health = summary["run_health"]
+    assert health["counts"] == {"ok": len(runs) - 1 - len(SEEDS), "diverged": 0, "collapsed": 1,
+                                "undertrained": len(SEEDS)}
+    kept = {e["trial"]: e["kept"] for e in health["excluded"]}
+    assert kept == {"whale_d64_s0_delay60": False, **{f"shallow_hybrid_d64_s{s}_delay60": True for s in SEEDS}}
+    report = (root / "report.md").read_text()
+    assert "## Run health" in report and "| whale_d64_s0_delay60 | collapsed | auc_noise: valid AUC 0.5001 | left out |" in report
+    assert any("whale_d64_s0_delay60: collapsed" in w for w in summary["warnings"])
+    capsys.readouterr()
+    assert main(["analyze", str(root), "--no-plots", "--strict"]) == 1
+    assert f"--strict: {1 + len(SEEDS)} of {len(runs)} run(s) are not healthy" in capsys.readouterr().err
+
+
+def test_old_runs_table_gets_health_derived_from_its_columns(tmp_path):
+    root = make_results(tmp_path / "old", analysis=ANALYSIS)
+    runs = pd.read_parquet(root / "runs.parquet")
+    runs["valid_n"], runs["valid_positives"] = 10_000, 3_000
+    runs["valid_auc"], runs["valid_ne"], runs["train_loss"] = 0.7, 0.9, 0.5
+    runs.loc[runs["trial_id"] == "wukong_d64_s1_delay60", "valid_auc"] = 0.5003  # within 2 SE (0.0063) of 0.5
+    runs.to_parquet(root / "runs.parquet")
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    summary = json.loads((root / "analysis.json").read_text())
+    health = summary["run_health"]
+    assert health["derived_rows"] == len(runs)
+    assert health["unchecked"] == ["nonfinite_weights", "constant_predictions", "still_falling"]
+    assert [(e["trial"], e["status"], e["derived"]) for e in health["excluded"]] == \
+        [("wukong_d64_s1_delay60", "collapsed", True)]
+    report = (root / "report.md").read_text()
+    assert "derived from runs.parquet's columns" in report and "constant_predictions" in report
+
+
+def test_all_healthy_sweep_analyses_as_before(tmp_path):
+    """Every run ok: the same numbers as without the health columns (nothing left out)."""
+    a = make_results(tmp_path / "a", analysis=ANALYSIS)
+    b = make_results(tmp_path / "b", analysis=ANALYSIS)
+    _mark(b)
+    for root in (a, b):
+        assert main(["analyze", str(root), "--no-plots"]) == 0
+    sa, sb = (json.loads((r / "analysis.json").read_text()) for r in (a, b))
+    assert sa["ablations"] == sb["ablations"] and sa["scaling"] == sb["scaling"]
+    assert sb["run_health"]["excluded"] == [] and sb["run_health"]["derived_rows"] == 0
