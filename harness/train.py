@@ -426,7 +426,8 @@ def train_run(
             scores[split] = sc
             RF.write_predictions(out_dir, split, ev, lab, sc)
         eval_seconds = time.perf_counter() - t_eval
-        curves.evaluation(schedule.step_of(position.epoch, position.batch), result)
+        if not (tc.early_stopping_patience or select_best):  # else every epoch's validation is logged already
+            curves.evaluation(schedule.step_of(position.epoch, position.batch), result)
     except TrainingAborted as e:
         raise TrainingAborted(e.signum, out_dir, saved["at"], during_write=bool(saved["writing"])) from None
     finally:
