@@ -17,12 +17,18 @@ MLP` work there), so a model can live outside the repository.
 
 `build(name, spec, cfg)` accepts a config instance, a mapping of overrides (validated against the
 config dataclass) or None for the defaults.
+
+A model file that cannot be used never stops the others: a file on the model path with the same module
+name as another (a built-in included), a file that fails to import, and a file that registers a name
+another file registered are each skipped and reported (`problems()`, printed once on stderr when the
+registry loads and by `recscale list`), naming the files involved; every other model still lists and runs.
 """
 from __future__ import annotations
 
 import importlib
 import os
 import pkgutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -63,6 +69,10 @@ def register(name: str, *, config: type) -> Callable:
     check_config_class(name, config)
 
     def decorator(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+        if name in ARCHITECTURES and ARCHITECTURES.get(name).builder is not builder:
+            first = _file_of(ARCHITECTURES.get(name).builder.__module__)
+            raise ValueError(f"registers architecture {name!r}, which {first} registered already; "
+                             "give one of them another name")
         ARCHITECTURES.register(name)(ArchitectureEntry(name, builder, config))
         return builder
 
@@ -76,19 +86,55 @@ def add_model_path(directory: str | os.PathLike) -> None:
         __path__.append(d)
 
 
+def _file_of(module: str) -> str:
+    mod = sys.modules.get(module)
+    return str(getattr(mod, "__file__", None) or module)
+
+
+def _model_files() -> dict[str, list[str]]:
+    """Module name -> the files that define it, in search order (the package first, then the model path)."""
+    found: dict[str, list[str]] = {}
+    for directory in __path__:
+        for m in pkgutil.iter_modules([directory]):
+            if not m.ispkg and not m.name.startswith("_") and m.name not in HELPER_MODULES:
+                found.setdefault(m.name, []).append(str(Path(directory) / f"{m.name}.py"))
+    return found
+
+
 def model_modules() -> list[str]:
     """Names of the model modules discovery imports (sorted), from the package and the extra paths."""
-    found = {
-        m.name for m in pkgutil.iter_modules(__path__)
-        if not m.ispkg and not m.name.startswith("_") and m.name not in HELPER_MODULES
-    }
-    return sorted(found)
+    return sorted(_model_files())
+
+
+#: Model files that could not be used, one line each naming the file(s); filled by `load_models`.
+_PROBLEMS: list[str] = []
+_LOADED = False
 
 
 def load_models() -> None:
-    """Import every model module (registering its models); cheap after the first call."""
-    for mod in model_modules():
-        importlib.import_module(f"{__name__}.{mod}")
+    """Import every model module (registering its models); cheap after the first call. A file that cannot
+    be used is skipped and reported (module docstring); the others load."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for mod, files in sorted(_model_files().items()):
+        if len(files) > 1:
+            _PROBLEMS.append(f"{files[1]}: same module name as {files[0]}, which hides it; rename one of them")
+        name = f"{__name__}.{mod}"
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - any error in a model file is that file's problem, reported
+            sys.modules.pop(name, None)
+            _PROBLEMS.append(f"{files[0]}: {type(e).__name__}: {e}; skipped")
+    for line in _PROBLEMS:
+        print(f"recscale: model file {line}", file=sys.stderr)
+
+
+def problems() -> list[str]:
+    """The model files that could not be used, one line each (empty when every file loaded)."""
+    load_models()
+    return list(_PROBLEMS)
 
 
 def names() -> list[str]:

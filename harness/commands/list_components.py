@@ -1,4 +1,5 @@
-"""List registered architectures (with their config fields), data protocols and sources."""
+"""List registered architectures (with their config fields), data protocols and sources, and the model files
+that could not be loaded (each named, with why)."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,8 @@ def run(args: argparse.Namespace) -> int:
     for name in architectures.names():
         cfg = architectures.entry(name).config_cls()
         archs[name] = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    out = {"architectures": archs, "protocols": protocols.protocol_names(), "sources": protocols.source_names()}
+    out = {"architectures": archs, "protocols": protocols.protocol_names(), "sources": protocols.source_names(),
+           "model_file_problems": architectures.problems()}
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -26,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
     for name, fields in archs.items():
         shown = ", ".join(f"{k}={v}" for k, v in list(fields.items())[:6])
         print(f"  {name:<24} {shown}{' ...' if len(fields) > 6 else ''}")
+    if out["model_file_problems"]:
+        print("model files not loaded:")
+        for line in out["model_file_problems"]:
+            print(f"  {line}")
     print("protocols:")
     for name in out["protocols"]:
         print(f"  {name}")
