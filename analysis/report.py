@@ -23,6 +23,8 @@ from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
 from .gain_reference import Reference
+from .data_scaling import DataScaling, data_scaling_json
+from .data_scaling_report import data_scaling_section
 from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
 from .text_format import estimate_text as _est
@@ -51,6 +53,8 @@ class AnalysisResult:
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)
+    #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/data_scaling.py)
+    data_scaling: DataScaling | None = None
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -167,7 +171,8 @@ def render_report(res: AnalysisResult) -> str:
     at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
     lines = (overview[:at] + answer_lines(res) + overview[at:] + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
-             + scaling_section(res) + family_comparison_section(res))  # the protocol answer opens the report
+             + scaling_section(res) + family_comparison_section(res)  # the protocol answer opens the report
+             + data_scaling_section(res.data_scaling, res.plots))
     extra = [n for n in ("groups", "settings") if n in res.plots]
     if extra or res.group_note:
         lines += ["## Grouped metrics and data settings", ""]
@@ -342,7 +347,8 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "family_comparisons": [comparison_json(c) for c in res.comparisons],
             "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
             "warnings": res.warnings,
-            **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {})}
+            **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {}),
+            **({"data_scaling": data_scaling_json(res.data_scaling)} if res.data_scaling is not None else {})}
 
 
 def _protocol_json(res: AnalysisResult) -> dict[str, Any]:
