@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .collect import PARAMS_COLUMN, SweepResults
+from .family_comparison import Estimate
 from .loss_surface import FLOPS_PER_PARAM_TARGET, HUBER_DELTA, Surface, fit_surface
 from .seed_bootstrap import METHOD as BOOTSTRAP_METHOD
 from .seed_bootstrap import SeedInterval, seed_interval
@@ -49,13 +50,6 @@ FRONTIER_POINTS = 25
 #: A seed resample whose fit is not determined (an exponent at its bound) counts at this value, the upper end
 #: of every interval (analysis/seed_bootstrap.py); the report prints an end this large as "undetermined".
 UNDETERMINED = 1e30
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float
-    lo: float
-    hi: float
 
 
 @dataclass(frozen=True)
