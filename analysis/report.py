@@ -24,7 +24,7 @@ from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
 from .gain_reference import Reference
 from .data_scaling import DataScaling, data_scaling_json
-from .data_scaling_report import data_scaling_section
+from .data_scaling_report import data_scaling_lines, data_scaling_section
 from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
 from .text_format import estimate_text as _est
@@ -240,6 +240,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     if n_dropped:
         out.append(f"  {n_dropped} per-seed point(s) the power law cannot take (listed with reasons in the report)")
     out += _marginal_lines(res)
+    out += data_scaling_lines(res.data_scaling)
     auc_comparisons = [c for c in res.comparisons if c.metric == "auc"]
     if auc_comparisons:
         out.append("family comparisons  (AUC gain, paired by seed; slope A - B, Holm p)")
