@@ -35,6 +35,7 @@ import pandas as pd
 from .collect import PARAMS_COLUMN, SweepResults
 from .family_comparison import Estimate
 from .loss_surface import FLOPS_PER_PARAM_TARGET, HUBER_DELTA, Surface, fit_surface
+from .loss_surface import FORM as LOSS_SURFACE_FORM
 from .seed_bootstrap import METHOD as BOOTSTRAP_METHOD
 from .seed_bootstrap import SeedInterval, seed_interval
 from .significance import minimum_detectable_effect
@@ -239,7 +240,7 @@ def data_scaling_json(ds: DataScaling | None) -> dict[str, Any] | None:
         return None
     s = ds.surface
     return {
-        "metric": ds.metric, "split": ds.split, "n_points": len(ds.points), "n_seeds": ds.n_seeds,
+        "form": LOSS_SURFACE_FORM, "metric": ds.metric, "split": ds.split, "n_points": len(ds.points), "n_seeds": ds.n_seeds,
         "dropped": ds.dropped, "notes": ds.notes,
         "method": {"fit": f"Huber (delta {HUBER_DELTA:g}) on log residuals, grid of starts, L-BFGS-B",
                    "intervals": BOOTSTRAP_METHOD, "compute": f"C = {FLOPS_PER_PARAM_TARGET:g} N D"},

@@ -29,6 +29,9 @@ import numpy as np
 from scipy import optimize
 from scipy.special import logsumexp
 
+#: The fit's name in analysis.json (`form`): an iterative fit (analysis/curve_fits.py ITERATIVE_FORMS), so a
+#: re-analysis compares it at the optimiser's precision (analysis/output_diff.py).
+FORM = "loss surface L(N, D)"
 #: Huber threshold on log-space residuals (Hoffmann et al. 2022, approach 3).
 HUBER_DELTA = 1e-3
 EXPONENT_BOUNDS = (1e-3, 4.0)
