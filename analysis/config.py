@@ -16,6 +16,7 @@
         gain: absolute                 # absolute dAUC, or relative dAUC / AUC_ref (LogLoss gain is relative)
         compare: [[whale, hstu]]       # family pairs to compare (default: every pair in the same context)
         helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
+      data_scaling: {metric: logloss, split: valid}   # the L(N, D) fit when the grid varies data.n_train
       metrics: [auc, logloss, ne, gauc, uauc]   # registered metrics (harness/metric_registry.py); default: all
       expectations:                    # claims from other studies, checked here (analysis/expectations.py)
         - {claim: WHALE beats MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}, source: demo reference}
@@ -116,11 +117,21 @@ class ScalingConfig:
 
 
 @dataclass
+class DataScalingConfig:
+    """The L(N, D) fit of a sweep that varies `data.n_train` (analysis/data_scaling.py): the loss-like
+    `metric` (logloss or ne) on `split` (validation by default, as in Chinchilla)."""
+
+    metric: Literal["logloss", "ne"] = "logloss"
+    split: Literal["valid", "test"] = "valid"
+
+
+@dataclass
 class AnalysisConfig:
     baseline: str | None = None
     comparisons: list[ComparisonConfig] = field(default_factory=list)
     expectations: list[ExpectationConfig] = field(default_factory=list)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
+    data_scaling: DataScalingConfig = field(default_factory=DataScalingConfig)
     metrics: list[str] = field(default_factory=lambda: list(metric_registry.names()))
     split: Literal["test", "valid"] = "test"
     alpha: float = 0.05

@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 from scipy import optimize
 
+from .loss_surface import FORM as LOSS_SURFACE
 from .powerlaw import seed_lines
 
 POWER_LAW = "power law of the gain"
@@ -34,7 +35,8 @@ LOG_LINEAR = "log-linear"
 SATURATING = "saturating"
 #: Forms fitted by an iterative optimiser: their parameters, and what is computed from them, are fixed only
 #: to the optimiser's precision and the fit's conditioning (analysis/output_diff.py compares them looser).
-ITERATIVE_FORMS = (SATURATING,)
+#: The L(N, D) surface of analysis/loss_surface.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
+ITERATIVE_FORMS = (SATURATING, LOSS_SURFACE)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
 N_PARAMS = {POWER_LAW: 2, LOG_LINEAR: 2, SATURATING: 3}
 ALPHA_BOUNDS = (1e-3, 5.0)

@@ -25,6 +25,8 @@ import pandas as pd
 from .ablations import ablation_analysis, delong_coverage
 from .expectations import evaluate_expectations
 from .collect import load_results, run_folders_absent, unreadable_runs
+from .data_scaling import data_scaling_analysis
+from .data_scaling_plots import plot_frontier, plot_isoflop
 from .family_comparison import family_comparisons
 from .families import family_columns, labelled_columns, size_columns
 from .headline import headline
@@ -75,6 +77,8 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
         "forest": plot_forest(res.ablations, metrics, plots / "forest.png"),
         "seed_strip": plot_seed_strip(res.ablations, metrics, plots / "seed_strip.png"),
         "settings": plot_settings(res.results, plots / "settings.png"),
+        "isoflop": plot_isoflop(res.data_scaling, plots / "isoflop.png"),
+        "frontier": plot_frontier(res.data_scaling, plots / "frontier.png"),
     }
     runs, label = _group_labels(res)
     groups = group_frame(res.results, runs, label)
@@ -126,6 +130,7 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     few = {f.family: f.n_seeds for f in res.scaling if f.fit is not None and 0 < f.n_seeds < MIN_SEEDS}
     out += [f"{fam}: {n} seed(s) (< {MIN_SEEDS}): its slope interval and family comparisons rest on few replicates"
             for fam, n in few.items()]
+    out += list(res.data_scaling.dropped) if res.data_scaling is not None else []
     delong = delong_coverage(res.results, res.ablations)
     return out + compare_notes + ([delong] if delong else [])
 
@@ -146,6 +151,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
                          arm_facts=arm_facts, ranks=rank_comparison(results), health=health)
     annotate_headline(res.headline, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
+    res.data_scaling = data_scaling_analysis(results)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")

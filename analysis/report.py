@@ -25,6 +25,8 @@ from .rank_comparison import RankComparison
 from .curves import curves_section
 from .run_health import health_dict, health_section
 from .gain_reference import Reference
+from .data_scaling import DataScaling, data_scaling_json
+from .data_scaling_report import data_scaling_lines, data_scaling_section
 from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
 from .text_format import estimate_text as _est
@@ -54,6 +56,8 @@ class AnalysisResult:
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)
     health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
+    #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/data_scaling.py)
+    data_scaling: DataScaling | None = None
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -171,7 +175,8 @@ def render_report(res: AnalysisResult) -> str:
     lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + curves_section(res.plots)
              + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
-             + scaling_section(res) + family_comparison_section(res))  # the protocol answer opens the report
+             + scaling_section(res) + family_comparison_section(res)  # the protocol answer opens the report
+             + data_scaling_section(res.data_scaling, res.plots))
     extra = [n for n in ("groups", "settings") if n in res.plots]
     if extra or res.group_note:
         lines += ["## Grouped metrics and data settings", ""]
@@ -239,6 +244,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     if n_dropped:
         out.append(f"  {n_dropped} per-seed point(s) the power law cannot take (listed with reasons in the report)")
     out += _marginal_lines(res)
+    out += data_scaling_lines(res.data_scaling)
     auc_comparisons = [c for c in res.comparisons if c.metric == "auc"]
     if auc_comparisons:
         out.append("family comparisons  (AUC gain, paired by seed; slope A - B, Holm p)")
@@ -347,7 +353,8 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "family_comparisons": [comparison_json(c) for c in res.comparisons],
             "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
             "warnings": res.warnings, **({"run_health": health_dict(res.health)} if res.health is not None else {}),
-            **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {})}
+            **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {}),
+            **({"data_scaling": data_scaling_json(res.data_scaling)} if res.data_scaling is not None else {})}
 
 
 def _protocol_json(res: AnalysisResult) -> dict[str, Any]:

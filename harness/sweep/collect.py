@@ -3,8 +3,9 @@
 Rows are built from the run folders alone (`runs/<trial>/sweep_trial.json` written by the
 trainable + `runs/<trial>/metrics.json` written by `train_run`), so the table can be rebuilt from
 copied results without Ray. Columns (docs/contracts.md): `trial_id, run_dir` (relative to the sweep
-folder), `stage, arch, seed, protocol, delay_s, history_len, dataset_id`, the sweep's model and
-train keys as `model.<key>` / `train.<key>`, then every flat metrics.json field.
+folder), `stage, arch, seed, protocol, delay_s, history_len, dataset_id`, the sweep's scalar data
+axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train keys as `model.<key>` /
+`train.<key>`, then every flat metrics.json field.
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
     if not table.empty:
         first = ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "task",
                  "dataset_id"]
-        config = sorted(c for c in table.columns if c.startswith(("model.", "train.")))
+        config = sorted(c for c in table.columns if c.startswith(("data.", "model.", "train.")))
         rest = [c for c in table.columns if c not in first and c not in config]
         table = table[[c for c in first if c in table.columns] + config + rest]
         table = table.sort_values(["stage", "trial_id"], kind="stable").reset_index(drop=True)

@@ -30,6 +30,8 @@ from protocols.typed_config import from_dict, to_dict
 from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings
 
+#: Data settings every trial record carries as plain columns (protocol, delay_s, history_len, task).
+_PLAIN_DATA_COLUMNS = ("protocol", "delay_s", "history_len", "task")
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -67,6 +69,9 @@ class TrialPlan:
             "task": prep.get("task", DEFAULT_TASK),
             "dataset_id": self.dataset.dataset_id,
         }
+        # a scalar data axis beyond the plain columns above (e.g. `data.n_train`) gets its own column
+        row.update({k: prep.get(k[len("data."):]) for k in self.point
+                    if k.startswith("data.") and k[len("data."):] not in _PLAIN_DATA_COLUMNS})
         row.update({f"model.{k}": v for k, v in self.model.items() if k != "history_len"})
         row.update({f"train.{k}": v for k, v in self.train.items()})
         for axis in BUNDLE_AXES:

@@ -1,0 +1,102 @@
+"""The report's "Data as a compute axis" section (analysis/data_scaling.py): the L(N, D) fit with seed-bootstrap
+intervals, the held-out check, the compute-optimal N*(C), D*(C) at a few computes, what the study can detect,
+and the figures. Words follow the intervals: an exponent whose interval reaches its bound or spans more
+than a factor 10 is "not determined"; frontier rows outside the measured compute say "extrapolated".
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .data_scaling import UNDETERMINED, DataScaling
+from .loss_surface import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, HUBER_DELTA
+from .text_format import markdown_table, metric_label, num
+
+#: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
+FRONTIER_STEP = 4
+
+
+def _determined(lo: float, hi: float) -> bool:
+    return (np.isfinite(lo) and np.isfinite(hi) and lo > EXPONENT_BOUNDS[0] * 1.01
+            and hi < EXPONENT_BOUNDS[1] * 0.99 and hi < 10 * lo)
+
+
+def bound_text(x: float, fmt: str = ".3g") -> str:
+    """An interval end; one at the bootstrap's clip (draws where the fit was not determined) reads "undetermined"."""
+    return "undetermined" if np.isfinite(x) and abs(x) >= UNDETERMINED else num(x, fmt)
+
+
+def _est(e, fmt: str = ".3g") -> str:
+    return f"{num(e.value, fmt)} [{bound_text(e.lo, fmt)}, {bound_text(e.hi, fmt)}]"
+
+
+def data_scaling_section(ds: DataScaling | None, plots: dict[str, str]) -> list[str]:
+    if ds is None:
+        return []
+    label = f"{ds.split} {metric_label(ds.metric)}"
+    out = ["## Data as a compute axis: L(N, D)", "",
+           f"L(N, D) = E + A / N^alpha + B / D^beta fitted to {label} of every run ({len(ds.points)} runs, "
+           f"{ds.n_seeds} seeds; N = non-embedding parameters, D = training targets seen): Huber loss "
+           f"(delta {HUBER_DELTA:g}) of log residuals, grid of starts refined by L-BFGS-B (Chinchilla's approach 3). "
+           f"Intervals: 95% seed bootstrap (seeds resampled, whole fit redone; with {ds.n_seeds} seeds only "
+           "a handful of distinct draws, so they are coarse).", ""]
+    out += [f"- left out: {d}" for d in ds.dropped] + [f"- note: {n}" for n in ds.notes]
+    if ds.dropped or ds.notes:
+        out.append("")
+    s = ds.surface
+    if s is None:
+        return out
+    if ds.intervals:
+        rows = [[k, _est(ds.intervals[k])] for k in ("E", "A", "B", "alpha", "beta")]
+        rows.append(["beta / (alpha + beta) (N* ~ C^this)", _est(ds.intervals["n_exponent"])])
+        out += markdown_table(["parameter", "estimate [95% seed-bootstrap interval]"], rows) + [""]
+        words = []
+        for k, axis in (("alpha", "model size"), ("beta", "data")):
+            e = ds.intervals[k]
+            words.append(f"the {axis} exponent {k} is {num(e.value)}" if _determined(e.lo, e.hi) else
+                         f"the {axis} exponent {k} is not determined by these sizes (interval {bound_text(e.lo, '.3g')} "
+                         f"to {bound_text(e.hi, '.3g')})")
+        out += ["Reading: " + "; ".join(words) + ".", ""]
+    if ds.held_out:
+        rows = [[h.left_out, f"{h.n:,.0f}", f"{h.d:,.0f}", num(h.observed, ".4f"), num(h.predicted, ".4f"),
+                 num(h.error, "+.4f"), num(h.error / h.se if h.se > 0 else float("nan"), "+.1f")]
+                for h in ds.held_out]
+        out += ["Form check on held-out sizes (refit without the largest D, then without the largest N; predict "
+                "the left-out cells' seed means):", ""]
+        out += markdown_table(["left out", "N", "D", "observed", "predicted", "error", "error / seed SE"], rows)
+        far = sum(abs(h.error) > 2 * h.se for h in ds.held_out)
+        out += ["", f"{far} of {len(ds.held_out)} held-out cells miss by more than 2 seed SEs of their mean (the SE of "
+                "the observed mean only; the refit's own uncertainty would widen it). Where most miss, the assumed "
+                "form does not carry beyond the sizes it was fitted on, and neither does the frontier.", ""]
+    if not ds.frontier.empty:
+        f = ds.frontier.iloc[::FRONTIER_STEP]
+        rows = [[f"{r.c:.3g}", f"{num(r.n_opt)} [{bound_text(r.n_lo, '.3g')}, {bound_text(r.n_hi, '.3g')}]",
+                 f"{num(r.d_opt)} [{bound_text(r.d_lo, '.3g')}, {bound_text(r.d_hi, '.3g')}]", num(r.loss_opt, ".4f"),
+                 "yes" if r.measured else "no: extrapolated"] for r in f.itertuples()]
+        out += [f"Compute-optimal allocation for C = {FLOPS_PER_PARAM_TARGET:g} N D (measured C: "
+                f"{ds.measured_c[0]:.3g} to {ds.measured_c[1]:.3g} FLOPs):", ""]
+        out += markdown_table(["C (FLOPs)", "N*(C) [95%]", "D*(C) [95%]", f"fitted {metric_label(ds.metric)}",
+                               "N*, D* within the measured sizes?"], rows) + [""]
+    if ds.counted_ratio:
+        ratios = ", ".join(f"N = {n:,.0f}: {r:.2f}" for n, r in sorted(ds.counted_ratio.items()))
+        out += [f"FLOP convention: C = 6 N D. The project's counted training FLOPs (3 x forward FLOPs per target "
+                f"x D) over 6 N D, per model size: {ratios}. Attention over the history and the feature "
+                "interactions make counted FLOPs differ from 2 N per target forward.", ""]
+    if np.isfinite(ds.detectable):
+        out += [f"Detectable effect: the seeds' paired differences in {label} between neighbouring training-set "
+                f"sizes have a median SD of {ds.seed_sd:.2g}; with {ds.n_seeds} seeds a paired t-test detects "
+                f"a difference of {ds.detectable:.2g} at {ds.power:.0%} power ({ds.level:.0%} level). Smaller differences, and "
+                "exponents whose intervals are wide, are not resolved by this study.", ""]
+    out += [f"![{n}]({plots[n]})" for n in ("isoflop", "frontier") if n in plots]
+    return out + [""]
+
+
+def data_scaling_lines(ds: DataScaling | None) -> list[str]:
+    """The terminal summary's lines: the exponents with their intervals and the frontier's exponent."""
+    if ds is None or ds.surface is None:
+        return []
+    head = f"data scaling  L(N, D) = E + A/N^alpha + B/D^beta on {ds.split} {metric_label(ds.metric)}"
+    if not ds.intervals:
+        return [head, "  an exponent ends at its bound: not determined by these sizes"]
+    i = ds.intervals
+    return [head, f"  E {_est(i['E'])}  alpha {_est(i['alpha'])}  beta {_est(i['beta'])}  (seed bootstrap)",
+            f"  C = 6 N D: N* ~ C^{_est(i['n_exponent'])}; frontier table and figures in the report"]
