@@ -5,12 +5,15 @@ owns the criteria and thresholds). A runs.parquet written before that column exi
 references) gets the status derived from the columns it has (`valid_ne`, `valid_auc`, `valid_n`,
 `valid_positives`, `train_loss`), and the criteria whose inputs are missing are named (`unchecked`).
 
-Unhealthy runs (`collapsed`, `diverged`, `undertrained`) are left out of everything the analysis computes
-(headline means, scaling fits, comparisons, expectations) when their setting (architecture and config, all
-but the seed) has a healthy run; each is listed with its reason. A setting with no healthy run at all keeps
-its runs, since leaving it out would silently remove it (and maybe the gain reference) from the study: those
-runs are listed as used though unhealthy, and the headline table shows every setting's health counts.
-`recscale analyze --strict` fails when any run is unhealthy.
+Failed runs (`collapsed`, `diverged`: the run broke, whatever the recipe could have done) are left out of
+everything the analysis computes (headline means, scaling fits, comparisons, expectations) when their
+setting (architecture and config, all but the seed) has a run that did not fail; each is listed with its
+reason. A setting whose runs all failed keeps them, since leaving it out would silently remove it (and maybe
+the gain reference) from the study. `undertrained` runs (validation NE not below the threshold, or still
+falling) are listed and kept: they are what the recipe gives at that setting (a small data budget, a short
+run), and leaving out only the seeds of a setting that learned least would bias its mean upwards, the
+selection an honest comparison must not make. The study then answers for its recipe, and the report says
+which settings it did not train far enough. `recscale analyze --strict` fails when any run is unhealthy.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ class Exclusion:
     status: str
     reasons: str
     derived: bool  # derived from existing columns (not recorded by the run)
-    kept: bool = False  # used anyway: no run of its setting is healthy
+    kept: bool = False  # used anyway: undertrained, or every run of its setting failed
 
 
 @dataclass
@@ -44,7 +47,7 @@ class RunHealth:
     derived_rows: int = 0  # rows whose status was derived here, not recorded
     unchecked: list[str] = field(default_factory=list)  # criteria not checked for some run
     total_runs: int = 0
-    used: pd.Series | None = None  # per row: analysed (ok, or no run of its setting is ok)
+    used: pd.Series | None = None  # per row: analysed (not failed, or every run of its setting failed)
     runs: pd.DataFrame | None = None  # every run of runs.parquet (`status` is indexed like it)
 
     @property
@@ -66,11 +69,17 @@ class RunHealth:
         return out
 
     def warnings(self) -> list[str]:
-        return [f"{e.trial}: {e.status} ({e.reasons}); " + (_KEPT if e.kept else "left out of the analysis")
+        return [f"{e.trial}: {e.status} ({e.reasons}); " + (_why_kept(e) if e.kept else "left out of the analysis")
                 for e in self.excluded]
 
 
-_KEPT = "USED in the analysis: no run of its setting is healthy"
+#: Statuses of runs that broke: left out where their setting has another run.
+FAILED = (H.COLLAPSED, H.DIVERGED)
+
+
+def _why_kept(e: Exclusion) -> str:
+    return ("used: undertrained runs are kept (leaving out the seeds that learned least would bias the mean)"
+            if e.status not in FAILED else "USED in the analysis: every run of its setting failed")
 
 
 
@@ -97,15 +106,16 @@ def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
         statuses.append(status)
         reasons_of[runs.index[i]], derived_of[runs.index[i]] = reasons, not recorded
     status = pd.Series(statuses, index=runs.index, dtype=object)
-    ok = status == H.OK
-    setting_ok = ok.groupby([runs[c].astype(str) for c in cols], dropna=False).transform("any") if cols else \
-        pd.Series(bool(ok.any()), index=runs.index)
+    usable = ~status.isin(FAILED)
+    setting_usable = usable.groupby([runs[c].astype(str) for c in cols], dropna=False).transform("any") if cols \
+        else pd.Series(bool(usable.any()), index=runs.index)
+    used = usable | ~setting_usable
     for i, (idx, row) in enumerate(runs.iterrows()):
         if status[idx] != H.OK:
             excluded.append(Exclusion(str(row.get("trial_id", f"row {i}")), status[idx], reasons_of[idx],
-                                      derived_of[idx], kept=not bool(setting_ok[idx])))
+                                      derived_of[idx], kept=bool(used[idx])))
     out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs))
-    out.used = ok | ~setting_ok
+    out.used = used
     out.runs = runs
     return out
 
@@ -146,11 +156,13 @@ def health_section(health: RunHealth | None) -> list[str]:
            "(harness/run_health.py): " + "; ".join(f"{name}: {text}" for name, text in H.CRITERIA.items()) + ".", ""]
     out += [f"_{n}_" for n in health.notes()] + ([""] if health.notes() else [])
     if health.excluded:
-        out += ["Unhealthy runs: left out of every mean, fit, comparison and expectation below, except where no run "
-                "of the setting is healthy (then used, and marked so here).", "",
+        out += ["Unhealthy runs. Failed ones (collapsed, diverged) are left out of every mean, fit, comparison and "
+                "expectation below, except where every run of the setting failed. Undertrained ones are used and "
+                "marked: leaving out only the seeds that learned least would bias their setting's mean; the results "
+                "then describe this recipe, which did not train those settings far enough.", "",
                 "| run | status | reason | in the analysis |", "|---|---|---|---|"]
         out += [f"| {e.trial} | {e.status} | {e.reasons}{' (derived)' if e.derived else ''} | "
-                f"{'**used**: no healthy run in its setting' if e.kept else 'left out'} |" for e in health.excluded]
+                f"{'**' + _why_kept(e) + '**' if e.kept else 'left out'} |" for e in health.excluded]
         out.append("")
     return out
 

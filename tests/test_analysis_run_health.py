@@ -80,3 +80,24 @@ def test_all_healthy_sweep_analyses_as_before(tmp_path):
     sa, sb = (json.loads((r / "analysis.json").read_text()) for r in (a, b))
     assert sa["ablations"] == sb["ablations"] and sa["scaling"] == sb["scaling"]
     assert sb["run_health"]["excluded"] == [] and sb["run_health"]["derived_rows"] == 0
+
+
+def test_an_undertrained_seed_is_kept_and_marked_where_a_collapsed_one_is_left_out(tmp_path):
+    """In one setting, one seed undertrained: it stays in the mean (leaving out the seed that learned least
+    would bias the setting upwards), marked; in another, one seed collapsed: it is left out. Means checked
+    against pandas on the runs each policy keeps."""
+    root = make_results(tmp_path / "u", analysis=ANALYSIS)
+    runs = _mark(root, whale_d64_s1_delay60=("undertrained", "ne_threshold: valid NE 0.995"),
+                 wukong_d64_s2_delay60=("collapsed", "auc_noise: valid AUC 0.5001"))
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    summary = json.loads((root / "analysis.json").read_text())
+    rows = {r["label"]: r for r in summary["headline"]["rows"]}
+    whale = runs[(runs["arch"] == "whale") & (runs["model.dim"] == 64)]
+    wukong = runs[(runs["arch"] == "wukong") & (runs["model.dim"] == 64) & (runs["seed"] != 2)]
+    assert rows["whale, dim=64"]["n_seeds"] == len(SEEDS)
+    assert rows["whale, dim=64"]["auc_mean"] == pytest.approx(whale["test_auc"].mean(), rel=1e-12)
+    assert rows["wukong, dim=64"]["auc_mean"] == pytest.approx(wukong["test_auc"].mean(), rel=1e-12)
+    kept = {e["trial"]: e["kept"] for e in summary["run_health"]["excluded"]}
+    assert kept == {"whale_d64_s1_delay60": True, "wukong_d64_s2_delay60": False}
+    report = (root / "report.md").read_text()
+    assert "| whale_d64_s1_delay60 | undertrained | ne_threshold: valid NE 0.995 | **used: undertrained runs" in report
