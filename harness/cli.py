@@ -36,6 +36,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("train", "train", "train and evaluate one run"),
     ("metrics", "metrics", "recompute a run's metrics from its saved predictions and compare"),
     ("sweep", "sweep", "launch a sweep YAML through Ray Tune"),
+    ("clean", "clean", "end the Ray processes and remove the /tmp/rs-* folders that killed sweeps left"),
     ("analyze", "analyze", "scaling fits, seed variance, significance, plots and report.md"),
     ("reference", "reference", "publish a sweep as a committed reference study, or check a fresh run against one"),
 )

@@ -18,7 +18,8 @@ and how every two differ: `harness.sweep.dataset_facts`), and Ray's experiment s
   restarted); without it an existing, unfinished sweep folder is refused (a finished one is only
   collected again), and a changed sweep file is always refused.
 - Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
-  paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead,
+  paths are limited to ~107 bytes), removed afterwards; the session is recorded while it runs, and what
+  a killed driver left behind is removed by the next local start (`harness.sweep.ray_sessions`); `address=` joins an existing cluster instead,
   after a TCP connect check (`check_address_reachable`) that refuses an unreachable address within a
   few seconds, before the results folder is created.
   Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
@@ -35,9 +36,8 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -59,7 +59,7 @@ from protocols.results_layout import (
 from .collect import collect_runs
 from .dataset_facts import write_dataset_facts
 from .datasets import prepare_datasets
-from . import interrupt
+from . import interrupt, ray_sessions
 from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for
 from .schema import SearchDimension, Sweep, parse_sweep
@@ -318,19 +318,23 @@ def _enable_token_auth_when_available() -> None:
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None,
                 per_trial: dict[str, float] | None = None) -> Iterator[None]:
-    """Start a local Ray (dashboard off, short temp dir) or join `address`; always shut down."""
+    """Start a local Ray (dashboard off, short temp dir, recorded: `.ray_sessions`) or join `address`;
+    always shut down. A local start first removes the stale sessions of killed drivers."""
     import ray
 
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
                                   runtime_env={"env_vars": worker_env()})
     temp_dir = None
+    record: Any = nullcontext()
     if address:
         kwargs["address"] = address
         _enable_token_auth_when_available()
     else:
-        temp_dir = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
+        remove_stale_sessions()
+        session, temp_dir = ray_sessions.new_temp_dir()
         kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
-    with scoped_env(TUNE_DRIVER_ENV):
+        record = ray_sessions.recorded_session(session, temp_dir)
+    with record, scoped_env(TUNE_DRIVER_ENV):
         try:  # a Ctrl-C during ray.init still shuts down what it started
             try:
                 ray.init(**kwargs)
@@ -342,6 +346,13 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
             ray.shutdown()
             if temp_dir:
                 shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def remove_stale_sessions() -> None:
+    """Remove what killed sweeps left of their local Ray sessions (`.ray_sessions`), saying so on stderr."""
+    removed, problems = ray_sessions.remove_stale()
+    for line in [r.line() for r in removed] + problems:
+        print(f"recscale sweep: {line}", file=sys.stderr)
 
 
 class TrialProgress(tune.Callback):
