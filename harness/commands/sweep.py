@@ -135,8 +135,11 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
                         "estimated_overhead_s": estimate.trials[r["trial_id"]].overhead_s,
                         "estimated_total_s": estimate.trials[r["trial_id"]].total_s} for r in records],
             "estimated_wall_s": estimate.wall_s,
+            "estimated_wall_range_s": estimate.wall_range_s,  # (low, high) when uncalibrated, else null
+            "calibrated": estimate.calibrated,
             "estimate": {"device": estimate.device, "concurrent_trials": estimate.slots,
-                         "threads_per_trial": estimate.threads, "assumptions": estimate.assumptions},
+                         "threads_per_trial": estimate.threads, "assumptions": estimate.assumptions,
+                         "uncalibrated": estimate.uncalibrated},
             "scaling_reference": reference,
         }, indent=1, default=str))
     else:

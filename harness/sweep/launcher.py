@@ -541,8 +541,8 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
 
 
 def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict[str, Any]) -> None:
-    """Keep the measured per-trial overhead and every configuration's training rate in this machine's
-    calibration (for `sweep --dry-run`)."""
+    """Keep the measured per-trial overhead, Ray's start-up and every configuration's training rate in this
+    machine's and code's calibration (for `sweep --dry-run`)."""
     if "overhead_in_trial_s" not in summary:
         return
     from harness import calibration
@@ -553,7 +553,7 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
     device = sweep_device(sweep.config.resources)
     ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]
     try:
-        for key in ("overhead_in_trial_s", "overhead_per_trial_s"):
+        for key in ("overhead_in_trial_s", "overhead_per_trial_s", "ray_start_s"):
             if key in summary:
                 calibration.record(device, "sweep", key, {"value": summary[key], "sweep": sweep.name,
                                                           "trials": summary["trials_trained"]})
