@@ -29,7 +29,6 @@ from harness.sweep.trainable import read_events
 from tests.ray_cluster import ray_node
 
 RECSCALE = str(Path(sys.executable).parent / "recscale")
-pytestmark = pytest.mark.slow
 
 
 def _sweep_file(tmp_path: Path) -> Path:
@@ -81,6 +80,7 @@ def _sleeper(session: str) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "600"], env={**os.environ, ray_sessions.SESSION_ENV: session})
 
 
+@pytest.mark.slow
 def test_clean_and_the_next_launch_remove_what_a_killed_driver_left_and_nothing_else(tmp_path):
     sweep = _sweep_file(tmp_path)
     results = tmp_path / "results"
@@ -170,3 +170,17 @@ def test_an_unreadable_or_foreign_record_is_left_alone(tmp_path, monkeypatch):
     assert outside.is_dir()
     assert len(problems) == 1 and "broken.json: not a readable Ray session record" in problems[0]
     assert sorted(p.name for p in folder.iterdir()) == ["alive.json", "broken.json", "elsewhere.json"]
+
+
+def test_an_unwritable_record_folder_does_not_stop_the_session(tmp_path, monkeypatch, capfd):
+    """A cache that cannot hold the record (here a regular file) costs only the clean-up after a kill -9:
+    one line says so, and the session's variable is still set, then removed."""
+    plain = tmp_path / "plain_file"
+    plain.write_text("")
+    monkeypatch.setenv("RECSCALE_CACHE_DIR", str(plain))
+    monkeypatch.delenv(ray_sessions.SESSION_ENV, raising=False)
+    with ray_sessions.recorded_session("rs-x-1-abc", "/tmp/rs-x"):
+        assert os.environ[ray_sessions.SESSION_ENV] == "rs-x-1-abc"
+    assert ray_sessions.SESSION_ENV not in os.environ
+    err = capfd.readouterr().err.strip()
+    assert err.startswith(f"recscale sweep: {plain}/ray_sessions: cannot record the Ray session (") and "\n" not in err

@@ -27,6 +27,7 @@ import secrets
 import shutil
 import signal
 import socket
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,12 +99,17 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
     """Keep the record of `session` (this process as its driver) and its environment variable while the
     block runs; both are gone afterwards."""
     path = records_dir() / f"{session}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"session": session, "host": socket.gethostname(), "driver_pid": os.getpid(),
-                               "driver_start": process_start(os.getpid()), "temp_dir": temp_dir,
-                               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1) + "\n")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"session": session, "host": socket.gethostname(), "driver_pid": os.getpid(),
+                                   "driver_start": process_start(os.getpid()), "temp_dir": temp_dir,
+                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:  # an unwritable cache never stops a sweep; only its clean-up after a kill -9 is lost
+        _unlink(tmp)
+        print(f"recscale sweep: {path.parent}: cannot record the Ray session ({one_line(e)}); after a kill -9 of "
+              f"this sweep, remove {temp_dir} and its Ray processes by hand", file=sys.stderr)
     before = os.environ.get(SESSION_ENV)
     os.environ[SESSION_ENV] = session
     try:
@@ -113,7 +119,14 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
             os.environ.pop(SESSION_ENV, None)
         else:
             os.environ[SESSION_ENV] = before
+        _unlink(path)
+
+
+def _unlink(path: Path) -> None:
+    try:
         path.unlink(missing_ok=True)
+    except OSError:  # its folder is gone or is not a folder: nothing to remove
+        pass
 
 
 def read_records() -> tuple[list[SessionRecord], list[str]]:
