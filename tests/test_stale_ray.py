@@ -22,27 +22,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from harness.sweep import ray_sessions
 from harness.sweep.trainable import read_events
 from tests.ray_cluster import ray_node
+from tests.test_sweep_ray import ALL_TRIALS, _sweep_text
 
 RECSCALE = str(Path(sys.executable).parent / "recscale")
 
 
 def _sweep_file(tmp_path: Path) -> Path:
+    """test_sweep_ray's tiny 2 x 2 grid, one trial at a time."""
     path = tmp_path / "stale.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "stale",
-        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 1536, "n_valid": 128,
-                 "n_test": 128, "cache": str(tmp_path / "cache")},
-        "train": {"device": "cpu", "batch_size": 64, "checkpoint_every_batches": 2},
-        "model": {"dim": 8, "num_layers": 1},
-        "grid": {"arch": ["wukong", "whale"], "seed": [0, 1]},
-        "resources": {"cpu": 1},
-        "max_concurrent": 1,
-    }))
+    path.write_text(_sweep_text("stale", tmp_path / "cache", max_concurrent=1, n_train=1536))
     return path
 
 
@@ -130,7 +122,7 @@ def test_clean_and_the_next_launch_remove_what_a_killed_driver_left_and_nothing_
             assert not _alive(left) and not _left_behind(record) and sleepers[-1].poll() is not None
             assert not Path(record.temp_dir).exists() and not record.path.exists()
             table = pd.read_parquet(results / "stale" / "runs.parquet")
-            assert sorted(table["trial_id"]) == sorted(f"{a}-seed{s}" for a in ("wukong", "whale") for s in (0, 1))
+            assert sorted(table["trial_id"]) == sorted(ALL_TRIALS)
 
             # the cluster this test started with `ray start` was never touched
             assert head.poll() is None and head_temp.is_dir()
