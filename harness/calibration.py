@@ -3,8 +3,12 @@
 
 The cache is one JSON file, `calibration.json`, in the user cache folder: `$RECSCALE_CACHE_DIR` when set,
 else `$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale` (outside the repository, never committed).
-Entries are filed under a machine key (host name, CPU model, logical CPUs, and the CUDA device's name when
-one is used), so one home folder shared by several machines keeps them apart. Within a machine:
+Entries are filed under a machine and code key (`machine_key`): the facts of
+`harness.fingerprint.machine_fingerprint()` that decide speed (CPU model, its kernel-relevant instruction
+sets, torch's version, the CPUs this process may use, the device: the CUDA device's name and version when
+one is used) and the version of recscale's code (`harness.code_version`: a hash of its sources). So one
+cache shared by several machines, clones or users never mixes them: a sweep's overhead and rates measured
+by other code, or on another machine, are never used. Within an entry:
 
 - `matmul["<device>/<threads>"]`: fp32 matmul FLOP/s (`matmul_key`);
 - `loader["L=<L>/B=<batch>/<device>"]`: loader targets/s (with prefetch, as training reads batches)
@@ -28,10 +32,9 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import socket
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,24 +54,27 @@ def cache_path() -> Path:
     return cache_dir() / CACHE_FILE
 
 
-def _cpu_model() -> str:
+def _usable_cpus() -> int:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
+@lru_cache(maxsize=4)
 def machine_key(device: str = "cpu") -> str:
-    """This machine (and, for CUDA, its first device) as a cache key."""
-    key = f"{socket.gethostname()}|{_cpu_model()}|{os.cpu_count()} cpus"
-    if device.startswith("cuda"):
-        import torch
+    """This machine (for CUDA, its first device) and this code, as a cache key: `machine_fingerprint`'s
+    cpu, cpu_flags, torch and device, the CPUs this process may use, and `code_version()`.
 
-        key += f"|{torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cuda'}"
-    return key
+    The fingerprint's `threads` is torch's current setting, which `recscale bench` and trials change before
+    they record (their figures are filed per thread count inside the entry); the key takes the thread
+    count torch starts with instead, the CPUs this process may use."""
+    from harness.code_version import code_version
+    from harness.fingerprint import PREFIX, machine_fingerprint
+
+    fp = machine_fingerprint("cuda:0" if device.startswith("cuda") else "cpu")
+    return "|".join([*(f"{k}={fp[PREFIX + k]}" for k in ("cpu", "cpu_flags", "torch", "device")),
+                     f"threads={_usable_cpus()}", f"code={code_version()}"])
 
 
 def loader_key(history_len: int, batch_size: int, device: str) -> str:

@@ -4,9 +4,10 @@
   middle of training (the test swaps in `tests.faults.run_trial_dying_once`) is retried from its
   checkpoint; its metrics equal a direct `train_run` of the same config (same config + seed + data
   -> identical metrics on CPU, across a worker death);
-- an interrupted sweep (SIGINT to `recscale sweep`) prints recscale's own `--resume` hint (not Ray's
-  `Tuner.restore` one, nor Ray's token notice) and resumes with `--resume`, and only the trials
-  that had not finished train again (counted from trials.jsonl; finished run folders untouched);
+- an interrupted sweep (SIGINT to `recscale sweep` after its 3rd trial record) exits within 5 s with its
+  finished count, no nan and recscale's own exact `--resume` command (not Ray's `Tuner.restore` hint,
+  nor its "Stop signal received" or token notices); that command trains only the trials that had not
+  finished (counted from trials.jsonl; finished run folders untouched) and runs.parquet holds each once;
 - a sweep joins a `ray start --head` cluster on 127.0.0.1 that the test starts and stops;
 - on such a cluster declaring one GPU, four trials asking for a quarter of it each run at the same time;
 - a search picks the best sampled value and the grid then runs at it.
@@ -18,6 +19,7 @@ by default (~30-60 s here); the others are marked slow (`make test-slow`).
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -143,8 +145,16 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
         run_sweep(changed, results_root=tmp_path, resume=True)
 
 
+#: Seconds within which `recscale sweep` must exit after Ctrl-C (measured ~3 s on 2 loaded cores: Tune stops at
+#: its next step, ~1.5 s for ray.shutdown, ~1.5 s for the interpreter to unload torch and Ray).
+CTRL_C_EXIT_S = 5.0
+
+
 @pytest.mark.slow
-def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache):
+def test_interrupted_sweep_stops_within_seconds_and_resumes_only_unfinished_trials(tmp_path, sweep_cache):
+    """SIGINT to the driver once the 3rd trial record is in trials.jsonl (the 2nd trial has started: progress,
+    not a clock); the sweep exits within CTRL_C_EXIT_S with an honest summary and the exact --resume
+    command, which then trains only the unfinished trials: runs.parquet holds each trial once."""
     sweep_file = tmp_path / "resume.yaml"
     sweep_file.write_text(_sweep_text("resume", sweep_cache, max_concurrent=1, n_train=1536))
     sweep_dir = tmp_path / "results" / "resume"
@@ -153,33 +163,45 @@ def test_interrupted_sweep_resumes_only_unfinished_trials(tmp_path, sweep_cache)
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 300
-        while not list((sweep_dir / "runs").glob("*/metrics.json")):
+        while len(read_events(sweep_dir)) < 3:
             assert proc.poll() is None, proc.stdout.read()
-            assert time.time() < deadline, "no trial finished in time"
-            time.sleep(0.2)
+            assert time.time() < deadline, "no 3rd trial record in time"
+            time.sleep(0.05)
+        sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=120)[0]
+        proc.wait(timeout=120)
+        stop_s = time.monotonic() - sent
+        output = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
+    print(f"Ctrl-C to exit: {stop_s:.2f} s")
     assert proc.returncode == 130, output
-    # recscale's own hint, not Ray's Tuner.restore(...) one, and no token-authentication notice
-    assert f"Continue with `recscale sweep {sweep_file} --resume --results {tmp_path / 'results'}`" in output
-    assert "Tuner.restore" not in output and "Token authentication is" not in output, output
+    assert stop_s < CTRL_C_EXIT_S, (stop_s, output)
     finished_before = {p.parent.name for p in (sweep_dir / "runs").glob("*/metrics.json")}
     assert 1 <= len(finished_before) < 4
+    # an honest summary: the finished count from disk, no nan; recscale's own hint, no Ray notice
+    assert f"{len(finished_before)}/4 trials finished" in output, output
+    assert "nan" not in output, output
+    resume_cmd = f"recscale sweep {sweep_file} --resume --results {tmp_path / 'results'} --num-cpus 1"
+    assert f"Continue with `{resume_cmd}`" in output, output
+    for notice in ("Stop signal received", "Tuner.restore", "Token authentication is", "Traceback"):
+        assert notice not in output, output
     mtimes = {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in finished_before}
     first_session = read_events(sweep_dir)
 
-    outcome = run_sweep(parse_sweep(sweep_file.read_text(), path=sweep_file), results_root=tmp_path / "results",
-                        resume=True, num_cpus=1)
-    assert outcome.complete and outcome.finished == 4
+    argv = shlex.split(resume_cmd)
+    resumed = subprocess.run([str(VENV_BIN / argv[0]), *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "4/4 trials finished" in resumed.stdout
     events = read_events(sweep_dir)
     resumed_session = events[len(first_session):]
     assert sorted(_trained_ends(resumed_session)) == sorted(ALL_TRIALS - finished_before)
     assert sorted(_trained_ends(events)) == sorted(ALL_TRIALS)  # no trial trained twice
     assert {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in finished_before} == mtimes
-    assert len(pd.read_parquet(sweep_dir / "runs.parquet")) == 4
+    table = pd.read_parquet(sweep_dir / "runs.parquet")
+    assert sorted(table["trial_id"]) == sorted(ALL_TRIALS)  # no row lost, none twice
 
 
 @contextmanager

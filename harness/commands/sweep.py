@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
 from protocols.errors import RecscaleError
 from protocols.results_layout import RUNS_FILE
+
+#: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; harness.cli.exit_without_teardown), so
+#: a Ctrl-C'd sweep is back at the prompt within a few seconds.
+EXIT_WITHOUT_TEARDOWN = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,13 +95,16 @@ def timings_text(s: dict) -> str:
 
 
 def _resume_command(args: argparse.Namespace) -> str:
-    """The command line that continues this sweep (the options that locate it and its cluster kept)."""
-    parts = ["recscale sweep", str(args.file), "--resume"]
+    """The command line that continues this sweep (the options that locate it, its cluster and its CPUs kept;
+    shell-quoted)."""
+    parts = [str(args.file), "--resume"]
     if args.results != Path("results"):
         parts += ["--results", str(args.results)]
     if args.address:
         parts += ["--address", args.address]
-    return " ".join(parts)
+    if args.num_cpus is not None:
+        parts += ["--num-cpus", str(args.num_cpus)]
+    return "recscale sweep " + " ".join(shlex.quote(p) for p in parts)
 
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
@@ -127,8 +135,11 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
                         "estimated_overhead_s": estimate.trials[r["trial_id"]].overhead_s,
                         "estimated_total_s": estimate.trials[r["trial_id"]].total_s} for r in records],
             "estimated_wall_s": estimate.wall_s,
+            "estimated_wall_range_s": estimate.wall_range_s,  # (low, high) when uncalibrated, else null
+            "calibrated": estimate.calibrated,
             "estimate": {"device": estimate.device, "concurrent_trials": estimate.slots,
-                         "threads_per_trial": estimate.threads, "assumptions": estimate.assumptions},
+                         "threads_per_trial": estimate.threads, "assumptions": estimate.assumptions,
+                         "uncalibrated": estimate.uncalibrated},
             "scaling_reference": reference,
         }, indent=1, default=str))
     else:

@@ -5,6 +5,8 @@
     datasets.py   generating / preparing every distinct dataset once, before any trial
     trainable.py  the Ray Tune function trainable around `harness.train.train_run`
     launcher.py   Ray session, Tuner (grid / Optuna search), resume, cluster address
+    interrupt.py  Ctrl-C: stop at the next Tune step, within seconds
+    ray_sessions.py  records of local Ray sessions; removing what a killed driver left
     collect.py    results/<sweep>/runs.parquet from the run folders
 """
 from .schema import Sweep, SweepConfig, load_sweep, parse_sweep

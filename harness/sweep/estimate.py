@@ -21,9 +21,17 @@ plus a fixed overhead per trial. The training rate comes from the machine's cali
   else inside them, else ASSUMED_OVERHEAD_S.
 
 The sweep's wall time packs the trials, in plan order, onto the concurrent slots (CPUs / resources.cpu,
-or GPUs / resources.gpu, capped by max_concurrent), each trial starting when a slot frees. Trials that
-share a GPU (a fraction) are assumed to share its throughput, not add to it. Preparing datasets is not
-included. Every assumption made is listed with the estimate.
+or GPUs / resources.gpu, capped by max_concurrent), each trial starting when a slot frees, and adds Ray's
+start-up as the last sweep here measured it (else ASSUMED_RAY_START_S). Trials that share a GPU (a
+fraction) are assumed to share its throughput, not add to it. Preparing datasets is not included. Every
+assumption made is listed with the estimate.
+
+The calibration is this machine's and this code's (`harness.calibration.machine_key`). The estimate is
+calibrated when every trial's rate was measured for its own configuration (by a sweep, or by `--measure`
+with the contention factor known) and a sweep measured the overhead and Ray's start-up. Otherwise it is
+uncalibrated, says why, and gives a range instead of one number: each trial's time spread by the factors
+of RATE_SPREAD for where its rate came from, the overhead over OVERHEAD_RANGE_S, Ray's start over
+RAY_START_RANGE_S (`SweepEstimate.wall_range_s`).
 """
 from __future__ import annotations
 
@@ -41,6 +49,23 @@ from harness import calibration
 ASSUMED_UTILISATION = 0.1
 #: Per-trial overhead (model build, FLOP count, start-up, writing) assumed when no sweep measured it here.
 ASSUMED_OVERHEAD_S = 2.0
+#: Ray's start-up before the first trial, assumed when no sweep measured it here.
+ASSUMED_RAY_START_S = 5.0
+#: (low, high) factors on an uncalibrated trial's training and evaluation time, by where its rate came from.
+#: `timed alone`: `--measure` without a contention factor (the demo's sweep rates were 0.56-0.94 of the
+#: timed-alone ones, two trials at a time); `bench of this architecture`: the utilisation `recscale bench`
+#: measured for the same architecture at another size (WHALE: 0.31-0.39 in bench, 0.011-0.090 in the demo);
+#: `bench of other architectures`, `assumed utilisation`: their median, or 0.1, against the 0.011-0.39 measured here.
+RATE_SPREAD: dict[str, tuple[float, float]] = {
+    "timed alone": (1.0, 2.5),
+    "bench of this architecture": (0.5, 4.0),
+    "bench of other architectures": (0.3, 9.0),
+    "assumed utilisation": (0.25, 10.0),
+}
+#: Per-trial overhead range when no sweep measured it here (0.44-9.4 s measured on 2-core machines).
+OVERHEAD_RANGE_S = (0.5, 10.0)
+#: Ray start-up range when no sweep measured it here (2-10 s measured on 2 shared cores).
+RAY_START_RANGE_S = (2.0, 15.0)
 
 
 @dataclass(frozen=True)
@@ -48,12 +73,23 @@ class TrialEstimate:
     train_s: float | None
     eval_s: float | None
     overhead_s: float
+    #: (low, high) factors on training + evaluation time; (1, 1) when the rate is calibrated
+    spread: tuple[float, float] = (1.0, 1.0)
+    #: (low, high) overhead; None when measured
+    overhead_range_s: tuple[float, float] | None = None
 
     @property
     def total_s(self) -> float | None:
         if self.train_s is None or self.eval_s is None:
             return None
         return self.train_s + self.eval_s + self.overhead_s
+
+    def total_range_s(self) -> tuple[float, float] | None:
+        if self.train_s is None or self.eval_s is None:
+            return None
+        work = self.train_s + self.eval_s
+        lo, hi = self.overhead_range_s or (self.overhead_s, self.overhead_s)
+        return work * self.spread[0] + lo, work * self.spread[1] + hi
 
 
 @dataclass
@@ -64,6 +100,14 @@ class SweepEstimate:
     threads: int
     wall_s: float | None
     assumptions: list[str] = field(default_factory=list)
+    #: why the estimate is uncalibrated (empty: calibrated)
+    uncalibrated: list[str] = field(default_factory=list)
+    #: (low, high) wall time when uncalibrated, else None
+    wall_range_s: tuple[float, float] | None = None
+
+    @property
+    def calibrated(self) -> bool:
+        return not self.uncalibrated
 
 
 def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], notes: list[str]) -> float | None:
@@ -89,26 +133,28 @@ def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], 
 
 
 def _utilisation(arch: str, device: str, threads: int, bf16: bool, cal: Mapping[str, Any], notes: list[str],
-                 said: set[str]) -> float:
+                 said: set[str]) -> tuple[float, str]:
+    """(utilisation, its source: a RATE_SPREAD key)."""
     train = {k: v for k, v in cal.get("train", {}).items() if calibration.is_bf16_key(k) == bf16}
     exact = train.get(calibration.train_key(arch, device, threads, bf16))
     same_arch = [v for k, v in train.items() if k.startswith(f"{arch}/{device}/")]
     if exact or same_arch:
-        return float((exact or same_arch[0])["utilisation"])
+        return float((exact or same_arch[0])["utilisation"]), "bench of this architecture"
     kind = "bf16 " if bf16 else ""
     everything = [float(v["utilisation"]) for k, v in train.items() if f"/{device}/" in k]
     if everything:
-        u = statistics.median(everything)
+        u, source = statistics.median(everything), "bench of other architectures"
         if arch not in said:
             notes.append(f"{arch}: no {kind}`recscale bench --arch {arch}` here; utilisation {u:.3f} assumed "
                          f"(median of {len(everything)} architecture(s) measured on this {device})")
     else:
+        source = "assumed utilisation"
         u = ASSUMED_UTILISATION
         if arch not in said:
             notes.append(f"{arch}: nothing {kind}measured on this {device}; utilisation {u} assumed "
                          f"(run `recscale bench --arch {arch}` to calibrate)")
     said.add(arch)
-    return u
+    return u, source
 
 
 def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
@@ -172,10 +218,14 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         share = 1.0 / max(1, int(1 // cfg.resources.gpu))
         notes.append(f"{int(1 // cfg.resources.gpu)} trials share a GPU and its throughput (no gain from packing assumed)")
     measured_overhead = cal.get("sweep", {})
+    uncalibrated: list[str] = []
     kind = next((k for k in ("overhead_per_trial_s", "overhead_in_trial_s") if k in measured_overhead), None)
+    overhead_range = None
     if kind is None:
-        overhead = ASSUMED_OVERHEAD_S
-        notes.append(f"overhead per trial {overhead:.1f} s assumed (no sweep has measured it on this machine yet)")
+        overhead, overhead_range = ASSUMED_OVERHEAD_S, OVERHEAD_RANGE_S
+        notes.append(f"overhead per trial {overhead:.1f} s assumed, {overhead_range[0]:g}-{overhead_range[1]:g} s "
+                     "in the range (no sweep of this code has measured it on this machine yet)")
+        uncalibrated.append("no sweep of this code has run on this machine (per-trial overhead, Ray's start)")
     else:
         overhead = float(measured_overhead[kind]["value"])
         where = "seen from outside the trials, Ray's scheduling included" if kind == "overhead_per_trial_s" \
@@ -185,6 +235,7 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     out: dict[str, TrialEstimate] = {}
     loader = cal.get("loader", {})
     from_config: Counter[str] = Counter()
+    unmeasured: Counter[str] = Counter()
     contention = trial_rates.contention_factor(cal, slots)
     for t in plan.trials:
         c = costs.get(t.trial_id)
@@ -192,11 +243,15 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         prep = t.dataset.prepare
         sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
         measured = trial_rates.lookup(cal, t, device, threads_t, bf16)
+        spread = (1.0, 1.0)
         if measured and None not in sizes:
             from_sweep = str(measured.get("source", "")).startswith("sweep")
             train_rate = float(measured["targets_per_s"]) * (1.0 if from_sweep else share)
             if not from_sweep and contention is not None:
                 train_rate *= contention[0]
+            elif not from_sweep:
+                spread = RATE_SPREAD["timed alone"]
+                unmeasured["timed alone, no contention factor known"] += 1
             from_config[measured.get("source", "?")] += 1
         else:
             if (threads_t, bf16) not in rates:
@@ -205,7 +260,9 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
             if rate is None or c is None or c.flops_per_target in (None, 0) or None in sizes:
                 out[t.trial_id] = TrialEstimate(None, None, overhead)
                 continue
-            u = _utilisation(t.arch, device, threads_t, bf16, cal, notes, said)
+            u, source = _utilisation(t.arch, device, threads_t, bf16, cal, notes, said)
+            spread = RATE_SPREAD[source]
+            unmeasured[f"rate from {source}"] += 1
             train_rate = u * rate / (3.0 * c.flops_per_target) * share
         batch = int(t.train.get("batch_size", TrainConfig.batch_size))
         load = loader.get(calibration.loader_key(prep["history_len"], batch, device))
@@ -213,7 +270,7 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
             train_rate = min(train_rate, float(load["targets_per_s"]))
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
         out[t.trial_id] = TrialEstimate(sizes[0] * epochs / train_rate, (sizes[1] + sizes[2]) / (3.0 * train_rate),
-                                        overhead)
+                                        overhead, spread, overhead_range)
     for source, n in sorted(from_config.items()):
         notes.append(f"{n} trial(s) at the training rate measured for their own configuration ({source})")
     if contention is not None and from_config.get("dry-run --measure"):
@@ -222,11 +279,28 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     if device == "cuda" and rates and all(r is None for r in rates.values()):
         notes.append("no CUDA device here and no GPU calibration for this machine: run `recscale bench --arch NAME` "
                      "on the GPU machine, then --dry-run there")
+    for what, n in sorted(unmeasured.items()):
+        uncalibrated.append(f"{n} of {len(plan.trials)} trial(s) without a rate measured for their configuration "
+                            f"({what})")
+    ray_start = measured_overhead.get("ray_start_s")
+    ray_range = None
+    if ray_start is None:
+        ray_start_s, ray_range = ASSUMED_RAY_START_S, RAY_START_RANGE_S
+        notes.append(f"Ray's start-up {ray_start_s:.0f} s assumed, {ray_range[0]:g}-{ray_range[1]:g} s in the range")
+    else:
+        ray_start_s = float(ray_start["value"])
+        notes.append(f"Ray's start-up {ray_start_s:.1f} s, as the last sweep here measured it")
     totals = [e.total_s for e in out.values()]
-    wall = _makespan([x for x in totals if x is not None], slots) if totals and None not in totals else None
+    wall = wall_range = None
+    if totals and None not in totals:
+        wall = _makespan(totals, slots) + ray_start_s
+        if uncalibrated:
+            ranges = [e.total_range_s() for e in out.values()]
+            lo, hi = ray_range or (ray_start_s, ray_start_s)
+            wall_range = (_makespan([r[0] for r in ranges], slots) + lo, _makespan([r[1] for r in ranges], slots) + hi)
     notes.append(f"{slots} trial(s) at a time on {device} ({threads} thread(s) each"
                  + (f", gpu share {cfg.resources.gpu}" if device == "cuda" else "") + "); dataset preparation not included")
-    return SweepEstimate(out, device, slots, threads, wall, notes)
+    return SweepEstimate(out, device, slots, threads, wall, notes, uncalibrated, wall_range)
 
 
 def format_seconds(s: float | None) -> str:

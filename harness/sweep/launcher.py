@@ -18,7 +18,8 @@ and how every two differ: `harness.sweep.dataset_facts`), and Ray's experiment s
   restarted); without it an existing, unfinished sweep folder is refused (a finished one is only
   collected again), and a changed sweep file is always refused.
 - Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
-  paths are limited to ~107 bytes), removed afterwards; `address=` joins an existing cluster instead,
+  paths are limited to ~107 bytes), removed afterwards; the session is recorded while it runs, and what
+  a killed driver left behind is removed by the next local start (`harness.sweep.ray_sessions`); `address=` joins an existing cluster instead,
   after a TCP connect check (`check_address_reachable`) that refuses an unreachable address within a
   few seconds, before the results folder is created.
   Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
@@ -35,9 +36,8 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -59,12 +59,15 @@ from protocols.results_layout import (
 from .collect import collect_runs
 from .dataset_facts import write_dataset_facts
 from .datasets import prepare_datasets
+from . import interrupt, ray_sessions
+from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for
 from .schema import SearchDimension, Sweep, parse_sweep
 from .trainable import GRID_POINT, TrialContext, read_events, run_trial
 
 #: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
-TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0"}  # the legacy reporter honours verbose=0
+#: RAY_AIR_NEW_OUTPUT=0: the legacy reporter honours verbose=0; Tune's own SIGINT handler off (`.interrupt`).
+TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
 
 
 class SweepError(RecscaleError):
@@ -315,30 +318,41 @@ def _enable_token_auth_when_available() -> None:
 @contextmanager
 def ray_session(address: str | None = None, *, num_cpus: int | None = None,
                 per_trial: dict[str, float] | None = None) -> Iterator[None]:
-    """Start a local Ray (dashboard off, short temp dir) or join `address`; always shut down."""
+    """Start a local Ray (dashboard off, short temp dir, recorded: `.ray_sessions`) or join `address`;
+    always shut down. A local start first removes the stale sessions of killed drivers."""
     import ray
 
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
                                   runtime_env={"env_vars": worker_env()})
     temp_dir = None
+    record: Any = nullcontext()
     if address:
         kwargs["address"] = address
         _enable_token_auth_when_available()
     else:
-        temp_dir = tempfile.mkdtemp(prefix="rs-", dir="/tmp")
+        remove_stale_sessions()
+        session, temp_dir = ray_sessions.new_temp_dir()
         kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
-    with scoped_env(TUNE_DRIVER_ENV):
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, TimeoutError) as e:
-            raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
-        try:
+        record = ray_sessions.recorded_session(session, temp_dir)
+    with record, scoped_env(TUNE_DRIVER_ENV):
+        try:  # a Ctrl-C during ray.init still shuts down what it started
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, TimeoutError) as e:
+                raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
             _check_fits(ray.cluster_resources(), per_trial or {})
             yield
         finally:
             ray.shutdown()
             if temp_dir:
                 shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def remove_stale_sessions() -> None:
+    """Remove what killed sweeps left of their local Ray sessions (`.ray_sessions`), saying so on stderr."""
+    removed, problems = ray_sessions.remove_stale()
+    for line in [r.line() for r in removed] + problems:
+        print(f"recscale sweep: {line}", file=sys.stderr)
 
 
 class TrialProgress(tune.Callback):
@@ -365,6 +379,10 @@ class TrialProgress(tune.Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._get(trials, trial).update(1)
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if interrupt.requested():  # StopOnInterrupt ends the stage next: end the bar's line first
+            self.on_experiment_end(trials)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._get(trials).write(f"trial {trial} failed (worker died or raised); retrying")
@@ -405,6 +423,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx), cfg.resources.ray_request())
     if resume and tune.Tuner.can_restore(str(exp_dir)):
         tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, restart_errored=True)
+        _ensure_stop_callback(tuner)
         return tuner.fit()
 
     if ctx.stage == "grid":
@@ -426,9 +445,17 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     run_config = tune.RunConfig(
         name=ctx.stage, storage_path=str(storage), verbose=0,
         failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
-        callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}")],
+        callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}"), StopOnInterrupt()],
     )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config).fit()
+
+
+def _ensure_stop_callback(tuner: Any) -> None:
+    """Add StopOnInterrupt to a restored experiment written before it existed (Tune restores the callbacks
+    it pickled; through its private run config, as there is no public way)."""
+    run_config = getattr(getattr(tuner, "_local_tuner", None), "get_run_config", lambda: None)()
+    if run_config is not None and not any(isinstance(c, StopOnInterrupt) for c in run_config.callbacks or []):
+        run_config.callbacks = [*(run_config.callbacks or []), StopOnInterrupt()]
 
 
 def _best_point(sweep: Sweep, results: Any) -> dict[str, Any]:
@@ -459,8 +486,13 @@ class _StageOutcome:
 
 
 def _stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> _StageOutcome:
+    """Run one stage; a Ctrl-C (`.interrupt`) ends it as interrupted, with no results."""
     t0 = time.perf_counter()
-    results = _run_stage(ctx, resume=resume, n_trials=n_trials)
+    try:
+        with watched_stage():
+            results = _run_stage(ctx, resume=resume, n_trials=n_trials)
+    except SweepInterrupted:
+        return _StageOutcome(None, time.perf_counter() - t0, [], True)
     failed = _failures(results)
     interrupted = not failed and results.num_terminated < n_trials
     return _StageOutcome(results, time.perf_counter() - t0, failed, interrupted)
@@ -509,8 +541,8 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
 
 
 def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict[str, Any]) -> None:
-    """Keep the measured per-trial overhead and every configuration's training rate in this machine's
-    calibration (for `sweep --dry-run`)."""
+    """Keep the measured per-trial overhead, Ray's start-up and every configuration's training rate in this
+    machine's and code's calibration (for `sweep --dry-run`)."""
     if "overhead_in_trial_s" not in summary:
         return
     from harness import calibration
@@ -521,7 +553,7 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
     device = sweep_device(sweep.config.resources)
     ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]
     try:
-        for key in ("overhead_in_trial_s", "overhead_per_trial_s"):
+        for key in ("overhead_in_trial_s", "overhead_per_trial_s", "ray_start_s"):
             if key in summary:
                 calibration.record(device, "sweep", key, {"value": summary[key], "sweep": sweep.name,
                                                           "trials": summary["trials_trained"]})
@@ -567,12 +599,13 @@ def run_sweep(
 
     per_trial = sweep.config.resources.ray_request()
     entered = False
+    stage = None
     try:
-        with quiet_ray_notices(verbose), ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
+        with catch_interrupts(), quiet_ray_notices(verbose), \
+                ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
             entered = True
             timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
             fixed: dict[str, Any] = {}
-            stage = None
             if sweep.config.search is not None:
                 ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="search")
                 stage = _stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
@@ -594,6 +627,8 @@ def run_sweep(
                 except OSError:
                     pass
         raise
+    except SweepInterrupted:  # Ctrl-C while Ray started or between stages: no stage outcome to report
+        stage = _StageOutcome(None, 0.0, [], True)
 
     table = collect_runs(sweep_dir)
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
