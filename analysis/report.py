@@ -284,8 +284,11 @@ def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
     versus = [r for r in res.ablations if not r.paired.error and "auc" in r.metrics
               and runs.loc[r.paired.rows_b[0], "arch"] == baseline
               and runs.loc[r.paired.rows_a[0], "arch"] == best.setting.get("arch")]
+    # the comparison of the best setting itself (same width, ...); else the arch's largest gain, named by label
+    same_setting = [r for r in versus if all(str(runs.loc[r.paired.rows_a[0], c]) == str(v)
+                                             for c, v in best.setting.items() if c in runs.columns)]
     if versus:
-        top = max(versus, key=lambda r: r.metrics["auc"].stats.mean)
+        top = (same_setting or [max(versus, key=lambda r: r.metrics["auc"].stats.mean)])[0]
         mc = top.metrics["auc"]
         lines.append(f"answer: its gain over the baseline {baseline} is {_delta(mc.stats.mean).strip()} {split} AUC "
                      f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")

@@ -36,3 +36,23 @@ def test_answer_carries_the_comparison_verdict(tmp_path):
     a = runs[(runs["arch"] == "whale") & (runs["model.dim"] == 256)].set_index("seed")["test_auc"]
     b = runs[runs["arch"] == "wukong"].set_index("seed")["test_auc"]
     assert f"{(a - b).mean():+.5f}" in last and ablation.metrics["auc"].verdict in last and "Holm-adjusted" in last
+
+
+def test_the_gain_is_that_of_the_best_setting_not_of_another_width(tmp_path):
+    """The demo reference: the best row is one width of its architecture; the answer quotes the comparison at
+    that width (paired per seed with the baseline at the same width, recomputed here), even where another
+    width of the same architecture gains more over its own baseline row."""
+    import shutil
+    from pathlib import Path
+
+    ref = Path(__file__).resolve().parents[1] / "results" / "reference" / "demo"
+    for name in ("sweep.yaml", "runs.parquet"):
+        shutil.copy2(ref / name, tmp_path / name)
+    last = terminal_summary(analyze(tmp_path, plots=False), "r").splitlines()[-2:]
+    runs = pd.read_parquet(tmp_path / "runs.parquet")
+    means = runs[runs["arch"] != "wukong"].groupby(["arch", "model.dim"])["test_auc"].mean()
+    arch, dim = means.idxmax()
+    a = runs[(runs["arch"] == arch) & (runs["model.dim"] == dim)].set_index("seed")["test_auc"]
+    b = runs[(runs["arch"] == "wukong") & (runs["model.dim"] == dim)].set_index("seed")["test_auc"]
+    assert f"{arch}, dim={dim}" in last[0]
+    assert f"[model.dim={dim}]" in last[1] and f"{(a - b).mean():+.5f}" in last[1]
