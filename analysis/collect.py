@@ -87,7 +87,8 @@ class SweepResults:
         return run_folder.read_metrics(self.run_path(run_dir))  # a damaged file is an error naming it
 
 
-def _read_runs(path: Path) -> pd.DataFrame:
+def read_runs(path: Path) -> pd.DataFrame:
+    """runs.parquet read and checked (a damaged file, a missing arch or seed, no rows: each named)."""
     if not path.exists():
         raise RecscaleError(f"{path}: not found; is {path.parent} a sweep results folder (recscale sweep output)?")
     try:
@@ -145,7 +146,7 @@ def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResul
     root = Path(root)
     if not root.is_dir():
         raise RecscaleError(f"{root}: results folder not found")
-    runs = _read_runs(root / RUNS_FILE)
+    runs = read_runs(root / RUNS_FILE)
     doc = _read_sweep_doc(root / SWEEP_FILE)
     try:
         cfg = analysis_config(doc.get("analysis"))

@@ -43,7 +43,7 @@ import pandas as pd
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from protocols.errors import RecscaleError
 
-from .collect import RUNS_FILE, config_columns, hashable_lists
+from .collect import RUNS_FILE, config_columns, read_runs
 
 #: Per-run columns that must agree between a fresh sweep and its reference for it to count as reproduced.
 REPRODUCED_COLUMNS = ("test_auc", "test_logloss")
@@ -100,17 +100,17 @@ class ReproductionCheck:
 
 
 def _read_runs(folder: Path) -> pd.DataFrame:
+    """The sweep's runs table as `recscale analyze` reads it (`collect.read_runs`: damaged files and missing
+    arch/seed named), with the trial id and the compared metrics checked too, indexed by trial id."""
     path = folder / RUNS_FILE
-    if not path.is_file():
-        raise RecscaleError(f"{path}: not found")
-    table = pd.read_parquet(path)
+    table = read_runs(path)
     missing = [c for c in ("trial_id", *REPRODUCED_COLUMNS) if c not in table.columns]
     if missing:
         raise RecscaleError(f"{path}: column {missing[0]!r} missing")
     if table["trial_id"].duplicated().any():
         raise RecscaleError(f"{path}: trial_id {table['trial_id'][table['trial_id'].duplicated()].iloc[0]!r} "
                             "appears twice")
-    return hashable_lists(table).set_index("trial_id")
+    return table.set_index("trial_id")
 
 
 def seed_noise_tolerance(reference: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series, float]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness import calibration
+from harness.run_folder import write_text
 from protocols.errors import one_line
 
 #: The environment variable that marks every process of a recorded session.
@@ -99,15 +100,12 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
     """Keep the record of `session` (this process as its driver) and its environment variable while the
     block runs; both are gone afterwards."""
     path = records_dir() / f"{session}.json"
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"session": session, "host": socket.gethostname(), "driver_pid": os.getpid(),
-                                   "driver_start": process_start(os.getpid()), "temp_dir": temp_dir,
-                                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1) + "\n")
-        os.replace(tmp, path)
+        write_text(path, json.dumps({"session": session, "host": socket.gethostname(), "driver_pid": os.getpid(),
+                                     "driver_start": process_start(os.getpid()), "temp_dir": temp_dir,
+                                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=1) + "\n")
     except OSError as e:  # an unwritable cache never stops a sweep; only its clean-up after a kill -9 is lost
-        _unlink(tmp)
         print(f"recscale sweep: {path.parent}: cannot record the Ray session ({one_line(e)}); after a kill -9 of "
               f"this sweep, remove {temp_dir} and its Ray processes by hand", file=sys.stderr)
     before = os.environ.get(SESSION_ENV)
