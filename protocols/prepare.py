@@ -65,6 +65,9 @@ from .split import BOUNDARY_KEYS, SPLITS, SplitConfig, SplitSettings, format_ms,
 from .typed_config import ConfigError, from_dict, to_dict
 
 FORMAT_VERSION = 1
+#: Rules for fitting categorical vocabularies (`PrepareConfig.vocabulary`).
+VOCABULARY_RULES: tuple[str, ...] = ("train_inputs", "train_window")
+DEFAULT_VOCABULARY = "train_inputs"
 #: Target labels a dataset can be prepared for (binary feedback columns of the log), default first.
 TASKS: tuple[str, ...] = ("long_view", "effective_view")
 DEFAULT_TASK = TASKS[0]
@@ -108,6 +111,13 @@ class PrepareConfig:
             P(long_view), so it is kept only for the `long_view` task.
         split: split boundaries and time zone (`protocols.split.SplitSettings`); keys left unset come
             from the source's default split (`protocols.sources`). A complete `SplitConfig` is accepted too.
+        vocabulary: which exposures the categorical vocabularies are fit on (`VOCABULARY_RULES`):
+            `train_inputs` = the training targets and the events in their histories (the default of a single
+            prepare; the vocabularies then depend on the protocol, its delay and history length);
+            `train_window` = every exposure of the log before the end of the training split, whatever
+            the protocol, delay, history length or data size, so that arms of a data axis get identical
+            embedding tables. None = `train_inputs` here; a sweep whose grid varies the history
+            (protocol, delay_s, history_len) resolves None to `train_window` (harness/sweep/schema.py).
         out: folder that receives the artifact folder.
 
     Protocol parameters live on the protocol's own config, the registered protocol dataclass
@@ -126,6 +136,7 @@ class PrepareConfig:
     seed: int = 42
     task: str = DEFAULT_TASK
     split: SplitSettings = field(default_factory=SplitSettings)
+    vocabulary: Literal["train_inputs", "train_window"] | None = None
     out: str = "artifacts"
 
     def __post_init__(self) -> None:
@@ -146,6 +157,13 @@ class PrepareConfig:
             raise ConfigError(f"history_len: must be >= 1, got {self.history_len}")
         if self.task not in TASKS:
             raise ConfigError(f"task: {self.task!r} is not allowed (allowed: {', '.join(TASKS)})")
+        if self.vocabulary is not None and self.vocabulary not in VOCABULARY_RULES:
+            raise ConfigError(f"vocabulary: unknown rule {self.vocabulary!r}; valid: {', '.join(VOCABULARY_RULES)}")
+
+    @property
+    def vocabulary_rule(self) -> str:
+        """The vocabulary rule in force: `vocabulary`, or `train_inputs` when left None."""
+        return self.vocabulary or DEFAULT_VOCABULARY
 
     def protocol_config(self) -> Any:
         """The protocol's own config: its registered dataclass with the fields this config sets."""
@@ -237,6 +255,8 @@ def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tupl
         params["rules_version"] = rules_version
     if cfg.task != DEFAULT_TASK:  # the default task leaves the folder names of existing artifacts unchanged
         params["task"] = cfg.task
+    if cfg.vocabulary_rule != DEFAULT_VOCABULARY:  # likewise the default vocabulary rule
+        params["vocabulary"] = cfg.vocabulary_rule
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
     return digest, params
 
@@ -305,17 +325,22 @@ def _write_artifact(
     request_len = (history.rows != PAD_ROW).sum(axis=1).astype(np.int32)
     steps.update()
 
-    # 2. vocabularies from training inputs only
+    # 2. vocabularies (rule: PrepareConfig.vocabulary), from training-period inputs only
     train_rows = plan.rows["train"]
-    train_requests = np.unique(request_idx[split_of == 0])
-    item_rows = np.zeros(len(log), dtype=bool)
-    item_rows[train_rows] = True
-    for start in range(0, len(train_requests), 65_536):  # chunked: no full copy of the train histories
-        hist = history.rows[train_requests[start : start + 65_536]]
-        item_rows[hist[hist != PAD_ROW]] = True
-    vocabs = {f: fit_vocabulary(log[f][train_rows]) for f in USER_CONTEXT_FIELDS}
-    vocabs.update({f: fit_vocabulary(log[f][item_rows]) for f in HIST_CAT_FIELDS})
-    del item_rows
+    if cfg.vocabulary_rule == "train_window":  # every exposure before the training split ends: no protocol in it
+        window = np.flatnonzero(log["request_timestamp"] < plan.split.interval_ms("train")[1])
+        vocabs = {f: fit_vocabulary(log[f][window]) for f in (*USER_CONTEXT_FIELDS, *HIST_CAT_FIELDS)}
+        del window
+    else:  # the training targets and the events of their histories
+        train_requests = np.unique(request_idx[split_of == 0])
+        item_rows = np.zeros(len(log), dtype=bool)
+        item_rows[train_rows] = True
+        for start in range(0, len(train_requests), 65_536):  # chunked: no full copy of the train histories
+            hist = history.rows[train_requests[start : start + 65_536]]
+            item_rows[hist[hist != PAD_ROW]] = True
+        vocabs = {f: fit_vocabulary(log[f][train_rows]) for f in USER_CONTEXT_FIELDS}
+        vocabs.update({f: fit_vocabulary(log[f][item_rows]) for f in HIST_CAT_FIELDS})
+        del item_rows
     (folder / "vocab").mkdir()
     for f, v in vocabs.items():
         np.save(folder / "vocab" / f"{f}.npy", v)
@@ -371,6 +396,7 @@ def _write_artifact(
         "num_target_requests": int(len(request_rows)),
         "split_exposures": plan.available,
         "num_targets": {s: int(len(plan.rows[s])) for s in SPLITS},
+        "vocabulary": cfg.vocabulary_rule,
         "vocab_sizes": {f: vocab_size(v) for f, v in vocabs.items()},
         "numeric_stats": stats.as_dict(),
         "membership": membership,

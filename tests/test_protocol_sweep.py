@@ -44,6 +44,39 @@ def _sweep(cache) -> str:
     })
 
 
+def test_vocabulary_rules_differ_between_arms_only_when_fit_on_histories(tmp_path):
+    """The control for the arms test: fit on each arm's own histories (train_inputs), the item vocabularies
+    of the three arms differ; fit on the training window they are equal (and hold every training-window id)."""
+    import protocols
+    from protocols.prepare import PrepareConfig, prepare_log
+    from protocols.schema import HIST_CAT_FIELDS
+    from protocols.synthetic.pipeline import generate
+    from protocols.typed_config import from_dict
+
+    log_root = tmp_path / "log"
+    generate("tiny", log_root, seed=0, author50=True)
+    protocols.load_components()
+    log = protocols.SOURCES.get("synthetic")(log_root)
+    arms = [{"protocol": "exposure", "delay_s": 0}, {"protocol": "exposure", "delay_s": 60}, {"protocol": "author50"}]
+    sizes = {}
+    for rule in ("train_inputs", "train_window"):
+        sizes[rule] = []
+        for arm in arms:
+            cfg = from_dict(PrepareConfig, {"source": "synthetic", "root": str(log_root), "history_len": 8,
+                                            "n_train": 256, "n_valid": 128, "n_test": 192, "vocabulary": rule,
+                                            "out": str(tmp_path / "prepared"), **arm})
+            folder = prepare_log(log, cfg)
+            sizes[rule].append({f: len(np.load(folder / "vocab" / f"{f}.npy")) for f in HIST_CAT_FIELDS})
+    assert len({repr(s) for s in sizes["train_inputs"]}) > 1
+    assert len({repr(s) for s in sizes["train_window"]}) == 1
+    # train_window = the distinct ids of every exposure before the validation split starts, counted with pandas
+    manifest = json.loads((folder / "manifest.json").read_text())
+    start = pd.Timestamp(manifest["parameters"]["split"]["valid_start"], tz=manifest["parameters"]["split"]["timezone"]).value // 10**6
+    frame = pd.DataFrame({f: log[f] for f in (*HIST_CAT_FIELDS, "request_timestamp")})
+    expected = frame[frame["request_timestamp"] < start][list(HIST_CAT_FIELDS)].nunique().to_dict()
+    assert sizes["train_window"][0] == expected
+
+
 def test_three_arm_sweep_pairs_every_comparison_on_shared_targets(tmp_path):
     sweep = parse_sweep(_sweep(tmp_path / "cache"))
     outcome = run_sweep(sweep, results_root=tmp_path / "results", num_cpus=2)
@@ -75,6 +108,21 @@ def test_three_arm_sweep_pairs_every_comparison_on_shared_targets(tmp_path):
                 for d in runs["run_dir"]}
     assert len(test_ids) == 1
     assert all(f.same_targets and f.shared == 192 for f in res.arm_facts.values())
+
+    # the arms differ only in their histories: every artifact has the same vocabularies (fit on the training
+    # window, the rule such sweeps resolve to), and Wukong, which reads no history, is bit-identical across arms
+    manifests = [json.loads(open(f"{p}/manifest.json").read()) for p in paths.values()]
+    assert all(m["vocabulary"] == "train_window" and m["vocab_sizes"] == manifests[0]["vocab_sizes"]
+               for m in manifests)
+    for seed in SEEDS:
+        wukong = runs[(runs["arch"] == "wukong") & (runs["seed"] == seed)]
+        assert len(wukong) == 3
+        scores = [pd.read_parquet(root / d / "predictions_test.parquet").sort_values("event_id")["score"].to_numpy()
+                  for d in wukong["run_dir"]]
+        assert all(np.array_equal(scores[0], x) for x in scores[1:])
+        assert wukong["test_auc"].nunique() == 1 and wukong["test_logloss"].nunique() == 1
+    whale = runs[runs["arch"] == "whale"].groupby("seed")["test_auc"].nunique()
+    assert (whale > 1).all()  # the history models do see different arms
 
     # the 0 s vs 60 s membership share equals compare-delay's, computed from the log by another code path
     import protocols

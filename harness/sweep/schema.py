@@ -56,7 +56,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from protocols.errors import one_line
-from protocols.prepare import DEFAULT_TASK, PrepareConfig
+from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 from protocols.typed_config import ConfigError, from_dict, to_dict
 
 from harness.metric_registry import check_split_metric
@@ -122,6 +122,8 @@ class DataSection(PrepareConfig):
         for name in DATA_AXIS_FIELDS:
             value = getattr(self, name)
             if name == "task" and value == DEFAULT_TASK:  # dataset ids predating tasks stay the same
+                continue
+            if name == "vocabulary" and value in (None, DEFAULT_VOCABULARY):  # likewise for vocabulary rules
                 continue
             if dataclasses.is_dataclass(value):
                 if value == type(value)():
@@ -255,6 +257,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     axes = _normalise_grid(cfg)
     archs = axes["arch"]
     _check_data_values(cfg)
+    _resolve_vocabulary(cfg, axes)
 
     _check_models(cfg, axes, archs)
     _check_train(cfg.train, "train")
@@ -364,6 +367,38 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
         if not isinstance(s, int) or isinstance(s, bool):
             raise ConfigError(f"grid.seed: expected integers, got {s!r}")
     return axes
+
+
+#: Data fields that change which events a history holds; arms that differ in them must share vocabularies.
+HISTORY_FIELDS: tuple[str, ...] = ("protocol", "delay_s", "history_len")
+
+
+def history_axes(axes: Mapping[str, list[Any]]) -> list[str]:
+    """The grid axes that vary a history setting (`HISTORY_FIELDS`), directly or inside a `data` bundle."""
+    varied = [f"data.{f}" for f in HISTORY_FIELDS if len(axes.get(f"data.{f}", [])) > 1]
+    bundles = axes.get("data", [])
+    for f in HISTORY_FIELDS:
+        if len({repr(b.get(f)) for b in bundles}) > 1:
+            varied.append(f"grid.data[].{f}")
+    return varied
+
+
+def _resolve_vocabulary(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> None:
+    """Arms that vary the history get vocabularies fit without it (`train_window`), so that their models have
+    identical embedding tables at the same seed; `data.vocabulary: train_inputs` there is refused."""
+    varied = history_axes(axes)
+    if "data.vocabulary" in axes or any("vocabulary" in b for b in axes.get("data", [])):
+        raise ConfigError("grid: data.vocabulary is not a grid axis (it would confound the arms' embedding tables)")
+    if not varied:
+        return
+    given = cfg.data.prepare.get("vocabulary", cfg.data.vocabulary)
+    if given == DEFAULT_VOCABULARY:
+        raise ConfigError(
+            f"data.vocabulary: train_inputs fits vocabularies on each arm's own histories, so the arms of "
+            f"{', '.join(varied)} would differ in their embedding tables as well as in their histories; "
+            "use train_window (the default for such sweeps)")
+    if given is None:
+        object.__setattr__(cfg, "data", dataclasses.replace(cfg.data, vocabulary="train_window"))
 
 
 def _check_bundle(axis: str, values: list[Any]) -> None:
