@@ -60,8 +60,13 @@ test-slow: setup
 test-all: setup
 	$(BIN)/python -m pytest -m "" $(ARGS)
 
+# Benchmarks under tests/bench; their results are written as markdown tables to docs/benchmarks/<module>.md
+# (tests/bench/write_tables.py; only the modules that ran are rewritten), the one place measurements live.
+BENCH_JSON ?= .benchmarks/bench.json
 bench: setup
-	$(BIN)/python -m pytest tests/bench -m bench --benchmark-enable $(ARGS)
+	rm -f $(BENCH_JSON) && mkdir -p $(dir $(BENCH_JSON))
+	$(BIN)/python -m pytest tests/bench -m bench --benchmark-enable --benchmark-json=$(BENCH_JSON) $(ARGS)
+	$(BIN)/python tests/bench/write_tables.py $(BENCH_JSON) docs/benchmarks
 
 # CUDA tests (they skip without CUDA) and a timed WHALE epoch at the seed configuration on the medium
 # synthetic log, printing targets/s and utilisation (harness/gpu_check.py; says so and exits 0 without CUDA).
