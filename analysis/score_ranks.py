@@ -11,7 +11,6 @@ run's own prediction file is absent.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from scipy import stats
 
+from protocols.atomic_write import write_parquet
 from protocols.errors import DataValidationError
+from protocols.results_layout import score_ranks_file
 
 from .collect import SweepResults
 
 
-def ranks_file(split: str) -> str:
-    return f"score_ranks_{split}.parquet"
+ranks_file = score_ranks_file
 
 
 def write_score_ranks(results: SweepResults, rows: list[int], out: Path) -> Path | None:
@@ -61,9 +61,7 @@ def write_score_ranks(results: SweepResults, rows: list[int], out: Path) -> Path
     for name in names:
         col = table[name]
         arrays[name] = pa.array(col.to_numpy(np.float64, na_value=0).astype(np.uint32), mask=col.isna().to_numpy())
-    tmp = out.with_name(f".{out.name}.tmp")
-    pq.write_table(pa.table(arrays), tmp, compression="zstd")
-    os.replace(tmp, out)
+    write_parquet(out, pa.table(arrays), compression="zstd")
     return out
 
 

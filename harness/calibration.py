@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from protocols.atomic_write import write_json
 from protocols.errors import RecscaleError, one_line
 
 CACHE_FILE = "calibration.json"
@@ -128,12 +128,5 @@ def record(device: str, section: str, key: str, value: Any) -> Path:
     machine["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, data, indent=1, sort_keys=True)
     return path

@@ -13,7 +13,6 @@ in it runs. Run folders are copied between machines, so a checkpoint is untruste
 """
 from __future__ import annotations
 
-import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from protocols.atomic_write import atomic_write
 from protocols.errors import RecscaleError
 
 from .config import RESUME_SAFE_KEYS, SELECT_EPOCH_BEFORE, SELECT_EPOCH_KEY
@@ -129,12 +129,9 @@ def save_checkpoint(
         "rng": rng_states(),
         "best_model": best_model_state,
     }
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: torch.save(payload, tmp))  # `path` keeps the previous one on failure
     except BaseException as e:  # an error, or a second signal (harness.train.TrainingAborted), mid-write
-        tmp.unlink(missing_ok=True)  # `path` still holds the previous complete checkpoint
         signalled = e
         while signalled is not None and isinstance(signalled, Exception):
             signalled = signalled.__context__

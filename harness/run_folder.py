@@ -11,7 +11,7 @@
                                    `--resume` refuses other data even before the first checkpoint
 
 Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into
-place; `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics (e.g. AUC
+place (`protocols.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics (e.g. AUC
 of a one-class group) are stored as JSON null.
 
 metrics.json records the size and blake2b checksum of each prediction file under "integrity" (the record
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from protocols import integrity
+from protocols import atomic_write, integrity
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError, one_line
 
 
 #: Hidden file holding the data fingerprint the run started on (written with config.yaml).
-DATA_FINGERPRINT_FILE = ".data_fingerprint"
+DATA_FINGERPRINT_FILE = layout.DATA_FINGERPRINT_FILE
 #: Every file a run folder may hold; any of them present means the folder holds a run.
 RUN_FILES: tuple[str, ...] = (
     layout.CONFIG_FILE,
@@ -54,18 +53,7 @@ class RunFolderError(RecscaleError):
     """A run folder is missing a file or holds an unreadable one."""
 
 
-def _atomic_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp.{os.getpid()}")
-
-
-def write_text(path: Path, text: str) -> None:
-    tmp = _atomic_path(path)
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:  # an error or an abort mid-write: no temporary file left behind
-        tmp.unlink(missing_ok=True)
-        raise
+write_text = atomic_write.write_text
 
 
 def json_safe(value: Any) -> Any:
@@ -135,14 +123,7 @@ def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np
             "score": pa.array(np.asarray(score, dtype=np.float64)),
         }
     )
-    path = run_dir / layout.predictions_file(split)
-    tmp = _atomic_path(path)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write.write_parquet(run_dir / layout.predictions_file(split), table)
 
 
 def read_predictions(run_dir: Path, split: str, *, metrics: dict[str, Any] | None = None) -> pa.Table:
@@ -181,7 +162,7 @@ def clean_stale_temporaries(run_dir: Path) -> list[Path]:
     if not run_dir.is_dir():
         return removed
     for name in RUN_FILES:
-        for tmp in run_dir.glob(f".{name}.tmp.*"):
+        for tmp in run_dir.glob(atomic_write.temporary_glob(name)):
             try:
                 tmp.unlink()
                 removed.append(tmp)

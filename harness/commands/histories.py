@@ -10,14 +10,14 @@ Example:
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from protocols import results_layout as layout
 from protocols.artifact import PreparedDataset
+from protocols.atomic_write import write_parquet
 from protocols.errors import RecscaleError
 from protocols.output_location import check_writable
 from protocols.split import SPLITS
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def history_table(ds: PreparedDataset, split: str) -> pa.Table:
     """Columns event_id (int64) and history_event_ids (list<int64>), one row per target."""
-    event_ids = np.load(ds.path / "exposure_event_id.npy", mmap_mode="r")
+    event_ids = np.load(ds.path / layout.EXPOSURE_EVENT_ID_FILE, mmap_mode="r")
     rows = ds.history_rows(split)  # [n, L]
     valid = rows >= 0
     offsets = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
@@ -48,12 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise RecscaleError(f"--out {out}: expected a .parquet file name")
     check_writable(out, "the history table")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
-        table = history_table(ds, args.split)
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    table = history_table(ds, args.split)
+    write_parquet(out, table)
     print(f"wrote {table.num_rows:,} {args.split} targets to {out}")
     return 0

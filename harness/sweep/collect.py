@@ -10,12 +10,12 @@ axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train k
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from protocols.atomic_write import write_parquet, write_text
 from protocols.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_FILE
 
 from .trainable import scalar_metrics
@@ -24,9 +24,7 @@ from .trainable import scalar_metrics
 def write_trial_record(run_dir: Path, record: dict[str, Any]) -> None:
     """Atomically write the trial's config record into its run folder."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / f".{TRIAL_RECORD_FILE}.tmp"
-    tmp.write_text(json.dumps(record, indent=1, default=str))
-    os.replace(tmp, run_dir / TRIAL_RECORD_FILE)
+    write_text(run_dir / TRIAL_RECORD_FILE, json.dumps(record, indent=1, default=str))
 
 
 def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -58,7 +56,5 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
         table = table.sort_values(["stage", "trial_id"], kind="stable").reset_index(drop=True)
         for col in config:  # mixed python types (e.g. int and None) -> let pandas pick one dtype
             table[col] = pd.Series(table[col].tolist(), dtype=object).infer_objects()
-    tmp = sweep_dir / f".{RUNS_FILE}.tmp"
-    table.to_parquet(tmp, index=False)
-    os.replace(tmp, sweep_dir / RUNS_FILE)
+    write_parquet(sweep_dir / RUNS_FILE, table, index=False)
     return table

@@ -20,16 +20,16 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from protocols import atomic_write
 from protocols.artifact import PreparedDataset
 from protocols.prepare import protocol_parameters
-from protocols.results_layout import DATASETS_FILE
+from protocols.results_layout import DATASETS_FILE, EXPOSURE_EVENT_ID_FILE, targets_file
 from protocols.split import SPLITS
 
 FORMAT = 1
@@ -37,10 +37,10 @@ FORMAT = 1
 
 def history_event_ids(ds: PreparedDataset, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Target event_ids [n] (ascending) and each target's history as event_ids [n, L] (-1 at PAD)."""
-    targets = pq.read_table(ds.path / f"{split}_targets.parquet", columns=["event_id", "request_idx"])
+    targets = pq.read_table(ds.path / targets_file(split), columns=["event_id", "request_idx"])
     event_id = targets.column("event_id").to_numpy()
     rows = np.asarray(ds._history[targets.column("request_idx").to_numpy()])  # [n, L] exposure rows, -1 PAD
-    exposure_event_id = np.load(ds.path / "exposure_event_id.npy", mmap_mode="r")
+    exposure_event_id = np.load(ds.path / EXPOSURE_EVENT_ID_FILE, mmap_mode="r")
     hist = np.where(rows >= 0, np.asarray(exposure_event_id)[np.maximum(rows, 0)], -1)  # [n, L]
     order = np.argsort(event_id, kind="stable")
     return event_id[order], hist[order]
@@ -121,7 +121,5 @@ def write_dataset_facts(sweep_dir: Path | str, datasets: Mapping[str, Mapping[st
                         paths: Mapping[str, str | Path]) -> Path:
     """Compute and atomically write `sweep_dir/datasets.json`."""
     target = Path(sweep_dir) / DATASETS_FILE
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(dataset_facts(datasets, paths), indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, target)
+    atomic_write.write_text(target, json.dumps(dataset_facts(datasets, paths), indent=1, sort_keys=True) + "\n")
     return target

@@ -45,6 +45,7 @@ from typing import Any, Iterator
 import yaml
 from ray import tune
 
+from protocols import atomic_write
 from protocols.errors import RecscaleError
 from protocols.output_location import check_writable
 from protocols.results_layout import (
@@ -134,9 +135,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
                   file=sys.stderr)
             resume = True
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    tmp = sweep_dir / f".{SWEEP_FILE}.tmp"
-    tmp.write_text(sweep.source_text)
-    os.replace(tmp, stored)
+    atomic_write.write_text(stored, sweep.source_text)
     return sweep_dir, resume
 
 
@@ -612,7 +611,7 @@ def run_sweep(
                 timings["search_s"] = stage.wall_s
                 if not (stage.failed or stage.interrupted):
                     fixed = _best_point(sweep, stage.results)
-                    (sweep_dir / SEARCH_BEST_FILE).write_text(json.dumps(fixed, indent=1) + "\n")
+                    atomic_write.write_text(sweep_dir / SEARCH_BEST_FILE, json.dumps(fixed, indent=1) + "\n")
                     plan = plan_sweep(sweep, fixed=fixed)
             if stage is None or not (stage.failed or stage.interrupted):
                 ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
@@ -634,7 +633,7 @@ def run_sweep(
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
-    (sweep_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    atomic_write.write_text(sweep_dir / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
     _remember_timings(sweep, sweep_dir, since, summary)
     return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
                         interrupted=stage.interrupted, summary=summary)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness import calibration
-from harness.run_folder import write_text
+from protocols.atomic_write import write_text
 from protocols.errors import one_line
 
 #: The environment variable that marks every process of a recorded session.

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from ..atomic_write import write_json
 from ..errors import RecscaleError
 from ..output_location import check_writable
 from ..recflow_days import DEFAULT_DAYS, day_bounds_ms
@@ -319,6 +320,4 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
         raise
     stored["author50"] = True
     stored.setdefault("config", {}).setdefault("scale", {})["author50"] = True
-    marker_tmp = out / f".{MARKER}.tmp"
-    marker_tmp.write_text(json.dumps(stored, indent=2))
-    os.replace(marker_tmp, out / MARKER)
+    write_json(out / MARKER, stored, indent=2)

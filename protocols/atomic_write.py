@@ -1,0 +1,76 @@
+"""Atomic file writes: a file is either its previous content or the complete new one, never half-written.
+
+Every writer goes through `atomic_write(path, write)`: `write` fills a temporary file beside `path`
+(`.<name>.tmp.<pid>`, same folder so the rename stays on one file system), which is then renamed onto
+`path` with `os.replace` (atomic on POSIX). An error or an abort (KeyboardInterrupt, SystemExit) during
+the write removes the temporary file and leaves `path` as it was. A process killed outright (SIGKILL)
+can leave the temporary file behind; `temporary_glob(name)` is the pattern that finds such leftovers
+(`harness.run_folder.clean_stale_temporaries` removes them from run folders).
+
+Folders that must appear all at once (a prepared artifact, a synthetic log, a published reference) are
+built in a temporary folder and renamed by their writers; this module covers single files.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+
+def temporary_path(path: Path) -> Path:
+    """The temporary name `atomic_write` fills before renaming it onto `path`."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp.{os.getpid()}")
+
+
+def temporary_glob(name: str) -> str:
+    """Glob pattern of the temporary files any process may have left for file `name`."""
+    return f".{name}.tmp.*"
+
+
+def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
+    """Call `write(tmp)` to fill a temporary file, then rename it onto `path`; nothing is left on failure."""
+    path = Path(path)
+    tmp = temporary_path(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:  # an error or an abort mid-write: no temporary file left, `path` untouched
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def write_json(path: Path, value: Any, **dumps_options: Any) -> None:
+    """`json.dumps(value, **dumps_options)` written atomically (serialised before the file is opened)."""
+    write_text(path, json.dumps(value, **dumps_options))
+
+
+def write_parquet(path: Path, table: Any, **options: Any) -> None:
+    """A pyarrow Table (`pyarrow.parquet.write_table`) or a pandas DataFrame (`to_parquet`), atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(table, pa.Table):
+        atomic_write(path, lambda tmp: pq.write_table(table, tmp, **options))
+    else:
+        atomic_write(path, lambda tmp: table.to_parquet(tmp, **options))
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    """`np.save` atomically (through a file object: `np.save` would append `.npy` to the temporary name)."""
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, array)
+
+    atomic_write(path, write)
