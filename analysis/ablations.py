@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from harness import metric_registry
 from protocols.errors import DataValidationError
+from protocols.results_layout import RUNS_FILE, predictions_file
 
 from .collect import SweepResults
 from .comparisons import PairedRuns, default_comparisons, pair_runs
@@ -91,7 +92,7 @@ def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, 
     if mismatch.any():
         i = int(np.flatnonzero(mismatch)[0])
         run_dir = results.runs.at[row_b, "run_dir"]
-        raise DataValidationError(str(results.run_path(run_dir) / f"predictions_{results.config.split}.parquet"),
+        raise DataValidationError(str(results.run_path(run_dir) / predictions_file(results.config.split)),
                                   "label", "label differs from the paired run's for the same event",
                                   value=int(joined["event_id"].iloc[i]))
     labels = joined["label_a"].to_numpy()
@@ -118,7 +119,7 @@ def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> s
     example = paths[missing[0]]
     where = f" (e.g. {example.relative_to(results.root)})" if example is not None else " (no run_dir column)"
     return (f"DeLong skipped where a run has no predictions: {len(missing)} of {len(rows)} compared run(s) lack "
-            f"predictions_{results.config.split}.parquet{where}; the seed-level statistics come from runs.parquet")
+            f"{predictions_file(results.config.split)}{where}; the seed-level statistics come from {RUNS_FILE}")
 
 
 def ablation_analysis(results: SweepResults, *, progress: bool = True) -> list[AblationResult]:

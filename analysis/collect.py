@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from protocols.errors import DataValidationError, RecscaleError, one_line
-from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE
+from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions_file
 
 from .config import AnalysisConfig, analysis_config
 
@@ -60,13 +60,13 @@ class SweepResults:
         run_dir = self.runs.at[row, "run_dir"] if "run_dir" in self.runs.columns else None
         if run_dir is None or pd.isna(run_dir):
             return None
-        return self.run_path(run_dir) / f"predictions_{self.config.split}.parquet"
+        return self.run_path(run_dir) / predictions_file(self.config.split)
 
     def predictions(self, run_dir: str) -> pd.DataFrame | None:
         """`event_id, label, score` of the run's predictions for the analysed split, or None if absent."""
         from harness import run_folder
 
-        path = self.run_path(run_dir) / f"predictions_{self.config.split}.parquet"
+        path = self.run_path(run_dir) / predictions_file(self.config.split)
         if not path.exists():
             return None
         # checked against the size and checksum metrics.json records; a damaged file is an error naming it
@@ -176,13 +176,13 @@ def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics
     runs = results.runs
     if "run_dir" not in runs.columns:
         return []
-    split_file = f"predictions_{results.config.split}.parquet"
+    split_file = predictions_file(results.config.split)
     out: list[str] = []
     for row in range(len(runs)):
         run_dir = runs.at[row, "run_dir"]
         who = f"{runs.at[row, 'arch']} seed {runs.at[row, 'seed']}"
         if run_dir is None or pd.isna(run_dir):
-            out.append(f"runs.parquet row {row} ({who}): no run_dir; its per-run files were not read")
+            out.append(f"{RUNS_FILE} row {row} ({who}): no run_dir; its per-run files were not read")
             continue
         path = results.run_path(run_dir)
         lost: list[str] = []

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from protocols.results_layout import RUNS_FILE
 from protocols.typed_config import ConfigError
 
 from .collect import SweepResults
@@ -67,7 +68,7 @@ def select(runs: pd.DataFrame, selector: dict[str, Any]) -> np.ndarray:
     mask = np.ones(len(runs), dtype=bool)
     for key, value in selector.items():
         if key not in runs.columns:
-            raise ConfigError(f"selector column {key!r} is not in runs.parquet; columns: {', '.join(runs.columns)}")
+            raise ConfigError(f"selector column {key!r} is not in {RUNS_FILE}; columns: {', '.join(runs.columns)}")
         mask &= _matches(runs[key], value)
     return mask
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.curves import read_curves
+from protocols import results_layout as layout
 
 from .collect import SweepResults
 from .families import family_columns, show, size_columns
@@ -77,7 +78,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
             axes[0, 1].set(xlabel="optimiser step", ylabel="validation NE", title="validation NE (1 = base rate)")
         fig.suptitle(", ".join(f"{c.removeprefix('model.')}={show(v)}" for c, v in zip(fams, key)), fontsize=10)
         fig.tight_layout()
-        path = plots / f"curves_{_name(key)}.png"
+        path = plots / layout.plot_file(f"curves_{_name(key)}")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         out[f"curves_{_name(key)}"] = path

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from protocols import results_layout as layout
+
 from .ablations import ablation_analysis, delong_coverage
 from .expectations import evaluate_expectations
 from .collect import load_results, run_folders_absent, unreadable_runs
@@ -41,9 +43,9 @@ from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
 from .scaling_tests import correct_scaling_tests
 
-REPORT = "report.md"
-PLOTS = "plots"
-SUMMARY = "analysis.json"
+REPORT = layout.REPORT_FILE
+PLOTS = layout.PLOTS_DIR
+SUMMARY = layout.ANALYSIS_FILE
 
 
 def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
@@ -70,22 +72,22 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     plots.mkdir()
     metrics = [m for m in cfg.metrics if res.results.has_metric(m)]
     made = {
-        "scaling_auc": plot_scaling(res.scaling, "auc", plots / "scaling_auc.png", helix=cfg.scaling.helix_reference),
-        "scaling_logloss": plot_scaling(res.scaling, "logloss", plots / "scaling_logloss.png", helix=False),
-        "forms_auc": plot_forms(res.scaling, "auc", plots / "forms_auc.png"),
-        "forms_logloss": plot_forms(res.scaling, "logloss", plots / "forms_logloss.png"),
-        "forest": plot_forest(res.ablations, metrics, plots / "forest.png"),
-        "seed_strip": plot_seed_strip(res.ablations, metrics, plots / "seed_strip.png"),
-        "settings": plot_settings(res.results, plots / "settings.png"),
-        "isoflop": plot_isoflop(res.data_scaling, plots / "isoflop.png"),
-        "frontier": plot_frontier(res.data_scaling, plots / "frontier.png"),
+        "scaling_auc": plot_scaling(res.scaling, "auc", plots / layout.plot_file("scaling_auc"), helix=cfg.scaling.helix_reference),
+        "scaling_logloss": plot_scaling(res.scaling, "logloss", plots / layout.plot_file("scaling_logloss"), helix=False),
+        "forms_auc": plot_forms(res.scaling, "auc", plots / layout.plot_file("forms_auc")),
+        "forms_logloss": plot_forms(res.scaling, "logloss", plots / layout.plot_file("forms_logloss")),
+        "forest": plot_forest(res.ablations, metrics, plots / layout.plot_file("forest")),
+        "seed_strip": plot_seed_strip(res.ablations, metrics, plots / layout.plot_file("seed_strip")),
+        "settings": plot_settings(res.results, plots / layout.plot_file("settings")),
+        "isoflop": plot_isoflop(res.data_scaling, plots / layout.plot_file("isoflop")),
+        "frontier": plot_frontier(res.data_scaling, plots / layout.plot_file("frontier")),
     }
     runs, label = _group_labels(res)
     groups = group_frame(res.results, runs, label)
-    made["groups"] = plot_groups(groups, plots / "groups.png")
+    made["groups"] = plot_groups(groups, plots / layout.plot_file("groups"))
     if groups.empty:
-        res.group_note = ("No run folder with metrics.json `groups` (a results folder with only runs.parquet has "
-                          "none): no grouped-metric plot.")
+        res.group_note = (f"No run folder with {layout.METRICS_FILE} `groups` (a results folder with only "
+                          f"{layout.RUNS_FILE} has none): no grouped-metric plot.")
     if res.health is not None:  # every run, unhealthy ones dashed (analysis/curves.py)
         made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
     res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness import metric_registry
+from protocols.results_layout import DATASETS_FILE, RUNS_FILE
 
 from .families import show
 from .protocol_evidence import ArmFacts
@@ -38,7 +39,7 @@ def _delong(r: AblationResult, alpha: float) -> str:
 
 def _targets_line(facts: dict[int, ArmFacts], split: str) -> str:
     if not facts:
-        return f"- **Targets:** unknown (no datasets.json): the arms may score different {split} targets."
+        return f"- **Targets:** unknown (no {DATASETS_FILE}): the arms may score different {split} targets."
     seen = {frozenset((f.dataset_a, f.dataset_b)): f for f in facts.values()}
     if all(f.same_targets for f in seen.values()):
         n = sorted({f.shared for f in seen.values()})
@@ -165,7 +166,7 @@ def answer_lines(res: AnalysisResult) -> list[str]:
     if res.ranks is not None:
         out += _ranking_lines(res.ranks)
         if any(not f.same_targets for f in res.arm_facts.values()):
-            out.append("- _The rank orders and DiDs use runs.parquet's metrics, i.e. each arm's own targets; "
+            out.append(f"- _The rank orders and DiDs use {RUNS_FILE}'s metrics, i.e. each arm's own targets; "
                        "the arms above do not all share them._")
     out += [_so_line(res), ""]
     return out
@@ -222,7 +223,7 @@ def protocol_section(res: AnalysisResult) -> list[str]:
     if rows:
         out += ["## Data comparisons: targets, history membership and AUC", "",
                 f"Per comparison stratum: the data arms A / B, the {split} targets "
-                "both score / held by one arm only (from datasets.json), the share of shared targets whose history "
+                f"both score / held by one arm only (from {DATASETS_FILE}), the share of shared targets whose history "
                 "holds a different set of events, the mean valid history length of each arm (distinct events), the "
                 f"mean number of history events both hold; then the seed-level {split} AUC Δ = A − B with its BCa "
                 "interval and Holm-adjusted paired t p-value (as in the comparisons table), and DeLong's paired "

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness import run_health as H
+from protocols.results_layout import RUNS_FILE
 
 from .collect import SweepResults
 from .headline import Headline
@@ -60,7 +61,7 @@ class RunHealth:
         every criterion was checked)."""
         out = []
         if self.derived_rows:
-            out.append(f"run health of {self.derived_rows} of {self.total_runs} run(s) derived from runs.parquet's "
+            out.append(f"run health of {self.derived_rows} of {self.total_runs} run(s) derived from {RUNS_FILE}'s "
                        "columns (the runs predate the recorded status); not checked for them: "
                        + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked))
         elif self.unchecked:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols.results_layout import RUNS_FILE
 
 from .axes import UNIT_NAMES
 from .curve_fits import ALPHA_BOUNDS, N_PARAMS
@@ -186,7 +187,7 @@ def _points_section(res) -> list[str]:
             rows.append(row)
     text = ("Share of the oracle gap closed: as in the per-architecture table, mean(AUC − AUC_ref) / "
             "mean(AUC_oracle − AUC_ref) over the seeds shared with the reference." if oracle else
-            "No oracle AUC in runs.parquet (only synthetic logs know it): no share of the oracle gap.")
+            f"No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap.")
     return ["### Points of each fit", "", "Seed-mean gains over the reference (every run, as measured), x on the "
             "fit's axis. " + text, "", *_table(header, rows), ""]
 
@@ -240,7 +241,7 @@ def _helix_lines(res) -> list[str]:
 def scaling_section(res) -> list[str]:
     out = ["## Scaling fits", ""]
     if not res.scaling:
-        why = res.notes or ["No `flops_per_target` in runs.parquet: no scaling fit."]
+        why = res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]
         return out + why + [""]
     ref = res.scaling[0].reference
     out += ["### Power law of the gain, the seed as the unit", "",

@@ -21,6 +21,7 @@ import os
 import sys
 
 from protocols.errors import RecscaleError
+from protocols.results_layout import REPORT_FILE
 
 #: (command, module under harness.commands, one-line help)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -37,7 +38,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("metrics", "metrics", "recompute a run's metrics from its saved predictions and compare"),
     ("sweep", "sweep", "launch a sweep YAML through Ray Tune"),
     ("clean", "clean", "end the Ray processes and remove the /tmp/rs-* folders that killed sweeps left"),
-    ("analyze", "analyze", "scaling fits, seed variance, significance, plots and report.md"),
+    ("analyze", "analyze", f"scaling fits, seed variance, significance, plots and {REPORT_FILE}"),
     ("reference", "reference", "publish a sweep as a committed reference study, or check a fresh run against one"),
 )
 

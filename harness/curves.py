@@ -20,8 +20,10 @@ from typing import Any, Mapping
 
 import torch
 
+from protocols import results_layout as layout
+
 #: Subfolder of a run folder holding its event files.
-CURVES_DIR = "curves"
+CURVES_DIR = layout.CURVES_DIR
 
 
 class CurveLogger:

@@ -26,6 +26,8 @@ def _cli(*args: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
+    from protocols.synthetic import MARKER
+
     p = argparse.ArgumentParser(prog="python -m harness.gpu_check", description=__doc__.splitlines()[0])
     p.add_argument("--scale", default="medium")
     p.add_argument("--arch", default="whale")
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-check: no CUDA device on this machine; the timed epoch was skipped")
         return 0
     log = Path("artifacts/synthetic") / f"{args.scale}-seed0"
-    if not (log / "SYNTHETIC.json").exists():
+    if not (log / MARKER).exists():
         _cli("synth", "--scale", args.scale, "--out", str(log))
     artifact = _cli("prepare", "--source", "synthetic", "--root", str(log), "--history-len", "128").strip().splitlines()[-1]
     sets = [x for s in args.set for x in ("--set", s)]

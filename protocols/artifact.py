@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from . import results_layout as layout
 from .errors import RecscaleError
 from .integrity import check_files, read_manifest
 from .prefetch import prefetch_map
@@ -64,8 +65,8 @@ class PreparedDataset:
         path = Path(path)
         if not path.is_dir():
             raise RecscaleError(f"{path}: not a prepared dataset (no such folder); run `recscale prepare`")
-        if not (path / "manifest.json").exists():
-            raise RecscaleError(f"{path}: not a prepared dataset (no manifest.json); run `recscale prepare`")
+        if not (path / layout.MANIFEST_FILE).exists():
+            raise RecscaleError(f"{path}: not a prepared dataset (no {layout.MANIFEST_FILE}); run `recscale prepare`")
         manifest = read_manifest(path)
         check_files(path, manifest, checksums=verify, progress=progress)
         return cls(path, manifest)
@@ -77,21 +78,22 @@ class PreparedDataset:
 
     @cached_property
     def _history(self) -> np.ndarray:
-        return self._load("history.npy")
+        return self._load(layout.HISTORY_FILE)
 
     @cached_property
     def _exposure(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self._load("exposure_item.npy"), self._load("exposure_feedback.npy"), self._load("exposure_ts.npy")
+        return (self._load(layout.EXPOSURE_ITEM_FILE), self._load(layout.EXPOSURE_FEEDBACK_FILE),
+                self._load(layout.EXPOSURE_TS_FILE))
 
     def _split_arrays(self, split: str) -> dict[str, np.ndarray]:
         cache = self._split_cache
         if split not in cache:
             self._check_split(split)
-            meta = pq.read_table(self.path / f"{split}_targets.parquet",
+            meta = pq.read_table(self.path / layout.targets_file(split),
                                  columns=["request_idx", "request_ts", "day", "label", "event_id"])
             cache[split] = {
-                "cat": self._load(f"{split}_cat.npy"),
-                "num": self._load(f"{split}_num.npy"),
+                "cat": self._load(layout.cat_file(split)),
+                "num": self._load(layout.num_file(split)),
                 **{c: meta.column(c).to_numpy() for c in meta.column_names},
             }
         return cache[split]
@@ -112,7 +114,7 @@ class PreparedDataset:
     def targets(self, split: str) -> pa.Table:
         """Per-target metadata in evaluation (stored) order."""
         self._check_split(split)
-        return pq.read_table(self.path / f"{split}_targets.parquet")
+        return pq.read_table(self.path / layout.targets_file(split))
 
     def history_rows(self, split: str) -> np.ndarray:
         """int32 [n, L] exposure rows of each target's history (-1 at PAD), stored order."""

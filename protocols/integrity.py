@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import RecscaleError
+from .results_layout import MANIFEST_FILE
 
-MANIFEST = "manifest.json"
+MANIFEST = MANIFEST_FILE
 ALGORITHM = "blake2b-128"
 INTEGRITY_KEY = "integrity"
 MANIFEST_DIGEST_KEY = "manifest_blake2b"

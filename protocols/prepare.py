@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from . import PROTOCOLS, SOURCES, load_components
+from . import results_layout as layout
 from .output_location import check_writable
 from .availability import UserTimeline
 from .encoding import (
@@ -73,18 +74,18 @@ TASKS: tuple[str, ...] = ("long_view", "effective_view")
 DEFAULT_TASK = TASKS[0]
 
 ARTIFACT_FILES: dict[str, str] = {
-    "manifest.json": "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics;"
+    layout.MANIFEST_FILE: "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics;"
     " integrity: every other file's size and blake2b checksum; manifest_blake2b: the manifest's own checksum",
-    "history.npy": "int32 [R, L] exposure rows of each target request's history (left-aligned, ascending; -1 PAD)",
-    "exposure_item.npy": "int32 [N+1, 5] encoded video, author, category_level_one, category_level_two, upload_type;"
+    layout.HISTORY_FILE: "int32 [R, L] exposure rows of each target request's history (left-aligned, ascending; -1 PAD)",
+    layout.EXPOSURE_ITEM_FILE: "int32 [N+1, 5] encoded video, author, category_level_one, category_level_two, upload_type;"
     " row N is the all-zero PAD row",
-    "exposure_feedback.npy": "int8 [N+1, 2] effective_view, long_view encoded 2/3; row N is PAD",
-    "exposure_ts.npy": "int64 [N+1] request_timestamp (ms) of every exposure; row N is PAD (0)",
-    "exposure_event_id.npy": "int64 [N] event_id of every exposure (audit trail)",
-    "{split}_cat.npy": "int32 [n, 10] encoded categorical inputs of each target (CAT_FIELDS order)",
-    "{split}_num.npy": "float32 [n, 8] numeric inputs of each target (NUM_FEATURES order)",
-    "{split}_targets.parquet": "per-target metadata: event_id, row, request_idx, label, day, unseen flags, ...",
-    "vocab/{field}.npy": "int64 raw ids of the field's vocabulary; raw id vocab[i] encodes to i + 2",
+    layout.EXPOSURE_FEEDBACK_FILE: "int8 [N+1, 2] effective_view, long_view encoded 2/3; row N is PAD",
+    layout.EXPOSURE_TS_FILE: "int64 [N+1] request_timestamp (ms) of every exposure; row N is PAD (0)",
+    layout.EXPOSURE_EVENT_ID_FILE: "int64 [N] event_id of every exposure (audit trail)",
+    layout.cat_file("{split}"): "int32 [n, 10] encoded categorical inputs of each target (CAT_FIELDS order)",
+    layout.num_file("{split}"): "float32 [n, 8] numeric inputs of each target (NUM_FEATURES order)",
+    layout.targets_file("{split}"): "per-target metadata: event_id, row, request_idx, label, day, unseen flags, ...",
+    f"{layout.VOCAB_DIR}/{layout.vocab_file('{field}')}": "int64 raw ids of the field's vocabulary; raw id vocab[i] encodes to i + 2",
 }
 
 
@@ -287,7 +288,7 @@ def prepare_log(log: ExposureLog, cfg: PrepareConfig, *, progress: bool = False)
         try:
             os.rename(tmp, final)
         except OSError:
-            if not (final / "manifest.json").exists():  # not a concurrent writer that finished first
+            if not (final / layout.MANIFEST_FILE).exists():  # not a concurrent writer that finished first
                 raise
             verify_artifact(final)  # the other writer's artifact must verify too
     finally:
@@ -321,7 +322,7 @@ def _write_artifact(
     timeline = UserTimeline.build(log)
     history = protocol.build(log, request_rows, timeline=timeline, progress=progress)
     del timeline
-    np.save(folder / "history.npy", history.rows)
+    np.save(folder / layout.HISTORY_FILE, history.rows)
     request_len = (history.rows != PAD_ROW).sum(axis=1).astype(np.int32)
     steps.update()
 
@@ -341,9 +342,9 @@ def _write_artifact(
         vocabs = {f: fit_vocabulary(log[f][train_rows]) for f in USER_CONTEXT_FIELDS}
         vocabs.update({f: fit_vocabulary(log[f][item_rows]) for f in HIST_CAT_FIELDS})
         del item_rows
-    (folder / "vocab").mkdir()
+    (folder / layout.VOCAB_DIR).mkdir()
     for f, v in vocabs.items():
-        np.save(folder / "vocab" / f"{f}.npy", v)
+        np.save(folder / layout.VOCAB_DIR / layout.vocab_file(f), v)
     stats = fit_numeric_stats(log["duration"][train_rows], log["upload_timestamp"][train_rows],
                               log["request_timestamp"][train_rows])
     steps.update()
@@ -354,15 +355,15 @@ def _write_artifact(
     item = np.zeros((n + 1, len(HIST_CAT_FIELDS)), dtype=np.int32)
     for j, f in enumerate(HIST_CAT_FIELDS):
         item[:n, j] = encode(log[f], vocabs[f])
-    np.save(folder / "exposure_item.npy", item)
+    np.save(folder / layout.EXPOSURE_ITEM_FILE, item)
     del item
     feedback = np.zeros((n + 1, len(HIST_FB_FIELDS)), dtype=np.int8)
     for j, f in enumerate(HIST_FB_FIELDS):
         feedback[:n, j] = encode_feedback(log[f])
-    np.save(folder / "exposure_feedback.npy", feedback)
+    np.save(folder / layout.EXPOSURE_FEEDBACK_FILE, feedback)
     del feedback
-    np.save(folder / "exposure_ts.npy", np.append(log["request_timestamp"], 0))
-    np.save(folder / "exposure_event_id.npy", log["event_id"])
+    np.save(folder / layout.EXPOSURE_TS_FILE, np.append(log["request_timestamp"], 0))
+    np.save(folder / layout.EXPOSURE_EVENT_ID_FILE, log["event_id"])
     steps.update()
 
     # 4. targets of each split
@@ -370,13 +371,13 @@ def _write_artifact(
     for i, s in enumerate(SPLITS):
         rows, req = plan.rows[s], request_idx[split_of == i]
         cat = np.stack([encode(log[f][rows], vocabs[f]) for f in CAT_FIELDS], axis=1)
-        np.save(folder / f"{s}_cat.npy", cat)
-        np.save(folder / f"{s}_num.npy", numeric_features(
+        np.save(folder / layout.cat_file(s), cat)
+        np.save(folder / layout.num_file(s), numeric_features(
             log["duration"][rows], log["upload_timestamp"][rows], log["request_timestamp"][rows], stats,
             plan.split.timezone))
         lengths = request_len[req]
         table = _targets_table(log, rows, req, cat, lengths, plan.split, cfg.task)
-        pq.write_table(table, folder / f"{s}_targets.parquet")
+        pq.write_table(table, folder / layout.targets_file(s))
         membership[s] = _membership(lengths, history.rows.shape[1])
     steps.update()
 
@@ -405,7 +406,7 @@ def _write_artifact(
         "prepare_wall_s": round(time.time() - started, 2),
     }
     manifest = seal_manifest(manifest, folder)  # every file's size and checksum, then the manifest's own
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    (folder / layout.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True))
     steps.update()
     steps.close()
 

@@ -25,28 +25,30 @@ import sys
 import warnings
 from pathlib import Path
 
+from protocols import results_layout as layout
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results_dir", metavar="RESULTS_DIR", type=Path, help="sweep folder (holds runs.parquet)")
+    parser.add_argument("results_dir", metavar="RESULTS_DIR", type=Path, help=f"sweep folder (holds {layout.RUNS_FILE})")
     parser.add_argument("--baseline", metavar="NAME", default=None,
                         help="reference architecture for default comparisons and dAUC (default: analysis.baseline "
-                             "in sweep.yaml, else the architecture with the least FLOPs per target)")
+                             f"in {layout.SWEEP_FILE}, else the architecture with the least FLOPs per target)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures (report tables only)")
     parser.add_argument("--strict", action="store_true",
-                        help="exit 1 when any run of runs.parquet could not be read (report still written)")
+                        help=f"exit 1 when any run of {layout.RUNS_FILE} could not be read (report still written)")
     parser.add_argument("--json", action="store_true",
                         help="print the full analysis as one JSON object instead of the text summary")
 
 
 def run(args: argparse.Namespace) -> int:
     from analysis.collect import run_folders_absent
-    from analysis.pipeline import REPORT, analyze, json_safe
+    from analysis.pipeline import analyze, json_safe
     from analysis.report import summary_dict, terminal_summary
 
     from protocols.output_location import check_writable
 
     if args.results_dir.is_dir():
-        check_writable(args.results_dir / REPORT, "the analysis report")
+        check_writable(args.results_dir / layout.REPORT_FILE, "the analysis report")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the summary and report list every warning themselves
         res = analyze(args.results_dir, baseline=args.baseline, progress=True,
@@ -54,17 +56,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
     else:
-        print(terminal_summary(res, str(args.results_dir / REPORT)))
+        print(terminal_summary(res, str(args.results_dir / layout.REPORT_FILE)))
         if res.unread_runs and not run_folders_absent(res.results):
             print(f"{len(res.unread_runs)} expected run(s) could not be read:")
             print("\n".join(f"  {m}" for m in res.unread_runs))
     if args.strict and res.health is not None and res.health.excluded:
         print(f"recscale analyze: --strict: {len(res.health.excluded)} of {res.health.total_runs} run(s) are not "
-              f"healthy and were left out (listed in {args.results_dir / REPORT})", file=sys.stderr)
+              f"healthy and were left out (listed in {args.results_dir / layout.REPORT_FILE})", file=sys.stderr)
         return 1
     if args.strict and res.unread_runs:
-        where = ("no run folder exists (only runs.parquet)" if run_folders_absent(res.results)
-                 else f"listed in {args.results_dir / REPORT}")
+        where = (f"no run folder exists (only {layout.RUNS_FILE})" if run_folders_absent(res.results)
+                 else f"listed in {args.results_dir / layout.REPORT_FILE}")
         print(f"recscale analyze: --strict: {len(res.unread_runs)} of {len(res.results.runs)} expected run(s) "
               f"could not be read ({where})", file=sys.stderr)
         return 1

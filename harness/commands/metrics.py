@@ -13,11 +13,13 @@ import json
 import sys
 from pathlib import Path
 
+from protocols import results_layout as layout
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run folder written by `recscale train`")
     parser.add_argument("--recompute", action="store_true", help="recompute every metric from the prediction files")
-    parser.add_argument("--data", help="prepared dataset folder, when it moved since training (default: config.yaml's)")
+    parser.add_argument("--data", help=f"prepared dataset folder, when it moved since training (default: {layout.CONFIG_FILE}'s)")
     parser.add_argument("--tol", type=float, default=0.0, help="allowed absolute difference (default 0: exact)")
     parser.add_argument("--json", action="store_true", help="print the recomputed metrics as JSON")
 
@@ -43,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}", file=sys.stderr)
         return 1
     n = sum(1 for _ in leaves(fresh))
-    print(f"{run_dir}: all {n} recomputed metrics equal metrics.json", file=sys.stderr)
+    print(f"{run_dir}: all {n} recomputed metrics equal {METRICS_FILE}", file=sys.stderr)
     return 0
 

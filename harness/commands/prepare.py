@@ -24,6 +24,7 @@ import json
 from typing import Any
 
 import protocols
+from protocols import results_layout as layout
 from protocols.prepare import PrepareConfig, prepare, protocol_parameters
 from protocols.sampling import REFERENCE_SIZES
 from protocols.split import SplitSettings
@@ -123,7 +124,7 @@ def config_from_args(args: argparse.Namespace) -> PrepareConfig:
 def run(args: argparse.Namespace) -> int:
     path = prepare(config_from_args(args), progress=not args.no_progress)
     if args.json:
-        manifest = json.loads((path / "manifest.json").read_text())
+        manifest = json.loads((path / layout.MANIFEST_FILE).read_text())
         keys = ("fingerprint", "protocol", "history_len", "num_targets", "membership", "vocab_sizes",
                 "protocol_diagnostics", "prepare_wall_s")
         print(json.dumps({"path": str(path), **{k: manifest.get(k) for k in keys}}, indent=2))

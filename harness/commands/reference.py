@@ -29,6 +29,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from protocols import results_layout as layout
+
 DEFAULT_ROOT = Path("results/reference")
 
 
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _publish(args: argparse.Namespace) -> int:
     from analysis.collect import RUNS_FILE
-    from analysis.pipeline import REPORT, analyze
+    from analysis.pipeline import analyze
     from analysis.reference import publish_reference
     from analysis.report import terminal_summary
     from analysis.reproduction import check_lines, compare_with_reference
@@ -83,6 +85,6 @@ def _publish(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the summary lists every warning itself
         res = analyze(out, progress=True, plots=not args.no_plots)
-    print(terminal_summary(res, str(out / REPORT)))
+    print(terminal_summary(res, str(out / layout.REPORT_FILE)))
     print(f"reference written to {out}")
     return 0
