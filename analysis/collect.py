@@ -14,19 +14,20 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
+from protocols import runs_columns as C
 from protocols.errors import DataValidationError, RecscaleError, one_line
 from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions_file
 
 from .config import AnalysisConfig, analysis_config
 
 #: Columns that describe a run's setting (besides every model./train./data. column).
-PLAIN_CONFIG_COLUMNS = ("arch", "protocol", "delay_s", "history_len", "task")
-CONFIG_PREFIXES = ("model.", "train.", "data.")
+PLAIN_CONFIG_COLUMNS = (C.ARCH, *C.DATA_SETTING_COLUMNS)
+CONFIG_PREFIXES = C.CONFIG_PREFIXES
 PREDICTION_COLUMNS = ("event_id", "label", "score")
 #: runs.parquet column with the oracle (true-probability) AUC of a run's split, as train_run records it.
-ORACLE_COLUMN = "oracle_{split}_auc"
+ORACLE_COLUMN = C.oracle_auc_column("{split}")
 #: runs.parquet column with a run's non-embedding parameter count.
-PARAMS_COLUMN = "params_non_embedding"
+PARAMS_COLUMN = C.PARAMS_NON_EMBEDDING
 
 
 @dataclass
@@ -41,7 +42,7 @@ class SweepResults:
     baseline: str
 
     def metric_column(self, metric: str) -> str:
-        return f"{self.config.split}_{metric}"
+        return C.metric_column(self.config.split, metric)
 
     def has_metric(self, metric: str) -> bool:
         col = self.metric_column(metric)
@@ -95,7 +96,7 @@ def read_runs(path: Path) -> pd.DataFrame:
         runs = pq.read_table(path).to_pandas()
     except Exception as e:  # pyarrow raises several types for damaged files
         raise DataValidationError(str(path), "(file)", f"cannot be read as parquet: {e}") from None
-    for col in ("arch", "seed"):
+    for col in (C.ARCH, C.SEED):
         if col not in runs.columns:
             raise DataValidationError(str(path), col, "required column missing")
         bad = runs[col].isna().to_numpy()
@@ -103,7 +104,7 @@ def read_runs(path: Path) -> pd.DataFrame:
             raise DataValidationError(str(path), col, "missing value", record=int(np.flatnonzero(bad)[0]))
     if len(runs) == 0:
         raise DataValidationError(str(path), "(rows)", "no finished runs to analyse")
-    runs["arch"] = runs["arch"].astype(str)
+    runs[C.ARCH] = runs[C.ARCH].astype(str)
     return hashable_lists(runs).reset_index(drop=True)
 
 
@@ -130,15 +131,15 @@ def _read_sweep_doc(path: Path) -> dict[str, Any]:
 def config_columns(runs: pd.DataFrame) -> list[str]:
     """Setting columns present in `runs` (seed excluded), in a stable order."""
     cols = [c for c in PLAIN_CONFIG_COLUMNS if c in runs.columns]
-    cols += sorted(c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and c != "train.seed")
+    cols += sorted(c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed")
     return cols
 
 
 def default_baseline(runs: pd.DataFrame) -> str:
     """The architecture with the least mean FLOPs per target (alphabetical first without FLOPs)."""
-    if "flops_per_target" in runs.columns and runs["flops_per_target"].notna().any():
-        return str(runs.groupby("arch")["flops_per_target"].mean().idxmin())
-    return sorted(runs["arch"].unique())[0]
+    if C.FLOPS_PER_TARGET in runs.columns and runs[C.FLOPS_PER_TARGET].notna().any():
+        return str(runs.groupby(C.ARCH)[C.FLOPS_PER_TARGET].mean().idxmin())
+    return sorted(runs[C.ARCH].unique())[0]
 
 
 def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResults:

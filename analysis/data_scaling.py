@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from protocols import runs_columns as C
+
 from .collect import PARAMS_COLUMN, SweepResults
 from .family_comparison import Estimate
 from .loss_surface import FLOPS_PER_PARAM_TARGET, HUBER_DELTA, Surface, fit_surface
@@ -42,7 +44,7 @@ from .significance import minimum_detectable_effect
 
 N_TRAIN_COLUMN = "data.n_train"
 TARGETS_COLUMN = "train_targets"
-FORWARD_FLOPS_COLUMN = "flops_per_target"
+FORWARD_FLOPS_COLUMN = C.FLOPS_PER_TARGET
 PARAMS = ("E", "A", "B", "alpha", "beta")
 #: The frontier is drawn from FRONTIER_REACH times below the smallest to FRONTIER_REACH times above the
 #: largest measured compute 6 N D; beyond the measured range it is an extrapolation (the report says so).

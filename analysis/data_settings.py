@@ -12,16 +12,18 @@ from typing import Any
 
 import pandas as pd
 
+from protocols import runs_columns as C
+
 from .families import show
 
 #: Settings that change the prepared dataset (besides any data.* column).
-DATA_SETTINGS = ("protocol", "delay_s", "history_len", "task")
+DATA_SETTINGS = C.DATA_SETTING_COLUMNS
 #: Columns naming a whole dataset; never pairing keys of a comparison that varies a data setting.
-DATASET_IDENTITY = ("data.name", "dataset_id")
+DATASET_IDENTITY = (C.DATA_NAME, C.DATASET_ID)
 
 
 def is_data_column(column: str) -> bool:
-    return column in DATA_SETTINGS or column in DATASET_IDENTITY or column.startswith("data.")
+    return column in DATA_SETTINGS or column in DATASET_IDENTITY or column.startswith(C.DATA_PREFIX)
 
 
 def varies_data(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -31,12 +33,12 @@ def varies_data(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def arm_columns(runs: pd.DataFrame, config_columns: list[str]) -> list[str]:
     """Data columns that take more than one value in `runs` (empty: a single data arm)."""
-    cols = [c for c in config_columns if is_data_column(c) and c != "dataset_id"]
+    cols = [c for c in config_columns if is_data_column(c) and c != C.DATASET_ID]
     return [c for c in cols if runs[c].nunique(dropna=False) > 1]
 
 
 def arm_label(row: pd.Series, columns: list[str]) -> str:
     """`data.name` when the sweep names its data bundles, else the varied settings (n/a where empty)."""
-    if "data.name" in columns and pd.notna(row["data.name"]):
-        return str(row["data.name"])
+    if C.DATA_NAME in columns and pd.notna(row[C.DATA_NAME]):
+        return str(row[C.DATA_NAME])
     return ", ".join(f"{c}={'n/a' if pd.isna(row[c]) else show(row[c])}" for c in columns)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols import runs_columns as C
 from protocols.errors import DataValidationError
 from protocols.results_layout import DATASETS_FILE
 
@@ -85,13 +86,13 @@ def _pair(doc: dict[str, Any], a: str, b: str, split: str) -> dict[str, Any] | N
 def arm_facts(results: SweepResults, doc: dict[str, Any] | None, r: AblationResult) -> ArmFacts | None:
     """Facts of the datasets compared by `r` (None when `r` varies no data setting or nothing is known)."""
     runs = results.runs
-    if not r.paired.varies_data or doc is None or "dataset_id" not in runs.columns or not len(r.paired.seeds):
+    if not r.paired.varies_data or doc is None or C.DATASET_ID not in runs.columns or not len(r.paired.seeds):
         return None
-    pairs = sorted({(str(runs.at[ra, "dataset_id"]), str(runs.at[rb, "dataset_id"]))
+    pairs = sorted({(str(runs.at[ra, C.DATASET_ID]), str(runs.at[rb, C.DATASET_ID]))
                     for ra, rb in zip(r.paired.rows_a, r.paired.rows_b)})
     a, b = pairs[0]
-    names = {str(runs.at[x, "dataset_id"]): str(runs.at[x, "data.name"]) if "data.name" in runs.columns
-             and isinstance(runs.at[x, "data.name"], str) else str(runs.at[x, "dataset_id"])
+    names = {str(runs.at[x, C.DATASET_ID]): str(runs.at[x, C.DATA_NAME]) if C.DATA_NAME in runs.columns
+             and isinstance(runs.at[x, C.DATA_NAME], str) else str(runs.at[x, C.DATASET_ID])
              for x in (*r.paired.rows_a, *r.paired.rows_b)}
     notes = [f"{len(pairs)} dataset pairs among the paired runs; facts of the first"] if len(pairs) > 1 else []
     if a == b:

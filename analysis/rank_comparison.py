@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from protocols import runs_columns as C
+
 from .collect import SweepResults
 from .data_settings import arm_columns, arm_label
 from .families import labelled_columns, show
@@ -111,7 +113,7 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
     col = results.metric_column(metric)
     if not arm_cols or col not in runs.columns:
         return None
-    model_cols = [c for c in results.config_columns if c not in arm_cols and c != "dataset_id"
+    model_cols = [c for c in results.config_columns if c not in arm_cols and c != C.DATASET_ID
                   and not c.startswith("data.") and c not in ("protocol", "delay_s", "history_len")]
     varying = labelled_columns(runs, model_cols)  # settings that vary within an architecture label a model
     frame = pd.DataFrame({

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError
+from protocols.runs_columns import DATA_FINGERPRINT
 
 from . import run_folder as RF
 from .evaluate import split_metrics, target_columns
@@ -31,7 +32,7 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
         raise RF.RunFolderError(f"{config_path}: no `data` key; pass --data ARTIFACT")
     dataset = open_dataset(data or config["data"])
     saved = RF.read_metrics(run_dir)
-    saved_fp = saved.get("data_fingerprint")
+    saved_fp = saved.get(DATA_FINGERPRINT)
     if saved_fp is not None and saved_fp != dataset.fingerprint:
         raise RecscaleError(f"{run_dir}: trained on data {saved_fp}, but {dataset.fingerprint} was given")
     out: dict[str, Any] = {"groups": {}}

@@ -48,6 +48,7 @@ from architectures.blocks.attention_kernel import attention_kernel
 from protocols.errors import RecscaleError
 from protocols.output_location import check_writable
 from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
+from protocols.runs_columns import DATA_FINGERPRINT
 
 from . import perf
 from . import run_folder as RF
@@ -410,7 +411,7 @@ def train_run(
             checkpoint()
         t_eval = time.perf_counter()
 
-        result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, "data_fingerprint": dataset.fingerprint}
+        result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, DATA_FINGERPRINT: dataset.fingerprint}
         groups: dict[str, Any] = {}
         scores: dict[str, np.ndarray] = {}
         for split in PREDICTION_SPLITS:

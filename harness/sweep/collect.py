@@ -2,8 +2,8 @@
 
 Rows are built from the run folders alone (`runs/<trial>/sweep_trial.json` written by the
 trainable + `runs/<trial>/metrics.json` written by `train_run`), so the table can be rebuilt from
-copied results without Ray. Columns (docs/contracts.md): `trial_id, run_dir` (relative to the sweep
-folder), `stage, arch, seed, protocol, delay_s, history_len, dataset_id`, the sweep's scalar data
+copied results without Ray. Columns (`protocols.runs_columns`): `trial_id, run_dir` (relative to the sweep
+folder), `stage, arch, seed, protocol, delay_s, history_len, task, dataset_id`, the sweep's scalar data
 axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train keys as `model.<key>` /
 `train.<key>`, then every flat metrics.json field.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from protocols import runs_columns as C
 from protocols.atomic_write import write_parquet, write_text
 from protocols.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_FILE
 
@@ -38,7 +39,7 @@ def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
         record = json.loads(record_path.read_text())
         metrics = scalar_metrics(json.loads(metrics_path.read_text()))
         metrics = {k: v for k, v in metrics.items() if k not in record}  # config columns win (same values)
-        rows.append({"trial_id": record["trial_id"], "run_dir": f"{RUNS_DIR}/{run_dir.name}", **record, **metrics})
+        rows.append({C.TRIAL_ID: record[C.TRIAL_ID], C.RUN_DIR: f"{RUNS_DIR}/{run_dir.name}", **record, **metrics})
     return rows
 
 
@@ -48,12 +49,11 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
     rows = finished_rows(sweep_dir)
     table = pd.DataFrame(rows)
     if not table.empty:
-        first = ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "task",
-                 "dataset_id"]
-        config = sorted(c for c in table.columns if c.startswith(("data.", "model.", "train.")))
+        first = C.LEADING_COLUMNS
+        config = sorted(c for c in table.columns if c.startswith(C.CONFIG_PREFIXES))
         rest = [c for c in table.columns if c not in first and c not in config]
         table = table[[c for c in first if c in table.columns] + config + rest]
-        table = table.sort_values(["stage", "trial_id"], kind="stable").reset_index(drop=True)
+        table = table.sort_values([C.STAGE, C.TRIAL_ID], kind="stable").reset_index(drop=True)
         for col in config:  # mixed python types (e.g. int and None) -> let pandas pick one dtype
             table[col] = pd.Series(table[col].tolist(), dtype=object).infer_objects()
     write_parquet(sweep_dir / RUNS_FILE, table, index=False)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from protocols import runs_columns as C
 from protocols.prepare import DEFAULT_TASK, PrepareConfig, protocol_parameters
 from protocols.typed_config import from_dict, to_dict
 
@@ -31,7 +32,7 @@ from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings
 
 #: Data settings every trial record carries as plain columns (protocol, delay_s, history_len, task).
-_PLAIN_DATA_COLUMNS = ("protocol", "delay_s", "history_len", "task")
+_PLAIN_DATA_COLUMNS = C.DATA_SETTING_COLUMNS
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -62,18 +63,18 @@ class TrialPlan:
         """Config columns of this trial for runs.parquet / the dry-run table."""
         prep = self.dataset.prepare
         row: dict[str, Any] = {
-            "trial_id": self.trial_id, "stage": self.stage, "arch": self.arch, "seed": self.seed,
-            "protocol": prep["protocol"],
-            "delay_s": prep["delay_s"] if _uses_delay(prep["protocol"]) else None,
-            "history_len": prep["history_len"],
-            "task": prep.get("task", DEFAULT_TASK),
-            "dataset_id": self.dataset.dataset_id,
+            C.TRIAL_ID: self.trial_id, C.STAGE: self.stage, C.ARCH: self.arch, C.SEED: self.seed,
+            C.PROTOCOL: prep["protocol"],
+            C.DELAY_S: prep["delay_s"] if _uses_delay(prep["protocol"]) else None,
+            C.HISTORY_LEN: prep["history_len"],
+            C.TASK: prep.get("task", DEFAULT_TASK),
+            C.DATASET_ID: self.dataset.dataset_id,
         }
         # a scalar data axis beyond the plain columns above (e.g. `data.n_train`) gets its own column
         row.update({k: prep.get(k[len("data."):]) for k in self.point
-                    if k.startswith("data.") and k[len("data."):] not in _PLAIN_DATA_COLUMNS})
-        row.update({f"model.{k}": v for k, v in self.model.items() if k != "history_len"})
-        row.update({f"train.{k}": v for k, v in self.train.items()})
+                    if k.startswith(C.DATA_PREFIX) and k[len(C.DATA_PREFIX):] not in _PLAIN_DATA_COLUMNS})
+        row.update({f"{C.MODEL_PREFIX}{k}": v for k, v in self.model.items() if k != "history_len"})
+        row.update({f"{C.TRAIN_PREFIX}{k}": v for k, v in self.train.items()})
         for axis in BUNDLE_AXES:
             value = self.point.get(axis)
             if isinstance(value, Mapping) and "name" in value:

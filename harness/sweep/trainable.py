@@ -33,6 +33,7 @@ from typing import Any, Mapping
 from protocols.errors import RecscaleError
 from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
 from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR
+from protocols.runs_columns import RAY_NODE
 
 from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
@@ -133,7 +134,7 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
                     model=dict(trial.model), train=train, seed=trial.seed)
     check_dataset_readable(cfg.data)
-    write_trial_record(run_dir, {**trial.record(), "ray_node": ray_node()})
+    write_trial_record(run_dir, {**trial.record(), RAY_NODE: ray_node()})
     reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
     resume = reused or (run_dir / CHECKPOINT_FILE).exists()
     # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml

@@ -1,0 +1,66 @@
+"""The columns of runs.parquet (`results/<sweep>/runs.parquet`, one row per finished trial), named once.
+
+`harness.sweep.collect` writes the table from each run folder: the trial's settings (`TrialPlan.record()`
+in sweep_trial.json, plus `ray_node`) beside the flat scalars of its metrics.json. Columns, in order:
+
+    trial_id, run_dir, stage, arch, seed,      LEADING_COLUMNS: the trial (run_dir relative to the sweep folder)
+    protocol, delay_s, history_len, task,      DATA_SETTING_COLUMNS: the data settings every trial records
+    dataset_id                                 the sweep's id of the dataset it requested (see below)
+    data.<field>, model.<key>, train.<key>     CONFIG_PREFIXES: the sweep's other axes and settings, sorted
+                                               (`data.name` / `model.name`: the name of a bundle axis value)
+    every flat metrics.json key                e.g. `<split>_<metric>` (metric_column), `oracle_<split>_auc`,
+                                               `flops_per_target`, `params_non_embedding`, `data_fingerprint`,
+                                               `env_*` (harness.fingerprint), the `health_*` status
+
+Two columns identify a run's dataset, and they are different values (docs/contracts.md):
+- `dataset_id` (`d-` + 8 hex): a hash of the prepare settings the sweep asked for, known before anything is
+  prepared. It keys the sweep's datasets (`datasets.json`, the dry run, the cost estimate).
+- `data_fingerprint` (64 hex): the prepared artifact's content fingerprint (`PreparedDataset.fingerprint`,
+  `manifest.json["fingerprint"]`; its first 16 hex name the artifact folder), which also hashes the source
+  log's content. `train_run` records it; `--resume` and `recscale metrics --recompute` refuse other data.
+`datasets.json` maps each `dataset_id` to its artifact's fingerprint.
+
+Renaming a column here breaks reading committed references (results/reference/*/runs.parquet).
+"""
+from __future__ import annotations
+
+TRIAL_ID = "trial_id"
+RUN_DIR = "run_dir"
+STAGE = "stage"
+ARCH = "arch"
+SEED = "seed"
+PROTOCOL = "protocol"
+DELAY_S = "delay_s"
+HISTORY_LEN = "history_len"
+TASK = "task"
+DATASET_ID = "dataset_id"
+#: Node that ran the trial (a cluster's nodes must share the driver's software; harness.sweep.trainable).
+RAY_NODE = "ray_node"
+
+#: Metrics columns the analysis reads by name.
+DATA_FINGERPRINT = "data_fingerprint"
+FLOPS_PER_TARGET = "flops_per_target"
+PARAMS_NON_EMBEDDING = "params_non_embedding"
+
+#: Settings that change the prepared dataset and have a plain column in every runs.parquet.
+DATA_SETTING_COLUMNS: tuple[str, ...] = (PROTOCOL, DELAY_S, HISTORY_LEN, TASK)
+#: The first columns, in this order (those present).
+LEADING_COLUMNS: tuple[str, ...] = (TRIAL_ID, RUN_DIR, STAGE, ARCH, SEED, *DATA_SETTING_COLUMNS, DATASET_ID)
+
+DATA_PREFIX, MODEL_PREFIX, TRAIN_PREFIX = "data.", "model.", "train."
+#: Prefixes of the setting columns beyond the plain ones.
+CONFIG_PREFIXES: tuple[str, ...] = (DATA_PREFIX, MODEL_PREFIX, TRAIN_PREFIX)
+#: The name of the data bundle a trial used (a sweep whose `data` axis names its values).
+DATA_NAME = f"{DATA_PREFIX}name"
+#: Prefix of the machine facts a run records (harness.fingerprint.machine_fingerprint), one column each.
+ENV_PREFIX = "env_"
+
+
+def metric_column(split: str, metric: str) -> str:
+    """`<split>_<metric>`: a registered metric (harness.metric_registry) of one split, e.g. `test_auc`."""
+    return f"{split}_{metric}"
+
+
+def oracle_auc_column(split: str) -> str:
+    """`oracle_<split>_auc`: the AUC of the true probabilities on one split (synthetic logs only)."""
+    return f"oracle_{split}_auc"
