@@ -276,8 +276,8 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
             if train:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
-    space = _check_search(cfg, axes, archs)
     tuning_values = _check_tuning(cfg, axes)
+    space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
     return Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path,
                  tuning_values=tuning_values)
