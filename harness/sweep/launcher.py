@@ -71,7 +71,7 @@ from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interr
 from . import tuning
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
 from .schema import SearchDimension, Sweep, parse_sweep
-from .trainable import GRID_POINT, TrialContext, read_events, run_trial
+from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
 
 #: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
 #: RAY_AIR_NEW_OUTPUT=0: the legacy reporter honours verbose=0; Tune's own SIGINT handler off (`.interrupt`).
@@ -436,7 +436,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         _ensure_stop_callback(tuner)
         return tuner.fit()
 
-    if ctx.stage in ("grid", tuning.TUNING_STAGE):
+    if ctx.stage in ("grid", TUNING_STAGE):
         # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
         points = grid_points(sweep) if ctx.stage == "grid" else tuning_points(sweep)
         param_space = {GRID_POINT: tune.grid_search(points)}
@@ -666,7 +666,7 @@ def _tuning_stage(sweep: Sweep, sweep_dir: Path, dataset_paths: dict[str, str], 
     if choice is not None:
         tuning.check_matches(choice, sweep)
         return choice, None
-    ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage=tuning.TUNING_STAGE)
+    ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage=TUNING_STAGE)
     stage = _stage(ctx, resume=resume, n_trials=len(plan.tuning_trials))
     timings["tuning_s"] = stage.wall_s
     if stage.failed or stage.interrupted:

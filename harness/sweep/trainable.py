@@ -43,6 +43,8 @@ from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
 from .trial_rates import rate_key
 
+#: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
+TUNING_STAGE = "tuning"
 #: Key of the grid stage's one Tune axis: its values are the distinct grid points (plan.grid_points).
 GRID_POINT = "point"
 
@@ -62,7 +64,7 @@ class TrialContext:
     def runs_dir(self) -> Path:
         """Where this stage's run folders go: `runs/`, or `tuning/runs/` for the tuning stage."""
         root = Path(self.sweep_dir)
-        return (root / TUNING_DIR if self.stage == "tuning" else root) / RUNS_DIR
+        return (root / TUNING_DIR if self.stage == TUNING_STAGE else root) / RUNS_DIR
 
 
 def log_event(sweep_dir: Path, **event: Any) -> None:

@@ -35,8 +35,6 @@ from .plan import setting_id, settings, trial_id_for, tuning_plan
 from .schema import Sweep
 from .tuning_config import metric_spec
 
-#: Name of the stage (its Ray experiment folder ray/tuning/ and the runs' `stage`).
-TUNING_STAGE = "tuning"
 
 
 class TuningError(RecscaleError):
