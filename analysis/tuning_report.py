@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.sweep.tuning import TuningChoice, read_choice
+from protocols.results_layout import RUNS_FILE
+from protocols.runs_columns import TUNED
 
 from .text_format import markdown_table, num
 
@@ -54,7 +56,7 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
             f"Before measuring, each setting's {choice.param} was chosen on {choice.metric} ({better} mean over "
             f"tuning seeds {choice.seeds}) among the grid values in the last columns, which give that mean per value "
             "('–': some seed had no finite value). Every measurement run of a setting trained at its chosen value "
-            "(runs.parquet's `tuned` column names the key). A choice at the grid's edge is listed under Warnings.",
+            f"({RUNS_FILE}'s `{TUNED}` column names the key). A choice at the grid's edge is listed under Warnings.",
             "", *markdown_table(header, rows), ""]
 
 
