@@ -129,9 +129,14 @@ def _read_sweep_doc(path: Path) -> dict[str, Any]:
 
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
-    """Setting columns present in `runs` (seed excluded), in a stable order."""
+    """Setting columns present in `runs` (seed excluded), in a stable order.
+
+    A key a tuning stage chose (named in the `tuned` column, e.g. `train.lr`) is no setting: its value follows
+    from the setting, so it neither splits families nor counts as a varied setting."""
+    tuned = set(runs[C.TUNED].dropna().astype(str)) if C.TUNED in runs.columns else set()
     cols = [c for c in PLAIN_CONFIG_COLUMNS if c in runs.columns]
-    cols += sorted(c for c in runs.columns if c.startswith(CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed")
+    cols += sorted(c for c in runs.columns
+                   if c.startswith(CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed" and c not in tuned)
     return cols
 
 

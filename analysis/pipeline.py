@@ -42,6 +42,7 @@ from .run_health import annotate_headline, assess, healthy
 from .report import AnalysisResult, render_report, summary_dict
 from .scaling import MIN_SEEDS, scaling_analysis
 from .scaling_tests import correct_scaling_tests
+from .tuning_report import load_tuning, tuning_warnings
 
 REPORT = layout.REPORT_FILE
 PLOTS = layout.PLOTS_DIR
@@ -154,10 +155,12 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     annotate_headline(res.headline, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
     res.data_scaling = data_scaling_analysis(results)
+    res.tuning = load_tuning(root)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")
-    res.warnings = health.warnings() + _warnings(res, compare_notes + protocol_notes, plots=plots)
+    res.warnings = (health.warnings() + tuning_warnings(res.tuning)
+                    + _warnings(res, compare_notes + protocol_notes, plots=plots))
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))

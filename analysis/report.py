@@ -24,6 +24,7 @@ from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
 from .curves import curves_section
 from .run_health import health_dict, health_section
+from .tuning_report import tuning_dict, tuning_section
 from .gain_reference import Reference
 from .data_scaling import DataScaling, data_scaling_json
 from .data_scaling_report import data_scaling_lines, data_scaling_section
@@ -58,6 +59,8 @@ class AnalysisResult:
     health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
     #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/data_scaling.py)
     data_scaling: DataScaling | None = None
+    #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
+    tuning: Any = None
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -172,7 +175,8 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 def render_report(res: AnalysisResult) -> str:
     overview = _overview(res)
     at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
-    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + curves_section(res.plots)
+    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + tuning_section(res.tuning)
+             + curves_section(res.plots)
              + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
              + scaling_section(res) + family_comparison_section(res)  # the protocol answer opens the report
@@ -357,7 +361,8 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
             "warnings": res.warnings, **({"run_health": health_dict(res.health)} if res.health is not None else {}),
             **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {}),
-            **({"data_scaling": data_scaling_json(res.data_scaling)} if res.data_scaling is not None else {})}
+            **({"data_scaling": data_scaling_json(res.data_scaling)} if res.data_scaling is not None else {}),
+            **({"tuning": tuning_dict(res.tuning)} if res.tuning is not None else {})}
 
 
 def _protocol_json(res: AnalysisResult) -> dict[str, Any]:

@@ -28,7 +28,11 @@ A sweep folder (`recscale sweep FILE` writes `results/<name>/`):
       datasets.json                 DATASETS_FILE: each prepared dataset's targets and history statistics,
                                     and how every two differ (shared targets, history membership)
       search_best.json              SEARCH_BEST_FILE: the point an Optuna search chose (search only)
-      ray/<stage>/                  RAY_DIR: Ray Tune's experiment state (stage = search or grid)
+      tuning.json                   TUNING_FILE: the tuning stage's table and chosen value per setting (tuning only)
+      tuning/                       TUNING_DIR: the tuning stage's trials, apart from runs.parquet's:
+        runs/<trial>/                 RUNS_DIR: one run folder per tuning trial
+        runs.parquet                  RUNS_FILE: one row per finished tuning trial
+      ray/<stage>/                  RAY_DIR: Ray Tune's experiment state (stage = tuning, search or grid)
 
 What `recscale analyze` writes into a sweep folder, and what `recscale reference publish` adds:
 
@@ -70,6 +74,8 @@ EVENTS_FILE = "trials.jsonl"
 SUMMARY_FILE = "sweep_summary.json"
 DATASETS_FILE = "datasets.json"
 SEARCH_BEST_FILE = "search_best.json"
+TUNING_FILE = "tuning.json"
+TUNING_DIR = "tuning"
 RAY_DIR = "ray"
 
 # analysis outputs in a sweep folder

@@ -8,6 +8,7 @@ in sweep_trial.json, plus `ray_node`) beside the flat scalars of its metrics.jso
     dataset_id                                 the sweep's id of the dataset it requested (see below)
     data.<field>, model.<key>, train.<key>     CONFIG_PREFIXES: the sweep's other axes and settings, sorted
                                                (`data.name` / `model.name`: the name of a bundle axis value)
+    tuned                                      TUNED: the key a tuning stage chose (tuning sweeps only)
     every flat metrics.json key                e.g. `<split>_<metric>` (metric_column), `oracle_<split>_auc`,
                                                `flops_per_target`, `params_non_embedding`, `data_fingerprint`,
                                                `env_*` (harness.fingerprint), the `health_*` status
@@ -36,6 +37,9 @@ TASK = "task"
 DATASET_ID = "dataset_id"
 #: Node that ran the trial (a cluster's nodes must share the driver's software; harness.sweep.trainable).
 RAY_NODE = "ray_node"
+#: The key a tuning stage chose per setting, e.g. `train.lr` (its value is in that column); sweeps with a
+#: `tuning:` section only (harness.sweep.tuning).
+TUNED = "tuned"
 
 #: Metrics columns the analysis reads by name.
 DATA_FINGERPRINT = "data_fingerprint"

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from protocols.errors import RecscaleError
-from protocols.results_layout import RUNS_FILE
+from protocols.results_layout import RUNS_FILE, TUNING_FILE
 
 #: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; harness.cli.exit_without_teardown), so
 #: a Ctrl-C'd sweep is back at the prompt within a few seconds.
@@ -69,8 +69,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"sweep_dir": str(outcome.sweep_dir), "planned": outcome.planned,
                           "finished": outcome.finished, "failed": outcome.failed,
-                          "interrupted": outcome.interrupted, "summary": outcome.summary}, indent=1))
+                          "interrupted": outcome.interrupted, "summary": outcome.summary,
+                          **({"tuning": outcome.tuning} if outcome.tuning is not None else {})}, indent=1))
     else:
+        if outcome.tuning is not None:
+            t = outcome.tuning
+            print(f"tuning: {t['finished']}/{t['planned']} trials finished"
+                  + (f" -> {outcome.sweep_dir / TUNING_FILE}" if (outcome.sweep_dir / TUNING_FILE).exists() else ""))
         print(f"{outcome.finished}/{outcome.planned} trials finished -> {outcome.sweep_dir / RUNS_FILE} "
               f"({timings_text(outcome.summary)})")
     if outcome.failed:
@@ -113,7 +118,7 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
     from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
 
     plan = plan_sweep(sweep)
-    costs = estimate_costs(plan.trials)
+    costs = estimate_costs([*plan.tuning_trials, *plan.trials])
     notes: list[str] = []
     if args.measure:
         from harness.sweep.trial_rates import known_vocabularies, measure_plan_rates
@@ -134,6 +139,9 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
                         "estimated_eval_s": estimate.trials[r["trial_id"]].eval_s,
                         "estimated_overhead_s": estimate.trials[r["trial_id"]].overhead_s,
                         "estimated_total_s": estimate.trials[r["trial_id"]].total_s} for r in records],
+            **({"tuning_trials": [{**t.record(), "total_flops": costs[t.trial_id].total,
+                                   "estimated_total_s": estimate.trials[t.trial_id].total_s}
+                                  for t in plan.tuning_trials]} if plan.tuning_trials else {}),
             "estimated_wall_s": estimate.wall_s,
             "estimated_wall_range_s": estimate.wall_range_s,  # (low, high) when uncalibrated, else null
             "calibrated": estimate.calibrated,

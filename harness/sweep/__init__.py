@@ -4,7 +4,8 @@
     plan.py       grid expansion into trials and distinct datasets; dry-run cost estimate
     datasets.py   generating / preparing every distinct dataset once, before any trial
     trainable.py  the Ray Tune function trainable around `harness.train.train_run`
-    launcher.py   Ray session, Tuner (grid / Optuna search), resume, cluster address
+    tuning_config.py  the `tuning:` section; tuning.py  the tuning stage's choice per setting, tuning.json
+    launcher.py   Ray session, Tuner (tuning / Optuna search / grid), resume, cluster address
     interrupt.py  Ctrl-C: stop at the next Tune step, within seconds
     ray_sessions.py  records of local Ray sessions; removing what a killed driver left
     collect.py    results/<sweep>/runs.parquet from the run folders

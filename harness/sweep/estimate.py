@@ -20,6 +20,9 @@ plus a fixed overhead per trial. The training rate comes from the machine's cali
   by the launcher): seen from outside the trials (Ray's scheduling and start-up included) where recorded,
   else inside them, else ASSUMED_OVERHEAD_S.
 
+A sweep with a tuning stage estimates its tuning trials the same way; the stage runs before the grid, so
+the sweep's wall time is the two stages' one after the other.
+
 The sweep's wall time packs the trials, in plan order, onto the concurrent slots (CPUs / resources.cpu,
 or GPUs / resources.gpu, capped by max_concurrent), each trial starting when a slot frees, and adds Ray's
 start-up as the last sweep here measured it (else ASSUMED_RAY_START_S). Trials that share a GPU (a
@@ -201,7 +204,7 @@ def _makespan(durations: list[float], slots: int) -> float:
 
 
 def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None = None) -> SweepEstimate:
-    """Wall-time estimate of every grid trial of `plan` and of the whole sweep (see the module doc)."""
+    """Wall-time estimate of every tuning and grid trial of `plan` and of the whole sweep (see the module doc)."""
     from harness.config import TrainConfig
 
     from . import trial_rates
@@ -237,7 +240,9 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     from_config: Counter[str] = Counter()
     unmeasured: Counter[str] = Counter()
     contention = trial_rates.contention_factor(cal, slots)
-    for t in plan.trials:
+    stages = [list(getattr(plan, "tuning_trials", [])), list(plan.trials)]
+    n_trials = sum(len(s) for s in stages)
+    for t in [*stages[0], *stages[1]]:
         c = costs.get(t.trial_id)
         threads_t, bf16 = trial_threads_bf16(t, cfg.resources)
         prep = t.dataset.prepare
@@ -280,7 +285,7 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
         notes.append("no CUDA device here and no GPU calibration for this machine: run `recscale bench --arch NAME` "
                      "on the GPU machine, then --dry-run there")
     for what, n in sorted(unmeasured.items()):
-        uncalibrated.append(f"{n} of {len(plan.trials)} trial(s) without a rate measured for their configuration "
+        uncalibrated.append(f"{n} of {n_trials} trial(s) without a rate measured for their configuration "
                             f"({what})")
     ray_start = measured_overhead.get("ray_start_s")
     ray_range = None
@@ -293,11 +298,12 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     totals = [e.total_s for e in out.values()]
     wall = wall_range = None
     if totals and None not in totals:
-        wall = _makespan(totals, slots) + ray_start_s
+        per_stage = [[out[t.trial_id] for t in s] for s in stages if s]  # tuning, then the grid
+        wall = sum(_makespan([e.total_s for e in s], slots) for s in per_stage) + ray_start_s
         if uncalibrated:
-            ranges = [e.total_range_s() for e in out.values()]
             lo, hi = ray_range or (ray_start_s, ray_start_s)
-            wall_range = (_makespan([r[0] for r in ranges], slots) + lo, _makespan([r[1] for r in ranges], slots) + hi)
+            wall_range = (sum(_makespan([e.total_range_s()[0] for e in s], slots) for s in per_stage) + lo,
+                          sum(_makespan([e.total_range_s()[1] for e in s], slots) for s in per_stage) + hi)
     notes.append(f"{slots} trial(s) at a time on {device} ({threads} thread(s) each"
                  + (f", gpu share {cfg.resources.gpu}" if device == "cuda" else "") + "); dataset preparation not included")
     return SweepEstimate(out, device, slots, threads, wall, notes, uncalibrated, wall_range)

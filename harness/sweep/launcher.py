@@ -2,15 +2,20 @@
 
 Layout of `results/<sweep>/` (names in `protocols.results_layout`): `sweep.yaml` (the file as
 written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial start/end events),
-`sweep_summary.json` (timings), `search_best.json`, `datasets.json` (what each prepared dataset holds
-and how every two differ: `harness.sweep.dataset_facts`), and Ray's experiment storage under
-`ray/<stage>/` (`stage` = `search` or `grid`).
+`sweep_summary.json` (timings), `search_best.json`, `tuning.json` and `tuning/` (the tuning stage's choice and
+trials), `datasets.json` (what each prepared dataset holds and how every two differ:
+`harness.sweep.dataset_facts`), and Ray's experiment storage under `ray/<stage>/` (`stage` = `tuning`,
+`search` or `grid`).
 
 - Every distinct dataset is prepared in the driver before Ray starts any trial.
 - The grid is one `tune.Tuner` whose param space is one `tune.grid_search` over the distinct grid
   points (`plan.grid_points`: the product of the axes, each trial once), so every architecture meets
   every seed and dataset; trials get `tune.with_resources` (cpu, gpu fraction),
   actors are reused, and a trial whose worker dies is retried (`FailureConfig(max_failures)`).
+- A tuning stage (`tuning:` section, `harness.sweep.tuning`) runs first, as one more grid-search Tuner over
+  its points (`plan.tuning_points`); once every tuning trial finished, the choice per setting is written to
+  tuning.json and the grid runs with each trial's setting at its chosen value. On `--resume` a finished
+  stage's tuning.json is read back and the stage is not run again; an unfinished one is restored like the grid.
 - A search (`search:` section) runs first with `OptunaSearch` behind a `ConcurrencyLimiter` at the
   first value of every grid axis (Ray's Optuna integration refuses grid axes); the grid then runs
   with the best sampled values fixed.
@@ -55,16 +60,18 @@ from protocols.results_layout import (
     SEARCH_BEST_FILE,
     SUMMARY_FILE,
     SWEEP_FILE,
+    TUNING_FILE,
 )
 
-from .collect import collect_runs
+from .collect import collect_runs, finished_rows
 from .dataset_facts import write_dataset_facts
 from .datasets import prepare_datasets
 from . import interrupt, ray_sessions
 from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
-from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for
+from . import tuning
+from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
 from .schema import SearchDimension, Sweep, parse_sweep
-from .trainable import GRID_POINT, TrialContext, read_events, run_trial
+from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
 
 #: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
 #: RAY_AIR_NEW_OUTPUT=0: the legacy reporter honours verbose=0; Tune's own SIGINT handler off (`.interrupt`).
@@ -85,6 +92,8 @@ class SweepOutcome:
     failed: list[str] = field(default_factory=list)
     interrupted: bool = False
     summary: dict[str, Any] = field(default_factory=dict)
+    #: tuning stage only: {"planned": n, "finished": k} (its trials are not counted in planned / finished)
+    tuning: dict[str, int] | None = None
 
     @property
     def complete(self) -> bool:
@@ -103,6 +112,8 @@ def _comparable(sweep: Sweep) -> dict[str, Any]:
 
 
 def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
+    if plan.sweep.config.tuning is not None and not (sweep_dir / TUNING_FILE).exists():
+        return False
     return all((sweep_dir / RUNS_DIR / t.trial_id / METRICS_FILE).exists() for t in plan.trials)
 
 
@@ -425,9 +436,10 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         _ensure_stop_callback(tuner)
         return tuner.fit()
 
-    if ctx.stage == "grid":
+    if ctx.stage in ("grid", TUNING_STAGE):
         # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
-        param_space = {GRID_POINT: tune.grid_search(grid_points(sweep))}
+        points = grid_points(sweep) if ctx.stage == "grid" else tuning_points(sweep)
+        param_space = {GRID_POINT: tune.grid_search(points)}
         namer = GridTrialName(sweep)
         tune_config = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.max_concurrent,
                                       trial_name_creator=namer, trial_dirname_creator=namer)
@@ -533,7 +545,7 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
         out["mean_eval_s"] = round(evaluation / n, 3)
         out["overhead_in_trial_s"] = round(out["mean_trial_s"] - (loop + evaluation) / n, 3)
         slots = _max_overlap([(e["time"] - e["trainable_s"], e["time"]) for e in ends])
-        stage_s = timings.get("search_s", 0.0) + timings.get("grid_s", 0.0)
+        stage_s = timings.get("tuning_s", 0.0) + timings.get("search_s", 0.0) + timings.get("grid_s", 0.0)
         out["trial_slots"] = slots
         out["overhead_per_trial_s"] = round((stage_s * slots - loop - evaluation) / n, 3)
     return out
@@ -570,7 +582,8 @@ def run_sweep(
     num_cpus: int | None = None,
     verbose: bool = False,
 ) -> SweepOutcome:
-    """Prepare datasets, run the search (if any) and the grid, collect runs.parquet.
+    """Prepare datasets, run the tuning stage or the search (if any) and the grid, collect runs.parquet (and the
+    tuning trials' tuning/runs.parquet).
 
     Ray's token-authentication notice and its `Tuner.restore(...)` hint are dropped unless `verbose`."""
     t0 = time.perf_counter()
@@ -583,10 +596,11 @@ def run_sweep(
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
     if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
         collect_runs(sweep_dir)
+        tuning_count = _collect_tuning(sweep_dir, plan)
         summary_path = sweep_dir / SUMMARY_FILE
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
         return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=len(plan.trials),
-                            summary=summary)
+                            summary=summary, tuning=tuning_count)
     try:
         dataset_paths = prepare_datasets(sweep, plan.datasets)
     except RecscaleError:  # e.g. an empty split or too many targets: a new sweep folder leaves no trace
@@ -605,6 +619,9 @@ def run_sweep(
             entered = True
             timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
             fixed: dict[str, Any] = {}
+            choice = None
+            if sweep.config.tuning is not None:
+                choice, stage = _tuning_stage(sweep, sweep_dir, dataset_paths, plan, resume, timings)
             if sweep.config.search is not None:
                 ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="search")
                 stage = _stage(ctx, resume=resume, n_trials=sweep.config.search.num_samples)
@@ -614,7 +631,7 @@ def run_sweep(
                     atomic_write.write_text(sweep_dir / SEARCH_BEST_FILE, json.dumps(fixed, indent=1) + "\n")
                     plan = plan_sweep(sweep, fixed=fixed)
             if stage is None or not (stage.failed or stage.interrupted):
-                ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed)
+                ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed, choice=choice)
                 stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
                 timings["grid_s"] = stage.wall_s
     except SweepError:
@@ -630,10 +647,39 @@ def run_sweep(
         stage = _StageOutcome(None, 0.0, [], True)
 
     table = collect_runs(sweep_dir)
+    tuning_count = _collect_tuning(sweep_dir, plan)
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
     atomic_write.write_text(sweep_dir / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
     _remember_timings(sweep, sweep_dir, since, summary)
     return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
-                        interrupted=stage.interrupted, summary=summary)
+                        interrupted=stage.interrupted, summary=summary, tuning=tuning_count)
+
+
+def _tuning_stage(sweep: Sweep, sweep_dir: Path, dataset_paths: dict[str, str], plan: SweepPlan, resume: bool,
+                  timings: dict[str, float]) -> tuple[Any, _StageOutcome | None]:
+    """The tuning stage's choice, read back from tuning.json when a finished stage wrote it (resume), else
+    by running (or restoring) the stage and choosing from its run folders; (None, its outcome) when it failed
+    or was interrupted."""
+    choice = tuning.read_choice(sweep_dir) if resume else None
+    if choice is not None:
+        tuning.check_matches(choice, sweep)
+        return choice, None
+    ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage=TUNING_STAGE)
+    stage = _stage(ctx, resume=resume, n_trials=len(plan.tuning_trials))
+    timings["tuning_s"] = stage.wall_s
+    if stage.failed or stage.interrupted:
+        return None, stage
+    choice = tuning.choose(sweep, finished_rows(tuning.tuning_dir(sweep_dir)))
+    tuning.write_choice(sweep_dir, choice)
+    return choice, stage
+
+
+def _collect_tuning(sweep_dir: Path, plan: SweepPlan) -> dict[str, int] | None:
+    """tuning/runs.parquet rebuilt from the tuning run folders; {"planned", "finished"} (None without tuning)."""
+    if plan.sweep.config.tuning is None:
+        return None
+    folder = tuning.tuning_dir(sweep_dir)
+    finished = len(collect_runs(folder)) if folder.is_dir() else 0
+    return {"planned": len(plan.tuning_trials), "finished": finished}

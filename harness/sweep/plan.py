@@ -9,6 +9,10 @@ nothing for an architecture) is left out of that architecture's points, which th
 per value. A key given for an architecture is never dropped (sweep validation refuses keys an
 architecture lacks).
 
+A sweep with a `tuning:` section also plans its tuning trials (`tuning_points`): for every *setting* (a
+grid point without its seed, `setting_id`), every tuning seed and every value of the tuned key, with the
+tuning budget applied. The measurement trials are the grid's, with the same ids as without tuning.
+
 The cost estimate for `--dry-run` multiplies forward matrix FLOPs per target (fvcore, counted on a
 random batch) by the targets each run touches: 3 x train targets x epochs (forward + backward)
 plus the validation and test targets (forward only).
@@ -51,13 +55,15 @@ class TrialPlan:
     """One run of the sweep (everything `train_run` needs except the prepared dataset's path)."""
 
     trial_id: str
-    stage: str  # "grid" or "search"
+    stage: str  # "grid", "search" or "tuning"
     arch: str
     seed: int
     point: Mapping[str, Any]
     dataset: DatasetPlan
     model: Mapping[str, Any]
     train: Mapping[str, Any]
+    #: the key a tuning stage chose for this (measurement) trial's setting, e.g. "train.lr"; None otherwise
+    tuned: str | None = None
 
     def record(self) -> dict[str, Any]:
         """Config columns of this trial for runs.parquet / the dry-run table."""
@@ -79,16 +85,20 @@ class TrialPlan:
             value = self.point.get(axis)
             if isinstance(value, Mapping) and "name" in value:
                 row[f"{axis}.name"] = value["name"]
+        if self.tuned is not None:  # only sweeps with a tuning stage have the column
+            row[C.TUNED] = self.tuned
         return row
 
 
 @dataclass
 class SweepPlan:
-    """All grid trials of a sweep and the datasets they use (search trials are drawn by Optuna)."""
+    """All grid trials of a sweep, its tuning trials (run first) and the datasets they use (search trials
+    are drawn by Optuna)."""
 
     sweep: Sweep
     trials: list[TrialPlan]
     datasets: list[DatasetPlan] = field(default_factory=list)
+    tuning_trials: list[TrialPlan] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,6 +200,17 @@ def _fmt(value: Any) -> str:
 
 def trial_id_for(sweep: Sweep, point: Mapping[str, Any]) -> str:
     """Readable, deterministic trial id, e.g. `whale-seed1-dim32-delay_s0` (a folder name)."""
+    return "-".join(_id_parts(sweep, point))
+
+
+def setting_id(sweep: Sweep, point: Mapping[str, Any]) -> str:
+    """The trial id without its seed part (`whale-dim32-delay_s0`): one per setting the tuning stage chooses for."""
+    parts = _id_parts(sweep, point)
+    return "-".join(parts[:1] + parts[2:])
+
+
+def _id_parts(sweep: Sweep, point: Mapping[str, Any]) -> list[str]:
+    """The trial id's parts: architecture, `seed<s>`, then each other axis value."""
     parts = [_fmt(point["arch"]), f"seed{_fmt(point.get('seed', sweep.config.seed))}"]
     others = [k for k in point if k not in ("arch", "seed")]
     short = [k.rsplit(".", 1)[1] if "." in k else k for k in others]  # model.helix.dim -> dim
@@ -199,7 +220,7 @@ def trial_id_for(sweep: Sweep, point: Mapping[str, Any]) -> str:
         if key in BUNDLE_AXES:
             label = ""  # the bundle's name (or its fields) says enough
         parts.append(f"{label}{_fmt(point[key])}")
-    return "-".join(parts)
+    return parts
 
 
 def resolve_trial(
@@ -209,12 +230,13 @@ def resolve_trial(
     stage: str = "grid",
     trial_id: str | None = None,
     fixed: Mapping[str, Any] | None = None,
+    tuned: str | None = None,
 ) -> TrialPlan:
     """Turn a grid point (plus `fixed` model./train. values, e.g. a search's best point) into a trial.
 
     Shared model keys apply to every architecture, `<arch>.<field>` keys to that one (they win over a
     shared key of the same mapping); grid values replace the `model:` section's. The model's
-    `history_len` always follows the dataset's.
+    `history_len` always follows the dataset's. `tuned` marks the key a tuning stage chose (in `fixed`).
     """
     cfg = sweep.config
     arch = str(point["arch"])
@@ -233,7 +255,7 @@ def resolve_trial(
     model["history_len"] = dataset.prepare["history_len"]  # every model config has it (architectures/contract.py)
     return TrialPlan(
         trial_id=trial_id or trial_id_for(sweep, point), stage=stage, arch=arch, seed=seed,
-        point=dict(point), dataset=dataset, model=model, train=train,
+        point=dict(point), dataset=dataset, model=model, train=train, tuned=tuned,
     )
 
 
@@ -243,13 +265,61 @@ def plan_sweep(sweep: Sweep, *, fixed: Mapping[str, Any] | None = None) -> Sweep
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):  # cannot happen with distinct axis values; guard the folder layout
         raise AssertionError(f"duplicate trial ids in {ids}")
-    datasets = list({t.dataset.dataset_id: t.dataset for t in trials}.values())
+    tuning = [resolve_trial(sweep, p, stage="tuning") for p in tuning_points(sweep)]
+    datasets = list({t.dataset.dataset_id: t.dataset for t in [*tuning, *trials]}.values())
     if sweep.config.search is not None:
         first = {k: v[0] for k, v in sweep.axes.items()}
         search_ds = dataset_for(sweep, first)
         if search_ds.dataset_id not in {d.dataset_id for d in datasets}:
             datasets.insert(0, search_ds)
-    return SweepPlan(sweep=sweep, trials=trials, datasets=datasets)
+    return SweepPlan(sweep=sweep, trials=trials, datasets=datasets, tuning_trials=tuning)
+
+
+def settings(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """The distinct settings of the grid, in grid order: setting id -> its grid point without `seed`."""
+    out: dict[str, dict[str, Any]] = {}
+    for point in grid_points(sweep):
+        setting = {k: v for k, v in point.items() if k != "seed"}
+        out.setdefault(setting_id(sweep, point), setting)
+    return out
+
+
+@dataclass(frozen=True)
+class TuningPoint:
+    """One tuning trial: its setting (`setting_id`), tuning seed, value of the tuned key and grid point."""
+
+    setting: str
+    seed: int
+    value: float
+    point: dict[str, Any]
+
+
+def tuning_points(sweep: Sweep) -> list[dict[str, Any]]:
+    """The tuning stage's grid points (`tuning_plan`), the Tune axis of its stage."""
+    return [tp.point for tp in tuning_plan(sweep)]
+
+
+def tuning_plan(sweep: Sweep) -> list[TuningPoint]:
+    """The tuning stage's trials (none without `tuning:`): per setting, tuning seed and value of the tuned key,
+    the setting with that seed, the value (`train.lr: 0.001`) and the budget (`train.epochs`, a fraction of
+    `data.n_train`). Their trial ids end in the value and budget (`wukong-seed0-dim8-lr0.001`)."""
+    t = sweep.config.tuning
+    if t is None:
+        return []
+    out = []
+    for sid, setting in settings(sweep).items():
+        budget: dict[str, Any] = {}
+        if t.budget.epochs is not None:
+            budget["train.epochs"] = t.budget.epochs
+        if t.budget.n_train_fraction is not None:
+            n = dataset_for(sweep, setting).prepare["n_train"]  # a count: checked at load
+            budget["data.n_train"] = max(1, round(n * t.budget.n_train_fraction))
+        for seed in t.seeds:
+            for value in sweep.tuning_values:
+                point = {"arch": setting["arch"], "seed": seed, **{k: v for k, v in setting.items() if k != "arch"},
+                         t.param: value, **budget}
+                out.append(TuningPoint(sid, seed, value, point))
+    return out
 
 
 def search_base_point(sweep: Sweep) -> dict[str, Any]:
@@ -326,6 +396,20 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
         s = sweep.config.search
         lines.append(f"search first: {s.num_samples} Optuna trials over {', '.join(sweep.space)} "
                      f"({s.metric}, {s.mode}) at {search_base_point(sweep)}; the grid then runs at the best point")
+    if plan.tuning_trials:
+        t = sweep.config.tuning
+        budget = ", ".join(f"{k} {v}" for k, v in vars(t.budget).items() if v is not None)
+        known = [costs[x.trial_id].total for x in plan.tuning_trials
+                 if x.trial_id in costs and costs[x.trial_id].total is not None]
+        est = ""
+        if estimate is not None:
+            secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
+            est = "" if None in secs else f", est. {format_seconds(sum(secs))} of trial time"
+        lines.append(f"tuning first: {len(plan.tuning_trials)} trials = {len(settings(sweep))} setting(s) x "
+                     f"{len(sweep.tuning_values)} values of {t.param} {sweep.tuning_values} x seeds {t.seeds}"
+                     + (f" (budget: {budget})" if budget else "") + f", chosen on {t.metric}; "
+                     + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
+                     + f"{est}; the grid then runs each setting at its chosen value")
     lines.append("")
     lines.append("datasets (each prepared once, before any trial):")
     for d in plan.datasets:
@@ -352,11 +436,12 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for r in [header, *rows]:
         lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
-    known = [c.total for c in costs.values() if c.total is not None]
+    everything = [*plan.tuning_trials, *plan.trials]
+    known = [costs[t.trial_id].total for t in everything if t.trial_id in costs and costs[t.trial_id].total is not None]
     total = sum(known)
     lines.append("")
     lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
-                 + ("" if len(known) == len(plan.trials) else f" ({len(plan.trials) - len(known)} unknown: "
+                 + ("" if len(known) == len(everything) else f" ({len(everything) - len(known)} unknown: "
                     "sample sizes left to the source's defaults or model not countable)"))
     if estimate is not None:
         totals = [e.total_s for e in estimate.trials.values() if e.total_s is not None]

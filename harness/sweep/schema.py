@@ -28,6 +28,11 @@ Optuna search (followed by a grid at the chosen point):
       # data:                       # or: a list of arms, each setting several fields together
       #   - {name: exposure-0s, protocol: exposure, delay_s: 0}
       #   - {name: author50, protocol: author50}
+    tuning:                         # optional: a learning rate chosen per setting on validation first
+      param: train.lr               #   (harness/sweep/tuning_config.py, harness/sweep/tuning.py)
+      grid: {log_min: 1.0e-4, log_max: 1.0e-2, points: 5}
+      seeds: [0]
+      metric: valid_auc
     search:                         # optional: an Optuna search first, then the grid at its best point
       space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}, model.dim: {choice: [16, 32, 64]}}
       metric: valid_auc
@@ -63,6 +68,7 @@ from harness.metric_registry import check_split_metric
 
 from . import model_keys
 from .model_keys import arch_fields
+from .tuning_config import TuningSection, section_values
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
 #: where prepared datasets go.
@@ -182,6 +188,7 @@ class SweepConfig:
     model: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, Any] = field(default_factory=dict)
     search: SearchSection | None = None
+    tuning: TuningSection | None = None
     resources: Resources = field(default_factory=Resources)
     max_concurrent: int | None = None
     max_failures: int = 2
@@ -202,6 +209,7 @@ class Sweep:
         data_root: resolved log folder (None: synthetic log generated into the cache).
         source_text: the file as written (copied to results/<name>/sweep.yaml).
         path: the file it was read from.
+        tuning_values: the tuning stage's grid of `tuning.param` values, ascending (empty without `tuning:`).
     """
 
     config: SweepConfig
@@ -210,6 +218,7 @@ class Sweep:
     data_root: Path | None
     source_text: str
     path: Path | None = None
+    tuning_values: list[float] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -267,9 +276,11 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
             if train:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
+    tuning_values = _check_tuning(cfg, axes)
     space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
-    return Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path)
+    return Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path,
+                 tuning_values=tuning_values)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -548,6 +559,41 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
                 _check_train({**cfg.train, sub: v}, f"search.space.{key}")
         space[key] = dim
     return space
+
+
+def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float]:
+    """The tuning section on its own (`tuning_config.section_values`) and against the rest of the sweep: no
+    search beside it, the tuned key set by no grid axis, every value a valid TrainConfig, and a training-set
+    fraction only where every dataset has a count of training targets."""
+    t = cfg.tuning
+    if t is None:
+        return []
+    if cfg.search is not None:
+        raise ConfigError("tuning: a sweep has either `tuning:` (a value per setting) or `search:` (one point for "
+                          "the whole grid), not both")
+    values = section_values(t)
+    for axis, vs in axes.items():
+        if any(t.param in axis_settings(axis, v) for v in vs):
+            raise ConfigError(f"tuning.param: {t.param} is also set by grid.{axis}; the tuning stage chooses it per "
+                              "setting, drop one")
+    sub = t.param.partition(".")[2]
+    for v in values:
+        _check_train({**cfg.train, sub: v}, "tuning.grid")
+    if t.budget.epochs is not None:
+        _check_train({**cfg.train, "epochs": t.budget.epochs}, "tuning.budget")
+    if t.budget.n_train_fraction is not None:
+        bundles = axes.get("data", [])
+        sizes = list(axes.get("data.n_train", [])) + [b["n_train"] for b in bundles if "n_train" in b]
+        if "data.n_train" not in axes and not (bundles and all("n_train" in b for b in bundles)):
+            sizes.append(cfg.data.prepare_settings().get("n_train"))
+        for n in sizes:
+            if not isinstance(n, int) or isinstance(n, bool):
+                raise ConfigError(f"tuning.budget.n_train_fraction: needs a count of training targets in every "
+                                  f"dataset (data.n_train), found {n!r}")
+            if round(n * t.budget.n_train_fraction) < 1:
+                raise ConfigError(f"tuning.budget.n_train_fraction: {t.budget.n_train_fraction} of {n} training "
+                                  "targets is none")
+    return values
 
 
 def _check_search_not_in_grid(key: str, sub: str, axes: Mapping[str, list[Any]], archs: list[str]) -> None:

@@ -4,6 +4,10 @@ The trainable receives the grid point (or the Optuna sample) as its Tune config 
 `TrialContext` through `tune.with_parameters`; it resolves the point with the same
 `plan.resolve_trial` the dry-run uses, so names and settings always agree.
 
+A tuning-stage trial (its config is a tuning point, `plan.tuning_points`) trains into
+`results/<sweep>/tuning/runs/<trial>/`; a grid trial of a sweep with a tuning stage gets its setting's chosen
+value (`TrialContext.choice`, read from tuning.json by the launcher) and records the key as `tuned`.
+
 Every trial calls `train_run(resume=True)` (its folder already holds sweep_trial.json): a retried
 trial (worker died) or a resumed sweep continues from the checkpoint, a run that had already finished
 returns its saved metrics without training again, and one with no checkpoint yet starts fresh.
@@ -32,26 +36,35 @@ from typing import Any, Mapping
 
 from protocols.errors import RecscaleError
 from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
-from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR
+from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR, TUNING_DIR
 from protocols.runs_columns import RAY_NODE
 
 from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
 from .trial_rates import rate_key
 
+#: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
+TUNING_STAGE = "tuning"
 #: Key of the grid stage's one Tune axis: its values are the distinct grid points (plan.grid_points).
 GRID_POINT = "point"
 
 
 @dataclass(frozen=True)
 class TrialContext:
-    """What every trial of one stage shares: the sweep, its folder, the datasets and fixed values."""
+    """What every trial of one stage shares: the sweep, its folder, the datasets, fixed values and (grid stage
+    of a sweep with a tuning stage) the tuning choice, a `harness.sweep.tuning.TuningChoice`."""
 
     sweep: Sweep
     sweep_dir: str
     dataset_paths: Mapping[str, str]
     stage: str = "grid"
     fixed: Mapping[str, Any] = field(default_factory=dict)
+    choice: Any = None
+
+    def runs_dir(self) -> Path:
+        """Where this stage's run folders go: `runs/`, or `tuning/runs/` for the tuning stage."""
+        root = Path(self.sweep_dir)
+        return (root / TUNING_DIR if self.stage == TUNING_STAGE else root) / RUNS_DIR
 
 
 def log_event(sweep_dir: Path, **event: Any) -> None:
@@ -121,9 +134,12 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
         trial_id = f"search-{tune.get_context().get_trial_id()}"
     else:
         config = config[GRID_POINT]
-    trial = resolve_trial(context.sweep, config, stage=context.stage, trial_id=trial_id, fixed=context.fixed)
+    fixed, tuned = context.fixed, None
+    if context.stage == "grid" and context.choice is not None:
+        fixed, tuned = {**fixed, **context.choice.fixed_for(context.sweep, config)}, context.choice.param
+    trial = resolve_trial(context.sweep, config, stage=context.stage, trial_id=trial_id, fixed=fixed, tuned=tuned)
     sweep_dir = Path(context.sweep_dir)
-    run_dir = sweep_dir / RUNS_DIR / trial.trial_id
+    run_dir = context.runs_dir() / trial.trial_id
     log_event(sweep_dir, trial=trial.trial_id, event="start")
 
     resources = context.sweep.config.resources

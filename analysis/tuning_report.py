@@ -1,0 +1,68 @@
+"""report.md's `## Tuning` section, analysis.json's `tuning` and the edge warnings, from the sweep's tuning.json.
+
+A sweep with a `tuning:` section chose a value of one training key (the learning rate, usually) per setting
+on the validation metric before measuring (harness/sweep/tuning.py). The table lists, per setting, the chosen
+value and the mean validation metric over the tuning seeds at every grid value. A value chosen at the grid's
+lowest or highest point is a warning: the best value may lie beyond the grid, and the setting's results then
+describe a learning rate that was not shown to be its best.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.sweep.tuning import TuningChoice, read_choice
+from protocols.results_layout import RUNS_FILE
+from protocols.runs_columns import TUNED
+
+from .text_format import markdown_table, num
+
+
+def load_tuning(root: Path) -> TuningChoice | None:
+    """The sweep's tuning choice (None for a sweep without a tuning stage)."""
+    return read_choice(root)
+
+
+def tuning_warnings(choice: TuningChoice | None) -> list[str]:
+    """One warning per setting whose chosen value is the grid's lowest or highest."""
+    if choice is None:
+        return []
+    out = []
+    for s in choice.settings:
+        if s.edge is not None:
+            word = "lowest" if s.edge == "low" else "highest"
+            out.append(f"tuning: {s.setting}: the chosen {choice.param} {num(s.chosen, 'g')} is the grid's {word} "
+                       f"value (grid {num(choice.grid[0], 'g')} to {num(choice.grid[-1], 'g')}); its best value may "
+                       "lie outside the grid: widen it")
+    return out
+
+
+def tuning_section(choice: TuningChoice | None) -> list[str]:
+    """report.md's `## Tuning`: per setting the chosen value (bold in its row), the mean validation metric at
+    every grid value, and whether the choice is at the grid's edge."""
+    if choice is None:
+        return []
+    header = ["setting", f"chosen {choice.param}", "at the edge",
+              *(f"{num(v, 'g')}" for v in choice.grid)]
+    rows = []
+    for s in choice.settings:
+        means = [num(m, ".4f") for m in s.means]
+        i = choice.grid.index(s.chosen)
+        means[i] = f"**{means[i]}**"
+        edge = {"low": "lowest value", "high": "highest value"}.get(s.edge or "", "")
+        rows.append([s.setting, num(s.chosen, "g"), edge, *means])
+    better = "highest" if choice.mode == "max" else "lowest"
+    return ["## Tuning", "",
+            f"Before measuring, each setting's {choice.param} was chosen on {choice.metric} ({better} mean over "
+            f"tuning seeds {choice.seeds}) among the grid values in the last columns, which give that mean per value "
+            "('–': some seed had no finite value). Every measurement run of a setting trained at its chosen value "
+            f"({RUNS_FILE}'s `{TUNED}` column names the key). A choice at the grid's edge is listed under Warnings.",
+            "", *markdown_table(header, rows), ""]
+
+
+def tuning_dict(choice: TuningChoice) -> dict[str, Any]:
+    """analysis.json's `tuning`: tuning.json's choice without the per-trial rows."""
+    return {"param": choice.param, "metric": choice.metric, "mode": choice.mode, "grid": choice.grid,
+            "seeds": choice.seeds,
+            "settings": [{"setting": s.setting, "point": s.point, "chosen": s.chosen, "edge": s.edge,
+                          "means": s.means} for s in choice.settings]}

@@ -1,0 +1,160 @@
+"""The tuning stage's choice: per setting, the value of the tuned key with the best mean validation metric.
+
+A sweep with a `tuning:` section (`tuning_config.py`) runs its tuning trials first (`plan.tuning_plan`:
+every setting x tuning seed x grid value, into `results/<sweep>/tuning/runs/<trial>/`), then every
+measurement trial at its setting's chosen value. The choice (`choose`):
+
+- per setting and grid value, the mean of `tuning.metric` over the tuning seeds;
+- the chosen value is the one whose mean is best in the metric's registered direction (max for AUC, min for
+  LogLoss and NE); a tie goes to the smaller value;
+- a value where some seed reported no finite metric (a diverged run) cannot be chosen; a setting where no
+  value can is an error naming it;
+- `edge` is "low" or "high" when the chosen value is the grid's lowest or highest: the best value may lie
+  outside the grid, and the report warns.
+
+`tuning.json` (TUNING_FILE, written atomically once the whole stage finished; its presence means the stage is
+done, and `--resume` reads it back instead of running the stage again) holds the key, metric, direction,
+grid, seeds and, per setting, its grid point, every (value, seed, metric) row, the means, the chosen value
+and the edge.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from protocols.atomic_write import write_text
+from protocols.errors import RecscaleError
+from protocols.results_layout import TUNING_DIR, TUNING_FILE
+
+from .plan import setting_id, settings, trial_id_for, tuning_plan
+from .schema import Sweep
+from .tuning_config import metric_spec
+
+
+
+class TuningError(RecscaleError):
+    """The tuning stage's results cannot give a choice (a setting with no usable value, a damaged tuning.json)."""
+
+
+@dataclass(frozen=True)
+class SettingChoice:
+    """One setting's tuning result."""
+
+    setting: str  # plan.setting_id
+    point: dict[str, Any]  # the grid point without its seed
+    chosen: float
+    edge: str | None  # "low", "high" or None
+    means: list[float | None]  # per grid value (ascending); None where some seed gave no finite metric
+    rows: list[dict[str, Any]]  # {"value", "seed", "metric"} per tuning trial
+
+
+@dataclass(frozen=True)
+class TuningChoice:
+    """The whole stage's choice, as stored in tuning.json."""
+
+    param: str
+    metric: str
+    mode: str  # "max" or "min"
+    grid: list[float]
+    seeds: list[int]
+    settings: list[SettingChoice] = field(default_factory=list)
+
+    def fixed_for(self, sweep: Sweep, point: Mapping[str, Any]) -> dict[str, Any]:
+        """The chosen `{param: value}` of the setting of grid point `point`."""
+        sid = setting_id(sweep, point)
+        for s in self.settings:
+            if s.setting == sid:
+                return {self.param: s.chosen}
+        raise TuningError(f"{TUNING_FILE}: no choice for setting {sid!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "TuningChoice":
+        return cls(**{**doc, "settings": [SettingChoice(**s) for s in doc["settings"]]})
+
+
+def choose_values(values: Sequence[float], seeds: Sequence[int], table: Mapping[tuple[float, int], float | None],
+                  mode: str) -> tuple[int, list[float | None]]:
+    """(index of the chosen value, mean metric per value) from `table`: (value, seed) -> metric (None or NaN:
+    no finite metric). Raises ValueError when no value has a finite mean."""
+    grid = np.array([[np.nan if (m := table.get((v, s))) is None else float(m) for s in seeds] for v in values])
+    means = grid.mean(axis=1)  # NaN where any seed is missing or non-finite
+    finite = np.isfinite(means)
+    if not finite.any():
+        raise ValueError("no grid value has a finite metric in every tuning seed")
+    score = np.where(finite, means if mode == "max" else -means, -np.inf)
+    best = int(np.argmax(score))  # the first (smallest) value among equal bests
+    return best, [float(m) if math.isfinite(m) else None for m in means]
+
+
+def edge_of(index: int, n_values: int) -> str | None:
+    """'low' / 'high' when `index` is the grid's first / last value, else None."""
+    return "low" if index == 0 else "high" if index == n_values - 1 else None
+
+
+def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
+    """The choice per setting from the finished tuning trials' runs.parquet rows (`collect.finished_rows` of the
+    tuning folder: `trial_id`, `seed`, the tuned key's `train.<field>` column and the metric)."""
+    t = sweep.config.tuning
+    mode = "max" if metric_spec(t).higher_is_better else "min"
+    values, seeds = list(sweep.tuning_values), list(t.seeds)
+    where = {trial_id_for(sweep, tp.point): (tp.setting, tp.value, tp.seed) for tp in tuning_plan(sweep)}
+    tables: dict[str, dict[tuple[float, int], float | None]] = {}
+    for row in rows:
+        if row["trial_id"] in where:
+            sid, value, seed = where[row["trial_id"]]
+            metric = row.get(t.metric)
+            tables.setdefault(sid, {})[(value, seed)] = None if metric is None or not math.isfinite(metric) else metric
+    out = []
+    for sid, point in settings(sweep).items():
+        table = tables.get(sid, {})
+        try:
+            best, means = choose_values(values, seeds, table, mode)
+        except ValueError:
+            raise TuningError(f"tuning: setting {sid}: no value of {t.param} has a finite {t.metric} in every tuning "
+                              f"seed ({len(table)} of {len(values) * len(seeds)} trials reported one)") from None
+        out.append(SettingChoice(
+            setting=sid, point=point, chosen=values[best], edge=edge_of(best, len(values)), means=means,
+            rows=[{"value": v, "seed": s, "metric": table.get((v, s))} for v in values for s in seeds]))
+    return TuningChoice(param=t.param, metric=t.metric, mode=mode, grid=values, seeds=seeds, settings=out)
+
+
+def tuning_dir(sweep_dir: Path) -> Path:
+    """The folder of the tuning trials (`runs/<trial>/`, `runs.parquet`)."""
+    return Path(sweep_dir) / TUNING_DIR
+
+
+def write_choice(sweep_dir: Path, choice: TuningChoice) -> None:
+    """Write tuning.json atomically."""
+    from harness.run_folder import json_safe
+
+    write_text(Path(sweep_dir) / TUNING_FILE, json.dumps(json_safe(choice.to_json()), indent=1) + "\n")
+
+
+def read_choice(sweep_dir: Path) -> TuningChoice | None:
+    """tuning.json read back (None when the stage has not finished); a damaged file is a TuningError."""
+    path = Path(sweep_dir) / TUNING_FILE
+    if not path.exists():
+        return None
+    try:
+        return TuningChoice.from_json(json.loads(path.read_text()))
+    except (ValueError, TypeError, KeyError) as e:
+        raise TuningError(f"{path}: not a tuning result ({e}); remove it to run the tuning stage's choice again "
+                          "(its finished trials are kept)") from None
+
+
+def check_matches(choice: TuningChoice, sweep: Sweep) -> None:
+    """Refuse a stored choice made for another tuning section or other settings."""
+    t = sweep.config.tuning
+    same = (choice.param == t.param and choice.metric == t.metric and choice.grid == list(sweep.tuning_values)
+            and choice.seeds == list(t.seeds) and [s.setting for s in choice.settings] == list(settings(sweep)))
+    if not same:
+        raise TuningError(f"{TUNING_FILE}: made for another tuning section or grid than {sweep.name!r}'s; remove it "
+                          "(or the sweep folder) to tune again")
