@@ -67,7 +67,8 @@ class _PredictionCache:
     without its prediction file falls back to its column of the folder's score-ranks file, if any."""
 
     def __init__(self, results: SweepResults):
-        self.results, self.frames = results, {}
+        self.results = results
+        self.frames: dict[int, pd.DataFrame | None] = {}
         self.ranks = ScoreRanks(results)
 
     def get(self, row: int) -> pd.DataFrame | None:
@@ -113,7 +114,7 @@ def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> s
     paths = {r: results.predictions_path(r) for r in rows}
     ranks = ScoreRanks(results)
     ranked = {r for r in rows if "trial_id" in results.runs.columns and ranks.has(str(results.runs.at[r, "trial_id"]))}
-    missing = [r for r in rows if (paths[r] is None or not paths[r].exists()) and r not in ranked]
+    missing = [r for r in rows if ((p := paths[r]) is None or not p.exists()) and r not in ranked]
     if not missing:
         return None
     example = paths[missing[0]]

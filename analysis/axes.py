@@ -55,7 +55,7 @@ class Convention:
         """E.g. "training FLOPs per sample (3 x forward), GFLOPs"."""
         return f"{AXIS_NAMES[self.x_axis]}, {UNIT_NAMES[self.x_unit]}"
 
-    def gain_of(self, metric: str, value: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    def gain_of(self, metric: str, value: np.ndarray, ref: np.ndarray | float) -> np.ndarray:
         """Gain of `value` over `ref` (positive = better than the reference)."""
         if _gain_metric(metric).gain == "difference":
             diff = value - ref

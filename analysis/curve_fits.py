@@ -22,7 +22,7 @@ at any C, so held-out checks and extrapolations treat them alike.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from scipy import optimize
@@ -65,7 +65,7 @@ def fit_log_linear(lx: np.ndarray, y: np.ndarray) -> Curve | None:
     if len(np.unique(lx)) < 2:
         return None
     b, a = np.polyfit(lx, y, 1)
-    return Curve(LOG_LINEAR, {"a": float(a), "b": float(b)}, lambda q, a=a, b=b: a + b * np.asarray(q))
+    return Curve(LOG_LINEAR, {"a": float(a), "b": float(b)}, lambda q: a + b * np.asarray(q))
 
 
 def fit_power_law_gain(lx: np.ndarray, gain: np.ndarray, seed: np.ndarray,
@@ -78,7 +78,7 @@ def fit_power_law_gain(lx: np.ndarray, gain: np.ndarray, seed: np.ndarray,
     b = float(np.mean([v[0] for v in lines.values()]))
     a = float(np.mean([v[1] for v in lines.values()]))
     return Curve(POWER_LAW, {"intercept": a, "slope": b},
-                 lambda q, a=a, b=b: to_value(np.exp(a + b * np.asarray(q))))
+                 lambda q: to_value(np.exp(a + b * np.asarray(q))))
 
 
 def _saturating(params: np.ndarray, lx: np.ndarray, sign: float) -> np.ndarray:
@@ -111,7 +111,7 @@ def fit_saturating(lx: np.ndarray, y: np.ndarray, *, higher_is_better: bool, sca
     q = lx - shift
     f_scale = scale if np.isfinite(scale) and scale > 0 else max(float(np.std(y)), 1e-9)
     projected = sorted((_projected(alpha, q, y, sign) for alpha in ALPHA_GRID), key=lambda v: v[1])
-    best = None
+    best: Any = None  # scipy OptimizeResult; N_STARTS >= 1 starts
     for start, _ in projected[:N_STARTS]:
         res = optimize.least_squares(lambda p: _saturating(p, q, sign) - y, start, jac=lambda p: _jacobian(p, q, sign),
                                      loss=LOSS, f_scale=f_scale, ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL,
@@ -121,7 +121,7 @@ def fit_saturating(lx: np.ndarray, y: np.ndarray, *, higher_is_better: bool, sca
     y_inf, amp_c, alpha = (float(v) for v in best.x)
     amp = amp_c * float(np.exp(alpha * shift))  # A at C = 1 in the axis unit
     curve = Curve(SATURATING, {"y_inf": y_inf, "A": amp, "alpha": alpha},
-                  lambda v, y_inf=y_inf, amp=amp, alpha=alpha: y_inf + sign * amp * np.exp(-alpha * np.asarray(v)))
+                  lambda v: y_inf + sign * amp * np.exp(-alpha * np.asarray(v)))
     if not ALPHA_BOUNDS[0] * (1 + BOUND_SLACK) < alpha < ALPHA_BOUNDS[1] * (1 - BOUND_SLACK):
         # At the lower bound the curve is y_inf + s A (1 - alpha ln C) over the range: y_inf and A trade off
         # along a flat valley (A at 1e-14 or 1e+6 fits alike); at the upper bound it is a step. The

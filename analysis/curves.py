@@ -57,14 +57,14 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
             c = curves.get(i, {})
             size = tuple(str(show(r[s])) for s in sizes)
             bad = status is not None and status.get(i, "ok") != "ok"
-            label = ", ".join(f"{s.removeprefix('model.')}={v}" for s, v in zip(sizes, size)) or str(r["arch"])
-            label = label if size not in labelled else None
+            name = ", ".join(f"{s.removeprefix('model.')}={v}" for s, v in zip(sizes, size)) or str(r["arch"])
+            label = name if size not in labelled else None
             labelled.add(size)
             style = dict(color=colour[size], linewidth=0.9, alpha=0.85, linestyle="--" if bad else "-")
             if c.get(LOSS):
                 steps, values = zip(*c[LOSS])
                 axes[0, 0].plot(steps, values, label=label, **style)
-                if bad:
+                if bad and status is not None:
                     axes[0, 0].annotate(f"seed {r['seed']}: {status[i]}", (steps[-1], values[-1]), fontsize=7,
                                         color=colour[size])
             if has_valid and c.get(VALID):

@@ -27,6 +27,7 @@ Method:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -222,7 +223,7 @@ def data_scaling_analysis(results: SweepResults) -> DataScaling | None:
                          "the frontier are not determined by these sizes")
         return out
     fits = _SeedFits(points)
-    getters = {**{k: (lambda s, k=k: getattr(s, k)) for k in PARAMS}, "n_exponent": lambda s: s.n_exponent}
+    getters = {**{k: attrgetter(k) for k in PARAMS}, "n_exponent": attrgetter("n_exponent")}
     share = 0.0
     for name, get in getters.items():
         iv = fits.interval(get)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from scipy import stats
@@ -33,7 +34,7 @@ from .axes import UNIT_NAMES, Convention
 from .config import ScalingConfig
 from .curve_fits import fit_log_linear
 from .papers import HELIX_CTR
-from .powerlaw import LEVEL, mean_t_interval
+from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
 from .scaling import FamilyScaling
 from .seed_bootstrap import SeedInterval, seed_interval
 from .significance import seeds_for_power
@@ -117,7 +118,8 @@ def comparison_pairs(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[lis
     groups: dict[tuple, list[FamilyScaling]] = {}
     for f in fitted:
         groups.setdefault(_context_key(f), []).append(f)
-    pairs, notes = [], []
+    pairs: list[tuple[FamilyScaling, FamilyScaling]] = []
+    notes: list[str] = []
     if not cfg.compare:
         for members in groups.values():
             pairs += list(itertools.combinations(sorted(members, key=lambda f: f.family), 2))
@@ -146,7 +148,7 @@ def paired_contrast(diffs: np.ndarray, effect: float, *, level: float = LEVEL,
 
 
 def _seed_log_linear_slopes(f: FamilyScaling, seeds: list[int]) -> dict[int, float]:
-    out = {}
+    out: dict[int, float] = {}
     ladder = f.ladder
     if ladder is None:
         return out
@@ -163,7 +165,7 @@ def _seed_log_linear_slopes(f: FamilyScaling, seeds: list[int]) -> dict[int, flo
 
 def compare_families(fa: FamilyScaling, fb: FamilyScaling, *, level: float = LEVEL) -> FamilyComparison:
     """Slope difference, iso-FLOP gains and crossover of two fitted families (A - B), paired by seed."""
-    A, B = fa.fit, fb.fit
+    A, B = cast(PowerLawFit, fa.fit), cast(PowerLawFit, fb.fit)  # callers pass fitted families
     seeds = sorted(set(A.seed_slopes) & set(B.seed_slopes))
     out = FamilyComparison(fa.family, fb.family, fa.metric, fa.reference, fa.convention, seeds, A.slope, B.slope, None)
     if len(seeds) < 2:
@@ -187,7 +189,7 @@ def compare_families(fa: FamilyScaling, fb: FamilyScaling, *, level: float = LEV
 
 def _iso(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, lines, level: float) -> None:
     ia, sa, ib, sb = lines
-    xa, xb = fa.fit.obs_x, fb.fit.obs_x
+    xa, xb = cast(PowerLawFit, fa.fit).obs_x, cast(PowerLawFit, fb.fit).obs_x
     lo, hi = max(xa.min(), xb.min()), min(xa.max(), xb.max())
     if lo > hi:
         out.notes.append("the measured compute ranges do not overlap: no iso-FLOP reading")
@@ -216,7 +218,7 @@ def _crossing(ia, sa, ib, sb) -> float:
 def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, lines) -> None:
     ia, sa, ib, sb = lines
     unit = UNIT_NAMES[out.convention.x_unit]
-    lx = np.concatenate([fa.fit.obs_x, fb.fit.obs_x])
+    lx = np.concatenate([cast(PowerLawFit, fa.fit).obs_x, cast(PowerLawFit, fb.fit).obs_x])
     lo, hi = float(lx.min()), float(lx.max())
     da, db = float(ia.mean() - ib.mean()), float(sa.mean() - sb.mean())
     ahead_hi = out.a if da + db * hi > 0 else out.b

@@ -7,11 +7,14 @@ reader sees where they agree and where they part. The best form by held-out erro
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .curve_fits import FORMS
+from .form_check import FormCheck
+from .ladder import Ladder
 from .plots import apply_style, save_figure
 from .scaling import FamilyScaling
 from .text_format import metric_label
@@ -30,7 +33,7 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
     rows = int(np.ceil(len(fams) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows + 0.6), squeeze=False)
     for ax, fam in zip(axes.ravel(), fams):
-        ladder = fam.ladder
+        ladder = cast(Ladder, fam.ladder)  # plotted families have a ladder and forms
         for p in range(len(ladder.x)):
             v = ladder.values[p][np.isfinite(ladder.values[p])]
             ax.scatter(np.full(len(v), ladder.x[p]), v, s=12, color="grey", alpha=0.6, lw=0)
@@ -45,7 +48,7 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
             ax.plot(np.exp(inside), curve.predict(inside), color=colour, lw=1.6, label=name)
             ax.plot(np.exp(beyond), curve.predict(beyond), color=colour, lw=1.2, ls="--")
         ax.set_xscale("log")
-        ax.set_title(f"{fam.family}\nbest held out: {fam.forms.best or '–'}", fontsize=9)
+        ax.set_title(f"{fam.family}\nbest held out: {cast(FormCheck, fam.forms).best or '–'}", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.set_xlabel(fam.convention.x_label, fontsize=7)
         ax.set_ylabel(metric_label(metric), fontsize=8)

@@ -106,8 +106,8 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         label = setting["arch"] + "".join(f", {c.removeprefix('model.')}={show(setting[c])}" for c in shown
                                           if _present(setting[c]))
         oracle, share = _column_mean(rows, oracle_col), float("nan")
-        is_ref = bool(usable_ref and reference.mask[rows.index.to_numpy()].all())  # one fixed model only
-        if has_oracle and usable_ref:
+        is_ref = bool(usable_ref and reference is not None and reference.mask[rows.index.to_numpy()].all())  # one fixed model only
+        if has_oracle and usable_ref and reference is not None:
             ref, _ = reference_rows(runs, reference, rows, context)
             share = oracle_gap_share(rows, ref, auc_col, oracle_col)
         out.append(HeadlineRow(label, setting, int(rows["seed"].nunique()), _mean_sd(rows[auc_col]),
@@ -115,5 +115,5 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
                                _column_mean(rows, "flops_per_target"), _column_mean(rows, PARAMS_COLUMN),
                                oracle, share, is_ref))
     out.sort(key=lambda r: (r.setting["arch"], np.nan_to_num(r.flops_per_target, nan=np.inf), r.label))
-    desc = reference.description if usable_ref else ""
+    desc = reference.description if usable_ref and reference is not None else ""
     return Headline(out, desc, notes, PARAMS_COLUMN in runs.columns, has_oracle)

@@ -23,6 +23,7 @@ minimising L(N, C / (6 N)) over N gives
 from __future__ import annotations
 
 import itertools
+from typing import Any
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -116,7 +117,7 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
     n0, d0 = float(np.exp(np.log(n).mean())), float(np.exp(np.log(d).mean()))
     ln_n, ln_d, ln_l = np.log(n / n0), np.log(d / d0), np.log(loss)
     bounds = [(None, None)] * 3 + [EXPONENT_BOUNDS] * 2
-    best = None
+    best: Any = None  # scipy OptimizeResult; _grid_starts yields at least one start
     for start in _grid_starts(ln_n, ln_d, ln_l):
         res = optimize.minimize(_objective, start, args=(ln_n, ln_d, ln_l), jac=True, method="L-BFGS-B",
                                 bounds=bounds, options={"ftol": _TOL, "gtol": _TOL, "maxiter": 20000})

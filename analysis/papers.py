@@ -16,11 +16,20 @@ slope to compare with.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from .axes import UNIT_NAMES, Convention
 
+class PublishedLaw(TypedDict):
+    slope: float
+    intercept: float
+    r2: float
+    metric: str
+    convention: Convention
+
+
 #: HELIX CTR fit, with the convention it is stated in.
-HELIX_CTR = {"slope": 0.085, "intercept": -4.733, "r2": 0.925, "metric": "auc",
+HELIX_CTR: PublishedLaw = {"slope": 0.085, "intercept": -4.733, "r2": 0.925, "metric": "auc",
              "convention": Convention(x_axis="training", x_unit="gflops", gain="absolute")}
 HELIX_CVR_SLOPE = 0.132
 HELIX_CVR_R2 = 0.994

@@ -150,9 +150,10 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     correct_scaling_tests(scaling, comparisons)
     ablations = ablation_analysis(results, progress=progress)
     arm_facts, protocol_notes = protocol_evidence(results, ablations)
-    res = AnalysisResult(results, scaling, ablations, headline(results, reference), comparisons, reference,
+    head = headline(results, reference)
+    res = AnalysisResult(results, scaling, ablations, head, comparisons, reference,
                          arm_facts=arm_facts, ranks=rank_comparison(results), health=health)
-    annotate_headline(res.headline, everything.runs, everything.config_columns, health)
+    annotate_headline(head, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
     res.data_scaling = data_scaling_analysis(results)
     res.tuning = load_tuning(root)

@@ -70,7 +70,8 @@ def _comparison_line(res: AnalysisResult, name: str, items: list[tuple[int, Abla
     alpha = res.results.config.alpha
     facts = [res.arm_facts.get(i) for i, _ in items]
     first = next((f for f in facts if f is not None), None)
-    same = all(f is None or (f.dataset_a, f.dataset_b) == (first.dataset_a, first.dataset_b) for f in facts)
+    same = first is None or all(f is None or (f.dataset_a, f.dataset_b) == (first.dataset_a, first.dataset_b)
+                                for f in facts)
     per = []
     for _, r in items:
         mc = r.metrics.get("auc")
@@ -135,11 +136,11 @@ def _so_line(res: AnalysisResult) -> str:
             stays.append(f"{name}: the AUC of {', '.join(rest)} (within seed noise)")
     rc = res.ranks
     if rc is not None:
-        sig = [d for d in rc.did if d.verdict == SIGNIFICANT]
+        sig_did = [d for d in rc.did if d.verdict == SIGNIFICANT]
         changes += [f"the gap {d.x} − {d.y} ({_d(float(d.gap_p.mean()))} under {d.arm_p}, "
                     f"{_d(float(d.gap_q.mean()))} under {d.arm_q}; DiD {_d(d.mean)} [{_d(d.ci[0])}, {_d(d.ci[1])}])"
-                    for d in sig]
-        if not sig:
+                    for d in sig_did]
+        if not sig_did:
             stays.append("the comparison of every model pair (no DiD significant"
                          + (", although some orders swap within seed noise)" if any(d.swaps for d in rc.did) else ")"))
     mdes = [r.metrics["auc"].stats.mde for _, items in _groups(res).items() for _, r in items

@@ -244,7 +244,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
                        f"{f.fit.slope:+.3f} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]  "
                        f"sizes={f.fit.n_points} seeds={f.fit.n_seeds}{best}")
         out += more
-    n_dropped = sum(len(f.fit.dropped) for f in fitted)
+    n_dropped = sum(len(f.fit.dropped) for f in fitted if f.fit is not None)
     if n_dropped:
         out.append(f"  {n_dropped} per-seed point(s) the power law cannot take (listed with reasons in the report)")
     out += _marginal_lines(res)
@@ -297,7 +297,7 @@ def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
         lines.append(f"answer: its gain over the baseline {baseline} is {_delta(mc.stats.mean).strip()} {split} AUC "
                      f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")
     else:
-        base = [r.auc[0] for r in h.rows if r.setting.get("arch") == baseline and np.isfinite(r.auc[0])]
+        base = [r.auc[0] for r in (h.rows if h is not None else []) if r.setting.get("arch") == baseline and np.isfinite(r.auc[0])]
         gain = f"{_delta(best.auc[0] - max(base)).strip()} {split} AUC (mean over seeds) " if base else ""
         lines.append(f"answer: its gain over the baseline {baseline} is {gain}untested: no configured comparison "
                      "pairs them.")

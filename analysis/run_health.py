@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -91,7 +91,8 @@ def _str(v: Any) -> str:
 def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
     """Status of every row of `runs` (recorded where the run recorded one, else derived from its columns), and
     which unhealthy ones are left out: those whose setting (`cols`) has an ok run."""
-    statuses, excluded, unchecked, derived = [], [], Counter(), 0
+    statuses, excluded, derived = [], [], 0
+    unchecked: Counter[str] = Counter()
     reasons_of: dict[Any, str] = {}
     derived_of: dict[Any, bool] = {}
     for i, row in enumerate(runs.to_dict("records")):
@@ -123,7 +124,7 @@ def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
 
 def healthy(results: SweepResults, health: RunHealth) -> SweepResults:
     """`results` with only the runs `health` uses (renumbered); the same object when it uses every run."""
-    keep = health.used.to_numpy(dtype=bool)
+    keep = cast(pd.Series, health.used).to_numpy(dtype=bool)  # set by assess()
     if keep.all():
         return results
     return dataclasses.replace(results, runs=results.runs[keep].reset_index(drop=True))

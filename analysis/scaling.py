@@ -23,7 +23,7 @@ the marginal returns between its consecutive points (analysis/marginal_returns.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -187,7 +187,7 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
                                        fam.convention.gain_of(fam.metric, values, ref), values, share))
     fam.points.sort(key=lambda p: (not np.isfinite(p.x), p.x))
     skip = _not_learned(results, rows, sizes, fam, seeds)
-    values = np.stack([p.value_per_seed for p in fam.points])  # [P, S] as measured
+    values = np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points])  # [P, S] as measured
     learned = values.copy()
     for (p, j) in skip:
         learned[p, j] = np.nan  # a run that did not learn is not a data point
@@ -237,7 +237,7 @@ def _reference_sensitivity(results: SweepResults, reference: Reference, fam: Fam
     """The family's slope against every setting of the reference architecture (needs >= 2 sizes)."""
     if fam.fit is None or len(fam.points) < 2:
         return
-    values = np.stack([p.value_per_seed for p in fam.points])
+    values = np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points])
     fam.reference_slopes = slopes_by_reference(
         results.runs, reference, rows, context, results.metric_column(fam.metric), fam.points[0].seeds,
         np.array([p.x for p in fam.points]), values, [p.label for p in fam.points],

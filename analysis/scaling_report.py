@@ -7,7 +7,7 @@ of at least three sizes.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from .form_check import FormCheck, FormResult
 from .marginal_returns import METHOD as MARGINAL_METHOD
 from .marginal_returns import STEP_EFFECT, MarginalReturns
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE
-from .powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD
+from .powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
 from .reference_sensitivity import slope_range
 from .scaling import FamilyScaling
 from .scaling_tests import ALPHA
@@ -48,7 +48,7 @@ def _seeds(n: float) -> str:
 
 
 def _seed_slopes(f: FamilyScaling) -> str:
-    s = list(f.fit.seed_slopes.values())
+    s = list(cast(PowerLawFit, f.fit).seed_slopes.values())
     return "–" if not s else ", ".join(f"{v:.3f}" for v in s)
 
 
@@ -140,7 +140,6 @@ def _best_lines(res) -> list[str]:
 
 
 def _extrapolation_rows(res) -> list[list[str]]:
-    unit = {}
     rows = []
     for f in res.scaling:
         unit = UNIT_NAMES[f.convention.x_unit]
@@ -370,7 +369,7 @@ def _estimate(e: Estimate | None) -> dict[str, float] | None:
 
 
 def _contrast_json(c: PairedContrast | None) -> dict[str, Any] | None:
-    return None if c is None else {**_estimate(c.estimate), "p_value": c.p_value, "p_holm": c.p_holm, "sd": c.sd,
+    return None if c is None else {**cast(dict[str, float], _estimate(c.estimate)), "p_value": c.p_value, "p_holm": c.p_holm, "sd": c.sd,
                                    "n_seeds": c.n_seeds, "effect": c.effect, "seeds_for_80_power": c.seeds_for_80}
 
 

@@ -78,10 +78,11 @@ class ScoreRanks:
 
     def predictions(self, trial_id: str) -> pd.DataFrame | None:
         """`event_id, label, score` (score = dense rank) of the run, or None when the file lacks it."""
-        if not self.has(trial_id):
+        table = self.table
+        if table is None or not self.has(trial_id):
             return None
-        col = self.table.column(trial_id)
+        col = table.column(trial_id)
         keep = col.is_valid().to_numpy(zero_copy_only=False)
-        return pd.DataFrame({"event_id": self.table.column("event_id").to_numpy()[keep],
-                             "label": self.table.column("label").to_numpy()[keep],
+        return pd.DataFrame({"event_id": table.column("event_id").to_numpy()[keep],
+                             "label": table.column("label").to_numpy()[keep],
                              "score": col.to_numpy(zero_copy_only=False)[keep].astype(np.float64)})

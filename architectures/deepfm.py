@@ -18,6 +18,7 @@ behaviour ids, with RecFlow's feedback kept. An empty history gives zero history
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -53,7 +54,7 @@ class DeepFM(nn.Module):
         self.non_sequence = NonSequenceTokens(spec, E, self.embeddings)
         self.first_order = nn.ModuleDict({f: nn.Embedding(spec.vocab_sizes[f], 1) for f in spec.cat_fields})
         for t in self.first_order.values():
-            nn.init.zeros_(t.weight)
+            nn.init.zeros_(cast(nn.Embedding, t).weight)
         self.first_order_num = nn.Linear(len(spec.num_features), 1)
         n_fields = self.non_sequence.num_tokens + len(spec.hist_cat_fields) + len(HIST_FB_FIELDS)
         self.deep = MLP(n_fields * E, [cfg.mlp_width] * cfg.num_layers, 1)

@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn as nn
@@ -97,7 +97,7 @@ AblationName = Literal[
     "no_gate_up_norm", "gqa", "layerscale", "dense_mix_map",
 ]
 #: One-switch ablations by name (`ablation` config value), so a sweep can run them as one grid axis.
-ABLATIONS: dict[str, dict[str, str]] = {
+ABLATIONS: dict[str, dict[str, object]] = {
     "none": {},
     "self_attention": {"interaction": "self_attention"},
     "mix_and_sequence_kv": {"cross_attention_kv": "mix_and_sequence"},
@@ -160,9 +160,9 @@ class HelixConfig:
             raise ConfigError(f"model.retained_tokens: {rt!r} is not allowed (allowed: a first entry <= "
                               f"sum(model.gather_quotas)={sum(v.gather_quotas)} with compression={v.compression!r})")
 
-    def resolved(self) -> "HelixConfig":
+    def resolved(self) -> ResolvedHelixConfig:
         """A copy with every `None` filled from the size preset and the named ablation applied."""
-        return HelixConfig(**self._merged())
+        return cast(ResolvedHelixConfig, HelixConfig(**self._merged()))
 
     def _merged(self) -> dict:
         """Field values after the size preset and the named ablation (which must not contradict given values)."""
@@ -175,6 +175,18 @@ class HelixConfig:
                                   f"(allowed: {value!r} or the default {defaults[key]!r})")
             v[key] = value
         return v
+
+
+class ResolvedHelixConfig(HelixConfig):
+    """The static type of `HelixConfig.resolved()`: the same dataclass with every size field set. Never
+    instantiated; it only tells the type checker that these fields are no longer None."""
+
+    dim: int
+    num_layers: int
+    mixformer_layers: int
+    num_heads: int
+    gather_quotas: tuple[int, ...]
+    retained_tokens: tuple[int, ...]
 
 
 def matched_hidden(attn: nn.Module, tokens: int, width: int, hidden: int) -> int:
@@ -203,7 +215,7 @@ class SelfAttentionInteraction(nn.Module):
 class ReadThenInteract(nn.Module):
     """One MixFormer or decoder layer: cross-attention read of a KV, residual, then the interaction."""
 
-    def __init__(self, cfg: HelixConfig) -> None:
+    def __init__(self, cfg: ResolvedHelixConfig) -> None:
         super().__init__()
         W, T, hidden = cfg.dim, cfg.mix_tokens, cfg.ffn_mult * cfg.dim
         self.read = QueryRead(W, cfg.num_heads)

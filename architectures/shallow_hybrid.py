@@ -13,6 +13,7 @@ the seed configuration: 36,097,792 per target.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -26,7 +27,7 @@ from .blocks.heads import PredictionHead
 from .blocks.history_branch import HistoryBranch
 from .blocks.history_window import recent_history
 from .blocks.hstu import DEFAULT_NUM_BUCKETS
-from .blocks.wukong import wukong_stack
+from .blocks.wukong import WukongLayer, wukong_stack
 
 
 @dataclass
@@ -63,7 +64,7 @@ class ShallowHybrid(nn.Module):
                                      num_buckets=cfg.num_time_buckets, event_hidden=cfg.event_hidden)
         self.layers = wukong_stack(self.tokens.num_tokens + 1, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
-        self.head = PredictionHead(self.layers[-1].n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
+        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)

@@ -25,7 +25,7 @@ docs/architectures.md (MeanPool 39,231,616).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn as nn
@@ -41,7 +41,7 @@ from .blocks.history_branch import HistoryBranch
 from .blocks.history_window import History, recent_history
 from .blocks.hstu import DEFAULT_NUM_BUCKETS
 from .blocks.request_reuse import history_per_request
-from .blocks.wukong import wukong_stack
+from .blocks.wukong import WukongLayer, wukong_stack
 
 
 @dataclass
@@ -91,13 +91,13 @@ class Whale(nn.Module):
         self.fusions = nn.ModuleList(
             [Fusion(D, ffn_hidden=cfg.ffn_hidden or 2 * D, read=cfg.fusion_read) for _ in range(cfg.num_layers)]
         )
-        self.head = PredictionHead(self.wukong[-1].n_out * D, cfg.head_hidden or 2 * D)
+        self.head = PredictionHead(cast(WukongLayer, self.wukong[-1]).n_out * D, cfg.head_hidden or 2 * D)
 
     def _memories(self, hist: History) -> tuple[torch.Tensor, ...]:
         """Everything candidate-independent: each layer's fusion memory (K, V or the mean), flattened."""
         outs = self.history(hist)  # num_layers x [B, L, D]
         valid = hist["hist_mask"]
-        return tuple(t for fusion, h in zip(self.fusions, outs) for t in fusion.memory(h, valid))
+        return tuple(t for fusion, h in zip(cast(list[Fusion], self.fusions), outs) for t in fusion.memory(h, valid))
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)

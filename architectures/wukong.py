@@ -17,6 +17,7 @@ FLOPs at the seed configuration: 401,536 per target.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -27,7 +28,7 @@ from protocols.schema import Batch, FeatureSpec
 from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.heads import PredictionHead
-from .blocks.wukong import wukong_stack
+from .blocks.wukong import WukongLayer, wukong_stack
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Wukong(nn.Module):
         self.tokens = NonSequenceTokens(spec, cfg.dim, self.embeddings)
         self.layers = wukong_stack(self.tokens.num_tokens, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
-        self.head = PredictionHead(self.layers[-1].n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
+        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         x = self.tokens(batch)  # [B, 13, D]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Literal, get_args, get_origin
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from protocols.typed_config import ConfigError
 
@@ -25,7 +28,7 @@ def _literal_choices(tp: object) -> tuple | None:
     return None
 
 
-def check_choices(cfg: object) -> None:
+def check_choices(cfg: DataclassInstance) -> None:
     """Every field annotated with a Literal holds one of its values."""
     hints = typing.get_type_hints(type(cfg))
     for f in dataclasses.fields(cfg):

@@ -12,6 +12,8 @@ Public API (used by every model file): keep the names and signatures stable.
 """
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn as nn
 
@@ -31,7 +33,7 @@ class FieldEmbeddings(nn.Module):
         self.tables = nn.ModuleDict({f: nn.Embedding(spec.vocab_sizes[f], dim) for f in spec.cat_fields})
         self.feedback = nn.ModuleDict({f: nn.Embedding(spec.feedback_vocab, dim) for f in HIST_FB_FIELDS})
         for t in list(self.tables.values()) + list(self.feedback.values()):
-            nn.init.normal_(t.weight, std=0.02)
+            nn.init.normal_(cast(nn.Embedding, t).weight, std=0.02)
 
     def cat_tokens(self, cat: torch.Tensor) -> torch.Tensor:
         """[B, 10] -> [B, 10, D]"""

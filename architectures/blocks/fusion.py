@@ -76,7 +76,7 @@ class MeanPoolRead(nn.Module):
         return mean.unsqueeze(1).expand_as(n)  # [B, T, D]
 
 
-READS = {"attention": CrossAttentionRead, "mean": MeanPoolRead}
+READS: dict[str, type[CrossAttentionRead] | type[MeanPoolRead]] = {"attention": CrossAttentionRead, "mean": MeanPoolRead}
 
 
 class Fusion(nn.Module):
@@ -84,7 +84,7 @@ class Fusion(nn.Module):
 
     def __init__(self, dim: int, *, ffn_hidden: int, read: Literal["attention", "mean"] = "attention") -> None:
         super().__init__()
-        self.read = READS[read](dim)
+        self.read: CrossAttentionRead | MeanPoolRead = READS[read](dim)
         self.proj = nn.Linear(2 * dim, dim, bias=False)  # W_F
         self.ffn = SwiGLU(dim, ffn_hidden, "none", input_norm="layer")  # LN inside, residual here
 

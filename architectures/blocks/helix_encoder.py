@@ -75,8 +75,8 @@ class EncoderLayer(nn.Module):
         self.norm = nn.RMSNorm(width)
         self.ffn = SwiGLU(width, hidden, gate_up_norm)
         if layerscale:  # per-channel scales of the two residual branches
-            self.scale_attn = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
-            self.scale_ffn = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
+            self.scale_attn: nn.Parameter | None = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
+            self.scale_ffn: nn.Parameter | None = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
         else:
             self.scale_attn = self.scale_ffn = None
 
@@ -117,13 +117,15 @@ class HelixEncoder(nn.Module):
             [EncoderLayer(width, heads, hidden, gate_up_norm, kv_heads, layerscale) for _ in retained]
         )
 
-    def first_queries(self, events: torch.Tensor, batch: History):
+    def first_queries(self, events: torch.Tensor, batch: History) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer 1's query stream: ([B, n_1, W], [B, n_1])."""
         masks = user_only_masks(batch)  # [B, 3, L]
         if self.compression == "uniform_pool":
             idx, valid = most_recent(masks[:, 0], events.shape[1])  # recency order, [B, L]
             return window_pool(gather_rows(events, idx) + self.sequence_type[0], valid, self.retained[0])
-        tokens, valid, recency = [], [], []
+        token_parts: list[torch.Tensor] = []
+        valid_parts: list[torch.Tensor] = []
+        recency: list[torch.Tensor] = []
         for s, k in enumerate(self.quotas):
             if self.compression == "gather_truncate":
                 idx, ok = most_recent(masks[:, s], k)  # [B, k]
@@ -132,9 +134,9 @@ class HelixEncoder(nn.Module):
             else:  # segment_pool
                 idx, ok = most_recent(masks[:, s], events.shape[1])  # [B, L]
                 tok, ok = window_pool(gather_rows(events, idx), ok, k, lengths=ok.sum(-1))
-            tokens.append(tok + self.sequence_type[s])
-            valid.append(ok)
-        tokens, valid = torch.cat(tokens, 1), torch.cat(valid, 1)  # [B, sum k, W], [B, sum k]
+            token_parts.append(tok + self.sequence_type[s])
+            valid_parts.append(ok)
+        tokens, valid = torch.cat(token_parts, 1), torch.cat(valid_parts, 1)  # [B, sum k, W], [B, sum k]
         if self.compression == "gather_truncate":  # pack most recent first (stable: ties keep sequence order)
             order = torch.cat(recency, 1).sort(dim=1, descending=True, stable=True).indices
             tokens, valid = gather_rows(tokens, order), gather_rows(valid, order)
@@ -144,7 +146,7 @@ class HelixEncoder(nn.Module):
     def forward(self, events: torch.Tensor, batch: History) -> list[tuple[torch.Tensor, torch.Tensor]]:
         q, q_mask = self.first_queries(events, batch)  # [B, n_1, W]
         kv, kv_mask = events, batch["hist_mask"]  # layer 1 reads all valid events
-        outputs = []
+        outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
         for layer, n in zip(self.layers, self.retained):
             if outputs:  # layers > 1: compress the previous output into n queries
                 if self.compression == "gather_truncate":

@@ -9,13 +9,14 @@ serves a sweep over `history_len`.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Literal, Mapping
 
 import torch
 
 from protocols.schema import Batch
 
-HISTORY_KEYS: tuple[str, ...] = ("hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask")
+HistoryKey = Literal["hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask"]
+HISTORY_KEYS: tuple[HistoryKey, ...] = ("hist_cat", "hist_fb", "hist_ts", "hist_age", "hist_mask")
 #: The `HISTORY_KEYS` entries of a batch (a `protocols.schema.Batch` is one too).
 History = Mapping[str, torch.Tensor]
 

@@ -77,13 +77,13 @@ def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: to
 
 class _BlockedPointwiseAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias):  # type: ignore[override]
+    def forward(ctx, q, k, v, bias):
         q, kt, v = _operands(q, k, v)  # one copy each, not one per block
         ctx.save_for_backward(q, kt, v, bias)
         return blocked_forward(q, kt, v, bias)
 
     @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[override]
+    def backward(ctx, grad_out):
         q, kt, v, bias = ctx.saved_tensors  # contiguous: q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]
         grad_out = grad_out.contiguous()
         dq, dk, dv = _token_major_like(q), _token_major_like(q), _token_major_like(v)

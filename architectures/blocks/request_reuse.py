@@ -90,7 +90,7 @@ class RequestGroups:
 
 def history_per_request(
     fn: Callable[[History], R],
-    batch: Mapping[str, torch.Tensor],
+    batch: Mapping[str, Any],  # a Batch (a TypedDict is a Mapping[str, object], not [str, Tensor])
     *,
     enabled: bool,
     keys: Iterable[str] = HISTORY_KEYS,
@@ -101,7 +101,7 @@ def history_per_request(
     is its own request, `fn` runs on the full batch; the result is the same either way when the
     history is request-level.
     """
-    history = {k: batch[k] for k in keys}
+    history: dict[str, torch.Tensor] = {k: batch[k] for k in keys}
     if not enabled:
         return fn(history)
     groups = RequestGroups.of(batch["request_idx"])

@@ -60,7 +60,7 @@ class SwiGLU(nn.Module):
     ) -> None:
         super().__init__()
         if input_norm == "layer":
-            self.norm = nn.LayerNorm(width)
+            self.norm: nn.LayerNorm | None = nn.LayerNorm(width)
         else:
             self.norm = None
 

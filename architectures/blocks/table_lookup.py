@@ -19,13 +19,13 @@ import torch
 
 class _CpuTableLookup(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(index)
         ctx.table_size = table.shape[0]
         return _gather(table, index)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         (index,) = ctx.saved_tensors
         flat = grad.contiguous().view(-1)  # [numel(index)]
         table_grad = flat.new_zeros(ctx.table_size).index_add_(0, index.reshape(-1), flat)  # [table_size]
