@@ -132,7 +132,7 @@ def save_checkpoint(
     try:
         atomic_write(path, lambda tmp: torch.save(payload, tmp))  # `path` keeps the previous one on failure
     except BaseException as e:  # an error, or a second signal (harness.train.TrainingAborted), mid-write
-        signalled = e
+        signalled: BaseException | None = e
         while signalled is not None and isinstance(signalled, Exception):
             signalled = signalled.__context__
         if signalled is not None and signalled is not e:
@@ -144,7 +144,8 @@ def save_checkpoint(
 def _numpy_globals() -> list[Any]:
     """The numpy globals of a pickled ndarray (`np.random.get_state()`'s key array), under the module name
     this numpy pickles them with and under numpy 1's (`numpy.core`), so older checkpoints load too."""
-    reconstruct = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.core.multiarray._reconstruct
+    reconstruct = (np._core.multiarray._reconstruct if hasattr(np, "_core")
+                   else np.core.multiarray._reconstruct)  # type: ignore[attr-defined]  # numpy 1 only
     return [reconstruct, (reconstruct, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
             type(np.dtype(np.uint32))]
 

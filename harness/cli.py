@@ -19,6 +19,7 @@ import atexit
 import importlib
 import os
 import sys
+from types import ModuleType
 
 from protocols.errors import RecscaleError
 from protocols.results_layout import REPORT_FILE
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _run(name: str, module: object, args: argparse.Namespace) -> int:
+def _run(name: str, module: ModuleType, args: argparse.Namespace) -> int:
     try:
         return int(module.run(args) or 0)
     except RecscaleError as e:

@@ -11,6 +11,7 @@ misses uncommitted edits and is absent from an installed copy.
 from __future__ import annotations
 
 import hashlib
+from typing import cast
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def code_version() -> str:
 
     digest = hashlib.blake2b(digest_size=6)
     for name in PACKAGES:
-        root = Path(importlib.import_module(name).__file__).resolve().parent
+        root = Path(cast(str, importlib.import_module(name).__file__)).resolve().parent  # a package: has a file
         for path in sorted(root.rglob("*.py")):
             if "__pycache__" in path.parts:
                 continue

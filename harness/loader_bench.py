@@ -40,7 +40,7 @@ def loader_rate(ds: Any, batch_size: int, n_batches: int, *, repeats: int = 3, v
             "seconds": best}
 
 
-def copy_rate(block_bytes: int, *, region_bytes: int = 256 << 20, repeats: int = 3) -> float:
+def copy_rate(block_bytes: float, *, region_bytes: int = 256 << 20, repeats: int = 3) -> float:
     """Best-of-`repeats` bytes/s of copying `block_bytes` blocks (np.copyto) taken in turn from a region of
     `region_bytes` (larger than the caches, as the loader's sources are) into one destination block."""
     block_bytes = max(1, int(block_bytes))

@@ -103,7 +103,7 @@ def classify(m: Mapping[str, Any], ne_history: Sequence[float] | None = None) ->
     found["constant_predictions"] = None if sd is None else (
         f"valid prediction sd {sd:.3g}" if math.isnan(sd) or sd < PRED_STD_MIN else "")
     n, pos = _num(m, "valid_n"), _num(m, "valid_positives")
-    se = math.nan if _missing(n) or _missing(pos) else null_auc_se(pos, n - pos)
+    se = math.nan if n is None or pos is None or _missing(n) or _missing(pos) else null_auc_se(pos, n - pos)
     found["auc_noise"] = None if auc is None or math.isnan(se) else (
         f"valid AUC {auc:.4f} (0.5 ± {AUC_NOISE_Z:g}×{se:.4f})" if math.isnan(auc) or abs(auc - 0.5) < AUC_NOISE_Z * se
         else "")

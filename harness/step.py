@@ -7,7 +7,7 @@ target weighs the same 1 / batch_size, including those of the last, partial batc
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -24,7 +24,7 @@ class TrainStep:
 
     def __init__(self, model: nn.Module, tc: TrainConfig, device: torch.device) -> None:
         self.model = model
-        self.forward: Callable[[dict[str, torch.Tensor]], torch.Tensor] = torch.compile(model) if tc.compile else model
+        self.forward: nn.Module = cast(nn.Module, torch.compile(model)) if tc.compile else model  # compiled: an OptimizedModule
         self.optimizers = build_optimizers(model, tc, device)
         self.batch_size = tc.batch_size
         self.grad_clip = tc.grad_clip

@@ -325,7 +325,7 @@ def train_run(
     wall_before = position.wall_seconds  # earlier sessions of a resumed run
 
     # what checkpoint.pt holds, and whether one is being written (for the message of a second signal)
-    saved = {"at": _where(position) if resume else None, "writing": False}
+    saved: dict[str, Any] = {"at": _where(position) if resume else None, "writing": False}
 
     def checkpoint() -> None:
         position.wall_seconds = wall_before + time.perf_counter() - session_start

@@ -13,7 +13,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, cast
 
 from protocols.errors import RecscaleError
 from protocols.typed_config import ConfigError, from_dict
@@ -40,7 +40,8 @@ def log_root(sweep: Sweep, *, author50: bool = False) -> Path:
 
     out = synthetic_log_dir(sweep)
     t0 = time.perf_counter()
-    generate(sweep.config.data.scale, out, seed=sweep.config.data.synth_seed, author50=author50)
+    generate(cast(str, sweep.config.data.scale), out,  # no data_root: the schema requires a scale
+             seed=sweep.config.data.synth_seed, author50=author50)
     print(f"synthetic log ({sweep.config.data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)
     return out

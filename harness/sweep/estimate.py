@@ -43,7 +43,7 @@ import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from harness import calibration
 

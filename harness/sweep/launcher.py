@@ -45,7 +45,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import yaml
 from ray import tune
@@ -70,7 +70,7 @@ from . import interrupt, ray_sessions
 from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
 from . import tuning
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
-from .schema import SearchDimension, Sweep, parse_sweep
+from .schema import SearchDimension, SearchSection, Sweep, parse_sweep
 from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
 
 #: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
@@ -319,7 +319,7 @@ def _enable_token_auth_when_available() -> None:
             os.environ["RAY_AUTH_MODE"] = "token"
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         try:
-            from ray._raylet import Config  # private; what ray.init does for token mode
+            from ray._raylet import Config  # type: ignore[attr-defined]  # private; what ray.init does for token mode
         except ImportError:
             return
         Config.initialize("")
@@ -418,11 +418,12 @@ class GridTrialName:
 def _tune_domain(dim: SearchDimension) -> Any:
     if dim.kind == "choice":
         return tune.choice(list(dim.values or []))
+    low, high = cast(float, dim.low), cast(float, dim.high)  # set for every kind but choice (schema)
     if dim.kind == "uniform":
-        return tune.uniform(dim.low, dim.high)
+        return tune.uniform(low, high)
     if dim.kind == "loguniform":
-        return tune.loguniform(dim.low, dim.high)
-    return tune.randint(int(dim.low), int(dim.high) + 1)  # [low, high] inclusive
+        return tune.loguniform(low, high)
+    return tune.randint(int(low), int(high) + 1)  # [low, high] inclusive
 
 
 def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
@@ -447,7 +448,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         from ray.tune.search import ConcurrencyLimiter
         from ray.tune.search.optuna import OptunaSearch
 
-        s = cfg.search
+        s = cast(SearchSection, cfg.search)
         param_space = {**search_base_point(sweep), **{k: _tune_domain(d) for k, d in sweep.space.items()}}
         searcher = ConcurrencyLimiter(OptunaSearch(metric=s.metric, mode=s.mode, seed=s.seed),
                                       max_concurrent=cfg.max_concurrent or 1)
@@ -470,7 +471,7 @@ def _ensure_stop_callback(tuner: Any) -> None:
 
 
 def _best_point(sweep: Sweep, results: Any) -> dict[str, Any]:
-    s = sweep.config.search
+    s = cast(SearchSection, sweep.config.search)  # only a search stage has a best point
     try:
         best = results.get_best_result(metric=s.metric, mode=s.mode)
     except RuntimeError as e:

@@ -376,8 +376,8 @@ def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
             cache[key] = _model_cost(t.arch, t.model, int(t.dataset.prepare["history_len"]))
         prep = t.dataset.prepare
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
-        sizes = (prep.get("n_train"), prep.get("n_valid"), prep.get("n_test"))
-        targets = None if None in sizes else 3.0 * sizes[0] * epochs + sizes[1] + sizes[2]
+        n_train, n_valid, n_test = prep.get("n_train"), prep.get("n_valid"), prep.get("n_test")
+        targets = None if n_train is None or n_valid is None or n_test is None else 3.0 * n_train * epochs + n_valid + n_test
         flops, params = cache[key]
         out[t.trial_id] = TrialCost(flops_per_target=flops, targets=targets, params_non_embedding=params)
     return out
@@ -457,7 +457,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
                          "run the sweep once (or --dry-run --measure) to calibrate")
             lines.extend(f"  uncalibrated: {u}" for u in estimate.uncalibrated)
         lines.extend(f"  assumed: {a}" for a in estimate.assumptions)
-    r = sweep.config.resources
-    lines.append(f"resources per trial: cpu={_fmt(r.cpu)} gpu={_fmt(r.gpu)}; max_concurrent="
+    res = sweep.config.resources
+    lines.append(f"resources per trial: cpu={_fmt(res.cpu)} gpu={_fmt(res.gpu)}; max_concurrent="
                  f"{sweep.config.max_concurrent or 'as resources allow'}; max_failures={sweep.config.max_failures}")
     return "\n".join(lines)

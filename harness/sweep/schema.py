@@ -56,7 +56,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, cast
 
 import yaml
 
@@ -131,7 +131,7 @@ class DataSection(PrepareConfig):
                 continue
             if name == "vocabulary" and value in (None, DEFAULT_VOCABULARY):  # likewise for vocabulary rules
                 continue
-            if dataclasses.is_dataclass(value):
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
                 if value == type(value)():
                     continue
                 value = {k: v for k, v in to_dict(value).items() if v is not None}  # the keys given
@@ -549,7 +549,7 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
             model_keys.check_key(f"search.space.{key}", sub, archs)
             _check_search_not_in_grid(key, sub, axes, archs)
         dim = _parse_dimension(f"search.space.{key}", spec)
-        probes = dim.values if dim.kind == "choice" else [dim.low, dim.high]
+        probes: list[Any] = cast(list[Any], dim.values) if dim.kind == "choice" else [dim.low, dim.high]
         if dim.kind == "int":
             probes = [int(p) for p in probes]
         for v in probes:
@@ -639,7 +639,7 @@ def _parse_dimension(key: str, spec: Any) -> SearchDimension:
         raise ConfigError(f"{key}.loguniform: bounds must be > 0, got {arg!r}")
     if kind == "int" and not (low.is_integer() and high.is_integer()):
         raise ConfigError(f"{key}.int: bounds must be integers, got {arg!r}")
-    return SearchDimension(kind=kind, low=low, high=high)  # type: ignore[arg-type]
+    return SearchDimension(kind=kind, low=low, high=high)
 
 
 def _check_resources(cfg: SweepConfig) -> None:

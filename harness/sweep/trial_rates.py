@@ -155,7 +155,7 @@ def measure_plan_rates(trials: Iterable[Any], resources: Any, flops_of: Mapping[
             spec, known = _spec_for(t, vocab)
             guessed += not known
             train = from_dict(TrainConfig, dict(t.train), prefix="train.")
-            train = dataclasses.replace(train, num_threads=threads, device=device)
+            train = dataclasses.replace(train, num_threads=threads, device=device)  # type: ignore[arg-type]  # sweep_device(): cpu or cuda
             try:
                 result = measure(t.arch, dict(t.model), train, spec=spec, steps=MEASURE_STEPS, warmup=MEASURE_WARMUP,
                                  flops_per_target=flops_of.get(t.trial_id), rate_seconds=0.0,
