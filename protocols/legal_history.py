@@ -14,6 +14,8 @@ target requests so memory stays bounded (about chunk * W * 30 bytes).
 """
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from tqdm import tqdm
 
@@ -74,7 +76,7 @@ def _fill_window(
     pos = hi[:, None] - width + np.arange(width)[None, :]  # [C, W] sorted positions
     in_past = pos >= lo[:, None]  # same user and t_e < t
     pos = np.where(in_past, pos, 0)
-    legal = in_past & (timeline.availability[pos] < ts[:, None])  # [C, W]
+    legal = in_past & (cast(np.ndarray, timeline.availability)[pos] < ts[:, None])  # [C, W]; checked by the caller
     # keep the L most recent legal positions: those whose running legal count exceeds n_legal - L
     running = np.cumsum(legal, axis=1, dtype=np.int32)  # [C, W]
     n_legal = running[:, -1]

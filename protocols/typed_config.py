@@ -19,7 +19,10 @@ import yaml
 
 from .errors import RecscaleError
 
-C = TypeVar("C")
+if typing.TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
 
 
 class ConfigError(RecscaleError, ValueError):
@@ -50,9 +53,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         why = "; ".join(f"as {_type_name(a)}: {_without_key(msg, key)}" for a, msg in reasons)
         raise ConfigError(f"{key}: {value!r} matches none of {allowed} ({why})")
     if origin is Literal:
-        allowed = get_args(tp)
-        if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}")
+        choices = get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{key}: {value!r} is not one of {list(choices)}")
         return value
     if origin in (tuple, list):
         if isinstance(value, str):
@@ -72,7 +75,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a mapping, got {value!r}")
         return dict(value)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
