@@ -100,7 +100,8 @@ def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, 
     if labels.min() == labels.max():
         return DeLongSeed(int(seed), None, "shared test events have one class only")
     note = "" if len(joined) == len(pa) == len(pb) else f"{len(joined)} shared events of {len(pa)} / {len(pb)}"
-    return DeLongSeed(int(seed), delong_paired(labels, joined["score_a"].to_numpy(), joined["score_b"].to_numpy()), note)
+    return DeLongSeed(int(seed), delong_paired(labels, joined["score_a"].to_numpy(), joined["score_b"].to_numpy()),
+                      note)
 
 
 def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> str | None:

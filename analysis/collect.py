@@ -110,7 +110,7 @@ def read_runs(path: Path) -> pd.DataFrame:
 
 def hashable_lists(runs: pd.DataFrame) -> pd.DataFrame:
     """List-valued settings (e.g. model.gather_quotas, numpy arrays from parquet) as hashable tuples."""
-    for col in runs.columns[runs.dtypes == object]:
+    for col in runs.columns[runs.dtypes == object]:  # noqa: E721  # a pandas dtype mask, not a type check  # noqa: E721  # a pandas dtype mask, not a type check
         runs[col] = runs[col].map(lambda v: tuple(v.tolist()) if isinstance(v, np.ndarray) else
                                   tuple(v) if isinstance(v, list) else v)
     return runs

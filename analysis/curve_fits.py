@@ -21,8 +21,9 @@ at any C, so held-out checks and extrapolations treat them alike.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy import optimize

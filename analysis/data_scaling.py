@@ -109,7 +109,7 @@ def surface_points(runs: pd.DataFrame, loss_column: str) -> tuple[pd.DataFrame, 
         "run": runs["trial_id"] if "trial_id" in runs.columns else runs.index.astype(str),
     })
     dropped = []
-    for i, row in frame.iterrows():
+    for _, row in frame.iterrows():
         bad = [k for k in ("n", "d", "loss") if not (np.isfinite(row[k]) and row[k] > 0)]
         if bad:
             dropped.append(f"{row['run']}: no positive finite {', '.join(bad)} (left out of the L(N, D) fit)")
@@ -164,7 +164,7 @@ def _detectable(points: pd.DataFrame, alpha: float, power: float) -> tuple[float
     difference a paired t-test over the seeds detects)."""
     wide = points.pivot_table(index=["n", "seed"], columns="d", values="loss")
     sds, n_seeds = [], points["seed"].nunique()
-    for n, block in wide.groupby(level="n"):
+    for _, block in wide.groupby(level="n"):
         ds = sorted(block.columns)
         for lo, hi in zip(ds, ds[1:]):
             diff = (block[lo] - block[hi]).dropna()
@@ -243,7 +243,8 @@ def data_scaling_json(ds: DataScaling | None) -> dict[str, Any] | None:
         return None
     s = ds.surface
     return {
-        "form": LOSS_SURFACE_FORM, "metric": ds.metric, "split": ds.split, "n_points": len(ds.points), "n_seeds": ds.n_seeds,
+        "form": LOSS_SURFACE_FORM, "metric": ds.metric, "split": ds.split, "n_points": len(ds.points),
+            "n_seeds": ds.n_seeds,
         "dropped": ds.dropped, "notes": ds.notes,
         "method": {"fit": f"Huber (delta {HUBER_DELTA:g}) on log residuals, grid of starts, L-BFGS-B",
                    "intervals": BOOTSTRAP_METHOD, "compute": f"C = {FLOPS_PER_PARAM_TARGET:g} N D"},

@@ -53,8 +53,8 @@ def data_scaling_section(ds: DataScaling | None, plots: dict[str, str]) -> list[
         for k, axis in (("alpha", "model size"), ("beta", "data")):
             e = ds.intervals[k]
             words.append(f"the {axis} exponent {k} is {num(e.value)}" if _determined(e.lo, e.hi) else
-                         f"the {axis} exponent {k} is not determined by these sizes (interval {bound_text(e.lo, '.3g')} "
-                         f"to {bound_text(e.hi, '.3g')})")
+                         f"the {axis} exponent {k} is not determined by these sizes (interval "
+                         f"{bound_text(e.lo, '.3g')} to {bound_text(e.hi, '.3g')})")
         out += ["Reading: " + "; ".join(words) + ".", ""]
     if ds.held_out:
         rows = [[h.left_out, f"{h.n:,.0f}", f"{h.d:,.0f}", num(h.observed, ".4f"), num(h.predicted, ".4f"),
@@ -84,8 +84,8 @@ def data_scaling_section(ds: DataScaling | None, plots: dict[str, str]) -> list[
     if np.isfinite(ds.detectable):
         out += [f"Detectable effect: the seeds' paired differences in {label} between neighbouring training-set "
                 f"sizes have a median SD of {ds.seed_sd:.2g}; with {ds.n_seeds} seeds a paired t-test detects "
-                f"a difference of {ds.detectable:.2g} at {ds.power:.0%} power ({ds.level:.0%} level). Smaller differences, and "
-                "exponents whose intervals are wide, are not resolved by this study.", ""]
+                f"a difference of {ds.detectable:.2g} at {ds.power:.0%} power ({ds.level:.0%} level). "
+                "Smaller differences, and exponents whose intervals are wide, are not resolved by this study.", ""]
     out += [f"![{n}]({plots[n]})" for n in ("isoflop", "frontier") if n in plots]
     return out + [""]
 

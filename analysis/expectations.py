@@ -94,7 +94,8 @@ def expectation_section(items: list[ExpectationResult], split: str, alpha: float
     lines = ["## Expectations checked on these seeds", "",
              "Each claim reads \"A beats B\" on the named metric; its source says where it comes from "
              "(another study, or what the data were built to contain). Runs are paired by seed and every "
-             "shared setting; Δ = A − B per seed (for LogLoss a negative Δ favours A). The paired t p-value is Holm-corrected across the claims of this report: **holds** = "
+             "shared setting; Δ = A − B per seed (for LogLoss a negative Δ favours A). The paired t p-value is "
+             "Holm-corrected across the claims of this report: **holds** = "
              f"adjusted p < {alpha:g} in the claimed direction, **does not hold** = adjusted p < {alpha:g} in "
              "the opposite direction, **not significant** = neither (the per-seed deltas are the evidence).", "",
              "| claim | source | metric | seeds | A better in | per-seed Δ | mean Δ | p (t) | p Holm | outcome |",

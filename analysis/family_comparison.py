@@ -111,7 +111,8 @@ def _named(f: FamilyScaling, name: str) -> bool:
     return name in (f.family, f.arch)
 
 
-def comparison_pairs(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[tuple[FamilyScaling, FamilyScaling]], list[str]]:
+def comparison_pairs(fams: list[FamilyScaling],
+                     cfg: ScalingConfig) -> tuple[list[tuple[FamilyScaling, FamilyScaling]], list[str]]:
     """Pairs to compare (configured `compare` entries, else every pair in the same setting), and notes on
     configured pairs that have nothing to compare."""
     fitted = [f for f in fams if f.fit is not None]

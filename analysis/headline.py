@@ -106,7 +106,8 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         label = setting["arch"] + "".join(f", {c.removeprefix('model.')}={show(setting[c])}" for c in shown
                                           if _present(setting[c]))
         oracle, share = _column_mean(rows, oracle_col), float("nan")
-        is_ref = bool(usable_ref and reference is not None and reference.mask[rows.index.to_numpy()].all())  # one fixed model only
+        # one fixed model only
+        is_ref = bool(usable_ref and reference is not None and reference.mask[rows.index.to_numpy()].all())
         if has_oracle and usable_ref and reference is not None:
             ref, _ = reference_rows(runs, reference, rows, context)
             share = oracle_gap_share(rows, ref, auc_col, oracle_col)

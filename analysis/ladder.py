@@ -68,7 +68,8 @@ class Ladder:
                     who.append(k)
         return np.array(lx), np.array(y), np.array(g), np.array(who)
 
-    def fit(self, form: str, sizes: tuple[int, ...] | None = None, seeds: tuple[int, ...] | None = None) -> Curve | None:
+    def fit(self, form: str, sizes: tuple[int, ...] | None = None,
+            seeds: tuple[int, ...] | None = None) -> Curve | None:
         sizes = tuple(range(len(self.x))) if sizes is None else tuple(sizes)
         seeds = tuple(range(self.n_seeds)) if seeds is None else tuple(sorted(int(s) for s in seeds))
         key = (form, sizes, seeds)

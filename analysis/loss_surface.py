@@ -23,8 +23,8 @@ minimising L(N, C / (6 N)) over N gives
 from __future__ import annotations
 
 import itertools
-from typing import Any
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize

@@ -16,7 +16,8 @@ per-step (unadjusted) one. The verdict is "still growing at the largest point" w
 else "returns diminish from <point>", the end of the last step that improves (no step above it is
 significant); else "no step improves significantly (n paired seeds)". Non-significant steps below a
 significant one and significantly worse steps are noted, not hidden. Each step also states the seeds a paired
-t-test needs for 80% power at STEP_EFFECT (0.001 in the metric's units) given its observed sd. This module takes plain arrays; analysis/scaling.py calls it for every family and metric.
+t-test needs for 80% power at STEP_EFFECT (0.001 in the metric's units) given its observed sd. This module takes plain
+arrays; analysis/scaling.py calls it for every family and metric.
 """
 from __future__ import annotations
 

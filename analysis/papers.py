@@ -20,6 +20,7 @@ from typing import TypedDict
 
 from .axes import UNIT_NAMES, Convention
 
+
 class PublishedLaw(TypedDict):
     slope: float
     intercept: float

@@ -25,21 +25,21 @@ import pandas as pd
 from protocols import results_layout as layout
 
 from .ablations import ablation_analysis, delong_coverage
-from .expectations import evaluate_expectations
 from .collect import load_results, run_folders_absent, unreadable_runs
+from .curves import plot_learning_curves
 from .data_scaling import data_scaling_analysis
 from .data_scaling_plots import plot_frontier, plot_isoflop
-from .family_comparison import family_comparisons
+from .expectations import evaluate_expectations
 from .families import family_columns, labelled_columns, size_columns
-from .headline import headline
+from .family_comparison import family_comparisons
 from .form_plots import plot_forms
-from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
 from .gain_reference import resolve_reference
+from .headline import headline
+from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
-from .curves import plot_learning_curves
-from .run_health import annotate_headline, assess, healthy
 from .report import AnalysisResult, render_report, summary_dict
+from .run_health import annotate_headline, assess, healthy
 from .scaling import MIN_SEEDS, scaling_analysis
 from .scaling_tests import correct_scaling_tests
 from .tuning_report import load_tuning, tuning_warnings
@@ -138,7 +138,8 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     return out + compare_notes + ([delong] if delong else [])
 
 
-def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True, plots: bool = True) -> AnalysisResult:
+def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True,
+            plots: bool = True) -> AnalysisResult:
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
     everything = load_results(root, baseline=baseline)

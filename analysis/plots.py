@@ -277,7 +277,8 @@ def _runs_varying_only(results: SweepResults, column: str) -> pd.DataFrame:
     return kept if len(kept) else runs
 
 
-def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] = ("protocol", "delay_s", "history_len")) -> Path | None:
+def plot_settings(results: SweepResults, path: Path,
+                  axes_cols: tuple[str, ...] = ("protocol", "delay_s", "history_len")) -> Path | None:
     """Test AUC against each data setting the sweep varies (protocol, delay, history length), per arch."""
     runs, col = results.runs, results.metric_column("auc")
     varied = [c for c in axes_cols if c in runs.columns and runs[c].nunique() > 1]

@@ -100,7 +100,8 @@ def arm_facts(results: SweepResults, doc: dict[str, Any] | None, r: AblationResu
     s = _pair(doc, a, b, results.config.split)
     if s is None:
         return None
-    return ArmFacts(a, b, names[a], names[b], results.config.split, int(s["targets_a"]), int(s["targets_b"]), int(s["shared_targets"]),
+    return ArmFacts(a, b, names[a], names[b], results.config.split, int(s["targets_a"]), int(s["targets_b"]),
+                    int(s["shared_targets"]),
                     float(s["share_history_differs"]), int(s["targets_history_differs"]),
                     float(s["mean_valid_length_a"]), float(s["mean_valid_length_b"]),
                     float(s["mean_common_events"]), notes)

@@ -96,7 +96,8 @@ def _noise_line(res: AnalysisResult) -> str | None:
     hits = sum(sum(d.p_value < alpha for d in x) for _, x in done)
     flips = sum(1 for _, x in done if len({np.sign(d.delta) for d in x if d.p_value < alpha}) > 1)
     se = float(np.median([d.se_delta for _, x in done for d in x]))
-    sds = [r.metrics["auc"].stats.std for r, _ in done if "auc" in r.metrics and np.isfinite(r.metrics["auc"].stats.std)]
+    sds = [r.metrics["auc"].stats.std for r,
+           _ in done if "auc" in r.metrics and np.isfinite(r.metrics["auc"].stats.std)]
     sd = f"median sd of the per-seed AUC Δ over seeds {np.median(sds):.4f}" if sds else "no seed spread"
     return (f"- **Test-set vs seed noise:** DeLong finds p < {alpha:g} in {hits} of {n_all} (comparison, seed) "
             f"pairs; in {flips} of {len(done)} comparisons the significant seeds disagree in sign. Median DeLong "

@@ -97,8 +97,9 @@ def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:
 
 def _arm_order(results: SweepResults, labels: list[str]) -> list[str]:
     """The sweep's own order of its data bundles (grid.data in sweep.yaml), else sorted labels."""
-    from .collect import _read_sweep_doc
     from protocols.results_layout import SWEEP_FILE
+
+    from .collect import _read_sweep_doc
 
     grid = _read_sweep_doc(results.root / SWEEP_FILE).get("grid") or {}
     named = [str(v["name"]) for v in grid.get("data", []) if isinstance(v, dict) and "name" in v]
@@ -119,7 +120,8 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
     frame = pd.DataFrame({
         "arm": runs.apply(lambda r: arm_label(r, arm_cols), axis=1),
         "model": runs["arch"].astype(str) + runs[varying].apply(
-            lambda r: "".join(f", {c}={show(v)}" for c, v in r.items()), axis=1) if varying else runs["arch"].astype(str),
+            lambda r: "".join(f", {c}={show(v)}" for c,
+                              v in r.items()), axis=1) if varying else runs["arch"].astype(str),
         "seed": runs["seed"].astype(int), "value": runs[col].astype(float)})
     frame = frame[np.isfinite(frame["value"])]
     arms = _arm_order(results, sorted(frame["arm"].unique()))
@@ -154,7 +156,8 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
             if table.empty:
                 continue
             out.did.append(did_stats(DiD(x, y, p, q, table.index.to_numpy(dtype=np.int64),
-                                         (table["xp"] - table["yp"]).to_numpy(), (table["xq"] - table["yq"]).to_numpy())))
+                                         (table["xp"] - table["yp"]).to_numpy(),
+                                         (table["xq"] - table["yq"]).to_numpy())))
     for d, ph in zip(out.did, holm([d.p_value for d in out.did])):
         d.p_holm, d.verdict = float(ph), verdict(ph, cfg.alpha)
     return out

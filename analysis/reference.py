@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 from protocols.errors import RecscaleError
-
 from protocols.results_layout import DATASETS_FILE
 
 from .collect import RUNS_FILE, SWEEP_FILE, load_results

@@ -15,19 +15,18 @@ from harness import metric_registry
 
 from .ablations import AblationResult
 from .collect import SweepResults
+from .curves import curves_section
+from .data_scaling import DataScaling, data_scaling_json
+from .data_scaling_report import data_scaling_lines, data_scaling_section
 from .expectations import ExpectationResult, expectation_dicts, expectation_section
 from .family_comparison import FamilyComparison
+from .gain_reference import Reference
 from .headline import Headline
 from .powerlaw import CI_METHOD
 from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
-from .curves import curves_section
 from .run_health import health_dict, health_section
-from .tuning_report import tuning_dict, tuning_section
-from .gain_reference import Reference
-from .data_scaling import DataScaling, data_scaling_json
-from .data_scaling_report import data_scaling_lines, data_scaling_section
 from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
 from .text_format import estimate_text as _est
@@ -35,6 +34,7 @@ from .text_format import markdown_table as _table
 from .text_format import metric_label as _label
 from .text_format import num as _f
 from .text_format import signed_delta as _delta
+from .tuning_report import tuning_dict, tuning_section
 
 
 @dataclass
@@ -76,17 +76,20 @@ def _headline_rows(h: Headline) -> list[list[str]]:
     rows = []
     for r in h.rows:
         label = r.label + (" (reference)" if r.is_reference else "")
-        row = [label, str(r.n_seeds), *([r.health] if h.has_health else []), _pm(r.auc), _pm(r.logloss), _f(r.flops_per_target / 1e6, ".4g")]
+        row = [label, str(r.n_seeds), *([r.health] if h.has_health else []), _pm(r.auc), _pm(r.logloss),
+               _f(r.flops_per_target / 1e6, ".4g")]
         if h.has_params:
             row.append("–" if not np.isfinite(r.params_non_embedding) else f"{r.params_non_embedding:,.0f}")
         if h.has_oracle:
-            row += [_f(r.oracle_auc, ".4f"), "–" if not np.isfinite(r.share_oracle_gap) else f"{r.share_oracle_gap:.1%}"]
+            row += [_f(r.oracle_auc, ".4f"),
+                    "–" if not np.isfinite(r.share_oracle_gap) else f"{r.share_oracle_gap:.1%}"]
         rows.append(row)
     return rows
 
 
 def _headline_header(h: Headline, split: str) -> list[str]:
-    header = ["architecture (setting)", "seeds", *(["runs (health)"] if h.has_health else []), f"{split} AUC mean ± sd", f"{split} LogLoss mean ± sd",
+    header = ["architecture (setting)", "seeds", *(["runs (health)"] if h.has_health else []),
+              f"{split} AUC mean ± sd", f"{split} LogLoss mean ± sd",
               "forward MFLOPs / target"]
     if h.has_params:
         header.append("non-embedding params")
@@ -297,7 +300,8 @@ def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
         lines.append(f"answer: its gain over the baseline {baseline} is {_delta(mc.stats.mean).strip()} {split} AUC "
                      f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")
     else:
-        base = [r.auc[0] for r in (h.rows if h is not None else []) if r.setting.get("arch") == baseline and np.isfinite(r.auc[0])]
+        base = [r.auc[0] for r in (h.rows if h is not None else [])
+                if r.setting.get("arch") == baseline and np.isfinite(r.auc[0])]
         gain = f"{_delta(best.auc[0] - max(base)).strip()} {split} AUC (mean over seeds) " if base else ""
         lines.append(f"answer: its gain over the baseline {baseline} is {gain}untested: no configured comparison "
                      "pairs them.")

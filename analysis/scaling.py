@@ -7,7 +7,8 @@ seed: dAUC = AUC - AUC_ref (or dAUC / AUC_ref), and the relative loss gain (L_re
 (NE gives the same relative gain on a shared test set). Seeds without a reference run are left out and
 named. The x axis and unit follow `analysis.scaling` (analysis/axes.py); the fit and its interval are
 analysis/powerlaw.py's (the seed as the unit). Every per-seed point the logarithm cannot take is listed with
-its reason, never dropped silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored as tuples):
+its reason, never dropped silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored
+as tuples):
 each distinct value is a point, and points are ordered by FLOPs, never by the setting's own order.
 
 Beside the power law of the gain, every family's ladder (analysis/ladder.py) is fitted in the metric itself
@@ -32,16 +33,16 @@ from harness import metric_registry
 
 from .axes import Convention
 from .collect import SweepResults
-from .families import context_columns, family_columns, labelled_columns, show, size_columns
-from .papers import HELIX_CTR, HELIX_CVR_SLOPE, PaperComparison, compare_with_helix
-from .powerlaw import PowerLawFit, fit_power_law
 from .extrapolation import ComputeForGain, extrapolations
+from .families import context_columns, family_columns, labelled_columns, show, size_columns
 from .form_check import FormCheck, check_forms
 from .gain_reference import Reference, reference_rows
-from .ladder import Ladder
-from .reference_sensitivity import ReferenceSlope, slopes_by_reference
 from .headline import oracle_gap_share
+from .ladder import Ladder
 from .marginal_returns import MarginalReturns, marginal_returns
+from .papers import HELIX_CTR, HELIX_CVR_SLOPE, PaperComparison, compare_with_helix
+from .powerlaw import PowerLawFit, fit_power_law
+from .reference_sensitivity import ReferenceSlope, slopes_by_reference
 
 #: The AUC of no skill: a run at or below it did not learn and is left out of every fit (and named).
 CHANCE = {"auc": 0.5}

@@ -16,9 +16,8 @@ from protocols.results_layout import RUNS_FILE
 from .axes import UNIT_NAMES
 from .curve_fits import ALPHA_BOUNDS, N_PARAMS
 from .extrapolation import REACH, SEARCH_REACH, TARGET_STEP
-from .family_comparison import CROSSOVER_REACH, GAIN_EFFECT, SLOPE_EFFECT
+from .family_comparison import CROSSOVER_REACH, GAIN_EFFECT, SLOPE_EFFECT, Estimate, FamilyComparison, PairedContrast
 from .family_comparison import METHOD as COMPARISON_METHOD
-from .family_comparison import Estimate, FamilyComparison, PairedContrast
 from .form_check import FormCheck, FormResult
 from .marginal_returns import METHOD as MARGINAL_METHOD
 from .marginal_returns import STEP_EFFECT, MarginalReturns
@@ -29,14 +28,14 @@ from .scaling import FamilyScaling
 from .scaling_tests import ALPHA
 from .seed_bootstrap import METHOD as BOOTSTRAP_METHOD
 from .seed_bootstrap import SeedInterval
-
-#: Held-out RMSE beyond this many seed SEs of a size mean is lack of fit (2 SE: about the 95% range of a mean).
-HELD_OUT_LIMIT = 2.0
 from .text_format import estimate_text as _est
 from .text_format import markdown_table as _table
 from .text_format import metric_label as _label
 from .text_format import num as _f
 from .text_format import signed_delta as _delta
+
+#: Held-out RMSE beyond this many seed SEs of a size mean is lack of fit (2 SE: about the 95% range of a mean).
+HELD_OUT_LIMIT = 2.0
 
 
 def _seeds(n: float) -> str:
@@ -88,7 +87,8 @@ def _interval(i: SeedInterval | None, fmt: str = ".3g") -> str:
 
 def _params(r: FormResult) -> str:
     if not r.identified:
-        return f"not identified (exponent at a bound of {ALPHA_BOUNDS[0]:g}-{ALPHA_BOUNDS[1]:g}; the curve still predicts)"
+        return (f"not identified (exponent at a bound of {ALPHA_BOUNDS[0]:g}-{ALPHA_BOUNDS[1]:g}; "
+                "the curve still predicts)")
     return "; ".join(f"{k} {_f(v, '.4g')}{_interval(r.intervals.get(k), '.4g')}" for k, v in r.params.items()) or "–"
 
 
@@ -264,14 +264,15 @@ def scaling_section(res) -> list[str]:
     if forms:
         out += ["### Which form? Three fits, held out and tested", "",
                 "Each family's metric itself against compute C, three forms: the power law of the gain (metric = "
-                "reference + e^a C^b), log-linear (metric = a + b ln C; b is the metric per e-fold of compute and needs "
-                "no reference) and saturating (AUC = AUC∞ − A C^−α, a loss L = E + A C^−α; robust soft-L1 least "
+                "reference + e^a C^b), log-linear (metric = a + b ln C; b is the metric per e-fold of compute and "
+                "needs no reference) and saturating (AUC = AUC∞ − A C^−α, a loss L = E + A C^−α; robust soft-L1 least "
                 "squares from a grid of exponents with the linear parameters solved per exponent). Intervals: "
                 f"{BOOTSTRAP_METHOD}. Held out: each size left out in turn and predicted from the rest (RMS error, in "
                 "seed SEs of a size mean = pooled seed sd / √seeds), and the largest size left out (predicted − "
                 "observed). Lack of fit: F test of the size means' residuals against the seeds' pure error "
                 "(conservative when a seed shifts all its sizes), Holm-corrected over every form test of this "
-                f"report; a form whose held-out RMSE exceeds {HELD_OUT_LIMIT:g} seed SEs also lacks fit. Parameters per form: {', '.join(f'{k} {v}' for k, v in N_PARAMS.items())}.", "",
+                f"report; a form whose held-out RMSE exceeds {HELD_OUT_LIMIT:g} seed SEs also lacks fit. "
+                f"Parameters per form: {', '.join(f'{k} {v}' for k, v in N_PARAMS.items())}.", "",
                 *_table(["family", "metric", "form", "parameters [seed-bootstrap 95%]", "leave-one-size-out RMSE",
                          "largest size held out", "lack of fit"], forms), "", *_best_lines(res), ""]
     refs = _reference_rows(res)
@@ -369,7 +370,8 @@ def _estimate(e: Estimate | None) -> dict[str, float] | None:
 
 
 def _contrast_json(c: PairedContrast | None) -> dict[str, Any] | None:
-    return None if c is None else {**cast(dict[str, float], _estimate(c.estimate)), "p_value": c.p_value, "p_holm": c.p_holm, "sd": c.sd,
+    return None if c is None else {**cast(dict[str, float], _estimate(c.estimate)), "p_value": c.p_value,
+                                   "p_holm": c.p_holm, "sd": c.sd,
                                    "n_seeds": c.n_seeds, "effect": c.effect, "seeds_for_80_power": c.seeds_for_80}
 
 
@@ -390,7 +392,8 @@ def _forms_json(c: FormCheck | None) -> dict[str, Any] | None:
         return None
     return {"seed_sd": c.seed_sd, "seed_se": c.seed_se, "best": c.best, "best_margin_se": c.best_margin_se,
             "compared_on": c.compared_on, "forms": [
-                {"form": r.form, "identified": r.identified, "params": r.params, "intervals": {k: _interval_json(v) for k, v in r.intervals.items()},
+                {"form": r.form, "identified": r.identified, "params": r.params,
+                 "intervals": {k: _interval_json(v) for k, v in r.intervals.items()},
                  "held_out": [{"label": h.label, "observed": h.observed, "predicted": h.predicted, "error": h.error}
                               for h in r.held_out], "rmse": r.rmse,
                  "largest": None if r.largest is None else {"label": r.largest.label, "error": r.largest.error},
@@ -417,7 +420,8 @@ def family_json(f: FamilyScaling) -> dict[str, Any]:
             "slope": fit.slope, "intercept": fit.intercept, "slope_se": fit.slope_se,
             "intercept_se": fit.intercept_se, "slope_ci": list(fit.slope_ci), "ci_method": fit.ci_method,
             "df": fit.df, "n_points": fit.n_points, "n_obs": fit.n_obs, "n_seeds": fit.n_seeds,
-            "r2": fit.r2, "r2_means": fit.r2_means, "slope_ci_per_point_pseudo_replicated": list(fit.slope_ci_per_point),
+            "r2": fit.r2, "r2_means": fit.r2_means,
+                                         "slope_ci_per_point_pseudo_replicated": list(fit.slope_ci_per_point),
             "x_axis": f.convention.x_axis, "x_unit": f.convention.x_unit,
             "seed_slopes": {str(k): v for k, v in fit.seed_slopes.items()},
             "seed_intercepts": {str(k): v for k, v in fit.seed_intercepts.items()},

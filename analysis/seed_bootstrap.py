@@ -14,8 +14,8 @@ asymptote) before the percentiles, so that the interval reports "beyond" rather 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy import stats

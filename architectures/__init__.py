@@ -29,9 +29,10 @@ import importlib
 import os
 import pkgutil
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch.nn as nn
 

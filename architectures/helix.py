@@ -53,7 +53,8 @@ Ablation switches (config values):
 uniform_pool, segment_pool, softcap, no_gate_up_norm, gqa, layerscale, dense_mix_map) so that a sweep runs
 every ablation on one grid axis.
 
-Named sizes `size` = S / M / L / XL (plus XS, a CPU smoke size for 32-event histories) scale width, depths, heads and encoder tokens together
+Named sizes `size` = S / M / L / XL (plus XS, a CPU smoke size for 32-event histories) scale width, depths, heads and
+encoder tokens together
 (`SIZES`); any explicit value (`dim`, `num_layers`, ...) overrides the preset.
 """
 from __future__ import annotations
@@ -84,11 +85,16 @@ from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer
 
 #: Named sizes: width, decoder / MixFormer / encoder depth, heads, Gather quotas and retained tokens.
 SIZES: dict[str, dict] = {
-    "XS": dict(dim=32, num_layers=2, mixformer_layers=1, num_heads=2, gather_quotas=(16, 8, 8), retained_tokens=(16, 8)),
-    "S": dict(dim=64, num_layers=2, mixformer_layers=1, num_heads=4, gather_quotas=(32, 16, 16), retained_tokens=(64, 32)),
-    "M": dict(dim=96, num_layers=2, mixformer_layers=1, num_heads=4, gather_quotas=(48, 24, 24), retained_tokens=(96, 64, 32)),
-    "L": dict(dim=128, num_layers=3, mixformer_layers=2, num_heads=8, gather_quotas=(64, 32, 32), retained_tokens=(128, 96, 64, 48)),
-    "XL": dict(dim=192, num_layers=4, mixformer_layers=2, num_heads=8, gather_quotas=(64, 32, 32), retained_tokens=(128, 128, 96, 64, 48, 32)),
+    "XS": dict(dim=32, num_layers=2, mixformer_layers=1, num_heads=2, gather_quotas=(16, 8, 8),
+               retained_tokens=(16, 8)),
+    "S": dict(dim=64, num_layers=2, mixformer_layers=1, num_heads=4, gather_quotas=(32, 16, 16),
+              retained_tokens=(64, 32)),
+    "M": dict(dim=96, num_layers=2, mixformer_layers=1, num_heads=4, gather_quotas=(48, 24, 24),
+              retained_tokens=(96, 64, 32)),
+    "L": dict(dim=128, num_layers=3, mixformer_layers=2, num_heads=8, gather_quotas=(64, 32, 32),
+              retained_tokens=(128, 96, 64, 48)),
+    "XL": dict(dim=192, num_layers=4, mixformer_layers=2, num_heads=8, gather_quotas=(64, 32, 32),
+               retained_tokens=(128, 128, 96, 64, 48, 32)),
 }
 
 

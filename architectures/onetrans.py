@@ -65,7 +65,7 @@ class OneTransConfig:
         if self.seq_queries is not None:
             return tuple(min(s, self.history_len) for s in self.seq_queries)
         n, L = self.num_layers, self.history_len
-        return tuple(round(L * (n - 1 - l) / (n - 1)) for l in range(n)) if n > 1 else (0,)
+        return tuple(round(L * (n - 1 - i) / (n - 1)) for i in range(n)) if n > 1 else (0,)
 
 
 class MixedLinear(nn.Module):

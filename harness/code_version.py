@@ -11,9 +11,9 @@ misses uncommitted edits and is absent from an installed copy.
 from __future__ import annotations
 
 import hashlib
-from typing import cast
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 #: Packages whose sources decide how long a trial takes.
 PACKAGES = ("harness", "protocols", "architectures")

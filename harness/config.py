@@ -13,9 +13,10 @@ naming the key and the architecture.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import yaml
 
@@ -189,7 +190,8 @@ def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) 
     for key, value in parse_set_options(items).items():
         if key not in RUN_KEYS:
             if key in TrainConfig.__dataclass_fields__:
-                raise ConfigError(f"--set {key}: a key without a section is a model field; for training write train.{key}")
+                raise ConfigError(f"--set {key}: a key without a section is a model field; "
+                                  f"for training write train.{key}")
             if key in out.get("model", {}):
                 raise ConfigError(f"--set {key}: given twice (as {key} and model.{key})")
             out.setdefault("model", {})[key] = value

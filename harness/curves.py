@@ -15,8 +15,9 @@ checkpoint and the interruption are logged twice, and readers keep the last valu
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 

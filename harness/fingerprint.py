@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from protocols.runs_columns import ENV_PREFIX
 

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     log = Path("artifacts/synthetic") / f"{args.scale}-seed0"
     if not (log / MARKER).exists():
         _cli("synth", "--scale", args.scale, "--out", str(log))
-    artifact = _cli("prepare", "--source", "synthetic", "--root", str(log), "--history-len", "128").strip().splitlines()[-1]
+    artifact = _cli("prepare", "--source", "synthetic", "--root", str(log), "--history-len",
+                    "128").strip().splitlines()[-1]
     sets = [x for s in args.set for x in ("--set", s)]
     bench = json.loads(_cli("bench", "--data", artifact, "--arch", args.arch, "--set", "train.device=cuda", *sets,
                             "--breakdown", "3", "--json"))
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - t0
     print(f"gpu-check on {torch.cuda.get_device_name(0)} (torch {torch.__version__}):")
     print(f"  loader: {bench['loader_targets_per_s']:,.0f} targets/s ({bench['loader_copy_ratio']:.3f} x memory copy)")
-    print(f"  bench step {args.arch}: {bench['train_targets_per_s']:,.0f} targets/s, utilisation {bench['utilisation']:.3f} "
+    print(f"  bench step {args.arch}: {bench['train_targets_per_s']:,.0f} targets/s, "
+          f"utilisation {bench['utilisation']:.3f} "
           f"of {bench['matmul_flops_per_s'] / 1e12:.1f} TFLOP/s {bench['matmul_dtype']} matmul, "
           f"peak {bench['peak_memory_bytes'] / 2**30:.2f} GiB")
     bd = bench["breakdown"]

@@ -12,14 +12,16 @@ The learning rate of step t (0-based, counted over the whole run) is `lr * facto
 T = epochs * ceil(train targets / batch_size) comes from the data and the config alone, and step t from the
 run's position (epoch, batch), so a resumed run sets the same rate at every step as an uninterrupted one: the
 schedule's only state is each parameter group's base rate (`initial_lr`, set when the optimisers are built,
-before a checkpoint is loaded, and saved with them). The rate is written into the groups before each step. `recipe: seed` (the default: the seed's rules, AdamW at a constant `lr`) never touches
+before a checkpoint is loaded, and saved with them). The rate is written into the groups before each step. `recipe:
+seed` (the default: the seed's rules, AdamW at a constant `lr`) never touches
 the optimisers, so such runs are bit-identical to runs made before schedules existed.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from protocols.typed_config import ConfigError
 

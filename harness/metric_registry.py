@@ -21,8 +21,9 @@ config's allowed `metrics`, and the analysis' directions, labels and gain kinds.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 

@@ -19,7 +19,7 @@ All functions take numpy arrays and work in float64; they are vectorised (one so
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -23,7 +23,8 @@ import platform
 import resource
 import sys
 import time
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported lazily so that `recscale train` can re-execute before loading it
     import torch
@@ -57,7 +58,7 @@ def reexec_with_malloc_env(argv: Sequence[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
 
 
-def compute_dtype(bf16: bool) -> "torch.dtype":
+def compute_dtype(bf16: bool) -> torch.dtype:
     """The dtype a training step's matrix products run in: bfloat16 under autocast, else float32."""
     import torch
 
@@ -70,7 +71,7 @@ def compute_dtype(bf16: bool) -> "torch.dtype":
 MATMUL_SIDE = {"cpu": 1024, "cuda": 8192}
 
 
-def matmul_rate(device: "torch.device", dtype: "torch.dtype | None" = None, *, n: int | None = None,
+def matmul_rate(device: torch.device, dtype: torch.dtype | None = None, *, n: int | None = None,
                 repeats: int = 3, min_seconds: float = 0.25) -> float:
     """Best observed matmul FLOP/s of an n x n x n product in `dtype` (default float32) on `device`
     (2 n^3 FLOPs each; n from MATMUL_SIDE unless given), over at least `repeats` products and
@@ -104,7 +105,7 @@ def matmul_rate(device: "torch.device", dtype: "torch.dtype | None" = None, *, n
 _RATES: dict[tuple[str, int, str], float] = {}
 
 
-def matmul_rate_cached(device: "torch.device", dtype: "torch.dtype | None" = None) -> float:
+def matmul_rate_cached(device: torch.device, dtype: torch.dtype | None = None) -> float:
     """`matmul_rate` measured once per process for each (device, torch thread count, dtype): a sweep
     worker training one trial after another reuses its first measurement."""
     import torch

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError
@@ -66,7 +67,9 @@ def compare(saved: dict[str, Any], fresh: dict[str, Any], *, tol: float = 0.0) -
     for key, value in leaves(fresh):
         old = saved_leaves.get(key, "<absent>")
         same = old == value or (
-            isinstance(old, (int, float)) and isinstance(value, (int, float)) and math.isclose(old, value, rel_tol=0, abs_tol=tol)
+            isinstance(old,
+                       (int,
+                        float)) and isinstance(value, (int, float)) and math.isclose(old, value, rel_tol=0, abs_tol=tol)
         )
         if not same:
             diffs.append(f"{key}: {old!r} -> {value!r}")

@@ -35,7 +35,6 @@ from protocols import atomic_write, integrity
 from protocols import results_layout as layout
 from protocols.errors import RecscaleError, one_line
 
-
 #: Hidden file holding the data fingerprint the run started on (written with config.yaml).
 DATA_FINGERPRINT_FILE = layout.DATA_FINGERPRINT_FILE
 #: Every file a run folder may hold; any of them present means the folder holds a run.
@@ -74,13 +73,14 @@ def write_config(run_dir: Path, config: dict[str, Any]) -> None:
 
 def _rebuild_hint(run_dir: Path) -> str:
     return (f"to rebuild it, delete {run_dir / layout.METRICS_FILE} and resume the run (recscale train --config "
-            f"{run_dir / layout.CONFIG_FILE} --out {run_dir} --resume): its final checkpoint is evaluated again, or, for a "
-            "sweep's run that kept none, the run is trained again to the same bits")
+            f"{run_dir / layout.CONFIG_FILE} --out {run_dir} --resume): its final checkpoint is evaluated again, "
+            "or, for a sweep's run that kept none, the run is trained again to the same bits")
 
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
     """Write metrics.json (last, after the predictions), with the integrity record of the prediction files."""
-    names = [layout.predictions_file(s) for s in layout.PREDICTION_SPLITS if (run_dir / layout.predictions_file(s)).exists()]
+    names = [layout.predictions_file(s) for s in layout.PREDICTION_SPLITS
+             if (run_dir / layout.predictions_file(s)).exists()]
     record = {**metrics, integrity.INTEGRITY_KEY: integrity.record_of(run_dir, names)}
     write_text(run_dir / layout.METRICS_FILE, json.dumps(json_safe(record), indent=2, allow_nan=False) + "\n")
 

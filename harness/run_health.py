@@ -22,8 +22,9 @@ result names it in `unchecked`, so a report can say what it could not verify.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 OK, DIVERGED, COLLAPSED, UNDERTRAINED = "ok", "diverged", "collapsed", "undertrained"
 #: Every status, in the order they are checked.

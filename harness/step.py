@@ -24,7 +24,8 @@ class TrainStep:
 
     def __init__(self, model: nn.Module, tc: TrainConfig, device: torch.device) -> None:
         self.model = model
-        self.forward: nn.Module = cast(nn.Module, torch.compile(model)) if tc.compile else model  # compiled: an OptimizedModule
+        self.forward: nn.Module = cast(nn.Module,
+                                       torch.compile(model)) if tc.compile else model  # compiled: an OptimizedModule
         self.optimizers = build_optimizers(model, tc, device)
         self.batch_size = tc.batch_size
         self.grad_clip = tc.grad_clip

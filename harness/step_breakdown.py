@@ -13,8 +13,9 @@ per operator, so its step time is somewhat longer than the timed one.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile

@@ -50,7 +50,7 @@ from protocols.output_location import check_writable
 from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
 from protocols.runs_columns import DATA_FINGERPRINT
 
-from . import perf
+from . import perf, run_health
 from . import run_folder as RF
 from .checkpoint import (
     Position,
@@ -61,12 +61,11 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, run_config_dict
-from .fingerprint import machine_fingerprint
-from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
-from .metric_registry import check_split_metric
-from . import run_health
 from .curves import CurveLogger
+from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
+from .fingerprint import machine_fingerprint
 from .lr_schedule import LRSchedule
+from .metric_registry import check_split_metric
 from .step import TrainStep
 
 
@@ -105,7 +104,7 @@ class TrainingAborted(BaseException):
         name = signal.Signals(self.signum).name
         abandoned = "the checkpoint being written was abandoned; " if self.during_write else ""
         held = (f"{CHECKPOINT_FILE} holds the last complete checkpoint ({self.last_checkpoint})"
-                if self.last_checkpoint else f"no complete checkpoint was written, so --resume starts fresh")
+                if self.last_checkpoint else "no complete checkpoint was written, so --resume starts fresh")
         return (f"aborted by a second {name}: {abandoned}{held} in {self.out_dir}; continue with the same command "
                 f"and --out {self.out_dir} --resume")
 
@@ -252,7 +251,8 @@ def train_run(
     """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
 
     `resume=False` refuses a folder that holds any run file. `resume=True` refuses a folder that does not
-    exist (a mistyped --out), continues from `out_dir/checkpoint.pt` (refused when config or data differ from the folder's, checkpoint or not),
+    exist (a mistyped --out), continues from `out_dir/checkpoint.pt` (refused when config or data differ from the
+    folder's, checkpoint or not),
     starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
     already finished. SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`.
     `final_checkpoint=False` (sweeps) skips the checkpoint written between training and evaluation and
@@ -473,6 +473,7 @@ def summary_line(m: dict[str, Any], out_dir: Path) -> str:
     health = "" if m.get("health_status") in (None, "ok") else f" [{m['health_status']}: {m['health_reasons']}]"
     return (
         f"{m['arch']} seed {m['seed']}: test AUC {f4(m['test_auc'])}{oracle} LogLoss {f4(m['test_logloss'])} "
-        f"NE {f4(m['test_ne'])}{health} | {m['train_targets_per_s']:.0f} targets/s, utilisation {m['utilisation']:.2f}, "
+        f"NE {f4(m['test_ne'])}{health} | {m['train_targets_per_s']:.0f} targets/s, "
+        f"utilisation {m['utilisation']:.2f}, "
         f"{m['wall_s']:.1f} s, peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB -> {out_dir}"
     )

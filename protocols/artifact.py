@@ -22,9 +22,9 @@ records existed opens without these file checks.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ from . import results_layout as layout
 from .errors import RecscaleError
 from .integrity import check_files, read_manifest
 from .prefetch import prefetch_map
-from .schema import CAT_FIELDS, FeatureSpec, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK
+from .schema import CAT_FIELDS, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK, FeatureSpec
 from .split import SPLITS
 
 #: Default ID-masking probability on the training split.
@@ -59,7 +59,7 @@ class PreparedDataset:
         self._split_cache: dict[str, dict[str, np.ndarray]] = {}
 
     @classmethod
-    def open(cls, path: str | Path, *, verify: bool = False, progress: bool = False) -> "PreparedDataset":
+    def open(cls, path: str | Path, *, verify: bool = False, progress: bool = False) -> PreparedDataset:
         """Open `path`; `verify` checks every file's checksum (a bar on stderr for large artifacts
         when `progress`)."""
         path = Path(path)
@@ -147,7 +147,8 @@ class PreparedDataset:
 
         `id_mask_prob=None` uses DEFAULT_ID_MASK_PROB on the training split; valid and test are
         never masked, whatever is passed. `prefetch` > 0 assembles up to that many batches ahead in
-        `workers` background threads (`protocols.prefetch`); the batches and their order are the same. `narrow` ships integer fields
+        `workers` background threads (`protocols.prefetch`); the batches and their order are the same. `narrow` ships
+        integer fields
         in the narrowest type that holds them (`narrow_dtypes`; `protocols.schema.widen` restores the
         schema's types, e.g. on the GPU after the copy); `pin_memory` puts every tensor in page-locked
         memory so that copies to a CUDA device can be non-blocking (CUDA builds only).
@@ -162,7 +163,8 @@ class PreparedDataset:
         def make(b: int) -> dict[str, torch.Tensor]:
             batch = self.assemble(split, order[b * batch_size : (b + 1) * batch_size], narrow=narrow)
             if p > 0:
-                _mask_ids(batch, p, np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM]))))
+                _mask_ids(batch, p,
+                          np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM]))))
             tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
             return {k: v.pin_memory() for k, v in tensors.items()} if pin_memory else tensors
 

@@ -34,7 +34,9 @@ class Author50Reader:
         arrays = load_int_array_dict(path)
         for request_id, arr in arrays.items():
             if arr.shape != AUTHOR50_SHAPE:
-                raise DataValidationError(str(path), "(array shape)", f"array of request_id {request_id} must be {AUTHOR50_SHAPE}", value=str(arr.shape))
+                raise DataValidationError(str(path), "(array shape)",
+                                          f"array of request_id {request_id} must be {AUTHOR50_SHAPE}",
+                                          value=str(arr.shape))
         return {k: v.astype(np.int64, copy=False) for k, v in arrays.items()}
 
     def stack(self, file_index: int) -> tuple[np.ndarray, np.ndarray]:

@@ -43,7 +43,7 @@ class UserTimeline:
     availability: np.ndarray | None = None
 
     @classmethod
-    def build(cls, log: ExposureLog) -> "UserTimeline":
+    def build(cls, log: ExposureLog) -> UserTimeline:
         user, ts, rid = log["user_id"], log["request_timestamp"], log["request_id"]
         if len(user) == 0:
             raise RecscaleError(f"{log.root}: the exposure log is empty")
@@ -67,7 +67,7 @@ class UserTimeline:
         request_playing = np.add.reduceat(log["playing_time"][order], request_start)
         return cls(order, key, t_min, users, request_start, request_playing)
 
-    def with_delay(self, delay_ms: int) -> "UserTimeline":
+    def with_delay(self, delay_ms: int) -> UserTimeline:
         """Fill `availability` (a_r per sorted position) for the given extra delay."""
         if delay_ms < 0:
             raise RecscaleError(f"delay must be >= 0 ms, got {delay_ms}")

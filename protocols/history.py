@@ -49,7 +49,8 @@ class ExposureProtocol:
     delay_s: float = 60.0
 
     def build(
-        self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None, progress: bool = False
+        self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None,
+              progress: bool = False
     ) -> HistoryIndex:
         """History of each target request, given one representative log row per request."""
         timeline = (timeline or UserTimeline.build(log)).with_delay(int(round(self.delay_s * 1000)))
@@ -75,7 +76,8 @@ class Author50Protocol:
     history_len: int = AUTHOR50_WIDTH
 
     def build(
-        self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None, progress: bool = False
+        self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None,
+              progress: bool = False
     ) -> HistoryIndex:
         timeline = timeline or UserTimeline.build(log)
         rows, coverage = author50_history_rows(log, timeline, request_rows, self.history_len, progress=progress)

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import RecscaleError
 from .results_layout import MANIFEST_FILE
@@ -100,7 +101,8 @@ def read_manifest(folder: Path) -> dict:
     try:
         manifest = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ArtifactDamagedError(f"{path}: not valid JSON ({e}); the manifest is truncated or damaged; {_REBUILD}")
+        raise ArtifactDamagedError(
+            f"{path}: not valid JSON ({e}); the manifest is truncated or damaged; {_REBUILD}") from e
     if not isinstance(manifest, dict):
         raise ArtifactDamagedError(f"{path}: not a JSON object; the manifest is damaged; {_REBUILD}")
     missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in manifest]

@@ -6,9 +6,9 @@ splits and encoders only ever see this type. Rows are in (file_index, record_ind
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

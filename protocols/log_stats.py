@@ -60,7 +60,8 @@ def delay_sensitive_requests(req: dict[str, np.ndarray], delay_a_ms: int = 0, de
     return out
 
 
-def summarize(log: ExposureLog, *, train_end: dt.date = DEFAULT_TRAIN_END, test_start: dt.date = DEFAULT_TEST_START) -> dict:
+def summarize(log: ExposureLog, *, train_end: dt.date = DEFAULT_TRAIN_END,
+              test_start: dt.date = DEFAULT_TEST_START) -> dict:
     """Everything `recscale inspect` prints, as a JSON-ready dict."""
     n = len(log)
     req = request_table(log)
@@ -70,7 +71,8 @@ def summarize(log: ExposureLog, *, train_end: dt.date = DEFAULT_TRAIN_END, test_
     video = log["video_id"]
     _, v_first, v_inverse = np.unique(video, return_index=True, return_inverse=True)
     first_day_of_row = file_index[v_first][v_inverse]
-    unseen_by_day = np.bincount(file_index, weights=(first_day_of_row == file_index).astype(np.float64), minlength=len(log.days))
+    unseen_by_day = np.bincount(file_index, weights=(first_day_of_row == file_index).astype(np.float64),
+                                minlength=len(log.days))
     lv, ev = log["long_view"], log["effective_view"]
     out = {
         "source": log.source,
@@ -95,7 +97,8 @@ def summarize(log: ExposureLog, *, train_end: dt.date = DEFAULT_TRAIN_END, test_
         "effective_view_rate": float(ev.mean()),
         "long_view_without_effective_view": int(((lv == 1) & (ev == 0)).sum()),
         "per_day": [
-            {"day": d.isoformat(), "rows": int(day_rows[i]), "unseen_video_share": float(unseen_by_day[i] / max(day_rows[i], 1))}
+            {"day": d.isoformat(), "rows": int(day_rows[i]),
+             "unseen_video_share": float(unseen_by_day[i] / max(day_rows[i], 1))}
             for i, d in enumerate(log.days)
         ],
     }
@@ -125,7 +128,8 @@ def format_summary(s: dict) -> str:
         f"users       {s['users']:,}",
         f"videos      {s['videos']:,}",
         f"authors     {s['authors']:,}",
-        f"exposures/request  min {e['min']}  median {e['median']:g}  mean {e['mean']:.2f}  p95 {e['p95']:g}  max {e['max']}",
+        f"exposures/request  min {e['min']}  median {e['median']:g}  mean {e['mean']:.2f}  p95 {e['p95']:g}  "
+        f"max {e['max']}",
         f"long_view rate       {s['long_view_rate']:.4f}",
         f"effective_view rate  {s['effective_view_rate']:.4f}",
     ]

@@ -35,7 +35,7 @@ GENRES: tuple[str, ...] = (
 AGE_BUCKET_EDGES = np.array([18, 25, 35, 45, 50, 56])
 
 
-def _read(path: Path, sep: str, names: list[str], digest: "hashlib._Hash") -> pd.DataFrame:
+def _read(path: Path, sep: str, names: list[str], digest: hashlib._Hash) -> pd.DataFrame:
     if not path.is_file():
         raise DataValidationError(str(path), "(file)", "MovieLens-100k file not found")
     data = path.read_bytes()
@@ -43,7 +43,8 @@ def _read(path: Path, sep: str, names: list[str], digest: "hashlib._Hash") -> pd
         raise DataValidationError(str(path), "(file)", "file is empty")
     digest.update(path.name.encode() + b":" + data)
     try:
-        return pd.read_csv(io.BytesIO(data), sep=sep, header=None, names=names, encoding="latin-1", dtype=str, keep_default_na=False)
+        return pd.read_csv(io.BytesIO(data), sep=sep, header=None, names=names, encoding="latin-1", dtype=str,
+                           keep_default_na=False)
     except Exception as e:
         raise DataValidationError(str(path), "(file)", f"unreadable: {e}") from None
 
@@ -52,7 +53,8 @@ def _ints(path: Path, frame: pd.DataFrame, field: str) -> np.ndarray:
     values = pd.to_numeric(frame[field], errors="coerce")
     bad = np.flatnonzero(values.isna().to_numpy())
     if len(bad):
-        raise DataValidationError(str(path), field, "must be an integer", record=int(bad[0]) + 1, value=frame[field].iloc[bad[0]])
+        raise DataValidationError(str(path), field, "must be an integer", record=int(bad[0]) + 1,
+                                  value=frame[field].iloc[bad[0]])
     return values.to_numpy().astype(np.int64)
 
 
@@ -68,13 +70,15 @@ def read_movielens(root: Path | str) -> ExposureLog:
     rating, ts_s = _ints(p_data, ratings, "rating"), _ints(p_data, ratings, "timestamp")
     bad = np.flatnonzero((rating < 1) | (rating > 5))
     if len(bad):
-        raise DataValidationError(str(p_data), "rating", "must be 1..5", record=int(bad[0]) + 1, value=int(rating[bad[0]]))
+        raise DataValidationError(str(p_data), "rating", "must be 1..5", record=int(bad[0]) + 1,
+                                  value=int(rating[bad[0]]))
 
     u_id = _ints(p_user, users, "user")
     u_age = np.searchsorted(AGE_BUCKET_EDGES, _ints(p_user, users, "age"), side="right")
     u_gender = users["gender"].map({"M": 1, "F": 2}).fillna(0).to_numpy().astype(np.int64)
     first_char = users["zip"].str[:1]
-    u_province = np.where(first_char.str.isdigit(), pd.to_numeric(first_char, errors="coerce").fillna(10), 10).astype(np.int64)
+    u_province = np.where(first_char.str.isdigit(), pd.to_numeric(first_char, errors="coerce").fillna(10),
+                          10).astype(np.int64)
 
     i_id = _ints(p_item, items, "item")
     flags = np.stack([_ints(p_item, items, g) for g in GENRES], axis=1)  # [I, 19]
@@ -87,7 +91,8 @@ def read_movielens(root: Path | str) -> ExposureLog:
     for path, ids, known, field in ((p_data, user, u_id, "user"), (p_data, item, i_id, "item")):
         missing = np.flatnonzero(~np.isin(ids, known))
         if len(missing):
-            raise DataValidationError(str(path), field, f"id not listed in u.{field}", record=int(missing[0]) + 1, value=int(ids[missing[0]]))
+            raise DataValidationError(str(path), field, f"id not listed in u.{field}", record=int(missing[0]) + 1,
+                                      value=int(ids[missing[0]]))
     u_order, i_order = np.argsort(u_id), np.argsort(i_id)
     u_idx = u_order[np.searchsorted(u_id[u_order], user)]
     i_idx = i_order[np.searchsorted(i_id[i_order], item)]

@@ -15,8 +15,9 @@ workers overlap with the model's compute and with each other.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
 
 K = TypeVar("K")
 T = TypeVar("T")

@@ -45,7 +45,6 @@ from tqdm import tqdm
 
 from . import PROTOCOLS, SOURCES, load_components
 from . import results_layout as layout
-from .output_location import check_writable
 from .availability import UserTimeline
 from .encoding import (
     USER_CONTEXT_FIELDS,
@@ -56,10 +55,10 @@ from .encoding import (
     numeric_features,
     vocab_size,
 )
-from .errors import RecscaleError
 from .history import PAD_ROW, ExposureProtocol
 from .integrity import ArtifactDamagedError, seal_manifest, verify_artifact
 from .log import ExposureLog
+from .output_location import check_writable
 from .sampling import resolve_size, sample_rows
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
 from .split import BOUNDARY_KEYS, SPLITS, SplitConfig, SplitSettings, format_ms, local_time_parts, split_rows

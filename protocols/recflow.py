@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,8 @@ def find_day_files(root: Path, days: Iterable[dt.date]) -> list[Path]:
         if not found:
             raise DataValidationError(str(folder / f"{day.isoformat()}.feather"), "(file)", f"no file for day {day}")
         if len(found) > 1:
-            raise DataValidationError(str(found[1]), "(file)", f"day {day} has more than one file: {[p.name for p in found]}")
+            raise DataValidationError(str(found[1]), "(file)",
+                                      f"day {day} has more than one file: {[p.name for p in found]}")
         files.append(found[0])
     return files
 
@@ -120,7 +121,8 @@ def read_day(path: Path, data: bytes, day_start: int, day_end: int) -> dict[str,
     for name in NON_NEGATIVE_COLUMNS:
         _first_bad(path, name, out[name] < 0, out[name], "must be >= 0")
     ts = out["request_timestamp"]
-    _first_bad(path, "request_timestamp", (ts < day_start) | (ts >= day_end), ts, "outside the file's day (Asia/Shanghai)")
+    _first_bad(path, "request_timestamp", (ts < day_start) | (ts >= day_end), ts,
+               "outside the file's day (Asia/Shanghai)")
     return out
 
 

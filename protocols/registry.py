@@ -4,7 +4,8 @@ New components register themselves with a decorator in their own file; nothing e
 """
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

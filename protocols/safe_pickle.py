@@ -36,7 +36,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str):
         if (module, name) not in ALLOWED_GLOBALS:
-            raise UnsafePickleError(self._path, "(pickle)", "refusing to load a global other than numpy array parts", value=f"{module}.{name}")
+            raise UnsafePickleError(self._path, "(pickle)", "refusing to load a global other than numpy array parts",
+                                    value=f"{module}.{name}")
         return super().find_class(module, name)
 
     def persistent_load(self, pid):
@@ -58,7 +59,8 @@ def loads_int_array_dict(data: bytes, path: str = "<bytes>") -> dict[int, np.nda
             raise UnsafePickleError(path, "(key)", "keys must be integers", value=repr(key))
         if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.integer):
             shown = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
-            raise UnsafePickleError(path, "(value)", f"value of key {int(key)} must be an integer numpy array", value=str(shown))
+            raise UnsafePickleError(path, "(value)", f"value of key {int(key)} must be an integer numpy array",
+                                    value=str(shown))
     return {int(k): v for k, v in obj.items()}
 
 

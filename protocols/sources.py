@@ -13,13 +13,14 @@ the split a prepare config gets for the keys it leaves unset, and the target cou
 |---|---|---|
 | recflow, synthetic | the RecFlow seed's dates (`SplitConfig()`: 2024-01-13 / 02-08 / 02-12 / 02-19, Asia/Shanghai) | the reference sizes scaled to the log (`protocols.sampling`) |
 | movielens100k | from the log's own dates (`tail_split`, UTC): test = the last 21 days, valid = the 21 days before, train = all earlier days | every exposure of each split |
-"""
+"""  # noqa: E501  (a markdown table: its rows cannot wrap)  # noqa: E501  (a markdown table: its rows cannot wrap)
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Literal
+from typing import Literal
 
 import numpy as np
 import pyarrow.feather as feather
@@ -80,7 +81,8 @@ def source_defaults(source: str) -> SourceDefaults:
 
 
 @register_source("recflow")
-def load_recflow(root: Path | str, *, days: Iterable[str | dt.date] | None = None, progress: bool = False) -> ExposureLog:
+def load_recflow(root: Path | str, *, days: Iterable[str | dt.date] | None = None,
+                 progress: bool = False) -> ExposureLog:
     """Real RecFlow `realshow` files (validated); `days` defaults to the 37 released days."""
     return read_recflow(root, days, progress=progress)
 
@@ -97,22 +99,26 @@ def read_truth(log: ExposureLog) -> np.ndarray:
     for i, day in enumerate(log.days):
         path = truth_path(log.root, day)
         if not path.exists():
-            raise DataValidationError(str(path), TRUE_P_COLUMN, "synthetic truth file missing (is this a synthetic log?)")
+            raise DataValidationError(str(path), TRUE_P_COLUMN,
+                                      "synthetic truth file missing (is this a synthetic log?)")
         try:
             p = feather.read_table(str(path), columns=[TRUE_P_COLUMN]).column(0).to_numpy().astype(np.float64)
         except Exception as e:
             raise DataValidationError(str(path), TRUE_P_COLUMN, f"unreadable: {e}") from None
         if len(p) != counts[i]:
-            raise DataValidationError(str(path), TRUE_P_COLUMN, f"has {len(p)} rows but the realshow file has {counts[i]}")
+            raise DataValidationError(str(path), TRUE_P_COLUMN,
+                                      f"has {len(p)} rows but the realshow file has {counts[i]}")
         bad = np.flatnonzero(~((p >= 0) & (p <= 1)))
         if len(bad):
-            raise DataValidationError(str(path), TRUE_P_COLUMN, "must be a probability", record=int(bad[0]) + 1, value=float(p[bad[0]]))
+            raise DataValidationError(str(path), TRUE_P_COLUMN, "must be a probability", record=int(bad[0]) + 1,
+                                      value=float(p[bad[0]]))
         parts.append(p)
     return np.concatenate(parts)
 
 
 @register_source("synthetic")
-def load_synthetic(root: Path | str, *, days: Iterable[str | dt.date] | None = None, progress: bool = False) -> ExposureLog:
+def load_synthetic(root: Path | str, *, days: Iterable[str | dt.date] | None = None,
+                   progress: bool = False) -> ExposureLog:
     """A `recscale synth` log: the recflow reader plus `true_p`."""
     log = read_recflow(root, days, source="synthetic", progress=progress)
     log.columns[TRUE_P_COLUMN] = read_truth(log)

@@ -103,11 +103,11 @@ class SplitSettings:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
     @classmethod
-    def of(cls, split: "SplitConfig") -> "SplitSettings":
+    def of(cls, split: SplitConfig) -> SplitSettings:
         """Every key of a complete split, given."""
         return cls(**{f.name: getattr(split, f.name) for f in fields(split)})
 
-    def resolve(self, default: "SplitConfig", source: str = "") -> "SplitConfig":
+    def resolve(self, default: SplitConfig, source: str = "") -> SplitConfig:
         """The complete split: the given keys over `default` (a ConfigError names the keys if the
         result does not increase)."""
         merged = {**{f.name: getattr(default, f.name) for f in fields(default)}, **self.given()}

@@ -13,7 +13,8 @@ import dataclasses
 import datetime as dt
 import types
 import typing
-from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 import yaml
 

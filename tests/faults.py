@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 #: Trials whose id contains this die once (see run_trial_dying_once).
 DIE_ONCE = "whale-seed1"

@@ -2,7 +2,7 @@
 int64 everywhere), kept as an independent reference: the current loader must give the same batches."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -54,5 +54,6 @@ def reference_batches(ds: PreparedDataset, split: str, batch_size: int, *, seed:
     for b in range(start_batch, ds.num_batches(split, batch_size)):
         batch = reference_assemble(ds, split, order[b * batch_size : (b + 1) * batch_size])
         if p > 0:
-            reference_mask(batch, p, np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM]))))
+            reference_mask(batch, p,
+                           np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM]))))
         yield {k: torch.from_numpy(v) for k, v in batch.items()}

@@ -7,7 +7,7 @@ model's outputs (or parameters, after one optimiser step) are compared.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -43,7 +43,8 @@ def scramble_pad(batch: dict[str, torch.Tensor], spec: FeatureSpec, seed: int = 
         [torch.randint(0, spec.vocab_sizes[f], pad.shape, generator=g) for f in spec.hist_cat_fields], -1
     )
     out["hist_cat"] = torch.where(pad[..., None], rand_cat, batch["hist_cat"])
-    out["hist_fb"] = torch.where(pad[..., None], torch.randint(0, 4, batch["hist_fb"].shape, generator=g), batch["hist_fb"])
+    out["hist_fb"] = torch.where(pad[..., None], torch.randint(0, 4, batch["hist_fb"].shape, generator=g),
+                                 batch["hist_fb"])
     out["hist_ts"] = torch.where(pad, torch.randint(0, 2**40, pad.shape, generator=g), batch["hist_ts"])
     out["hist_age"] = torch.where(pad, torch.rand(pad.shape, generator=g) * 20, batch["hist_age"])
     return out

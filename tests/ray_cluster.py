@@ -2,7 +2,8 @@
 stopped by the test (no process of the cluster may outlive it).
 
 `ray_node(...)` starts one node (the head when `head_address` is None) and yields (address, process, log).
-Each node is yielded once `ray start` says it has joined. `prefix` runs the node under another command, e.g. `unshare --mount` to give it a file system view of
+Each node is yielded once `ray start` says it has joined. `prefix` runs the node under another command, e.g. `unshare
+--mount` to give it a file system view of
 its own (a node that cannot see a folder the driver sees). Stopping sends SIGTERM to the node's process
 group: `ray start --block` then stops every process it started.
 """
@@ -15,9 +16,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 VENV_BIN = Path(sys.executable).parent
 

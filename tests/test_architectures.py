@@ -91,7 +91,8 @@ def test_hstu_sequence_interleaves_items_actions_and_candidate():
             for k in range(n):
                 item_in = torch.cat([emb.item_tokens(batch["hist_cat"][b, k]).flatten(), batch["hist_age"][b, k:k + 1]])
                 torch.testing.assert_close(seq[b, 2 * k], model.item(item_in))
-                torch.testing.assert_close(seq[b, 2 * k + 1], model.action(emb.feedback_tokens(batch["hist_fb"][b, k]).flatten()))
+                torch.testing.assert_close(seq[b, 2 * k + 1],
+                                           model.action(emb.feedback_tokens(batch["hist_fb"][b, k]).flatten()))
                 assert ts[b, 2 * k] == ts[b, 2 * k + 1] == batch["hist_ts"][b, k]
             one = {key: v[b:b + 1] for key, v in batch.items()}
             torch.testing.assert_close(seq[b, 2 * n], model.candidate(model.tokens(one).flatten()))
@@ -136,7 +137,8 @@ def test_config_values_are_validated():
         architectures.make_config("whale", {"dim": 0})
     with pytest.raises(ConfigError, match="fusion_read"):
         architectures.make_config("whale", {"fusion_read": "max"})
-    with pytest.raises(ConfigError, match=r"model\.fusion_read: 'max' is not allowed \(allowed: \['attention', 'mean'\]"):
+    with pytest.raises(ConfigError,
+                       match=r"model\.fusion_read: 'max' is not allowed \(allowed: \['attention', 'mean'\]"):
         WhaleConfig(fusion_read="max")  # built in code, without typed_config
     with pytest.raises(ConfigError, match="unknown key"):
         architectures.make_config("wukong", {"num_heads": 4})

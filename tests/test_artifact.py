@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from tiny_logs import T_2024_01_13, random_log, reference_availability, reference_history
 
 from harness.cli import main as cli_main
 from harness.commands.compare_delay import compare
@@ -15,7 +16,6 @@ from protocols import prepare as prepare_module
 from protocols.artifact import PreparedDataset
 from protocols.prepare import PrepareConfig, prepare_log
 from protocols.schema import BATCH_KEYS, CAT_FIELDS, HIST_CAT_FIELDS, PAD, UNK
-from tiny_logs import T_2024_01_13, random_log, reference_availability, reference_history
 
 DAYS_37 = 37 * 86_400_000
 L = 8
@@ -75,7 +75,8 @@ def test_manifest_membership_statistics(built):
     log, ds = built
     avail = reference_availability(log, 60_000)
     for split in ("train", "valid", "test"):
-        lengths = [len(reference_history(log, int(r), 60_000, L, avail)) for r in ds.targets(split).column("row").to_numpy()]
+        lengths = [len(reference_history(log, int(r), 60_000, L,
+                                         avail)) for r in ds.targets(split).column("row").to_numpy()]
         m = ds.manifest["membership"][split]
         assert m["mean_valid_length"] == pytest.approx(np.mean(lengths))
         assert m["full_length_targets"] == sum(x == L for x in lengths)

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tiny_logs import random_log
 
 from harness.cli import main as cli_main
 from protocols import prepare as prepare_module
@@ -20,7 +21,6 @@ from protocols.artifact import PreparedDataset
 from protocols.errors import RecscaleError
 from protocols.integrity import ArtifactDamagedError
 from protocols.prepare import PrepareConfig, prepare_log
-from tiny_logs import random_log
 
 DAYS_37 = 37 * 86_400_000
 
@@ -63,7 +63,8 @@ def test_manifest_records_every_file_with_its_size_and_blake2b(pristine):
     on_disk = {k: v for k, v in _files(pristine).items() if k != "manifest.json"}
     assert set(record["files"]) == set(on_disk) and "vocab/video_id.npy" in on_disk and "history.npy" in on_disk
     for rel, data in on_disk.items():
-        assert record["files"][rel] == {"bytes": len(data), "blake2b": hashlib.blake2b(data, digest_size=16).hexdigest()}
+        assert record["files"][rel] == {"bytes": len(data),
+                                        "blake2b": hashlib.blake2b(data, digest_size=16).hexdigest()}
     body = {k: v for k, v in manifest.items() if k != "manifest_blake2b"}
     expected = hashlib.blake2b(json.dumps(body, sort_keys=True).encode(), digest_size=16).hexdigest()
     assert manifest["manifest_blake2b"] == expected

@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 import torch
+from model_checks import batch_for
 
 import architectures
 from architectures.blocks.history_window import HISTORY_KEYS
-from model_checks import batch_for
 from protocols.schema import ITEM_FIELD_INDEX, default_test_spec
 
 L = 20

@@ -114,7 +114,8 @@ def test_dry_run_estimate_follows_the_calibration(cache, capsys):
     u, rate, overhead = 0.2, 1.0e10, 0.7
     calibration.record("cpu", "matmul", "cpu/1", rate)
     calibration.record("cpu", "train", "whale/cpu/1", {"targets_per_s": 1.0, "utilisation": u, "flops_per_target": 1.0})
-    calibration.record("cpu", "train", "wukong/cpu/1", {"targets_per_s": 1.0, "utilisation": 2 * u, "flops_per_target": 1.0})
+    calibration.record("cpu", "train", "wukong/cpu/1",
+                       {"targets_per_s": 1.0, "utilisation": 2 * u, "flops_per_target": 1.0})
     calibration.record("cpu", "sweep", "overhead_in_trial_s", {"value": overhead})
     calibration.record("cpu", "sweep", "ray_start_s", {"value": 3.0})
     plan = plan_sweep(parse_sweep(SWEEP))

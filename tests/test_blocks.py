@@ -30,7 +30,8 @@ def test_wukong_layer_matches_the_formula():
             lin1, lin2 = layer.fmb[0], layer.fmb[2]
             f = lin2(torch.relu(lin1(_ln(gram.flatten(), layer.gram_norm)))).view(4, D)
             c = torch.stack([sum(layer.lcb[t, i] * X[i] for i in range(n_in)) for t in range(4)])
-            r = X if n_in == 8 else torch.stack([sum(layer.residual[t, i] * X[i] for i in range(n_in)) for t in range(8)])
+            r = X if n_in == 8 else torch.stack([sum(layer.residual[t, i] * X[i] for i in range(n_in))
+                                                 for t in range(8)])
             want = torch.stack([_ln(row, layer.out_norm) for row in torch.cat([f, c]) + r])
             torch.testing.assert_close(got[b], want, rtol=1e-5, atol=1e-5)
 

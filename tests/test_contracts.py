@@ -137,10 +137,12 @@ def test_declared_runtime_dependencies_are_exactly_the_imported_ones():
     packages = {re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in declared}
     #: distribution name -> the module the code imports (optuna is reached through Ray's OptunaSearch)
     module_of = {"pyyaml": "yaml", "ray": "ray", "optuna": "ray.tune.search.optuna"}
-    imports = set().union(*(_top_level_imports(repo / p) for p in ("protocols", "architectures", "harness", "analysis")))
+    imports = set().union(*(_top_level_imports(repo / p)
+                            for p in ("protocols", "architectures", "harness", "analysis")))
     for package in packages:
         module = module_of.get(package, package)
-        assert any(i == module or i.startswith(module + ".") for i in imports), f"{package} is declared but not imported"
+        assert any(i == module or i.startswith(module + ".") for i in imports), \
+            f"{package} is declared but not imported"
     ours = {"protocols", "architectures", "harness", "analysis"}
     # _typeshed: the type checker's standard-library stubs, imported only under TYPE_CHECKING
     third_party = {i.split(".")[0] for i in imports} - ours - set(sys.stdlib_module_names) - {"__future__", "_typeshed"}

@@ -60,7 +60,7 @@ def test_compute_optimal_allocation_follows_the_closed_form():
     """N*(C) minimises L(N, C / 6N) numerically; its log-log slope is beta / (alpha + beta), D* = C / 6 N*."""
     cs = np.geomspace(1e9, 1e15, 7)
     for c in cs:
-        res = optimize.minimize_scalar(lambda ln_n: float(TRUE.predict(np.exp(ln_n), c / (6 * np.exp(ln_n)))),
+        res = optimize.minimize_scalar(lambda ln_n: float(TRUE.predict(np.exp(ln_n), c / (6 * np.exp(ln_n)))),  # noqa: B023  # called within this iteration  # noqa: B023  # called within this iteration
                                        bounds=(0, 40), method="bounded", options={"xatol": 1e-10})
         assert TRUE.n_opt(c) == pytest.approx(np.exp(res.x), rel=1e-4)
         assert TRUE.d_opt(c) * TRUE.n_opt(c) * FLOPS_PER_PARAM_TARGET == pytest.approx(c, rel=1e-12)
@@ -133,7 +133,8 @@ def test_analysis_returns_none_without_an_n_train_column():
     from analysis.config import analysis_config
 
     runs = _runs(_draw(np.random.default_rng(1))).drop(columns=[N_TRAIN_COLUMN])
-    res = SweepResults(root=None, name="x", runs=runs, config=analysis_config(None), config_columns=[], baseline="whale")
+    res = SweepResults(root=None, name="x", runs=runs, config=analysis_config(None), config_columns=[],
+                       baseline="whale")
     assert data_scaling_analysis(res) is None
 
 
@@ -143,7 +144,8 @@ def test_a_reanalysis_compares_the_fit_at_the_optimisers_precision():
     from analysis.output_diff import json_differences
 
     entry = {"form": "loss surface L(N, D)", "surface": {"alpha": 0.35}, "frontier": [{"n_opt": 1234.5}]}
-    near = {"form": entry["form"], "surface": {"alpha": 0.35 * (1 + 1e-6)}, "frontier": [{"n_opt": 1234.5 * (1 + 1e-6)}]}
+    near = {"form": entry["form"], "surface": {"alpha": 0.35 * (1 + 1e-6)},
+            "frontier": [{"n_opt": 1234.5 * (1 + 1e-6)}]}
     far = {"form": entry["form"], "surface": {"alpha": 0.35 * (1 + 1e-3)}, "frontier": [{"n_opt": 1234.5}]}
     assert json_differences({"data_scaling": near}, {"data_scaling": entry}) == []
     assert len(json_differences({"data_scaling": far}, {"data_scaling": entry})) == 1

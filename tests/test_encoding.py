@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
+from tiny_logs import random_log, reference_availability, reference_history
 
 from protocols.artifact import PreparedDataset
 from protocols.encoding import (
@@ -19,7 +20,6 @@ from protocols.encoding import (
 )
 from protocols.prepare import PrepareConfig, prepare_log
 from protocols.schema import CAT_FIELDS, HIST_CAT_FIELDS, NUM_FEATURES, PAD, UNK
-from tiny_logs import random_log, reference_availability, reference_history
 
 DAYS_37 = 37 * 86_400_000
 
@@ -28,7 +28,8 @@ DAYS_37 = 37 * 86_400_000
 def prepared(tmp_path_factory):
     # videos drawn from a growing catalogue, so valid/test hold ids never seen in training
     log = random_log(11, n_users=12, n_requests=900, span_ms=DAYS_37, grid_ms=60_000, n_videos=400)
-    log.columns["video_id"] = log["video_id"] + (log["request_timestamp"] - log["request_timestamp"].min()) // 86_400_000 * 20
+    day = (log["request_timestamp"] - log["request_timestamp"].min()) // 86_400_000
+    log.columns["video_id"] = log["video_id"] + day * 20
     log.columns["author_id"] = log["video_id"] // 3 + 1000
     cfg = PrepareConfig(source="synthetic", root="unused", n_train=300, n_valid=60, n_test=80, history_len=8,
                         out=str(tmp_path_factory.mktemp("enc")))

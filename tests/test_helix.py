@@ -6,13 +6,6 @@ import typing
 
 import pytest
 import torch
-
-import architectures
-from architectures.blocks.history_select import hard_search, most_recent
-from architectures.blocks.swiglu import SOFTCAP, normalise_branch
-from architectures.blocks.token_mixing import mixup
-from architectures.flops import count_flops, count_params
-from architectures.helix import ABLATIONS, AblationName, HelixConfig
 from model_checks import (
     assert_empty_history_runs,
     assert_label_not_input,
@@ -21,6 +14,13 @@ from model_checks import (
     batch_for,
     with_related_history,
 )
+
+import architectures
+from architectures.blocks.history_select import hard_search, most_recent
+from architectures.blocks.swiglu import SOFTCAP, normalise_branch
+from architectures.blocks.token_mixing import mixup
+from architectures.flops import count_flops, count_params
+from architectures.helix import ABLATIONS, AblationName, HelixConfig
 from protocols.schema import CAT_FIELDS, default_test_spec
 from protocols.typed_config import ConfigError
 
@@ -138,7 +138,8 @@ def test_gather_picks_the_most_recent_events_per_sequence_and_packs_them_by_rece
         enc.sequence_type.zero_()
         q, valid = model.encoder.first_queries(torch.nn.functional.pad(events, (0, TINY["dim"] - L)), batch)
     for b in range(B):
-        expected = _brute_gather(batch["hist_mask"][b], batch["hist_fb"][b], TINY["gather_quotas"], TINY["retained_tokens"][0])
+        expected = _brute_gather(batch["hist_mask"][b], batch["hist_fb"][b], TINY["gather_quotas"],
+                                 TINY["retained_tokens"][0])
         got = [int(t[:L].argmax()) for t, ok in zip(q[b], valid[b]) if ok]
         assert got == [p for p, _ in expected]
         assert int(valid[b].sum()) == len(expected) and not valid[b, len(expected):].any()
@@ -152,7 +153,8 @@ def test_hard_search_matches_a_python_loop():
     for b in range(6):
         c2, au = batch["cat"][b, 8].item(), batch["cat"][b, 6].item()
         n = int(batch["hist_mask"][b].sum())
-        hits = [p for p in range(n) if (c2 > 1 and batch["hist_cat"][b, p, 3] == c2) or (au > 1 and batch["hist_cat"][b, p, 1] == au)]
+        hits = [p for p in range(n)
+                if (c2 > 1 and batch["hist_cat"][b, p, 3] == c2) or (au > 1 and batch["hist_cat"][b, p, 1] == au)]
         want = list(reversed(hits))[:4]
         assert idx[b][valid[b]].tolist() == want
 
@@ -202,7 +204,8 @@ def test_sizes_resolve_validate_and_grow():
         HelixConfig(retained_tokens=(8, 16))
     with pytest.raises(ConfigError, match=r"model\.retained_tokens: .*first entry <= sum\(model\.gather_quotas\)=16"):
         HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,))
-    assert HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,), compression="uniform_pool").resolved().retained_tokens == (17,)
+    assert HelixConfig(gather_quotas=(8, 4, 4), retained_tokens=(17,),
+                       compression="uniform_pool").resolved().retained_tokens == (17,)
     with pytest.raises(ConfigError, match=r"model\.gather_quotas: \(8, 4\) is not allowed \(allowed: 3 entries"):
         HelixConfig(gather_quotas=(8, 4))
     with pytest.raises(ConfigError, match=r"model\.size: 'XXL' is not allowed \(allowed: \['XS', 'S', 'M', 'L'"):
@@ -213,7 +216,8 @@ def test_sizes_resolve_validate_and_grow():
     assert HelixConfig(ablation="uniform_pool").resolved().compression == "uniform_pool"
     with pytest.raises(ConfigError, match=r"model\.gate_up_norm: 'none' is not allowed with model\.ablation='softcap'"):
         HelixConfig(ablation="softcap", gate_up_norm="none")
-    params = [count_params(architectures.build("helix", SPEC, {"size": s}))["non_embedding"] for s in ("S", "M", "L", "XL")]
+    params = [count_params(architectures.build("helix", SPEC,
+                                               {"size": s}))["non_embedding"] for s in ("S", "M", "L", "XL")]
     assert params == sorted(params) and len(set(params)) == 4
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from model_checks import batch_for, with_related_history
 
 import architectures
 from architectures.blocks.helix_encoder import LAYERSCALE_INIT
 from architectures.blocks.masked_attention import MultiHeadAttention
 from architectures.flops import count_flops, count_params
 from architectures.helix import SIZES
-from model_checks import batch_for, with_related_history
 from protocols.schema import default_test_spec, random_batch
 from protocols.typed_config import ConfigError
 
@@ -61,7 +61,8 @@ def test_kv_heads_lowers_parameters_and_key_value_flops_exactly():
     n_kv = sum(isinstance(m, nn.Linear) and n.endswith((".k", ".v")) for n, m in full.named_modules())
     drop = count_params(full)["non_embedding"] - count_params(gqa)["non_embedding"]
     assert drop == n_kv * W * (W - kvW)
-    with pytest.raises(ConfigError, match=r"model\.num_heads: 4 is not allowed \(allowed: multiples of model\.kv_heads=3"):
+    with pytest.raises(ConfigError,
+                       match=r"model\.num_heads: 4 is not allowed \(allowed: multiples of model\.kv_heads=3"):
         architectures.make_config("helix", {**TINY, "kv_heads": 3})
 
 

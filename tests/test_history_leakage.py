@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny_logs import random_log, reference_availability, reference_history
 
 from protocols.availability import UserTimeline
 from protocols.history import PAD_ROW, Author50Protocol, ExposureProtocol
 from protocols.legal_history import legal_history_rows
-from tiny_logs import reference_availability, reference_history, random_log
 
 
 def _event_ids(log, rows: np.ndarray) -> list[list[int]]:
@@ -32,7 +32,7 @@ def _hard_cases(log, delay_ms: int, L: int) -> dict[str, bool]:
         hist = reference_history(log, row, delay_ms, len(log), avail)
         empty |= not hist
         more_than_l |= len(hist) > L
-        t, u, r = req_t[int(log["request_id"][row])], req_u[int(log["request_id"][row])], int(log["request_id"][row])
+        t, u = req_t[int(log["request_id"][row])], req_u[int(log["request_id"][row])]
         earlier = [q for q in req_t if req_u[q] == u and req_t[q] < t]
         if earlier and hist:
             latest = max(earlier, key=lambda q: (req_t[q], q))

@@ -2,7 +2,6 @@
 schedule that is interrupted and resumed ending bit-identical to an uninterrupted one."""
 from __future__ import annotations
 
-import json
 import math
 
 import pyarrow.parquet as pq

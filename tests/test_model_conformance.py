@@ -21,13 +21,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.utils.flop_counter import FlopCounterMode
-
-import architectures
-from architectures.blocks.history_window import HISTORY_KEYS
-from architectures.contract import REUSE_SWITCH, ModelConfig, RequestReuseConfig, check_config_class
-from architectures.flops import count_flops
-from harness.cli import main as cli_main
 from model_checks import (
     assert_empty_history_runs,
     assert_flops_countable,
@@ -38,6 +31,13 @@ from model_checks import (
     batch_for,
     with_related_history,
 )
+from torch.utils.flop_counter import FlopCounterMode
+
+import architectures
+from architectures.blocks.history_window import HISTORY_KEYS
+from architectures.contract import REUSE_SWITCH, ModelConfig, RequestReuseConfig, check_config_class
+from architectures.flops import count_flops
+from harness.cli import main as cli_main
 from protocols.schema import BATCH_KEYS, CAT_FIELDS, UNK, Batch, ModelInputs, default_test_spec, random_batch
 from protocols.typed_config import ConfigError
 

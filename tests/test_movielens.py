@@ -20,7 +20,8 @@ def test_movielens_counts_and_mapping(ml100k_dir):
     assert log["effective_view"].sum() == (raw["rating"] >= 3).sum()
     assert len(np.unique(log["request_id"])) == raw.groupby(["user", "ts"]).ngroups
     # each row maps back to a rating: (user, item, ts) triples are identical as sets
-    mine = set(zip((log["user_id"] + 1).tolist(), (log["video_id"] + 1).tolist(), (log["request_timestamp"] // 1000).tolist()))
+    mine = set(zip((log["user_id"] + 1).tolist(), (log["video_id"] + 1).tolist(),
+                   (log["request_timestamp"] // 1000).tolist()))
     assert mine == set(zip(raw["user"], raw["item"], raw["ts"]))
     f, r = split_event_id(log["event_id"])
     np.testing.assert_array_equal(f, log["file_index"])

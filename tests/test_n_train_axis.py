@@ -62,7 +62,8 @@ def test_runs_parquet_and_analysis_carry_n_train_as_a_data_setting(tmp_path):
     for t in _plan().trials:
         run = tmp_path / "runs" / t.trial_id
         write_trial_record(run, t.record())
-        (run / "metrics.json").write_text(json.dumps({"valid_logloss": 0.5, "train_targets": t.dataset.prepare["n_train"]}))
+        (run / "metrics.json").write_text(json.dumps({"valid_logloss": 0.5,
+                                                      "train_targets": t.dataset.prepare["n_train"]}))
     table = collect_runs(tmp_path)
     assert sorted(table["data.n_train"].unique()) == [40, 80]
     assert "data.n_train" in config_columns(table)

@@ -48,7 +48,8 @@ def test_flags_are_aliases_of_set_keys():
                  "--set", "split.valid_start=2024-02-09")
     cfg = prepare_cmd.config_from_args(flags)
     assert cfg == prepare_cmd.config_from_args(keys)
-    assert (cfg.delay_s, cfg.history_len, cfg.n_train, cfg.seed, cfg.split.valid_start) == (0.0, 16, 100, 7, "2024-02-09")
+    assert (cfg.delay_s, cfg.history_len, cfg.n_train, cfg.seed,
+            cfg.split.valid_start) == (0.0, 16, 100, 7, "2024-02-09")
     # nothing given: every default is PrepareConfig's
     assert prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "LOG")) == PrepareConfig(root="LOG")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -86,6 +86,7 @@ def test_registered_sources(root, log):
     assert {"recflow", "synthetic", "movielens100k"} <= set(protocols.source_names())
     syn = protocols.SOURCES.get("synthetic")(root)
     assert syn.has_truth and syn.source == "synthetic" and len(syn) == len(log)
-    truth = np.concatenate([feather.read_table(str(root / "synthetic_truth" / f"{d}.feather")).column(0).to_numpy() for d in DEFAULT_DAYS])
+    truth = np.concatenate([feather.read_table(str(root / "synthetic_truth" / f"{d}.feather")).column(0).to_numpy()
+                            for d in DEFAULT_DAYS])
     np.testing.assert_array_equal(syn["true_p"], truth)
     assert syn.author50_loader is None

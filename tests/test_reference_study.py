@@ -16,7 +16,8 @@ def _runs(folder, aucs, losses, trials=None):
     folder.mkdir(parents=True, exist_ok=True)
     trials = trials or [f"t{i}" for i in range(len(aucs))]
     pd.DataFrame({"trial_id": trials, "run_dir": [f"runs/{t}" for t in trials], "arch": "whale",
-                  "seed": range(len(aucs)), "test_auc": aucs, "test_logloss": losses}).to_parquet(folder / "runs.parquet")
+                  "seed": range(len(aucs)), "test_auc": aucs,
+                  "test_logloss": losses}).to_parquet(folder / "runs.parquet")
     (folder / "sweep.yaml").write_text("name: x\n")
 
 

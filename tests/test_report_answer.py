@@ -19,7 +19,8 @@ def test_summary_ends_with_the_answer_and_keeps_baseline_rows(tmp_path):
     rivals = means.drop("wukong", level="arch")
     arch, dim = rivals.idxmax()
     gain = rivals.max() - means[("wukong", 64)]
-    assert text[-2] == f"answer: the best architecture is {arch}, dim={dim} (test AUC {rivals.max():.4f} over 5 seed(s))."
+    assert text[-2] == (f"answer: the best architecture is {arch}, dim={dim} "
+                        f"(test AUC {rivals.max():.4f} over 5 seed(s)).")
     assert text[-1].startswith("answer: its gain over the baseline wukong is ")
     assert f"{gain:+.5f}" in text[-1]
     assert any(line.lstrip().startswith("wukong, dim=64 ") for line in text)  # cut at 1 row, kept anyway

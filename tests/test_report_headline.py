@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_analyze_cli import ANALYSIS, SEEDS, make_results
 
 from harness.cli import main
-from test_analyze_cli import ANALYSIS, SEEDS, make_results
 
 ORACLE = 0.80
 

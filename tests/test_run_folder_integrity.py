@@ -61,7 +61,8 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize("case", DAMAGE, ids=list(DAMAGE))
-def test_recompute_of_a_damaged_run_exits_2_naming_the_file(finished_run, tiny_artifact, tmp_path, capsys, case):  # noqa: F811
+def test_recompute_of_a_damaged_run_exits_2_naming_the_file(finished_run, tiny_artifact, tmp_path, capsys,
+                                                            case):  # noqa: F811
     name, damage, what = DAMAGE[case]
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
@@ -89,7 +90,8 @@ def test_damaged_config_yaml_is_named(finished_run, tmp_path, capsys):
     assert f"{run / 'config.yaml'}: invalid YAML" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("case", ["truncated predictions", "flipped byte in sealed predictions", "truncated metrics.json"])
+@pytest.mark.parametrize("case",
+                         ["truncated predictions", "flipped byte in sealed predictions", "truncated metrics.json"])
 def test_analyze_of_a_damaged_run_exits_2_naming_the_file(tmp_path, capsys, case):
     root = make_results(tmp_path / "sweep", analysis=ANALYSIS)
     run = root / "runs" / "whale_d64_s1_delay60"

@@ -27,7 +27,8 @@ class _CallsEval:
 @pytest.mark.parametrize("protocol", [2, 4, 5])
 def test_loads_dict_of_int_arrays(protocol, tmp_path):
     rng = np.random.default_rng(0)
-    data = {7: rng.integers(0, 100, (50, 10)), np.int64(9): np.zeros((50, 10), np.int32), 11: np.arange(20).reshape(4, 5)[:, ::2]}
+    data = {7: rng.integers(0, 100, (50, 10)), np.int64(9): np.zeros((50, 10), np.int32),
+            11: np.arange(20).reshape(4, 5)[:, ::2]}
     path = tmp_path / "a.pkl"
     path.write_bytes(pickle.dumps(data, protocol=protocol))
     loaded = load_int_array_dict(path)

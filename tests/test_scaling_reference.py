@@ -18,10 +18,12 @@ def _sweep_folder(root: Path, scaling: dict) -> Path:
     rows = []
     for seed in (0, 1, 2):
         for size, flops, gain in (("S", 3e7, 0.010), ("M", 7e7, 0.012), ("L", 17e7, 0.014)):
-            rows.append({"arch": "helix", "seed": seed, "protocol": "exposure", "model.size": size, "test_auc": 0.70 + gain,
+            rows.append({"arch": "helix", "seed": seed, "protocol": "exposure", "model.size": size,
+                         "test_auc": 0.70 + gain,
                          "test_logloss": 0.49, "flops_per_target": flops})
         for dim, flops in ((32, 1e5), (64, 4e5)):
-            rows.append({"arch": "wukong", "seed": seed, "protocol": "exposure", "model.dim": dim, "test_auc": 0.69 + dim * 1e-5,
+            rows.append({"arch": "wukong", "seed": seed, "protocol": "exposure", "model.dim": dim,
+                         "test_auc": 0.69 + dim * 1e-5,
                          "test_logloss": 0.50, "flops_per_target": flops})
     root.mkdir(parents=True)
     pd.DataFrame(rows).to_parquet(root / "runs.parquet")

@@ -55,7 +55,8 @@ def test_a_field_the_architecture_lacks_exits_2_naming_key_and_architecture(tiny
 def test_other_set_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"--set train.lr: this command takes only model.<field> keys"):
         parse_set(["train.lr=1"], sections=("model",))
-    with pytest.raises(ConfigError, match=r"--set lr: a key without a section is a model field; for training write train.lr"):
+    with pytest.raises(ConfigError,
+                       match=r"--set lr: a key without a section is a model field; for training write train.lr"):
         parse_set(["lr=1"])
     with pytest.raises(ConfigError, match=r"--set model.dim: given twice"):
         parse_set(["dim=8", "model.dim=16"])

@@ -8,8 +8,15 @@ import pytest
 from scipy import stats
 
 from analysis.significance import (
-    NOISE, SIGNIFICANT, UNTESTABLE, bca_interval, holm, minimum_detectable_effect, paired_stats,
-    sign_flip_pvalue, verdict,
+    NOISE,
+    SIGNIFICANT,
+    UNTESTABLE,
+    bca_interval,
+    holm,
+    minimum_detectable_effect,
+    paired_stats,
+    sign_flip_pvalue,
+    verdict,
 )
 
 A = np.array([0.7571, 0.7562, 0.7580, 0.7566, 0.7574])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from tiny_logs import random_log
 
 import protocols
 from harness.cli import main as cli_main
@@ -18,7 +18,6 @@ from protocols.sampling import default_size
 from protocols.sources import source_defaults
 from protocols.split import SplitConfig, SplitSettings
 from protocols.typed_config import ConfigError
-from tiny_logs import T_2024_01_13, random_log
 
 DAY_MS = 86_400_000
 
@@ -144,7 +143,8 @@ def test_sweep_split_errors_exit_2_and_write_nothing(tinytest, tmp_path, capsys,
     assert cli_main(["sweep", _sweep_file(tmp_path, {"split": {"test_begin": "2024-02-12"}}),
                      "--results", str(res)]) == 2
     assert "data.split.test_begin" in capsys.readouterr().err and not res.exists()
-    assert cli_main(["sweep", _sweep_file(tmp_path, {"split": {"valid_start": "2024-02-12", "test_start": "2024-02-10"}}),
+    assert cli_main(["sweep",
+                     _sweep_file(tmp_path, {"split": {"valid_start": "2024-02-12", "test_start": "2024-02-10"}}),
                      "--results", str(res)]) == 2
     assert "data.split.test_start" in capsys.readouterr().err and not res.exists()
     for data, keys in (({"split": {"train_start": "2023-01-01", "valid_start": "2023-02-01"}},
@@ -166,7 +166,8 @@ def test_movielens_prepare_with_no_other_flag(ml100k_dir, tmp_path, capsys):
     when = pd.to_datetime(raw["ts"], unit="s", utc=True)
     end = when.max().normalize() + pd.Timedelta(days=1)
     valid_start, test_start = end - pd.Timedelta(days=42), end - pd.Timedelta(days=21)
-    expected = {"train": int((when < valid_start).sum()), "valid": int(((when >= valid_start) & (when < test_start)).sum()),
+    expected = {"train": int((when < valid_start).sum()),
+                "valid": int(((when >= valid_start) & (when < test_start)).sum()),
                 "test": int((when >= test_start).sum())}
     assert summary["num_targets"] == expected and sum(expected.values()) == 100_000
     manifest = PreparedDataset.open(summary["path"]).manifest

@@ -81,9 +81,12 @@ def test_sampling_is_without_replacement_and_nested():
     assert set(small) <= set(large)  # the smaller sample is kept inside the larger one
     for n1, n2 in [(1, 2), (17, 3999), (3999, 4000)]:
         assert set(sample_rows(rows, n1, seed=7, split="valid")) <= set(sample_rows(rows, n2, seed=7, split="valid"))
-    assert np.array_equal(sample_rows(rows, 500, seed=42, split="train"), sample_rows(rows, 500, seed=42, split="train"))
-    assert not np.array_equal(sample_rows(rows, 500, seed=42, split="train"), sample_rows(rows, 500, seed=43, split="train"))
-    assert not np.array_equal(sample_rows(rows, 500, seed=42, split="train"), sample_rows(rows, 500, seed=42, split="test"))
+    assert np.array_equal(sample_rows(rows, 500, seed=42, split="train"),
+                          sample_rows(rows, 500, seed=42, split="train"))
+    assert not np.array_equal(sample_rows(rows, 500, seed=42, split="train"),
+                              sample_rows(rows, 500, seed=43, split="train"))
+    assert not np.array_equal(sample_rows(rows, 500, seed=42, split="train"),
+                              sample_rows(rows, 500, seed=42, split="test"))
     with pytest.raises(RecscaleError, match="cannot draw"):
         sample_rows(rows, 4_001, seed=42, split="train")
 

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from harness.cli import main as cli_main
+from harness.sweep.model_keys import arch_fields
 from harness.sweep.plan import grid_points, plan_sweep
-from harness.sweep.schema import arch_fields, load_sweep, parse_sweep
+from harness.sweep.schema import load_sweep, parse_sweep
 from protocols.typed_config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +156,8 @@ def test_model_axis_scoped_to_one_architecture_runs_the_others_once():
                                                 "model.helix.retained_tokens": [[4, 2], [8, 4], [16, 8]]}))
     plan = plan_sweep(sweep)
     by_arch = {a: sorted(t.trial_id for t in plan.trials if t.arch == a) for a in ("helix", "wukong")}
-    assert by_arch["helix"] == sorted(f"helix-seed{s}-retained_tokens{r}" for s in (0, 1) for r in ("4x2", "8x4", "16x8"))
+    assert by_arch["helix"] == sorted(f"helix-seed{s}-retained_tokens{r}"
+                                      for s in (0, 1) for r in ("4x2", "8x4", "16x8"))
     assert by_arch["wukong"] == ["wukong-seed0", "wukong-seed1"]
     helix = next(t for t in plan.trials if t.trial_id == "helix-seed1-retained_tokens8x4")
     assert helix.model["retained_tokens"] == [8, 4] and helix.record()["model.retained_tokens"] == [8, 4]
@@ -368,7 +370,8 @@ def test_rewritten_sweeps_plan_the_runs_of_their_committed_reference(name):
             else:
                 got = record[col]
                 assert (list(got) if isinstance(got, (list, tuple)) else got) == (
-                    list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value), (t.trial_id, col)
+                    list(value) if hasattr(value,
+                                           "__len__") and not isinstance(value, str) else value), (t.trial_id, col)
 
 
 def test_sweep_summary_line_never_shows_nan():

@@ -42,7 +42,8 @@ def tiny_log(tiny):
 
 
 def test_layout_matches_recflow(tiny):
-    assert sorted(p.name for p in tiny.iterdir()) == ["SYNTHETIC.json", "realshow", "seq_effective_50_dict", "synthetic_truth"]
+    assert sorted(p.name for p in tiny.iterdir()) == ["SYNTHETIC.json", "realshow", "seq_effective_50_dict",
+                                                      "synthetic_truth"]
     files = sorted((tiny / "realshow").iterdir())
     assert [f.name for f in files] == [f"{d}.feather" for d in DEFAULT_DAYS]
     table = feather.read_table(str(files[0]))
@@ -57,7 +58,8 @@ def test_deterministic_per_seed_and_no_op_when_done(tiny, tmp_path):
     for sub in ("realshow", "synthetic_truth", "seq_effective_50_dict"):
         for f in sorted((tiny / sub).iterdir()):
             assert f.read_bytes() == (again / sub / f.name).read_bytes(), f
-    assert (tiny / "realshow" / "2024-02-01.feather").read_bytes() != (other / "realshow" / "2024-02-01.feather").read_bytes()
+    day = Path("realshow") / "2024-02-01.feather"
+    assert (tiny / day).read_bytes() != (other / day).read_bytes()
     stamp = (again / "SYNTHETIC.json").stat().st_mtime_ns
     assert generate("tiny", again, seed=3) == again
     assert (again / "SYNTHETIC.json").stat().st_mtime_ns == stamp
@@ -67,16 +69,19 @@ def test_author50_pickles_only_when_asked_and_added_later_identically(tiny, tmp_
     """Without --author50 no pickles are written; asking later adds exactly the pickles a generation with
     them writes, and leaves the realshow and truth files untouched (same bytes, same modification time)."""
     late = generate("tiny", tmp_path / "late", seed=3)
-    assert not (late / "seq_effective_50_dict").exists() and json.loads((late / "SYNTHETIC.json").read_text())["author50"] is False
+    assert not (late / "seq_effective_50_dict").exists()
+    assert json.loads((late / "SYNTHETIC.json").read_text())["author50"] is False
     for sub in ("realshow", "synthetic_truth"):  # the same files as a log written with the pickles
         for f in sorted((tiny / sub).iterdir()):
             assert f.read_bytes() == (late / sub / f.name).read_bytes(), f
     before = {f: f.stat().st_mtime_ns for sub in ("realshow", "synthetic_truth") for f in (late / sub).iterdir()}
     assert generate("tiny", late, seed=3, author50=True) == late
     assert {f: f.stat().st_mtime_ns for f in before} == before
-    assert sorted(p.name for p in late.iterdir()) == ["SYNTHETIC.json", "realshow", "seq_effective_50_dict", "synthetic_truth"]
+    assert sorted(p.name for p in late.iterdir()) == ["SYNTHETIC.json", "realshow", "seq_effective_50_dict",
+                                                      "synthetic_truth"]
     for f in sorted((tiny / "seq_effective_50_dict").iterdir()):
-        assert pickle.loads(f.read_bytes()).keys() == pickle.loads((late / "seq_effective_50_dict" / f.name).read_bytes()).keys()
+        late_f = late / "seq_effective_50_dict" / f.name
+        assert pickle.loads(f.read_bytes()).keys() == pickle.loads(late_f.read_bytes()).keys()
         assert f.read_bytes() == (late / "seq_effective_50_dict" / f.name).read_bytes(), f
     assert json.loads((late / "SYNTHETIC.json").read_text())["author50"] is True
     assert generate("tiny", late, seed=3) == late  # a log with the pickles serves a request without them
@@ -107,7 +112,8 @@ def test_refuses_foreign_folder_and_leaves_nothing_on_failure(tmp_path, monkeypa
 
 def test_cli_synth_and_inspect(tmp_path, capsys):
     out = tmp_path / "log"
-    assert main(["synth", "--scale", "tiny", "--out", str(out), "--seed", "1", "--no-author50", "--quiet", "--json"]) == 0
+    assert main(["synth", "--scale", "tiny", "--out", str(out), "--seed", "1", "--no-author50", "--quiet",
+                 "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["author50"] is False and not (out / "seq_effective_50_dict").exists()
     assert main(["inspect", str(out), "--json", "--quiet"]) == 0
@@ -125,7 +131,8 @@ def test_request_structure(tiny_log):
         assert len(per_request) == len(req["request_id"]), field
     # per-user demographics are constant
     for field in ("age", "gender", "province"):
-        assert len(np.unique(np.stack([tiny_log["user_id"], tiny_log[field]], 1), axis=0)) == len(np.unique(tiny_log["user_id"]))
+        assert len(np.unique(np.stack([tiny_log["user_id"], tiny_log[field]], 1),
+                             axis=0)) == len(np.unique(tiny_log["user_id"]))
 
 
 def test_sessions_have_requests_seconds_to_minutes_apart(tiny_log):

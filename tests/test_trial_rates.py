@@ -107,7 +107,8 @@ def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(t
     sweep_dir.mkdir()
     (sweep_dir / DATASETS_FILE).write_text(json.dumps({"datasets": {
         "d-here": {"artifact": tiny_artifact.name}, "d-gone": {"artifact": "synthetic-exposure-0000"}}}))
-    assert known_vocabularies(sweep, sweep_dir) == {"d-here": dict(PreparedDataset.open(tiny_artifact).spec.vocab_sizes)}
+    assert known_vocabularies(sweep,
+                              sweep_dir) == {"d-here": dict(PreparedDataset.open(tiny_artifact).spec.vocab_sizes)}
 
 
 def test_measure_on_a_gpu_sweep_without_cuda_times_nothing(tmp_path, cache, capsys):

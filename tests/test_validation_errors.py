@@ -106,7 +106,8 @@ def _missing_column(root):
 
 def _duplicate_column(root):
     cols = valid_day(0)
-    table = pa.Table.from_arrays([pa.array(v) for v in cols.values()] + [pa.array(cols["user_id"])], names=list(cols) + [" user_id "])
+    table = pa.Table.from_arrays([pa.array(v) for v in cols.values()] + [pa.array(cols["user_id"])],
+                                 names=list(cols) + [" user_id "])
     feather.write_feather(table, str(root / "realshow" / f"{DAYS[0]}.feather"))
 
 
@@ -119,7 +120,8 @@ def _string_column(root):
 def _null_value(root):
     cols = valid_day(1)
     table = pa.Table.from_arrays(
-        [pa.array(v) if n != "duration" else pa.array([20_000, None, 20_000, 20_000], pa.int64()) for n, v in cols.items()],
+        [pa.array(v) if n != "duration" else pa.array([20_000, None, 20_000, 20_000], pa.int64()) for n,
+         v in cols.items()],
         names=list(cols),
     )
     feather.write_feather(table, str(root / "realshow" / f"{DAYS[1]}.feather"))
@@ -233,7 +235,8 @@ def test_author50_array_of_wrong_shape_is_refused(tmp_path):
     folder = root / "seq_effective_50_dict"
     folder.mkdir()
     for d in DAYS:
-        (folder / f"{d}.pkl").write_bytes(pickle.dumps({0: np.zeros((50, 10), np.int64), 1: np.zeros((49, 10), np.int64)}))
+        (folder / f"{d}.pkl").write_bytes(pickle.dumps({0: np.zeros((50, 10), np.int64),
+                                                        1: np.zeros((49, 10), np.int64)}))
     log = read_recflow(root, DAYS)
     with pytest.raises(DataValidationError, match="request_id 1"):
         log.author50_loader(0)

@@ -118,7 +118,8 @@ def _author50_tables(log: ExposureLog, rng: np.random.Generator):
     right-aligned, with one in ten rows pointing at a (request, video) pair that is not an exposure."""
     tables: dict[int, dict[int, np.ndarray]] = {}
     sources: dict[int, list[int | None]] = {}  # request_id -> log row of each present array row (None: unlinkable)
-    rows = sorted(range(len(log)), key=lambda i: (log["request_timestamp"][i], log["request_id"][i], log["event_id"][i]))
+    rows = sorted(range(len(log)),
+                  key=lambda i: (log["request_timestamp"][i], log["request_id"][i], log["event_id"][i]))
     seen_requests = set()
     for i in rows:
         rid = int(log["request_id"][i])
@@ -126,7 +127,8 @@ def _author50_tables(log: ExposureLog, rng: np.random.Generator):
             continue
         seen_requests.add(rid)
         u, t = log["user_id"][i], log["request_timestamp"][i]
-        past = [j for j in rows if log["user_id"][j] == u and log["request_timestamp"][j] < t and log["effective_view"][j] == 1]
+        past = [j for j in rows
+                if log["user_id"][j] == u and log["request_timestamp"][j] < t and log["effective_view"][j] == 1]
         past = past[-50:]
         arr = np.zeros((50, 10), dtype=np.int64)
         sources[rid] = []

@@ -14,8 +14,9 @@ FLOPs: fvcore sees `aten::scaled_dot_product_attention` and counts it with the h
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F

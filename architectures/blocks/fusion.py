@@ -76,7 +76,8 @@ class MeanPoolRead(nn.Module):
         return mean.unsqueeze(1).expand_as(n)  # [B, T, D]
 
 
-READS: dict[str, type[CrossAttentionRead] | type[MeanPoolRead]] = {"attention": CrossAttentionRead, "mean": MeanPoolRead}
+READS: dict[str,
+            type[CrossAttentionRead] | type[MeanPoolRead]] = {"attention": CrossAttentionRead, "mean": MeanPoolRead}
 
 
 class Fusion(nn.Module):

@@ -9,7 +9,8 @@ serves a sweep over `history_len`.
 """
 from __future__ import annotations
 
-from typing import Literal, Mapping
+from collections.abc import Mapping
+from typing import Literal
 
 import torch
 

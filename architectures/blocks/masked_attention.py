@@ -62,10 +62,11 @@ class KV:
     v: torch.Tensor  # [B, H, N, dh]
     mask: torch.Tensor  # [B, N] bool
 
-    def concat(self, other: "KV") -> "KV":
-        return KV(torch.cat([self.k, other.k], 2), torch.cat([self.v, other.v], 2), torch.cat([self.mask, other.mask], 1))
+    def concat(self, other: KV) -> KV:
+        return KV(torch.cat([self.k, other.k], 2), torch.cat([self.v, other.v], 2),
+                  torch.cat([self.mask, other.mask], 1))
 
-    def index_rows(self, index: torch.Tensor) -> "KV":
+    def index_rows(self, index: torch.Tensor) -> KV:
         """Rows `index` of the batch (used to gather a per-request cache back to its candidates)."""
         return KV(self.k[index], self.v[index], self.mask[index])
 

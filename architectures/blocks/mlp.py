@@ -6,7 +6,7 @@ Linear). Layers are `nn.Sequential` children 0, 1, 2, ... in that order.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn as nn

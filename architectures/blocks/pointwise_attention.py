@@ -6,7 +6,8 @@ tensors per layer in training (scores, SiLU output, their gradients): 67 MB each
 memory. Here the work is split into blocks of targets whose [b, H, N, N] maps fit in the cache
 (`BLOCK_ELEMENTS`), and the backward pass recomputes each block's scores from q, k and the bias instead
 of storing them (as FlashAttention does), so no [B, H, N, N] tensor is kept for the backward. q, k and v
-are copied once, to the layouts `torch.matmul` gives them in the explicit form (k as k^T); the output and the gradients are written
+are copied once, to the layouts `torch.matmul` gives them in the explicit form (k as k^T); the output and the gradients
+are written
 token-major ([B, N, H, d] in memory), the layout of the projections, so the caller's reshape and the
 projection's backward need no further copies. Measured on this 2-core CPU at the seed configuration it
 runs at about the explicit form's speed and lowers WHALE's peak memory (docs/training.md).

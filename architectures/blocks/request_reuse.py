@@ -23,8 +23,9 @@ request's row).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -45,7 +46,7 @@ class RequestGroups:
     inverse: torch.Tensor
 
     @classmethod
-    def of(cls, request_idx: torch.Tensor) -> "RequestGroups":
+    def of(cls, request_idx: torch.Tensor) -> RequestGroups:
         """Group candidates by `request_idx [B]` (any int64 ids, order irrelevant)."""
         if request_idx.dim() != 1:
             raise ValueError(f"request_idx must be 1-D [B], got shape {tuple(request_idx.shape)}")

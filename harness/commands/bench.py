@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", help="registered architecture: time its training step")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="model.KEY=V (or KEY=V) and train.KEY=V overrides, e.g. train.num_threads=2 (repeatable)")
-    parser.add_argument("--batch-size", type=int, default=None, help="targets per batch (default: train.batch_size, 256)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="targets per batch (default: train.batch_size, 256)")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20, after 3 warm-up)")
     parser.add_argument("--batches", type=int, default=100, help="loader batches per timed pass (default 100)")
     parser.add_argument("--breakdown", type=int, nargs="?", const=3, default=0, metavar="STEPS",
@@ -86,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         opts["pin_memory"] = opts["pin_memory"] and torch.cuda.is_available()
         loader = loader_rate(ds, tc.batch_size, args.batches, **opts)
         copy = copy_rate(loader["bytes_per_target"] * tc.batch_size) / loader["bytes_per_target"]
-        out.update({"loader_targets_per_s": loader["targets_per_s"], "loader_bytes_per_target": loader["bytes_per_target"],
+        out.update({"loader_targets_per_s": loader["targets_per_s"],
+                    "loader_bytes_per_target": loader["bytes_per_target"],
                     "loader_copy_ratio": loader["targets_per_s"] / copy, "loader_history_len": ds.spec.history_len,
                     "batch_size": tc.batch_size, "loader_options": opts})
     if args.arch:
@@ -112,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
             calibration.record(dev, "loader", calibration.loader_key(out["loader_history_len"], tc.batch_size, dev),
                                {"targets_per_s": out["loader_targets_per_s"]})
         if out["train_targets_per_s"] is not None:
-            calibration.record(dev, "matmul", calibration.matmul_key(dev, threads, out["bf16"]), out["matmul_flops_per_s"])
+            calibration.record(dev, "matmul", calibration.matmul_key(dev, threads, out["bf16"]),
+                               out["matmul_flops_per_s"])
             path = calibration.record(dev, "train", calibration.train_key(args.arch, dev, threads, out["bf16"]), {
                 "targets_per_s": out["train_targets_per_s"], "utilisation": out["utilisation"],
                 "flops_per_target": out["flops_per_target"], "model": model_over, "batch_size": tc.batch_size})
@@ -124,11 +127,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"device {out['device']}, {threads} torch thread(s), load average {out['loadavg_1min']:.2f}")
     if out["loader_targets_per_s"] is not None:
-        print(f"loader: {out['loader_targets_per_s']:,.0f} targets/s (batch {tc.batch_size}, L={out['loader_history_len']}, "
+        print(f"loader: {out['loader_targets_per_s']:,.0f} targets/s (batch {tc.batch_size}, "
+              f"L={out['loader_history_len']}, "
               f"masking on, {out['loader_bytes_per_target']:,.0f} B/target), {out['loader_copy_ratio']:.3f} x this "
               "machine's memory-copy rate of the same bytes")
     if out["train_targets_per_s"] is not None:
-        print(f"train {args.arch}: {out['train_targets_per_s']:,.0f} targets/s ({out['seconds_per_step'] * 1e3:.1f} ms/step), "
+        print(f"train {args.arch}: {out['train_targets_per_s']:,.0f} targets/s "
+              f"({out['seconds_per_step'] * 1e3:.1f} ms/step), "
               f"{out['flops_per_target'] / 1e6:.2f} MFLOPs/target forward, utilisation {out['utilisation']:.3f} of "
               f"{out['matmul_flops_per_s'] / 1e9:.0f} GFLOP/s {out['matmul_dtype']} matmul, peak memory "
               f"{out['peak_memory_bytes'] / 2**20:,.0f} MiB ({out['peak_memory_kind']})")

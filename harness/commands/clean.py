@@ -18,7 +18,8 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dry-run", action="store_true", help="list the stale sessions and what would go; remove nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the stale sessions and what would go; remove nothing")
 
 
 def run(args: argparse.Namespace) -> int:

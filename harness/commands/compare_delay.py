@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import cast
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 

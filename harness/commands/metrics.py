@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.recompute import compare, leaves, recompute_metrics
     from harness import run_folder as RF
+    from harness.recompute import compare, leaves, recompute_metrics
     from protocols.results_layout import METRICS_FILE
 
     run_dir = Path(args.run_dir)

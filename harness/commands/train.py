@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, help="run seed (initialisation, data order, ID masking)")
     parser.add_argument("--out", help="run folder (default: results/runs/<arch>-seed<seed>-<time>)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint (refused when config or data differ; "
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out from its checkpoint (refused when config or data differ; "
                              "starts fresh when no checkpoint was written yet)")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip checking the prepared dataset's checksums before training (about 2 s per GB; "
@@ -47,9 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocols.typed_config import ConfigError
-
     from harness import perf
+    from protocols.typed_config import ConfigError
 
     if args.config is None and (args.arch is None or args.data is None):
         raise ConfigError("give --arch and --data (or a --config file that names them)")
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.train import TrainingAborted, TrainingInterrupted, train_run
 
     cfg = load_run_config(args.config, parse_set(args.set), arch=args.arch, data=args.data, seed=args.seed)
-    out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{stamp}"
     try:
         metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress, verify=not args.no_verify)
     except (TrainingInterrupted, TrainingAborted) as e:

@@ -12,15 +12,15 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, cast
+from typing import cast
 
 from protocols.errors import RecscaleError
 from protocols.typed_config import ConfigError, from_dict
 
 from .plan import DatasetPlan
 from .schema import Sweep
-
 
 #: Prepare-setting names at the start of a word, as the prepare errors spell them.
 _SETTING_RE = re.compile(r"(?<![\w.])(split\.\w+|n_(?:train|valid|test)\b)")

@@ -42,8 +42,9 @@ import heapq
 import os
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, cast
+from typing import Any, cast
 
 from harness import calibration
 
@@ -219,7 +220,8 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     share = 1.0
     if device == "cuda" and 0 < cfg.resources.gpu < 1:
         share = 1.0 / max(1, int(1 // cfg.resources.gpu))
-        notes.append(f"{int(1 // cfg.resources.gpu)} trials share a GPU and its throughput (no gain from packing assumed)")
+        notes.append(f"{int(1 // cfg.resources.gpu)} trials share a GPU and its throughput "
+                     "(no gain from packing assumed)")
     measured_overhead = cal.get("sweep", {})
     uncalibrated: list[str] = []
     kind = next((k for k in ("overhead_per_trial_s", "overhead_in_trial_s") if k in measured_overhead), None)
@@ -305,7 +307,8 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
             wall_range = (sum(_makespan([e.total_range_s()[0] for e in s], slots) for s in per_stage) + lo,
                           sum(_makespan([e.total_range_s()[1] for e in s], slots) for s in per_stage) + hi)
     notes.append(f"{slots} trial(s) at a time on {device} ({threads} thread(s) each"
-                 + (f", gpu share {cfg.resources.gpu}" if device == "cuda" else "") + "); dataset preparation not included")
+                 + (f", gpu share {cfg.resources.gpu}" if device == "cuda" else "")
+                 + "); dataset preparation not included")
     return SweepEstimate(out, device, slots, threads, wall, notes, uncalibrated, wall_range)
 
 

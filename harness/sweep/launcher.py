@@ -24,7 +24,8 @@ trials), `datasets.json` (what each prepared dataset holds and how every two dif
   collected again), and a changed sweep file is always refused.
 - Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
   paths are limited to ~107 bytes), removed afterwards; the session is recorded while it runs, and what
-  a killed driver left behind is removed by the next local start (`harness.sweep.ray_sessions`); `address=` joins an existing cluster instead,
+  a killed driver left behind is removed by the next local start (`harness.sweep.ray_sessions`); `address=` joins an
+  existing cluster instead,
   after a TCP connect check (`check_address_reachable`) that refuses an unreachable address within a
   few seconds, before the results folder is created.
   Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
@@ -42,10 +43,11 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, cast
+from typing import Any, cast
 
 import yaml
 from ray import tune
@@ -63,12 +65,11 @@ from protocols.results_layout import (
     TUNING_FILE,
 )
 
+from . import interrupt, ray_sessions, tuning
 from .collect import collect_runs, finished_rows
 from .dataset_facts import write_dataset_facts
 from .datasets import prepare_datasets
-from . import interrupt, ray_sessions
 from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
-from . import tuning
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
 from .schema import SearchDimension, SearchSection, Sweep, parse_sweep
 from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial

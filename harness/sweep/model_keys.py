@@ -15,13 +15,14 @@ runs HELIX at 32 and the others at 16).
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
-from typing import Any, Mapping
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
 
 from protocols.typed_config import ConfigError
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fields(arch: str) -> tuple[str, ...]:
     import architectures
 

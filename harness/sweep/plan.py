@@ -24,9 +24,10 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from protocols import runs_columns as C
 from protocols.prepare import DEFAULT_TASK, PrepareConfig, protocol_parameters
@@ -377,7 +378,8 @@ def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
         prep = t.dataset.prepare
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
         n_train, n_valid, n_test = prep.get("n_train"), prep.get("n_valid"), prep.get("n_test")
-        targets = None if n_train is None or n_valid is None or n_test is None else 3.0 * n_train * epochs + n_valid + n_test
+        targets = (None if n_train is None or n_valid is None or n_test is None
+                   else 3.0 * n_train * epochs + n_valid + n_test)
         flops, params = cache[key]
         out[t.trial_id] = TrialCost(flops_per_target=flops, targets=targets, params_non_embedding=params)
     return out
@@ -452,9 +454,10 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
                          f"{estimate.device}, Ray's start included (calibrated on this machine with this code)")
         else:
             lo, hi = estimate.wall_range_s
-            lines.append(f"estimated wall time: UNCALIBRATED, between {format_seconds(lo)} and {format_seconds(hi)} for "
-                         f"the sweep with {estimate.slots} trial(s) at a time on {estimate.device}, Ray's start included; "
-                         "run the sweep once (or --dry-run --measure) to calibrate")
+            lines.append(f"estimated wall time: UNCALIBRATED, between {format_seconds(lo)} and "
+                         f"{format_seconds(hi)} for the sweep with {estimate.slots} trial(s) at a time on "
+                         f"{estimate.device}, Ray's start included; run the sweep once (or --dry-run --measure) "
+                         "to calibrate")
             lines.extend(f"  uncalibrated: {u}" for u in estimate.uncalibrated)
         lines.extend(f"  assumed: {a}" for a in estimate.assumptions)
     res = sweep.config.resources

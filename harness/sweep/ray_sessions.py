@@ -29,10 +29,10 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from harness import calibration
 from protocols.atomic_write import write_text

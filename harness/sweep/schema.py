@@ -54,20 +54,19 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, cast
+from typing import Any, Literal, cast
 
 import yaml
 
+from harness.metric_registry import check_split_metric
 from protocols.errors import one_line
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 from protocols.typed_config import ConfigError, from_dict, to_dict
 
-from harness.metric_registry import check_split_metric
-
 from . import model_keys
-from .model_keys import arch_fields
 from .tuning_config import TuningSection, section_values
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and

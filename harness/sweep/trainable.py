@@ -30,9 +30,10 @@ import math
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from protocols.errors import RecscaleError
 from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
@@ -118,12 +119,12 @@ def check_dataset_readable(path: Path | str) -> None:
 def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     """Tune entry point: train (or finish, or reuse) the trial's run and return its scalar metrics."""
     import torch
+    from ray import tune
 
     from harness import run_folder
     from harness.config import RunConfig, TrainConfig
     from harness.train import train_run
     from protocols.typed_config import from_dict
-    from ray import tune
 
     from .collect import write_trial_record
     from .plan import resolve_trial

@@ -26,7 +26,8 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from harness import calibration
 

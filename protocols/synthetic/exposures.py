@@ -78,7 +78,8 @@ def make_exposures(
     pop_cdf /= pop_cdf[-1]
     for a in range(0, len(request), chunk):
         r = request[a : a + chunk]
-        video[a : a + chunk] = _draw_videos(cfg, world, requests.user[r], requests.timestamp_ms[r], keys, origin, cum, pop_cdf, rng)
+        video[a : a + chunk] = _draw_videos(cfg, world, requests.user[r], requests.timestamp_ms[r], keys, origin, cum,
+                                            pop_cdf, rng)
     return Exposures(request=request, video=video, position=position.astype(np.int64))
 
 
@@ -90,13 +91,15 @@ def _draw_videos(cfg, world, user, ts, keys, origin, cum, pop_cdf, rng) -> np.nd
     category[lean] = _lean_categories(world, s.lean_temperature, user[lean], rng)
 
     fresh = rng.random(n) < s.fresh_share
-    age_days = np.where(fresh, rng.exponential(s.fresh_mean_days, n), np.exp(rng.uniform(0.0, np.log(s.old_max_days), n)))
+    age_days = np.where(fresh, rng.exponential(s.fresh_mean_days, n),
+                        np.exp(rng.uniform(0.0, np.log(s.old_max_days), n)))
     target_ms = ts - np.maximum((age_days * MS_PER_DAY).astype(np.int64), 1000)
     del fresh, age_days
 
     base = category << _CAT_SHIFT
     last = np.searchsorted(keys, base + np.maximum(target_ms - origin, 0), side="right") - 1  # latest upload <= target
-    first = np.searchsorted(keys, base + np.maximum(target_ms - int(s.age_window_days * MS_PER_DAY) - origin, 0), side="left")
+    first = np.searchsorted(keys, base + np.maximum(target_ms - int(s.age_window_days * MS_PER_DAY) - origin, 0),
+                            side="left")
     cat_first = np.searchsorted(keys, base, side="left")
     last = np.maximum(last, cat_first)  # never empty: each category has a video at the catalogue start
     # fallback when the age window is empty: the category's latest upload at least a second before the request

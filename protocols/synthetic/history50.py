@@ -34,6 +34,7 @@ class EffectiveViewIndex:
         begin = np.searchsorted(self.keys, user << _USER_SHIFT, side="left")
         idx = end[:, None] - AUTHOR50_LEN + np.arange(AUTHOR50_LEN)[None, :]  # [n, 50]
         valid = idx >= begin[:, None]
-        out = self.rows[np.where(valid, idx, 0)] if len(self.rows) else np.zeros((len(user), AUTHOR50_LEN, len(AUTHOR50_COLUMNS)), np.int64)
+        out = (self.rows[np.where(valid, idx, 0)] if len(self.rows)
+               else np.zeros((len(user), AUTHOR50_LEN, len(AUTHOR50_COLUMNS)), np.int64))
         out[~valid] = 0
         return out

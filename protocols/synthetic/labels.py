@@ -37,7 +37,8 @@ class Labels:
     intercepts: tuple[float, float]  # calibrated (b, b_ev)
 
 
-def static_logit(cfg: SyntheticConfig, world: World, user: np.ndarray, day: np.ndarray, ts: np.ndarray, video: np.ndarray) -> np.ndarray:
+def static_logit(cfg: SyntheticConfig, world: World, user: np.ndarray, day: np.ndarray, ts: np.ndarray,
+                 video: np.ndarray) -> np.ndarray:
     """The history-free part of the logit (without intercept): [N] float64."""
     sig, v, cats = cfg.signal, world.videos, world.categories
     out = np.empty(len(user), dtype=np.float64)
@@ -51,7 +52,8 @@ def static_logit(cfg: SyntheticConfig, world: World, user: np.ndarray, day: np.n
         c1 = cats.level_one_of[v.category_two[vid]]
         time_of_day = np.cos(2 * np.pi * (local_hour(ts[sl]) - cats.peak_hour[c1]) / 24.0)
         duration = -(log_dur[vid] - mu) / sd
-        out[sl] = sig.affinity * affinity + sig.time_of_day * time_of_day + sig.duration * duration + sig.quality * v.quality[vid]
+        out[sl] = (sig.affinity * affinity + sig.time_of_day * time_of_day + sig.duration * duration
+                   + sig.quality * v.quality[vid])
     return out
 
 
@@ -119,7 +121,8 @@ def _logit(x: float) -> float:
 
 
 def calibrate(
-    cfg: SyntheticConfig, arrays: dict[str, np.ndarray], user_of: np.ndarray, request: np.ndarray, request_rank: np.ndarray,
+    cfg: SyntheticConfig, arrays: dict[str, np.ndarray], user_of: np.ndarray, request: np.ndarray,
+              request_rank: np.ndarray,
     num_c2: int, num_c1: int,
 ) -> tuple[float, float]:
     """Find (b, b_ev) so that the pilot's long_view and effective_view rates hit the targets.
@@ -151,7 +154,8 @@ def calibrate(
     return b, b_ev
 
 
-def playing_time(duration_ms: np.ndarray, long_view: np.ndarray, effective_view: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def playing_time(duration_ms: np.ndarray, long_view: np.ndarray, effective_view: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
     n = len(duration_ms)
     ratio = np.where(
         long_view == 1,

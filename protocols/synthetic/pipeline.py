@@ -30,7 +30,8 @@ FORMAT_VERSION = 1
 MARKER = "SYNTHETIC.json"
 
 
-def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAULT_DAYS, progress: bool = False) -> "GeneratedLog":
+def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAULT_DAYS,
+              progress: bool = False) -> GeneratedLog:
     """Generate the whole log in memory (compact arrays; columns are materialised per day when written)."""
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(6)]
     bar = tqdm(total=5, desc="synth", disable=not progress, unit="stage")
@@ -199,7 +200,8 @@ def _oracle_auc(p: np.ndarray, y: np.ndarray) -> float:
 
 
 def _params(scale: str, seed: int, author50: bool) -> dict:
-    return {"format": "recscale-synthetic", "version": FORMAT_VERSION, "scale": scale, "seed": int(seed), "author50": bool(author50)}
+    return {"format": "recscale-synthetic", "version": FORMAT_VERSION, "scale": scale, "seed": int(seed),
+            "author50": bool(author50)}
 
 
 def _stored(out: Path) -> dict | None:
@@ -253,7 +255,8 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         rows, rq_rows = log.day_rows, log.request_day_rows
         for i, day in enumerate(tqdm(days, desc="write", disable=not progress, unit="day")):
             day_slice = slice(rows[i], rows[i + 1])
-            write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index, log.requests(slice(rq_rows[i], rq_rows[i + 1])))
+            write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index,
+                      log.requests(slice(rq_rows[i], rq_rows[i + 1])))
         summary = {
             **params,
             "days": [d.isoformat() for d in days],

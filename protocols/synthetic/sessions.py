@@ -38,7 +38,8 @@ class Requests:
 def _diurnal_ms(n: int, rng: np.random.Generator) -> np.ndarray:
     """Time of day (ms since local midnight) with a lunch peak and a larger evening peak."""
     kind = rng.choice(3, size=n, p=[0.3, 0.5, 0.2])
-    hour = np.where(kind == 0, rng.normal(12.5, 1.5, n), np.where(kind == 1, rng.normal(21.0, 2.0, n), rng.uniform(0, 24, n)))
+    hour = np.where(kind == 0, rng.normal(12.5, 1.5, n),
+                    np.where(kind == 1, rng.normal(21.0, 2.0, n), rng.uniform(0, 24, n)))
     return ((hour % 24.0) * 3_600_000).astype(np.int64)
 
 
@@ -77,7 +78,8 @@ def make_requests(
     # requests: session start + cumulative lognormal gaps (first request at the session start)
     r_session = np.repeat(np.arange(len(flat)), s_len)
     first = np.repeat(np.cumsum(s_len) - s_len, s_len)
-    gaps = rng.lognormal(np.log(s.request_gap_median_s * 1000), s.request_gap_log_sd, size=len(r_session)).astype(np.int64)
+    gaps = rng.lognormal(np.log(s.request_gap_median_s * 1000), s.request_gap_log_sd,
+                         size=len(r_session)).astype(np.int64)
     gaps[first == np.arange(len(r_session))] = 0
     csum = np.cumsum(gaps)
     offset = csum - csum[first]

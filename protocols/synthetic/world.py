@@ -74,7 +74,8 @@ class World:
     def psi(self, video_index: np.ndarray) -> np.ndarray:
         """psi_v of internal video indices: [n, k] float32."""
         v = self.videos
-        noise = (self.codebook[v.noise_codes[video_index, 0]] + self.codebook[v.noise_codes[video_index, 1]]) / np.sqrt(2)
+        noise = (self.codebook[v.noise_codes[video_index,
+                                             0]] + self.codebook[v.noise_codes[video_index, 1]]) / np.sqrt(2)
         return self.categories.phi[v.category_two[video_index]] + self.video_noise * noise
 
 
@@ -148,16 +149,19 @@ def make_videos(
     author_start = np.searchsorted(author_cat, np.arange(c2))
     author_count = np.bincount(author_cat, minlength=c2)
     skew = rng.random(total) ** (1.0 + w.author_zipf)
-    author_internal = author_start[category] + np.minimum((skew * author_count[category]).astype(np.int64), author_count[category] - 1)
+    author_internal = author_start[category] + np.minimum((skew * author_count[category]).astype(np.int64),
+                                                          author_count[category] - 1)
     author_ids = rng.permutation(n_authors).astype(np.int64)
 
-    dur_s = np.clip(rng.lognormal(np.log(w.duration_median_s), w.duration_log_sd, size=total), w.duration_min_s, w.duration_max_s)
+    dur_s = np.clip(rng.lognormal(np.log(w.duration_median_s), w.duration_log_sd, size=total), w.duration_min_s,
+                    w.duration_max_s)
     return Videos(
         category_two=category,
         upload_ms=upload_ms,
         author=author_ids[author_internal],
         duration_ms=(dur_s * 1000).astype(np.int64),
-        upload_type=rng.choice(w.num_upload_types, size=total, p=zipf_probs(w.num_upload_types, w.upload_type_zipf)).astype(np.int64),
+        upload_type=rng.choice(w.num_upload_types, size=total,
+                               p=zipf_probs(w.num_upload_types, w.upload_type_zipf)).astype(np.int64),
         quality=(rng.standard_normal(total) * w.quality_sd).astype(np.float32),
         weight=rng.pareto(w.video_popularity_alpha, size=total) + 1.0,
         noise_codes=rng.integers(0, CODEBOOK_ROWS, size=(total, 2)).astype(np.int16),
@@ -170,4 +174,5 @@ def make_world(cfg: SyntheticConfig, first_day_ms: int, day_weights: np.ndarray,
     users = make_users(cfg, len(day_weights), rng)
     videos = make_videos(cfg, categories, first_day_ms, day_weights, rng)
     codebook = _latent(rng, (CODEBOOK_ROWS, cfg.world.latent_dim), cfg.world.latent_dim)
-    return World(categories=categories, users=users, videos=videos, codebook=codebook, video_noise=cfg.world.video_noise)
+    return World(categories=categories, users=users, videos=videos, codebook=codebook,
+                 video_noise=cfg.world.video_noise)

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from ..recflow_format import RECFLOW_COLUMNS, RECFLOW_DTYPES, REALSHOW_DIR, author50_path, day_stem, truth_path
+from ..recflow_format import REALSHOW_DIR, RECFLOW_COLUMNS, RECFLOW_DTYPES, author50_path, day_stem, truth_path
 from .history50 import EffectiveViewIndex
 
 

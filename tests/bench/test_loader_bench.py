@@ -23,11 +23,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loader_reference import reference_batches  # noqa: E402
+from tiny_logs import random_log  # noqa: E402
+
 from harness.loader_bench import copy_rate, hidden_loading, loader_rate  # noqa: E402
 from protocols.artifact import PreparedDataset  # noqa: E402
 from protocols.prepare import PrepareConfig, prepare_log  # noqa: E402
-from loader_reference import reference_batches  # noqa: E402
-from tiny_logs import random_log  # noqa: E402
 
 BATCH = 256
 N_BATCHES = 100

@@ -72,8 +72,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"| arch | size | forward MFLOPs/target | step wall ms (B={args.batch_size}) | step CPU ms | targets/s (wall) "
-          "| targets/s per CPU-second | GFLOP/s per CPU (3x fwd) |")
+    print(f"| arch | size | forward MFLOPs/target | step wall ms (B={args.batch_size}) | step CPU ms "
+          "| targets/s (wall) | targets/s per CPU-second | GFLOP/s per CPU (3x fwd) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for size in SIZES:
         for arch in ARCHS:
