@@ -1,6 +1,7 @@
 # Two set-up-and-run commands (see README):
 #   make demo   -> virtualenv + install + demo sweep on the embedded synthetic log + analysis
 #   make test   -> virtualenv + install + default test suite (what .ci/run calls)
+#   make lint   -> ruff and mypy, configured in pyproject.toml (.ci/run runs it before the tests)
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
@@ -12,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 # torch is left out: it is chosen above, or by whoever installed a GPU build first. `make lock` refreshes it.
 LOCK    ?= requirements.lock
 
-.PHONY: setup lock demo demo-check references test test-slow test-all bench gpu-check clean
+.PHONY: setup lock demo demo-check references lint test test-slow test-all bench gpu-check clean
 
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,6 +50,11 @@ references: setup
 	for s in $(REFERENCE_SWEEPS); do \
 	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s --force || exit $$?; \
 	done
+
+# Both must report zero errors; their configuration (rules, checked packages) is in pyproject.toml.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # pytest exits 5 when it collected no test; that is reported, not silently passed.
 test: setup

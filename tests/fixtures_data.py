@@ -8,11 +8,12 @@ runs on exactly what users run on, only smaller.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 #: Split sizes of the tiny training artifact (kept small so a run takes a second or two on CPU).
-TINY_SPLITS = {"n_train": 1200, "n_valid": 300, "n_test": 300}
+TINY_SPLITS: dict[str, Any] = {"n_train": 1200, "n_valid": 300, "n_test": 300}  # PrepareConfig keywords
 #: History length of the tiny artifact (models are built with the same history_len).
 TINY_HISTORY_LEN = 16
 

@@ -3,6 +3,7 @@ independent reference (what every model must do is in tests/test_model_conforman
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from protocols.schema import ITEM_FIELD_INDEX, default_test_spec
 L = 20
 SPEC = default_test_spec(history_len=L)
 #: Small configurations of the four baselines for the model-specific tests below.
-CONFIGS = {
+CONFIGS: dict[str, dict[str, Any]] = {
     "onetrans": dict(dim=32, num_heads=2, embed_dim=16, history_len=L),
     "din": dict(dim=16, mlp_width=32, attention_hidden=(16, 8), history_len=L),
     "deepfm": dict(dim=16, mlp_width=32, history_len=L),

@@ -114,7 +114,7 @@ def test_yaml_dates_are_accepted_as_text():
 def _top_level_imports(root) -> set[str]:
     import ast
 
-    names = set()
+    names: set[str] = set()
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def _mount(target: Path, *options: str) -> bool:
 
 
 @pytest.fixture
-def readonly(tmp_path) -> Path:
+def readonly(tmp_path) -> Iterator[Path]:
     """An empty read-only file system (skips where mounting is not permitted)."""
     target = tmp_path / "ro"
     if not _mount(target, "ro"):

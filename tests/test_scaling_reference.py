@@ -82,7 +82,7 @@ grid:
 """
 
 
-def _dry_run(tmp_path: Path, scaling: dict) -> tuple[int, str, str]:
+def _dry_run(tmp_path: Path, scaling: dict) -> tuple[int, Path]:
     raw = yaml.safe_load(SWEEP)
     raw["analysis"] = {"scaling": scaling}
     path = tmp_path / "s.yaml"

@@ -72,7 +72,9 @@ class _NotRay:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
-        self.behaviour, self.first_accept, self.conns = behaviour, None, []
+        self.behaviour = behaviour
+        self.first_accept: float | None = None
+        self.conns: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:

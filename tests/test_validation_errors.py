@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +66,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, int]]:
 # ------------------------------------------------------------------------------------------------
 # broken inputs: (name, mutate(root), expected file name, field, record, value)
 # ------------------------------------------------------------------------------------------------
-def _set(i: int, field: str, row: int, value) -> callable:
+def _set(i: int, field: str, row: int, value) -> Callable[[Path], None]:
     def mutate(root: Path) -> None:
         cols = valid_day(i)
         arr = cols[field].astype(object) if not isinstance(value, int) else cols[field]

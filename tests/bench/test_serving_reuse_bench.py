@@ -20,6 +20,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import architectures  # noqa: E402
 from architectures.flops import count_flops  # noqa: E402
+from architectures.helix import Helix  # noqa: E402
 from protocols.schema import CAT_FIELDS, default_test_spec, random_batch  # noqa: E402
 
 HISTORY_LEN = 128
@@ -43,10 +45,10 @@ def request_batch(n: int, history_len: int = HISTORY_LEN, seed: int = 0) -> dict
     return b
 
 
-def build(size: str, reuse: bool, history_len: int = HISTORY_LEN) -> torch.nn.Module:
+def build(size: str, reuse: bool, history_len: int = HISTORY_LEN) -> Helix:
     torch.manual_seed(0)
     model = architectures.build("helix", default_test_spec(history_len), {"size": size, "reuse_requests": reuse})
-    return model.eval()
+    return cast(Helix, model.eval())
 
 
 def best_times(fns: dict, repeats: int) -> dict[str, float]:
