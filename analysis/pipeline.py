@@ -73,8 +73,10 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     plots.mkdir()
     metrics = [m for m in cfg.metrics if res.results.has_metric(m)]
     made = {
-        "scaling_auc": plot_scaling(res.scaling, "auc", plots / layout.plot_file("scaling_auc"), helix=cfg.scaling.helix_reference),
-        "scaling_logloss": plot_scaling(res.scaling, "logloss", plots / layout.plot_file("scaling_logloss"), helix=False),
+        "scaling_auc": plot_scaling(res.scaling, "auc", plots / layout.plot_file("scaling_auc"),
+                                    helix=cfg.scaling.helix_reference),
+        "scaling_logloss": plot_scaling(res.scaling, "logloss", plots / layout.plot_file("scaling_logloss"),
+                                        helix=False),
         "forms_auc": plot_forms(res.scaling, "auc", plots / layout.plot_file("forms_auc")),
         "forms_logloss": plot_forms(res.scaling, "logloss", plots / layout.plot_file("forms_logloss")),
         "forest": plot_forest(res.ablations, metrics, plots / layout.plot_file("forest")),

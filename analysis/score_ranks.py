@@ -25,7 +25,6 @@ from protocols.results_layout import score_ranks_file
 
 from .collect import SweepResults
 
-
 ranks_file = score_ranks_file
 
 

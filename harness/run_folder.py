@@ -11,7 +11,8 @@
                                    `--resume` refuses other data even before the first checkpoint
 
 Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into
-place (`protocols.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics (e.g. AUC
+place (`protocols.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics
+(e.g. AUC
 of a one-class group) are stored as JSON null.
 
 metrics.json records the size and blake2b checksum of each prediction file under "integrity" (the record

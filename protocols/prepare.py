@@ -75,16 +75,18 @@ DEFAULT_TASK = TASKS[0]
 ARTIFACT_FILES: dict[str, str] = {
     layout.MANIFEST_FILE: "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics;"
     " integrity: every other file's size and blake2b checksum; manifest_blake2b: the manifest's own checksum",
-    layout.HISTORY_FILE: "int32 [R, L] exposure rows of each target request's history (left-aligned, ascending; -1 PAD)",
-    layout.EXPOSURE_ITEM_FILE: "int32 [N+1, 5] encoded video, author, category_level_one, category_level_two, upload_type;"
-    " row N is the all-zero PAD row",
+    layout.HISTORY_FILE: "int32 [R, L] exposure rows of each target request's history (left-aligned, ascending; "
+    "-1 PAD)",
+    layout.EXPOSURE_ITEM_FILE: "int32 [N+1, 5] encoded video, author, category_level_one, category_level_two, "
+    "upload_type; row N is the all-zero PAD row",
     layout.EXPOSURE_FEEDBACK_FILE: "int8 [N+1, 2] effective_view, long_view encoded 2/3; row N is PAD",
     layout.EXPOSURE_TS_FILE: "int64 [N+1] request_timestamp (ms) of every exposure; row N is PAD (0)",
     layout.EXPOSURE_EVENT_ID_FILE: "int64 [N] event_id of every exposure (audit trail)",
     layout.cat_file("{split}"): "int32 [n, 10] encoded categorical inputs of each target (CAT_FIELDS order)",
     layout.num_file("{split}"): "float32 [n, 8] numeric inputs of each target (NUM_FEATURES order)",
     layout.targets_file("{split}"): "per-target metadata: event_id, row, request_idx, label, day, unseen flags, ...",
-    f"{layout.VOCAB_DIR}/{layout.vocab_file('{field}')}": "int64 raw ids of the field's vocabulary; raw id vocab[i] encodes to i + 2",
+    f"{layout.VOCAB_DIR}/{layout.vocab_file('{field}')}":
+    "int64 raw ids of the field's vocabulary; raw id vocab[i] encodes to i + 2",
 }
 
 

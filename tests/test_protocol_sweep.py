@@ -71,7 +71,8 @@ def test_vocabulary_rules_differ_between_arms_only_when_fit_on_histories(tmp_pat
     assert len({repr(s) for s in sizes["train_window"]}) == 1
     # train_window = the distinct ids of every exposure before the validation split starts, counted with pandas
     manifest = json.loads((folder / "manifest.json").read_text())
-    start = pd.Timestamp(manifest["parameters"]["split"]["valid_start"], tz=manifest["parameters"]["split"]["timezone"]).value // 10**6
+    start = pd.Timestamp(manifest["parameters"]["split"]["valid_start"],
+                         tz=manifest["parameters"]["split"]["timezone"]).value // 10**6
     frame = pd.DataFrame({f: log[f] for f in (*HIST_CAT_FIELDS, "request_timestamp")})
     expected = frame[frame["request_timestamp"] < start][list(HIST_CAT_FIELDS)].nunique().to_dict()
     assert sizes["train_window"][0] == expected

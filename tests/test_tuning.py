@@ -122,7 +122,8 @@ def test_edge_of_fires_only_at_the_ends():
 
 def test_tuning_json_round_trip(tmp_path):
     sweep = _sweep()
-    rows = [{"trial_id": trial_id_for(sweep, tp.point), "seed": tp.seed, "valid_auc": float(tp.value)} for tp in tuning_plan(sweep)]
+    rows = [{"trial_id": trial_id_for(sweep, tp.point), "seed": tp.seed, "valid_auc": float(tp.value)}
+            for tp in tuning_plan(sweep)]
     choice = choose(sweep, rows)
     write_choice(tmp_path, choice)
     assert read_choice(tmp_path) == choice
@@ -140,7 +141,8 @@ def test_log_grid_is_log_spaced_and_rounded():
 
 
 @pytest.mark.parametrize("tuning, message", [
-    ({"param": "train.batch_size"}, "tuning.param: unknown value 'train.batch_size'; valid: train.lr, train.weight_decay"),
+    ({"param": "train.batch_size"},
+     "tuning.param: unknown value 'train.batch_size'; valid: train.lr, train.weight_decay"),
     ({"grid": {"log_min": 1e-4, "log_max": 1e-2}}, "tuning.grid.points: missing"),
     ({"grid": {"log_min": 0, "log_max": 1e-2, "points": 5}}, "tuning.grid.log_min: must be a finite number > 0"),
     ({"grid": {"log_min": 1e-2, "log_max": 1e-3, "points": 5}}, "tuning.grid.log_max: must be > log_min"),

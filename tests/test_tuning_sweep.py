@@ -114,6 +114,7 @@ def test_tuning_then_measurement_at_the_chosen_rates(uninterrupted):
 def _interrupt_when(cmd: list[str], cwd: Path, sweep_dir: Path, ready) -> tuple[int, str]:
     """Run `cmd`, send it SIGINT once `ready(events)` holds; its exit status and output."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None  # PIPE
     try:
         deadline = time.time() + 600
         while not ready(read_events(sweep_dir)):

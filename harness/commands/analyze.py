@@ -29,7 +29,8 @@ from protocols import results_layout as layout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results_dir", metavar="RESULTS_DIR", type=Path, help=f"sweep folder (holds {layout.RUNS_FILE})")
+    parser.add_argument("results_dir", metavar="RESULTS_DIR", type=Path,
+                        help=f"sweep folder (holds {layout.RUNS_FILE})")
     parser.add_argument("--baseline", metavar="NAME", default=None,
                         help="reference architecture for default comparisons and dAUC (default: analysis.baseline "
                              f"in {layout.SWEEP_FILE}, else the architecture with the least FLOPs per target)")

@@ -301,11 +301,13 @@ def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None 
     wall = wall_range = None
     if totals and None not in totals:
         per_stage = [[out[t.trial_id] for t in s] for s in stages if s]  # tuning, then the grid
-        wall = sum(_makespan([e.total_s for e in s], slots) for s in per_stage) + ray_start_s
+        # every total is known here, so every range is too
+        wall = sum(_makespan(cast(list[float], [e.total_s for e in s]), slots) for s in per_stage) + ray_start_s
         if uncalibrated:
             lo, hi = ray_range or (ray_start_s, ray_start_s)
-            wall_range = (sum(_makespan([e.total_range_s()[0] for e in s], slots) for s in per_stage) + lo,
-                          sum(_makespan([e.total_range_s()[1] for e in s], slots) for s in per_stage) + hi)
+            ranges = [[cast(tuple[float, float], e.total_range_s()) for e in s] for s in per_stage]
+            wall_range = (sum(_makespan([r[0] for r in s], slots) for s in ranges) + lo,
+                          sum(_makespan([r[1] for r in s], slots) for s in ranges) + hi)
     notes.append(f"{slots} trial(s) at a time on {device} ({threads} thread(s) each"
                  + (f", gpu share {cfg.resources.gpu}" if device == "cuda" else "")
                  + "); dataset preparation not included")

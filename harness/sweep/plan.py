@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from protocols import runs_columns as C
 from protocols.prepare import DEFAULT_TASK, PrepareConfig, protocol_parameters
@@ -35,6 +35,7 @@ from protocols.typed_config import from_dict, to_dict
 
 from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings
+from .tuning_config import TuningSection
 
 #: Data settings every trial record carries as plain columns (protocol, delay_s, history_len, task).
 _PLAIN_DATA_COLUMNS = C.DATA_SETTING_COLUMNS
@@ -399,17 +400,17 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
         lines.append(f"search first: {s.num_samples} Optuna trials over {', '.join(sweep.space)} "
                      f"({s.metric}, {s.mode}) at {search_base_point(sweep)}; the grid then runs at the best point")
     if plan.tuning_trials:
-        t = sweep.config.tuning
-        budget = ", ".join(f"{k} {v}" for k, v in vars(t.budget).items() if v is not None)
-        known = [costs[x.trial_id].total for x in plan.tuning_trials
-                 if x.trial_id in costs and costs[x.trial_id].total is not None]
+        tuning = cast(TuningSection, sweep.config.tuning)  # tuning trials: the sweep has a tuning section
+        budget = ", ".join(f"{k} {v}" for k, v in vars(tuning.budget).items() if v is not None)
+        known = cast(list[float], [costs[x.trial_id].total for x in plan.tuning_trials
+                                   if x.trial_id in costs and costs[x.trial_id].total is not None])
         est = ""
         if estimate is not None:
             secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
-            est = "" if None in secs else f", est. {format_seconds(sum(secs))} of trial time"
+            est = "" if None in secs else f", est. {format_seconds(sum(cast(list[float], secs)))} of trial time"
         lines.append(f"tuning first: {len(plan.tuning_trials)} trials = {len(settings(sweep))} setting(s) x "
-                     f"{len(sweep.tuning_values)} values of {t.param} {sweep.tuning_values} x seeds {t.seeds}"
-                     + (f" (budget: {budget})" if budget else "") + f", chosen on {t.metric}; "
+                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds {tuning.seeds}"
+                     + (f" (budget: {budget})" if budget else "") + f", chosen on {tuning.metric}; "
                      + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
                      + f"{est}; the grid then runs each setting at its chosen value")
     lines.append("")
@@ -439,7 +440,8 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     for r in [header, *rows]:
         lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
     everything = [*plan.tuning_trials, *plan.trials]
-    known = [costs[t.trial_id].total for t in everything if t.trial_id in costs and costs[t.trial_id].total is not None]
+    known = cast(list[float], [costs[t.trial_id].total for t in everything
+                               if t.trial_id in costs and costs[t.trial_id].total is not None])
     total = sum(known)
     lines.append("")
     lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -33,8 +34,7 @@ from protocols.results_layout import TUNING_DIR, TUNING_FILE
 
 from .plan import setting_id, settings, trial_id_for, tuning_plan
 from .schema import Sweep
-from .tuning_config import metric_spec
-
+from .tuning_config import TuningSection, metric_spec
 
 
 class TuningError(RecscaleError):
@@ -76,7 +76,7 @@ class TuningChoice:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "TuningChoice":
+    def from_json(cls, doc: Mapping[str, Any]) -> TuningChoice:
         return cls(**{**doc, "settings": [SettingChoice(**s) for s in doc["settings"]]})
 
 
@@ -102,7 +102,7 @@ def edge_of(index: int, n_values: int) -> str | None:
 def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
     """The choice per setting from the finished tuning trials' runs.parquet rows (`collect.finished_rows` of the
     tuning folder: `trial_id`, `seed`, the tuned key's `train.<field>` column and the metric)."""
-    t = sweep.config.tuning
+    t = cast(TuningSection, sweep.config.tuning)  # only a sweep with a tuning section has tuning trials
     mode = "max" if metric_spec(t).higher_is_better else "min"
     values, seeds = list(sweep.tuning_values), list(t.seeds)
     where = {trial_id_for(sweep, tp.point): (tp.setting, tp.value, tp.seed) for tp in tuning_plan(sweep)}
@@ -152,7 +152,7 @@ def read_choice(sweep_dir: Path) -> TuningChoice | None:
 
 def check_matches(choice: TuningChoice, sweep: Sweep) -> None:
     """Refuse a stored choice made for another tuning section or other settings."""
-    t = sweep.config.tuning
+    t = cast(TuningSection, sweep.config.tuning)  # only a sweep with a tuning section has a stored choice
     same = (choice.param == t.param and choice.metric == t.metric and choice.grid == list(sweep.tuning_values)
             and choice.seeds == list(t.seeds) and [s.setting for s in choice.settings] == list(settings(sweep)))
     if not same:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
-from protocols.typed_config import ConfigError
-
 from harness.metric_registry import MetricSpec, check_split_metric
+from protocols.typed_config import ConfigError
 
 #: Training keys the tuning stage can choose: a positive float of TrainConfig each.
 TUNABLE_PARAMS: tuple[str, ...] = ("train.lr", "train.weight_decay")
@@ -89,12 +89,14 @@ def section_values(t: TuningSection) -> list[float]:
         if missing:
             raise ConfigError(f"tuning.grid.{missing[0]}: missing; give log_min, log_max and points "
                               "(or `values`)")
-        if not (math.isfinite(g.log_min) and g.log_min > 0):
+        # none is missing (checked above)
+        log_min, log_max, points = cast(float, g.log_min), cast(float, g.log_max), cast(int, g.points)
+        if not (math.isfinite(log_min) and log_min > 0):
             raise ConfigError(f"tuning.grid.log_min: must be a finite number > 0, got {g.log_min!r}")
-        if not (math.isfinite(g.log_max) and g.log_max > g.log_min):
+        if not (math.isfinite(log_max) and log_max > log_min):
             raise ConfigError(f"tuning.grid.log_max: must be > log_min ({g.log_min!r}), got {g.log_max!r}")
-        values = log_grid(g.log_min, g.log_max, max(g.points, 1))
-        if g.points >= MIN_POINTS and len(set(values)) != len(values):
+        values = log_grid(log_min, log_max, max(points, 1))
+        if points >= MIN_POINTS and len(set(values)) != len(values):
             raise ConfigError(f"tuning.grid.points: {g.points} values between {g.log_min!r} and {g.log_max!r} repeat "
                               f"once rounded to {GRID_DIGITS} digits; give fewer points or a wider range")
     if len(values) < MIN_POINTS:

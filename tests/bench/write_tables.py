@@ -12,8 +12,8 @@ file renamed into place). Measurements are never typed into the docs by hand: th
 from __future__ import annotations
 
 import argparse
-import json
 import importlib.metadata
+import json
 import math
 import sys
 from collections import defaultdict
