@@ -25,17 +25,15 @@ registry loads and by `recscale list`), naming the files involved; every other m
 """
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
-import sys
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch.nn as nn
 
+from protocols.discovery import Discovery, file_of
 from protocols.registry import Registry
 from protocols.schema import FeatureSpec
 from protocols.typed_config import from_dict
@@ -71,7 +69,7 @@ def register(name: str, *, config: type) -> Callable:
 
     def decorator(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if name in ARCHITECTURES and ARCHITECTURES.get(name).builder is not builder:
-            first = _file_of(ARCHITECTURES.get(name).builder.__module__)
+            first = file_of(ARCHITECTURES.get(name).builder.__module__)
             raise ValueError(f"registers architecture {name!r}, which {first} registered already; "
                              "give one of them another name")
         ARCHITECTURES.register(name)(ArchitectureEntry(name, builder, config))
@@ -80,62 +78,28 @@ def register(name: str, *, config: type) -> Callable:
     return decorator
 
 
+_DISCOVERY = Discovery(__name__, __path__, env=MODEL_PATH_ENV, kind="model file", skip=HELPER_MODULES)
+
+
 def add_model_path(directory: str | os.PathLike) -> None:
     """Search `directory` for model files as well (what `RECSCALE_MODEL_PATH` does at import)."""
-    d = str(Path(directory).resolve())
-    if d not in __path__:
-        __path__.append(d)
-
-
-def _file_of(module: str) -> str:
-    mod = sys.modules.get(module)
-    return str(getattr(mod, "__file__", None) or module)
-
-
-def _model_files() -> dict[str, list[str]]:
-    """Module name -> the files that define it, in search order (the package first, then the model path)."""
-    found: dict[str, list[str]] = {}
-    for directory in __path__:
-        for m in pkgutil.iter_modules([directory]):
-            if not m.ispkg and not m.name.startswith("_") and m.name not in HELPER_MODULES:
-                found.setdefault(m.name, []).append(str(Path(directory) / f"{m.name}.py"))
-    return found
+    _DISCOVERY.add_path(directory)
 
 
 def model_modules() -> list[str]:
     """Names of the model modules discovery imports (sorted), from the package and the extra paths."""
-    return sorted(_model_files())
-
-
-#: Model files that could not be used, one line each naming the file(s); filled by `load_models`.
-_PROBLEMS: list[str] = []
-_LOADED = False
+    return sorted(_DISCOVERY.files())
 
 
 def load_models() -> None:
     """Import every model module (registering its models); cheap after the first call. A file that cannot
     be used is skipped and reported (module docstring); the others load."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    for mod, files in sorted(_model_files().items()):
-        if len(files) > 1:
-            _PROBLEMS.append(f"{files[1]}: same module name as {files[0]}, which hides it; rename one of them")
-        name = f"{__name__}.{mod}"
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # noqa: BLE001 - any error in a model file is that file's problem, reported
-            sys.modules.pop(name, None)
-            _PROBLEMS.append(f"{files[0]}: {type(e).__name__}: {e}; skipped")
-    for line in _PROBLEMS:
-        print(f"recscale: model file {line}", file=sys.stderr)
+    _DISCOVERY.load()
 
 
 def problems() -> list[str]:
     """The model files that could not be used, one line each (empty when every file loaded)."""
-    load_models()
-    return list(_PROBLEMS)
+    return _DISCOVERY.problems()
 
 
 def names() -> list[str]:
@@ -165,6 +129,3 @@ def build(name: str, spec: FeatureSpec, cfg: Any = None) -> nn.Module:
     e = entry(name)
     return e.builder(spec, make_config(name, cfg))
 
-
-for _d in filter(None, os.environ.get(MODEL_PATH_ENV, "").split(os.pathsep)):
-    add_model_path(_d)

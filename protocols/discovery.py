@@ -1,0 +1,82 @@
+"""Discovery of component files: every module of a package, and of the folders an environment variable
+names, is imported once so that its `@register(...)` decorators fill the registries.
+
+Used by `architectures` (models, `RECSCALE_MODEL_PATH`) and `protocols` (history protocols and sources,
+`RECSCALE_PROTOCOL_PATH`). The folders of the variable (os.pathsep-separated) are appended to the
+package's `__path__`, so their files import as if they were in the package (relative imports such as
+`from .history import HistoryIndex` work there) and a component can live outside the repository.
+
+A file that cannot be used never stops the others. Each of these is skipped and reported (`problems()`,
+printed once on stderr when discovery runs, and by `recscale list`), naming the files involved:
+- a file on the path with the same module name as another (a built-in included), which it would hide;
+- a file that fails to import (any exception, e.g. a missing dependency or a syntax error);
+- a file that registers a name another file registered already (the registry's error names both).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+from pathlib import Path
+
+
+def file_of(module: str) -> str:
+    """The file a loaded module came from (its name when unknown)."""
+    mod = sys.modules.get(module)
+    return str(getattr(mod, "__file__", None) or module)
+
+
+class Discovery:
+    """Imports the component modules of one package (subpackages and `_private` modules excepted)."""
+
+    def __init__(self, package: str, path: list[str], *, env: str, kind: str,
+                 skip: frozenset[str] = frozenset()) -> None:
+        """`path` is the package's own `__path__` list (extended in place); `kind` names the files in
+        reports ("model file"); `skip` lists modules of the package that are never imported."""
+        self.package, self.path, self.env, self.kind, self.skip = package, path, env, kind, skip
+        self.loaded = False
+        self._problems: list[str] = []
+        for d in filter(None, os.environ.get(env, "").split(os.pathsep)):
+            self.add_path(d)
+
+    def add_path(self, directory: str | os.PathLike) -> None:
+        """Search `directory` for component files as well (what the environment variable does)."""
+        d = str(Path(directory).resolve())
+        if d not in self.path:
+            self.path.append(d)
+
+    def files(self) -> dict[str, list[str]]:
+        """Module name -> the files that define it, in search order (the package first, then the path)."""
+        found: dict[str, list[str]] = {}
+        for directory in self.path:
+            for m in pkgutil.iter_modules([directory]):
+                if not m.ispkg and not m.name.startswith("_") and m.name not in self.skip:
+                    found.setdefault(m.name, []).append(str(Path(directory) / f"{m.name}.py"))
+        return found
+
+    def load(self) -> None:
+        """Import every component module; cheap after the first call. A file that cannot be used is
+        skipped and reported (module docstring); the others load."""
+        if self.loaded:
+            return
+        self.loaded = True
+        own = self.path[0] if self.path else ""
+        # the package's own modules first, so a built-in's registered names are taken before a path file's
+        for mod, files in sorted(self.files().items(), key=lambda kv: (not kv[1][0].startswith(own + os.sep), kv[0])):
+            if len(files) > 1:
+                self._problems.append(f"{files[1]}: same module name as {files[0]}, which hides it; "
+                                      "rename one of them")
+            name = f"{self.package}.{mod}"
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # noqa: BLE001 - any error in a component file is that file's problem, reported
+                sys.modules.pop(name, None)
+                self._problems.append(f"{files[0]}: {type(e).__name__}: {e}; skipped")
+        for line in self._problems:
+            print(f"recscale: {self.kind} {line}", file=sys.stderr)
+
+    def problems(self) -> list[str]:
+        """The files that could not be used, one line each (empty when every file loaded)."""
+        self.load()
+        return list(self._problems)
