@@ -20,8 +20,6 @@ from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predic
 
 from .config import AnalysisConfig, analysis_config
 
-#: Columns that describe a run's setting (besides every model./train./data. column).
-PLAIN_CONFIG_COLUMNS = (C.ARCH, *C.DATA_SETTING_COLUMNS)
 CONFIG_PREFIXES = C.CONFIG_PREFIXES
 PREDICTION_COLUMNS = ("event_id", "label", "score")
 #: runs.parquet column with the oracle (true-probability) AUC of a run's split, as train_run records it.
@@ -128,13 +126,19 @@ def _read_sweep_doc(path: Path) -> dict[str, Any]:
     return doc
 
 
+def plain_config_columns() -> tuple[str, ...]:
+    """Columns that describe a run's setting besides every model./train./data. column: the architecture
+    and the data settings (protocol, each registered protocol's parameters, task)."""
+    return (C.ARCH, *C.data_setting_columns())
+
+
 def config_columns(runs: pd.DataFrame) -> list[str]:
     """Setting columns present in `runs` (seed excluded), in a stable order.
 
     A key a tuning stage chose (named in the `tuned` column, e.g. `train.lr`) is no setting: its value follows
     from the setting, so it neither splits families nor counts as a varied setting."""
     tuned = set(runs[C.TUNED].dropna().astype(str)) if C.TUNED in runs.columns else set()
-    cols = [c for c in PLAIN_CONFIG_COLUMNS if c in runs.columns]
+    cols = [c for c in plain_config_columns() if c in runs.columns]
     cols += sorted(c for c in runs.columns
                    if c.startswith(CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed" and c not in tuned)
     return cols

@@ -1,6 +1,9 @@
 """Data settings and data arms: the columns of runs.parquet that say which prepared dataset a run used.
 
-A *data setting* (`protocol`, `delay_s`, `history_len`, `task`, or any `data.*` column) changes the prepared dataset.
+A *data setting* (`protocols.runs_columns.data_setting_columns()`: `protocol`, `task`, a parameter of any
+registered protocol such as `delay_s` and `history_len`; or any `data.*` column) changes the prepared dataset.
+The protocol parameters come from the protocol registry, so a protocol added from RECSCALE_PROTOCOL_PATH brings
+its parameters along; analyse its sweep with the same path set.
 A sweep's data bundle names it (`data.name`) and the sweep records a hash of it (`dataset_id`): those two
 columns identify the dataset as a whole, so a comparison that varies a data setting must not pair on them
 (the two sides always differ there). A *data arm* is one distinct value of the data columns a sweep varies,
@@ -16,14 +19,12 @@ from protocols import runs_columns as C
 
 from .families import show
 
-#: Settings that change the prepared dataset (besides any data.* column).
-DATA_SETTINGS = C.DATA_SETTING_COLUMNS
 #: Columns naming a whole dataset; never pairing keys of a comparison that varies a data setting.
 DATASET_IDENTITY = (C.DATA_NAME, C.DATASET_ID)
 
 
 def is_data_column(column: str) -> bool:
-    return column in DATA_SETTINGS or column in DATASET_IDENTITY or column.startswith(C.DATA_PREFIX)
+    return column in C.data_setting_columns() or column in DATASET_IDENTITY or column.startswith(C.DATA_PREFIX)
 
 
 def varies_data(a: dict[str, Any], b: dict[str, Any]) -> bool:

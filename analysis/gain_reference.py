@@ -22,11 +22,10 @@ from protocols.errors import RecscaleError
 from .collect import config_columns, default_baseline, hashable_lists
 from .comparisons import select
 from .config import AnalysisConfig, analysis_config
+from .data_settings import is_data_column
 from .families import show, size_columns
 
 KEY = "analysis.scaling.reference"
-#: Context columns a reference must always share with a family (they change the test data).
-DATA_COLUMNS = ("protocol", "delay_s", "history_len", "task")
 
 
 @dataclass
@@ -110,14 +109,15 @@ def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
 
 def reference_rows(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame,
                    context: list[str]) -> tuple[pd.DataFrame, str]:
-    """The reference runs in a family's setting: they must share its data columns, and any other context
+    """The reference runs in a family's setting: they must share its data columns (`data_settings`: they
+    change the test data), and any other context
     column (train.*) in which the reference itself varies. Returns (rows, "" or why there are none)."""
     rows = runs[ref.mask]
     for c in context:
         values = family_rows[c].dropna().unique()
         if len(values) != 1 or not rows[c].notna().any():
             continue
-        if c in DATA_COLUMNS or c.startswith("data.") or rows[c].astype(str).nunique() > 1:
+        if is_data_column(c) or rows[c].astype(str).nunique() > 1:
             rows = rows[select(rows, {c: _plain(values[0])})]
             if rows.empty:
                 return rows, f"no reference run has {c}={_plain(values[0])}"

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness import metric_registry  # noqa: E402
+from protocols.runs_columns import protocol_parameter_columns  # noqa: E402
 
 from .ablations import AblationResult  # noqa: E402
 from .collect import SweepResults  # noqa: E402
@@ -277,9 +278,11 @@ def _runs_varying_only(results: SweepResults, column: str) -> pd.DataFrame:
     return kept if len(kept) else runs
 
 
-def plot_settings(results: SweepResults, path: Path,
-                  axes_cols: tuple[str, ...] = ("protocol", "delay_s", "history_len")) -> Path | None:
-    """Test AUC against each data setting the sweep varies (protocol, delay, history length), per arch."""
+def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] | None = None) -> Path | None:
+    """Test AUC against each data setting the sweep varies (the protocol and its parameters: delay,
+    history length, ...), per arch."""
+    if axes_cols is None:
+        axes_cols = ("protocol", *protocol_parameter_columns())
     runs, col = results.runs, results.metric_column("auc")
     varied = [c for c in axes_cols if c in runs.columns and runs[c].nunique() > 1]
     if not varied:
@@ -297,8 +300,9 @@ def plot_settings(results: SweepResults, path: Path,
         sns.pointplot(data=data, x=c, y=col, hue="arch", order=order, dodge=0.4 if several else False,
                       errorbar=None, ax=ax,
                       palette="colorblind", markers="D", linestyles="-")
-        unit = " (s)" if c == "delay_s" else " (events)" if c == "history_len" else ""
-        ax.set_xlabel(c.replace("_s", "") + unit)
+        # a parameter named *_s is in seconds (delay_s, window_s)
+        unit = " (s)" if c.endswith("_s") else " (events)" if c == "history_len" else ""
+        ax.set_xlabel(c.removesuffix("_s") + unit)
         ax.set_ylabel(f"{results.config.split} AUC")
         ax.set_title(f"{results.config.split} AUC by {c} (dots: seeds, diamonds: mean)")
         ax.legend(fontsize=8, title="arch")

@@ -115,7 +115,7 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
     if not arm_cols or col not in runs.columns:
         return None
     model_cols = [c for c in results.config_columns if c not in arm_cols and c != C.DATASET_ID
-                  and not c.startswith("data.") and c not in ("protocol", "delay_s", "history_len")]
+                  and not c.startswith("data.") and c not in (C.PROTOCOL, *C.protocol_parameter_columns())]
     varying = labelled_columns(runs, model_cols)  # settings that vary within an architecture label a model
     frame = pd.DataFrame({
         "arm": runs.apply(lambda r: arm_label(r, arm_cols), axis=1),

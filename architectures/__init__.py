@@ -26,7 +26,6 @@ registry loads and by `recscale list`), naming the files involved; every other m
 from __future__ import annotations
 
 import os
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any

@@ -1,35 +1,85 @@
 """Data side of recscale: sources, validation, synthetic log, splits, legal histories, encoding,
 prepared artifacts and the batch loader.
 
-Registries:
-    SOURCES    name -> callable(root: Path, **options) -> ExposureLog   (`recflow`, `synthetic`, `movielens100k`)
-    PROTOCOLS  name -> history protocol class                        (`exposure`, `author50`)
-    SOURCE_DEFAULTS  source name -> `protocols.sources.SourceDefaults` (its default split and sizes)
-Register a new one with `@register_source("name")` / `@register("name")` in its own module and add
-that module to `_COMPONENT_MODULES` below; a source declares its defaults with
-`SOURCE_DEFAULTS.register("name")(SourceDefaults(...))` (one that declares none gets RecFlow's).
+Registries (what each entry must provide: `protocols/components.py`):
+    PROTOCOLS  name -> history protocol class, a frozen dataclass of its parameters   (`exposure`, `author50`)
+    SOURCES    name -> `components.SourceEntry`: load(root, **options) -> ExposureLog plus its defaults
+               (split and target counts)                                          (`recflow`, `synthetic`, `movielens100k`)
+
+    @protocols.register("recent_window")
+    @dataclass(frozen=True)
+    class RecentWindowProtocol:
+        history_len: int = 64
+        window_s: float = 3600.0
+        def build(self, log, request_rows, *, timeline=None, progress=False) -> HistoryIndex: ...
+
+    @protocols.register_source("mylog", defaults=SourceDefaults(...))
+    def load_mylog(root, **options) -> ExposureLog: ...
+
+Discovery (`protocols.discovery`): every module of this package is imported on first use of the
+registries (`load_components`, `protocol_names`, `source_names`, ...) except subpackages (`synthetic/`)
+and private modules (`_*`), so a protocol or a source is added by one new file; nothing else changes.
+Folders listed in the environment variable `RECSCALE_PROTOCOL_PATH` (os.pathsep-separated) are searched
+too, as if their files were in this package, so a protocol or a source can live outside the repository.
+A file that cannot be used (it fails to import, is named like another module, or registers a name
+another file registered) is skipped and reported by `problems()` and `recscale list`, naming the files.
 """
 from __future__ import annotations
 
-import importlib
+import os
+from typing import Any, Callable, TypeVar
 
+from .components import SourceDefaults, SourceEntry, check_protocol_class, parameters_of
+from .discovery import Discovery
 from .registry import Registry
 
-PROTOCOLS: Registry = Registry("protocol")
-SOURCES: Registry = Registry("source")
-SOURCE_DEFAULTS: Registry = Registry("source defaults")
+#: Environment variable naming extra directories of protocol and source files.
+PROTOCOL_PATH_ENV = "RECSCALE_PROTOCOL_PATH"
 
-register = PROTOCOLS.register
-register_source = SOURCES.register
+PROTOCOLS: Registry[type] = Registry("protocol")
+SOURCES: Registry[SourceEntry] = Registry("source")
 
-#: Modules whose import registers sources and protocols.
-_COMPONENT_MODULES: tuple[str, ...] = ("sources", "history")
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+
+def register(name: str) -> Callable[[C], C]:
+    """Class decorator registering a history protocol (checked against `components.check_protocol_class`)."""
+
+    def decorator(cls: C) -> C:
+        check_protocol_class(name, cls)
+        return PROTOCOLS.register(name)(cls)
+
+    return decorator
+
+
+def register_source(name: str, *, defaults: SourceDefaults) -> Callable[[F], F]:
+    """Function decorator registering `load(root, **options) -> ExposureLog` as source `name`, together
+    with its defaults (one registry entry)."""
+
+    def decorator(load: F) -> F:
+        SOURCES.register(name)(SourceEntry(name, load, defaults, load.__module__))
+        return load
+
+    return decorator
+
+
+_DISCOVERY = Discovery(__name__, __path__, env=PROTOCOL_PATH_ENV, kind="protocol/source file")
+
+
+def add_component_path(directory: str | os.PathLike) -> None:
+    """Search `directory` for protocol and source files as well (what `RECSCALE_PROTOCOL_PATH` does)."""
+    _DISCOVERY.add_path(directory)
 
 
 def load_components() -> None:
-    """Import every component module so the registries are filled."""
-    for mod in _COMPONENT_MODULES:
-        importlib.import_module(f"{__name__}.{mod}")
+    """Import every module of the package and of the protocol path, so the registries are filled."""
+    _DISCOVERY.load()
+
+
+def problems() -> list[str]:
+    """The protocol and source files that could not be used, one line each (empty when all loaded)."""
+    return _DISCOVERY.problems()
 
 
 def protocol_names() -> list[str]:
@@ -40,3 +90,22 @@ def protocol_names() -> list[str]:
 def source_names() -> list[str]:
     load_components()
     return SOURCES.names()
+
+
+def protocol_parameters(protocol: str) -> dict[str, Any]:
+    """The parameters of a registered protocol and their defaults, e.g. exposure -> {history_len: 128,
+    delay_s: 60.0}, author50 -> {history_len: 50}."""
+    load_components()
+    return parameters_of(PROTOCOLS.get(protocol))
+
+
+def parameter_names() -> list[str]:
+    """Every parameter of any registered protocol, sorted (each is a runs.parquet column and a data setting)."""
+    load_components()
+    return sorted({p for name in PROTOCOLS.names() for p in parameters_of(PROTOCOLS.get(name))})
+
+
+def source(name: str) -> SourceEntry:
+    """The registered source `name` (an unknown name is an error listing the registered ones)."""
+    load_components()
+    return SOURCES.get(name)

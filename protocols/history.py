@@ -10,11 +10,15 @@ request's targets; everything downstream (encoding, artifacts, batches) is proto
   a_r = t_r + summed playing_time of r + delay. Keep the L most recent legal events (default L=128,
   delay 60 s).
 - `author50` (protocols/author_history.py): RecFlow's seq_effective_50 arrays of the target request,
-  linked back to exposure rows (default and maximum L=50; no delay parameter).
+  linked back to exposure rows (default and maximum L=50; no delay parameter). Its `ensure_inputs` hook
+  writes a synthetic log's author-50 pickles before the log is read.
+
+What a protocol must provide: protocols/components.py; how to add one in one file: docs/protocols.md.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -24,6 +28,7 @@ from .author_history import AUTHOR50_WIDTH, author50_history_rows
 from .availability import UserTimeline
 from .legal_history import PAD_ROW, legal_history_rows
 from .log import ExposureLog
+from .typed_config import ConfigError
 
 __all__ = ["PAD_ROW", "HistoryIndex", "ExposureProtocol", "Author50Protocol"]
 
@@ -47,6 +52,11 @@ class ExposureProtocol:
 
     history_len: int = 128
     delay_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        _check_history_len(self.history_len)
+        if self.delay_s < 0:
+            raise ConfigError(f"delay_s: must be >= 0, got {self.delay_s}")
 
     def build(
         self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None,
@@ -75,6 +85,17 @@ class Author50Protocol:
 
     history_len: int = AUTHOR50_WIDTH
 
+    def __post_init__(self) -> None:
+        _check_history_len(self.history_len, AUTHOR50_WIDTH)
+
+    def ensure_inputs(self, source: str, root: Path, *, progress: bool = False) -> None:
+        """A synthetic log is written without the author-50 pickles unless asked; add them now. Other
+        sources' readers report missing pickles themselves."""
+        if source == "synthetic":
+            from .synthetic.pipeline import ensure_author50
+
+            ensure_author50(Path(root), progress=progress)
+
     def build(
         self, log: ExposureLog, request_rows: np.ndarray, *, timeline: UserTimeline | None = None,
               progress: bool = False
@@ -82,3 +103,9 @@ class Author50Protocol:
         timeline = timeline or UserTimeline.build(log)
         rows, coverage = author50_history_rows(log, timeline, request_rows, self.history_len, progress=progress)
         return HistoryIndex(rows, {"link_coverage": coverage.as_dict()})  # type: ignore[dict-item]
+
+
+def _check_history_len(history_len: int, most: int | None = None) -> None:
+    if history_len < 1 or (most is not None and history_len > most):
+        bound = f"in 1..{most}" if most is not None else ">= 1"
+        raise ConfigError(f"history_len: must be {bound}, got {history_len}")

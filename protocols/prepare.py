@@ -36,14 +36,14 @@ import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from . import PROTOCOLS, SOURCES, load_components
+from . import PROTOCOLS, SOURCES, load_components, parameter_names, protocol_parameters
 from . import results_layout as layout
 from .availability import UserTimeline
 from .encoding import (
@@ -55,7 +55,8 @@ from .encoding import (
     numeric_features,
     vocab_size,
 )
-from .history import PAD_ROW, ExposureProtocol
+from .discovery import file_of
+from .legal_history import PAD_ROW
 from .integrity import ArtifactDamagedError, seal_manifest, verify_artifact
 from .log import ExposureLog
 from .output_location import check_writable
@@ -100,12 +101,11 @@ class PrepareConfig:
     Attributes:
         source: registered source (`recscale list`): recflow, synthetic, movielens100k.
         root: folder of the log.
-        protocol: registered history protocol: exposure, author50.
-        delay_s: feedback delay in seconds, used by protocols with a `delay_s` parameter (exposure) and
-            ignored by the others; default: the exposure protocol's (60 s).
-        history_len: history length L; None = the protocol's default (exposure 128, author50 50).
+        protocol: registered history protocol (`recscale list`): exposure, author50.
+        protocol_params: the protocol parameters this config sets, given by name like the fields
+            (`delay_s: 0`, `history_len: 50`; see below).
         n_train, n_valid, n_test: targets per split: a count, `all` (every exposure of the split), or
-            None = the source's default (`protocols.sources.SourceDefaults.sizes`: the reference
+            None = the source's default (`protocols.components.SourceDefaults.sizes`: the reference
             sizes scaled to the log for recflow/synthetic, every exposure for movielens100k).
         seed: target sampling seed.
         task: the target label, a binary feedback column of the log (`TASKS`): `long_view` (the default,
@@ -119,19 +119,24 @@ class PrepareConfig:
             `train_window` = every exposure of the log before the end of the training split, whatever
             the protocol, delay, history length or data size, so that arms of a data axis get identical
             embedding tables. None = `train_inputs` here; a sweep whose grid varies the history
-            (protocol, delay_s, history_len) resolves None to `train_window` (harness/sweep/schema.py).
+            (the protocol or any protocol parameter) resolves None to `train_window` (harness/sweep/schema.py).
         out: folder that receives the artifact folder.
 
-    Protocol parameters live on the protocol's own config, the registered protocol dataclass
-    (`protocols.history`), which also holds their defaults; `protocol_config()` passes on every field
-    of this config that the protocol has (a field left None keeps the protocol's default).
+    Protocol parameters are the fields of the registered protocol's own dataclass (`protocols.history`;
+    `recscale list` shows them), which also holds their defaults: exposure takes `history_len` (128) and
+    `delay_s` (60 s), author50 `history_len` (50). A key that is neither a field here nor a parameter of
+    any registered protocol is refused, naming the protocol and its parameters; a value is checked by
+    the protocol's dataclass; a parameter of another registered protocol is ignored (so a sweep can set
+    `delay_s` beside an author50 arm), and None means the protocol's default. `protocol_config()` is the
+    protocol's dataclass with the values given.
     """
+
+    EXTRA_KEYS_FIELD: ClassVar[str] = "protocol_params"
 
     source: str = "synthetic"
     root: str = ""
     protocol: str = "exposure"
-    delay_s: float = ExposureProtocol.delay_s
-    history_len: int | None = None
+    protocol_params: dict[str, Any] = field(default_factory=dict)
     n_train: int | Literal["all"] | None = None
     n_valid: int | Literal["all"] | None = None
     n_test: int | Literal["all"] | None = None
@@ -153,10 +158,7 @@ class PrepareConfig:
             raise ConfigError(f"source: unknown {self.source!r}; valid: {', '.join(SOURCES.names())}")
         if self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol: unknown {self.protocol!r}; valid: {', '.join(PROTOCOLS.names())}")
-        if self.delay_s < 0:
-            raise ConfigError(f"delay_s: must be >= 0, got {self.delay_s}")
-        if self.history_len is not None and self.history_len < 1:
-            raise ConfigError(f"history_len: must be >= 1, got {self.history_len}")
+        object.__setattr__(self, "protocol_params", self._checked_params())
         if self.task not in TASKS:
             raise ConfigError(f"task: {self.task!r} is not allowed (allowed: {', '.join(TASKS)})")
         if self.vocabulary is not None and self.vocabulary not in VOCABULARY_RULES:
@@ -167,29 +169,47 @@ class PrepareConfig:
         """The vocabulary rule in force: `vocabulary`, or `train_inputs` when left None."""
         return self.vocabulary or DEFAULT_VOCABULARY
 
+    @classmethod
+    def of(cls, **settings: Any) -> PrepareConfig:
+        """The config of flat settings, protocol parameters by name (what a YAML mapping or --set gives):
+        `PrepareConfig.of(root="log", delay_s=0)`."""
+        if isinstance(settings.get("split"), SplitConfig):  # a complete split: every key given
+            settings["split"] = SplitSettings.of(settings["split"])
+        return from_dict(cls, settings)
+
+    def _checked_params(self) -> dict[str, Any]:
+        """The given parameters, None dropped; the protocol's own ones checked and typed by its dataclass."""
+        given = {k: v for k, v in dict(self.protocol_params).items() if v is not None}
+        own = protocol_parameters(self.protocol)
+        known = set(parameter_names())
+        settings = [f.name for f in fields(self) if f.name != self.EXTRA_KEYS_FIELD]
+        clash = sorted(set(own) & set(settings))
+        if clash:  # the setting would always win: the parameter could never be set
+            raise ConfigError(f"protocol: {self.protocol!r} ({file_of(PROTOCOLS.get(self.protocol).__module__)}) "
+                              f"has a parameter named like the prepare setting {clash[0]!r}; rename the parameter")
+        for key in given:
+            if key not in known:
+                raise ConfigError(
+                    f"{key}: not a prepare setting nor a parameter of protocol {self.protocol!r} (its parameters: "
+                    f"{', '.join(own)}); prepare settings: {', '.join(settings)}; parameters of the registered "
+                    f"protocols: {', '.join(sorted(known))}")
+        typed = to_dict(from_dict(PROTOCOLS.get(self.protocol), {k: v for k, v in given.items() if k in own}))
+        return {k: typed[k] if k in own else v for k, v in given.items()}
+
     def protocol_config(self) -> Any:
-        """The protocol's own config: its registered dataclass with the fields this config sets."""
-        cls = PROTOCOLS.get(self.protocol)
-        given = {f.name: getattr(self, f.name) for f in fields(cls) if getattr(self, f.name, None) is not None}
-        return from_dict(cls, given)
-
-
-def protocol_parameters(protocol: str) -> dict[str, Any]:
-    """The parameters of a registered protocol and their defaults, e.g. exposure -> {history_len: 128,
-    delay_s: 60.0}, author50 -> {history_len: 50}."""
-    load_components()
-    return {f.name: f.default for f in fields(PROTOCOLS.get(protocol))}
+        """The protocol's own config: its registered dataclass with the parameters this config sets."""
+        own = protocol_parameters(self.protocol)
+        return from_dict(PROTOCOLS.get(self.protocol), {k: v for k, v in self.protocol_params.items() if k in own})
 
 
 def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
     """Build (or find) the artifact for `cfg`; returns its folder."""
     if not cfg.root:
         raise ConfigError("root: the folder of the log is required")
-    if cfg.protocol == "author50" and cfg.source == "synthetic":
-        # a synthetic log is written without the author-50 pickles unless asked; add them now
-        from .synthetic.pipeline import ensure_author50
-
-        ensure_author50(Path(cfg.root), progress=progress)
+    protocol = cfg.protocol_config()
+    ensure_inputs = getattr(protocol, "ensure_inputs", None)
+    if ensure_inputs is not None:  # input files the protocol needs beyond the log (protocols/components.py)
+        ensure_inputs(cfg.source, Path(cfg.root), progress=progress)
     log = SOURCES.get(cfg.source)(Path(cfg.root))
     return prepare_log(log, cfg, progress=progress)
 

@@ -3,8 +3,10 @@
 `harness.sweep.collect` writes the table from each run folder: the trial's settings (`TrialPlan.record()`
 in sweep_trial.json, plus `ray_node`) beside the flat scalars of its metrics.json. Columns, in order:
 
-    trial_id, run_dir, stage, arch, seed,      LEADING_COLUMNS: the trial (run_dir relative to the sweep folder)
-    protocol, delay_s, history_len, task,      DATA_SETTING_COLUMNS: the data settings every trial records
+    trial_id, run_dir, stage, arch, seed,      leading_columns(): the trial (run_dir relative to the sweep folder)
+    protocol, delay_s, history_len, task,      data_setting_columns(): the data settings every trial records:
+                                               the protocol, every registered protocol's parameters (sorted;
+                                               empty where a run's protocol has none), the task
     dataset_id                                 the sweep's id of the dataset it requested (see below)
     data.<field>, model.<key>, train.<key>     CONFIG_PREFIXES: the sweep's other axes and settings, sorted
                                                (`data.name` / `model.name`: the name of a bundle axis value)
@@ -46,10 +48,25 @@ DATA_FINGERPRINT = "data_fingerprint"
 FLOPS_PER_TARGET = "flops_per_target"
 PARAMS_NON_EMBEDDING = "params_non_embedding"
 
-#: Settings that change the prepared dataset and have a plain column in every runs.parquet.
-DATA_SETTING_COLUMNS: tuple[str, ...] = (PROTOCOL, DELAY_S, HISTORY_LEN, TASK)
-#: The first columns, in this order (those present).
-LEADING_COLUMNS: tuple[str, ...] = (TRIAL_ID, RUN_DIR, STAGE, ARCH, SEED, *DATA_SETTING_COLUMNS, DATASET_ID)
+
+
+def protocol_parameter_columns() -> tuple[str, ...]:
+    """The parameters of every registered protocol, sorted (`delay_s`, `history_len`, ...), one column each.
+    From the protocol registry, so a protocol added from RECSCALE_PROTOCOL_PATH brings its columns along."""
+    from . import parameter_names
+
+    return tuple(parameter_names())
+
+
+def data_setting_columns() -> tuple[str, ...]:
+    """Settings that change the prepared dataset and have a plain column in every runs.parquet."""
+    return (PROTOCOL, *protocol_parameter_columns(), TASK)
+
+
+def leading_columns() -> tuple[str, ...]:
+    """The first columns, in this order (those present)."""
+    return (TRIAL_ID, RUN_DIR, STAGE, ARCH, SEED, *data_setting_columns(), DATASET_ID)
+
 
 DATA_PREFIX, MODEL_PREFIX, TRAIN_PREFIX = "data.", "model.", "train."
 #: Prefixes of the setting columns beyond the plain ones.

@@ -5,9 +5,9 @@
   `synthetic_truth/YYYY-MM-DD.feather` (row-aligned with each realshow file).
 - `movielens100k`: MovieLens-100k mapped onto the canonical table (`protocols.movielens`).
 
-Each source also declares its defaults (`SourceDefaults`, registered in `protocols.SOURCE_DEFAULTS`):
-the split a prepare config gets for the keys it leaves unset, and the target counts it gets for
-`n_train` / `n_valid` / `n_test` left unset.
+Each source registers with its defaults (`protocols.components.SourceDefaults`, one registry entry): the
+split a prepare config gets for the keys it leaves unset, and the target counts it gets for `n_train` /
+`n_valid` / `n_test` left unset.
 
 | source | default split | default target counts |
 |---|---|---|
@@ -17,37 +17,22 @@ the split a prepare config gets for the keys it leaves unset, and the target cou
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pyarrow.feather as feather
 
-from . import SOURCE_DEFAULTS, register_source
+import protocols
+
+from . import register_source
+from .components import SourceDefaults
 from .errors import DataValidationError
 from .log import ExposureLog
 from .recflow import read_recflow
 from .recflow_format import truth_path
 from .schema import TRUE_P_COLUMN
 from .split import SplitConfig, tail_split
-
-
-@dataclass(frozen=True)
-class SourceDefaults:
-    """What a log of this source gets for the prepare settings a config leaves unset.
-
-    Attributes:
-        split: the default split of a loaded log (fixed dates, or derived from the log's dates).
-        sizes: `scaled`: RecFlow's reference target counts scaled to the log's size
-            (`protocols.sampling.default_size`); `all`: every exposure of each split is a target.
-        split_doc: one line saying what the default split is (help texts and docs).
-    """
-
-    split: Callable[[ExposureLog], SplitConfig]
-    sizes: Literal["scaled", "all"]
-    split_doc: str
 
 
 def _recflow_split(log: ExposureLog) -> SplitConfig:
@@ -76,20 +61,15 @@ MOVIELENS_DEFAULTS = SourceDefaults(
 
 
 def source_defaults(source: str) -> SourceDefaults:
-    """The declared defaults of `source`; RecFlow's for a source that declares none."""
-    return SOURCE_DEFAULTS.get(source) if source in SOURCE_DEFAULTS else RECFLOW_DEFAULTS
+    """The defaults `source` registered with (an unknown source is an error listing the registered ones)."""
+    return protocols.source(source).defaults
 
 
-@register_source("recflow")
+@register_source("recflow", defaults=RECFLOW_DEFAULTS)
 def load_recflow(root: Path | str, *, days: Iterable[str | dt.date] | None = None,
                  progress: bool = False) -> ExposureLog:
     """Real RecFlow `realshow` files (validated); `days` defaults to the 37 released days."""
     return read_recflow(root, days, progress=progress)
-
-
-SOURCE_DEFAULTS.register("recflow")(RECFLOW_DEFAULTS)
-SOURCE_DEFAULTS.register("synthetic")(RECFLOW_DEFAULTS)
-SOURCE_DEFAULTS.register("movielens100k")(MOVIELENS_DEFAULTS)
 
 
 def read_truth(log: ExposureLog) -> np.ndarray:
@@ -116,7 +96,7 @@ def read_truth(log: ExposureLog) -> np.ndarray:
     return np.concatenate(parts)
 
 
-@register_source("synthetic")
+@register_source("synthetic", defaults=RECFLOW_DEFAULTS)
 def load_synthetic(root: Path | str, *, days: Iterable[str | dt.date] | None = None,
                    progress: bool = False) -> ExposureLog:
     """A `recscale synth` log: the recflow reader plus `true_p`."""
@@ -125,7 +105,7 @@ def load_synthetic(root: Path | str, *, days: Iterable[str | dt.date] | None = N
     return log
 
 
-@register_source("movielens100k")
+@register_source("movielens100k", defaults=MOVIELENS_DEFAULTS)
 def load_movielens(root: Path | str, **options) -> ExposureLog:
     """MovieLens-100k folder (u.data, u.user, u.item) mapped onto the canonical table."""
     from .movielens import read_movielens

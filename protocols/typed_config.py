@@ -3,7 +3,9 @@
 Every config in recscale is a dataclass (run, train, model, sweep, prepare, protocol, analysis); this
 module is the one validation layer that turns plain mappings into them. It refuses unknown keys
 (listing the valid ones) and values of the wrong type (naming the key with its full path, e.g.
-`data.split.timezone`); a value that fits no member of a union gets every member's reason. Range
+`data.split.timezone`); a value that fits no member of a union gets every member's reason. A dataclass
+whose keys are partly open (a prepare config takes its protocol's parameters by name) names a mapping
+field in `EXTRA_KEYS_FIELD`: keys that are not fields go there and the class validates them itself. Range
 checks live in each dataclass's `__post_init__` and raise ConfigError with the field name; `from_dict`
 prefixes it with the section path.
 """
@@ -139,6 +141,15 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "")
     data = dict(data or {})
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    extra = getattr(cls, "EXTRA_KEYS_FIELD", None)
+    if extra is not None:  # keys that are not fields go into that mapping field; the class validates them
+        spill = {k: data.pop(k) for k in list(data) if k not in fields}
+        if spill:
+            given = dict(data.get(extra) or {})
+            twice = sorted(set(spill) & set(given))
+            if twice:
+                raise ConfigError(f"{prefix}{twice[0]}: given twice (also as {prefix}{extra}.{twice[0]}); keep one")
+            data[extra] = {**given, **spill}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(

@@ -22,7 +22,7 @@ def build_tiny_artifact(log: Path, out: Path, *, seed: int = 42, history_len: in
     """Prepare the log at `log` (exposure protocol, tiny splits sampled with `seed`) under `out`."""
     from protocols.prepare import PrepareConfig, prepare
 
-    cfg = PrepareConfig(source="synthetic", root=str(log), protocol="exposure", history_len=history_len,
+    cfg = PrepareConfig.of(source="synthetic", root=str(log), protocol="exposure", history_len=history_len,
                         seed=seed, out=str(out), **TINY_SPLITS)
     return prepare(cfg, progress=False)
 

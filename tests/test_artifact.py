@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from tiny_logs import T_2024_01_13, random_log, reference_availability, reference_history
+from tiny_logs import T_2024_01_13, random_log, reference_availability, reference_history, tiny_source
 
 from harness.cli import main as cli_main
 from harness.commands.compare_delay import compare
@@ -28,7 +28,7 @@ def _log(seed: int = 21, **kw):
 def _cfg(tmp_path, **kw) -> PrepareConfig:
     base = dict(source="synthetic", root="unused", n_train=400, n_valid=50, n_test=90, history_len=L,
                 out=str(tmp_path / "artifacts"))
-    return PrepareConfig(**{**base, **kw})
+    return PrepareConfig.of(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,7 @@ def test_histories_export_matches_brute_force(built, tmp_path):
 
 def test_compare_delay_matches_brute_force_count(tmp_path):
     log = random_log(24, n_users=6, n_requests=900, t0=T_2024_01_13, span_ms=DAYS_37 // 8, grid_ms=10_000)
-    cfg = PrepareConfig(source="synthetic", root="unused", split=_short_split(), history_len=L,
+    cfg = PrepareConfig.of(source="synthetic", root="unused", split=_short_split(), history_len=L,
                         n_train=50, n_valid=20, n_test=150)
     result = compare(log, cfg, "test", (0.0, 60.0))
     rows = prepare_module.plan_targets(log, cfg).rows["test"]
@@ -227,7 +227,7 @@ def test_prepare_cli_prints_the_path(tmp_path, capsys, monkeypatch):
 
     log = _log(26)
     protocols.load_components()
-    monkeypatch.setitem(protocols.SOURCES._items, "tinytest", lambda root, **kw: log)
+    monkeypatch.setitem(protocols.SOURCES._items, "tinytest", tiny_source(log))
     argv = ["prepare", "--source", "tinytest", "--root", str(tmp_path), "--train", "100", "--valid", "10",
             "--test", "10", "--history-len", "4", "--out", str(tmp_path / "a"), "--no-progress"]
     assert cli_main(argv) == 0
@@ -243,9 +243,9 @@ def test_both_protocols_on_the_synthetic_tiny_log(tmp_path):
 
     root = generate("tiny", tmp_path / "synth-tiny", seed=0)
     base = dict(source="synthetic", root=str(root), out=str(tmp_path / "a"))
-    exposure = PreparedDataset.open(prepare_module.prepare(PrepareConfig(**base), progress=False))
+    exposure = PreparedDataset.open(prepare_module.prepare(PrepareConfig.of(**base), progress=False))
     assert not (root / "seq_effective_50_dict").exists()  # written only when a protocol needs them:
-    author = PreparedDataset.open(prepare_module.prepare(PrepareConfig(**base, protocol="author50"), progress=False))
+    author = PreparedDataset.open(prepare_module.prepare(PrepareConfig.of(**base, protocol="author50"), progress=False))
     assert (root / "seq_effective_50_dict").is_dir()
     assert exposure.is_synthetic and exposure.spec.history_len == 128 and author.spec.history_len == 50
     assert author.manifest["protocol_diagnostics"]["link_coverage"]["row_link_coverage"] == 1.0

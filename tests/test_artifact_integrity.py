@@ -30,7 +30,7 @@ def _log():
 
 
 def _cfg(out: Path) -> PrepareConfig:
-    return PrepareConfig(source="synthetic", root="unused", n_train=300, n_valid=40, n_test=60, history_len=8,
+    return PrepareConfig.of(source="synthetic", root="unused", n_train=300, n_valid=40, n_test=60, history_len=8,
                          out=str(out))
 
 

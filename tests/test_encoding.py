@@ -31,7 +31,7 @@ def prepared(tmp_path_factory):
     day = (log["request_timestamp"] - log["request_timestamp"].min()) // 86_400_000
     log.columns["video_id"] = log["video_id"] + day * 20
     log.columns["author_id"] = log["video_id"] // 3 + 1000
-    cfg = PrepareConfig(source="synthetic", root="unused", n_train=300, n_valid=60, n_test=80, history_len=8,
+    cfg = PrepareConfig.of(source="synthetic", root="unused", n_train=300, n_valid=60, n_test=80, history_len=8,
                         out=str(tmp_path_factory.mktemp("enc")))
     return log, PreparedDataset.open(prepare_log(log, cfg))
 

@@ -3,6 +3,7 @@ takes every key through `--set` (its flags are aliases of the same keys)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import pytest
@@ -11,8 +12,8 @@ from harness.cli import main as cli_main
 from harness.commands import prepare as prepare_cmd
 from protocols.history import Author50Protocol, ExposureProtocol
 from protocols.prepare import PrepareConfig, protocol_parameters
-from protocols.typed_config import ConfigError
-from tests.tiny_logs import random_log
+from protocols.typed_config import ConfigError, from_dict
+from tests.tiny_logs import random_log, tiny_source
 
 DAYS_37 = 37 * 86_400_000
 
@@ -25,19 +26,28 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_protocol_config_takes_the_fields_the_protocol_has():
     assert PrepareConfig().protocol_config() == ExposureProtocol()  # defaults live on the protocol
-    assert PrepareConfig(delay_s=0, history_len=16).protocol_config() == ExposureProtocol(history_len=16, delay_s=0.0)
-    assert PrepareConfig(protocol="author50", delay_s=0).protocol_config() == Author50Protocol()  # no delay there
+    assert PrepareConfig.of(delay_s=0, history_len=16).protocol_config() == ExposureProtocol(history_len=16, delay_s=0.0)
+    assert PrepareConfig.of(protocol="author50", delay_s=0).protocol_config() == Author50Protocol()  # no delay there
     assert protocol_parameters("author50") == {"history_len": Author50Protocol.history_len}
-    assert PrepareConfig.delay_s == ExposureProtocol.delay_s
+    assert not any(f.name in ("delay_s", "history_len") for f in dataclasses.fields(PrepareConfig))  # defined once
+    # given by name, held typed by the protocol's dataclass; None is the protocol's default
+    assert PrepareConfig.of(delay_s=0, history_len=None).protocol_params == {"delay_s": 0.0}
 
 
 def test_prepare_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"^protocol: unknown 'exposures'; valid: author50, exposure$"):
-        PrepareConfig(protocol="exposures")
+        PrepareConfig.of(protocol="exposures")
     with pytest.raises(ConfigError, match=r"^source: unknown 'recflw'; valid: .*recflow"):
-        PrepareConfig(source="recflw")
+        PrepareConfig.of(source="recflw")
     with pytest.raises(ConfigError, match=r"^delay_s: must be >= 0"):
-        PrepareConfig(delay_s=-1)
+        PrepareConfig.of(delay_s=-1)
+    with pytest.raises(ConfigError, match=r"^history_len: must be in 1\.\.50, got 51"):
+        PrepareConfig.of(protocol="author50", history_len=51)
+    with pytest.raises(ConfigError, match=r"^data\.window_s: not a prepare setting nor a parameter of protocol "
+                                          r"'exposure' \(its parameters: history_len, delay_s\)"):
+        from_dict(PrepareConfig, {"window_s": 60}, prefix="data.")
+    with pytest.raises(ConfigError, match=r"^delay_s: given twice"):
+        from_dict(PrepareConfig, {"delay_s": 0, "protocol_params": {"delay_s": 60}})
 
 
 def test_flags_are_aliases_of_set_keys():
@@ -48,17 +58,17 @@ def test_flags_are_aliases_of_set_keys():
                  "--set", "split.valid_start=2024-02-09")
     cfg = prepare_cmd.config_from_args(flags)
     assert cfg == prepare_cmd.config_from_args(keys)
-    assert (cfg.delay_s, cfg.history_len, cfg.n_train, cfg.seed,
-            cfg.split.valid_start) == (0.0, 16, 100, 7, "2024-02-09")
+    assert (cfg.protocol_params, cfg.n_train, cfg.seed, cfg.split.valid_start) == (
+        {"delay_s": 0.0, "history_len": 16}, 100, 7, "2024-02-09")
     # nothing given: every default is PrepareConfig's
-    assert prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "LOG")) == PrepareConfig(root="LOG")
+    assert prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "LOG")) == PrepareConfig.of(root="LOG")
 
 
 def test_prepare_cli_refuses_bad_keys_with_the_key_named():
     with pytest.raises(ConfigError, match=r"delay_s: given twice"):
         prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "x", "--delay-s", "0",
                                            "--set", "delay_s=60"))
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) delay; valid keys: .*delay_s"):
+    with pytest.raises(ConfigError, match=r"^delay: not a prepare setting .*its parameters: history_len, delay_s"):
         prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "x", "--set", "delay=0"))
     with pytest.raises(ConfigError, match=r"^root: missing"):
         prepare_cmd.config_from_args(_args("--source", "synthetic"))
@@ -71,7 +81,7 @@ def test_set_and_flags_build_the_same_artifact(tmp_path, capsys, monkeypatch):
 
     log = random_log(26, n_users=10, n_requests=800, span_ms=DAYS_37, grid_ms=60_000, with_truth=True)
     protocols.load_components()
-    monkeypatch.setitem(protocols.SOURCES._items, "tinytest", lambda root, **kw: log)
+    monkeypatch.setitem(protocols.SOURCES._items, "tinytest", tiny_source(log))
     out = str(tmp_path / "a")
     flags = ["prepare", "--source", "tinytest", "--root", str(tmp_path), "--train", "100", "--valid", "10",
              "--test", "10", "--history-len", "4", "--delay-s", "0", "--out", out, "--no-progress", "--json"]
@@ -98,7 +108,7 @@ def test_author50_artifacts_of_older_linking_rules_are_never_reused(tmp_path, mo
     log = random_log(27, author50=True, n_users=10, n_requests=400, span_ms=DAYS_37, grid_ms=60_000)
 
     def build(protocol: str):
-        cfg = PrepareConfig(source="synthetic", root=str(tmp_path), protocol=protocol, n_train=60, n_valid=10,
+        cfg = PrepareConfig.of(source="synthetic", root=str(tmp_path), protocol=protocol, n_train=60, n_valid=10,
                             n_test=10, history_len=8, out=str(tmp_path / "out"))
         path = prepare_log(log, cfg)
         return path, json.loads((path / "manifest.json").read_text())["parameters"]

@@ -33,7 +33,7 @@ def test_collect_writes_the_leading_columns_then_the_settings_then_the_metrics(t
     assert written == ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "task",
                        "dataset_id", "data.n_train", "model.dim", "train.lr", "ray_node", "data_fingerprint",
                        "test_auc", "flops_per_target"]
-    assert list(C.LEADING_COLUMNS) == written[:10]
+    assert list(C.leading_columns()) == written[:10]
     assert table[C.TRIAL_ID].tolist() == ["t0", "t1"] and table[C.RUN_DIR].tolist() == ["runs/t0", "runs/t1"]
 
 
@@ -41,9 +41,9 @@ def test_every_committed_reference_has_the_named_columns_in_order():
     assert REFERENCES, "no committed reference runs.parquet found"
     for path in REFERENCES:
         names = pq.read_schema(path).names
-        leading = [c for c in names if c in C.LEADING_COLUMNS]
-        assert names[:len(leading)] == leading == [c for c in C.LEADING_COLUMNS if c in names], path
+        leading = [c for c in names if c in C.leading_columns()]
+        assert names[:len(leading)] == leading == [c for c in C.leading_columns() if c in names], path
         # `task` is newer than some references; every other named column is in each of them
-        for column in (*C.LEADING_COLUMNS, C.DATA_FINGERPRINT, C.FLOPS_PER_TARGET, C.PARAMS_NON_EMBEDDING,
+        for column in (*C.leading_columns(), C.DATA_FINGERPRINT, C.FLOPS_PER_TARGET, C.PARAMS_NON_EMBEDDING,
                        C.metric_column("test", "auc")):
             assert column in names or column == C.TASK, (path, column)

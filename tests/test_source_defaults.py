@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from tiny_logs import random_log
+from tiny_logs import random_log, tiny_source
 
 import protocols
 from harness.cli import main as cli_main
@@ -35,7 +35,7 @@ def test_recflow_and_synthetic_keep_the_seed_split_and_scaled_sizes():
     for source in ("recflow", "synthetic"):
         d = source_defaults(source)
         assert d.split(log) == SplitConfig() and d.sizes == "scaled"
-    plan = plan_targets(log, PrepareConfig(source="synthetic", root="x"))
+    plan = plan_targets(log, PrepareConfig.of(source="synthetic", root="x"))
     assert plan.split == SplitConfig()
     for s in ("train", "valid", "test"):  # the scaled reference size, capped by the split
         assert len(plan.rows[s]) == default_size(s, len(log), plan.available[s])
@@ -48,7 +48,7 @@ def test_movielens_default_is_the_last_weeks_and_every_exposure(tmp_path):
     end = _utc_date(int(ts.max())) + dt.timedelta(days=1)
     expected = SplitConfig(_utc_date(int(ts.min())).isoformat(), (end - dt.timedelta(days=42)).isoformat(),
                            (end - dt.timedelta(days=21)).isoformat(), end.isoformat(), "UTC")
-    plan = plan_targets(log, PrepareConfig(source="movielens100k", root="x"))
+    plan = plan_targets(log, PrepareConfig.of(source="movielens100k", root="x"))
     assert plan.split == expected
     edges = [int(pd.Timestamp(v, tz="UTC").value // 10**6) for v in
              (expected.train_start, expected.valid_start, expected.test_start, expected.test_end)]
@@ -56,13 +56,13 @@ def test_movielens_default_is_the_last_weeks_and_every_exposure(tmp_path):
     assert [len(plan.rows[s]) for s in ("train", "valid", "test")] == counts and sum(counts) == len(log)
     # a key given overrides only itself
     later = (end - dt.timedelta(days=7)).isoformat()
-    plan2 = plan_targets(log, PrepareConfig(source="movielens100k", root="x", split=SplitSettings(test_start=later)))
+    plan2 = plan_targets(log, PrepareConfig.of(source="movielens100k", root="x", split=SplitSettings(test_start=later)))
     assert plan2.split.test_start == later and plan2.split.valid_start == expected.valid_start
 
 
 def test_all_is_accepted_everywhere_a_size_is(tmp_path):
     log = random_log(2, span_ms=37 * DAY_MS, n_requests=600, grid_ms=60_000)
-    cfg = PrepareConfig(source="synthetic", root="x", n_train="all", n_valid=5, n_test="all", history_len=4,
+    cfg = PrepareConfig.of(source="synthetic", root="x", n_train="all", n_valid=5, n_test="all", history_len=4,
                         out=str(tmp_path))
     plan = plan_targets(log, cfg)
     assert len(plan.rows["train"]) == plan.available["train"] and len(plan.rows["test"]) == plan.available["test"]
@@ -70,7 +70,7 @@ def test_all_is_accepted_everywhere_a_size_is(tmp_path):
     ds = PreparedDataset.open(prepare_log(log, cfg))
     assert ds.manifest["num_targets"]["train"] == plan.available["train"]
     with pytest.raises(ConfigError, match=r"^n_test: .*'none'"):
-        PrepareConfig(n_test="none")
+        PrepareConfig.of(n_test="none")
     from harness.sweep.schema import parse_sweep
 
     raw = {"name": "s", "arch": "wukong", "data": {"source": "synthetic", "scale": "tiny", "n_train": "all"},
@@ -83,7 +83,7 @@ def tinytest(monkeypatch, tmp_path):
     """A registered source `tinytest` whose log spans 2024-01-13 to 2024-02-18 (RecFlow's dates)."""
     log = random_log(26, n_users=10, n_requests=800, span_ms=37 * DAY_MS, grid_ms=60_000)
     protocols.load_components()
-    monkeypatch.setitem(protocols.SOURCES._items, "tinytest", lambda root, **kw: log)
+    monkeypatch.setitem(protocols.SOURCES._items, "tinytest", tiny_source(log))
     return log
 
 
@@ -108,7 +108,7 @@ def test_empty_split_names_the_keys_and_shows_dates(tinytest, tmp_path, capsys):
 
 
 def test_size_larger_than_the_split_names_the_key(tinytest, tmp_path, capsys):
-    available = plan_targets(tinytest, PrepareConfig(source="tinytest", root="x")).available["valid"]
+    available = plan_targets(tinytest, PrepareConfig.of(source="tinytest", root="x")).available["valid"]
     assert cli_main(_prepare_argv(tmp_path, "--valid", str(available + 1))) == 2
     err = capsys.readouterr().err
     assert err.count("n_valid") >= 1 and f"holds only {available:,}" in err and "2024-02-08" in err
@@ -176,7 +176,7 @@ def test_movielens_prepare_with_no_other_flag(ml100k_dir, tmp_path, capsys):
     labels = PreparedDataset.open(summary["path"]).targets("test").column("label").to_numpy()
     assert labels.sum() == (raw["rating"][when >= test_start] >= 4).sum()
     # the same through the Python API, run twice: content-addressed, nothing rebuilt
-    cfg = PrepareConfig(source="movielens100k", root=str(ml100k_dir), out=str(tmp_path))
+    cfg = PrepareConfig.of(source="movielens100k", root=str(ml100k_dir), out=str(tmp_path))
     assert str(prepare(cfg, progress=False)) == summary["path"]
 
 

@@ -280,7 +280,7 @@ def test_union_errors_list_every_member_reason():
 def test_data_section_is_prepare_config_plus_sweep_fields():
     import dataclasses
 
-    from harness.sweep.schema import DATA_AXIS_FIELDS, DataSection
+    from harness.sweep.schema import DATA_AXIS_FIELDS, DataSection, data_axis_fields
     from protocols.prepare import PrepareConfig
 
     prepare_fields = {f.name: f for f in dataclasses.fields(PrepareConfig)}
@@ -289,7 +289,8 @@ def test_data_section_is_prepare_config_plus_sweep_fields():
     assert set(section_fields) - set(prepare_fields) == {"scale", "synth_seed", "cache", "prepare"}
     for name in set(prepare_fields) - {"root", "out"}:  # the sweep finds the log and output itself
         assert getattr(DataSection(), name) == getattr(PrepareConfig(), name), name
-    assert set(DATA_AXIS_FIELDS) == set(prepare_fields) - {"source", "root", "out"}
+    assert set(DATA_AXIS_FIELDS) == set(prepare_fields) - {"source", "root", "out", "protocol_params"}
+    assert {"delay_s", "history_len"} <= set(data_axis_fields())  # protocol parameters, from the registry
 
 
 def _datasets(grid: dict, data: dict | None = None) -> list:

@@ -26,7 +26,7 @@ from tests.fixtures_data import TINY_SPLITS, tiny_log  # noqa: F401  (pytest fix
 
 
 def _prepare(log: Path, out: Path, **task) -> Path:
-    cfg = PrepareConfig(source="synthetic", root=str(log), protocol="exposure", history_len=16, out=str(out),
+    cfg = PrepareConfig.of(source="synthetic", root=str(log), protocol="exposure", history_len=16, out=str(out),
                         **TINY_SPLITS, **task)
     return prepare(cfg, progress=False)
 
@@ -53,7 +53,7 @@ def test_effective_view_task_labels_targets_with_the_logs_column_and_drops_the_o
     assert metrics["test_auc"] == pytest.approx(roc_auc_score(pred["label"], pred["score"]), abs=1e-9)
     assert not any(k.startswith("oracle_") for k in metrics)
     with pytest.raises(ConfigError, match=r"task: 'click' is not allowed \(allowed: long_view, effective_view\)"):
-        PrepareConfig(task="click")
+        PrepareConfig.of(task="click")
 
 
 SWEEP = {

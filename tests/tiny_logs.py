@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from protocols.components import SourceEntry
 from protocols.log import ExposureLog
 from protocols.schema import make_event_id
 
@@ -181,3 +182,11 @@ def reference_history(
             legal.append((times[e], rids[e], eids[e]))
     legal.sort()
     return [eid for _, _, eid in legal[-history_len:]] if history_len > 0 else []
+
+
+def tiny_source(log: ExposureLog, name: str = "tinytest") -> SourceEntry:
+    """A source entry that reads `log` whatever the root, with RecFlow's defaults (register it with
+    `monkeypatch.setitem(protocols.SOURCES._items, name, tiny_source(log))`)."""
+    from protocols.sources import RECFLOW_DEFAULTS
+
+    return SourceEntry(name, lambda root, **kw: log, RECFLOW_DEFAULTS, __name__)

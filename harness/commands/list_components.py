@@ -1,5 +1,5 @@
-"""List registered architectures (with their config fields), data protocols and sources, and the model files
-that could not be loaded (each named, with why)."""
+"""List registered architectures (with their config fields), data protocols (with their parameters) and
+sources, and the model, protocol and source files that could not be loaded (each named, with why)."""
 from __future__ import annotations
 
 import argparse
@@ -19,8 +19,11 @@ def run(args: argparse.Namespace) -> int:
     for name in architectures.names():
         cfg = architectures.entry(name).config_cls()
         archs[name] = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    out = {"architectures": archs, "protocols": protocols.protocol_names(), "sources": protocols.source_names(),
-           "model_file_problems": architectures.problems()}
+    out = {"architectures": archs,
+           "protocols": {name: protocols.protocol_parameters(name) for name in protocols.protocol_names()},
+           "sources": protocols.source_names(),
+           "model_file_problems": architectures.problems(),
+           "protocol_file_problems": protocols.problems()}
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -33,9 +36,13 @@ def run(args: argparse.Namespace) -> int:
         for line in out["model_file_problems"]:
             print(f"  {line}")
     print("protocols:")
-    for name in out["protocols"]:
-        print(f"  {name}")
+    for name, params in out["protocols"].items():
+        print(f"  {name:<24} {', '.join(f'{k}={v}' for k, v in params.items())}")
     print("sources:")
     for name in out["sources"]:
         print(f"  {name}")
+    if out["protocol_file_problems"]:
+        print("protocol/source files not loaded:")
+        for line in out["protocol_file_problems"]:
+            print(f"  {line}")
     return 0

@@ -1,11 +1,12 @@
 """Build (or reuse) a prepared dataset: split, sampled targets, legal histories, encodings.
 
-Settings are the fields of `protocols.prepare.PrepareConfig` (the same keys as a sweep's `data:`
-section), given as `--set key=value` (repeatable; `--set split.valid_start=2024-02-09` for a
-nested one) or through the flags below, which are aliases of those keys. Defaults come from
-PrepareConfig, and the split and target counts from the source (`protocols.sources`): RecFlow's dates
-and scaled reference sizes for recflow/synthetic, the log's last weeks and every rating for
-movielens100k. A target count may be `all`.
+Settings are the fields of `protocols.prepare.PrepareConfig` and the protocol's parameters (the
+same keys as a sweep's `data:` section), given as `--set key=value` (repeatable; `--set
+split.valid_start=2024-02-09` for a nested one; `--set window_s=600` for a parameter of a protocol
+from RECSCALE_PROTOCOL_PATH) or through the flags below, which are aliases of those keys. Defaults
+come from PrepareConfig and the protocol's dataclass, and the split and target counts from the
+source (`protocols.sources`): RecFlow's dates and scaled reference sizes for recflow/synthetic, the
+log's last weeks and every rating for movielens100k. A target count may be `all`.
 
 The artifact folder is content-addressed (source fingerprint + protocol + parameters): running the
 same command twice does nothing the second time. The folder path is printed on stdout; with --json
@@ -25,7 +26,8 @@ from typing import Any
 
 import protocols
 from protocols import results_layout as layout
-from protocols.prepare import PrepareConfig, prepare, protocol_parameters
+from protocols import protocol_parameters
+from protocols.prepare import PrepareConfig, prepare
 from protocols.sampling import REFERENCE_SIZES
 from protocols.split import SplitSettings
 from protocols.typed_config import ConfigError, from_dict, parse_set_options
@@ -50,15 +52,21 @@ REQUIRED_KEYS: tuple[str, ...] = ("source", "root")
 
 def _default(key: str) -> Any:
     section, _, sub = key.partition(".")
-    return "the source's default split" if sub else getattr(PrepareConfig, section)
+    if sub:
+        return "the source's default split"
+    if section in protocols.parameter_names():
+        return "the protocol's: " + ", ".join(
+            f"{p} {protocol_parameters(p)[section]}" for p in protocols.protocol_names()
+            if section in protocol_parameters(p))
+    return getattr(PrepareConfig, section)
 
 
 _HELP: dict[str, str] = {
     "source": "registered source: recflow, synthetic, movielens100k (required)",
     "root": "folder of the log (required)",
-    "protocol": "history protocol: exposure or author50",
-    "delay_s": "extra feedback delay in seconds for the exposure protocol (0 allowed)",
-    "history_len": "history length L",
+    "protocol": "registered history protocol (recscale list): exposure, author50, ...",
+    "delay_s": "protocol parameter: extra feedback delay in seconds (exposure; 0 allowed)",
+    "history_len": "protocol parameter: history length L",
     "n_train": "training targets: a count or all",
     "n_valid": "validation targets: a count or all",
     "n_test": "test targets: a count or all",
@@ -68,8 +76,6 @@ _HELP: dict[str, str] = {
 }
 #: What a None default means.
 _NONE_MEANS: dict[str, str] = {
-    "history_len": "the protocol's: " + ", ".join(
-        f"{p} {protocol_parameters(p)['history_len']}" for p in protocols.protocol_names()),
     **{f"n_{split}": f"the source's: {size:,} scaled to the log for recflow/synthetic, all for movielens100k"
        for split, size in REFERENCE_SIZES.items()},
 }
@@ -83,8 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{dest.replace('_', '-')}", dest=dest, default=None,
                             metavar=key.split(".")[-1].upper(), help=f"{text}; same as --set {key}=...")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="any PrepareConfig key, e.g. delay_s=0, n_train=20000, split.valid_start=2024-02-09 "
-                             "(repeatable)")
+                        help="any PrepareConfig key or protocol parameter, e.g. delay_s=0, n_train=20000, "
+                             "split.valid_start=2024-02-09 (repeatable)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the bare path")
 

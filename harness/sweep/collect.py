@@ -3,7 +3,8 @@
 Rows are built from the run folders alone (`runs/<trial>/sweep_trial.json` written by the
 trainable + `runs/<trial>/metrics.json` written by `train_run`), so the table can be rebuilt from
 copied results without Ray. Columns (`protocols.runs_columns`): `trial_id, run_dir` (relative to the sweep
-folder), `stage, arch, seed, protocol, delay_s, history_len, task, dataset_id`, the sweep's scalar data
+folder), `stage, arch, seed, protocol`, every registered protocol's parameters (`delay_s, history_len`,
+...; empty where a run's protocol has none), `task, dataset_id`, the sweep's scalar data
 axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train keys as `model.<key>` /
 `train.<key>`, then every flat metrics.json field.
 """
@@ -49,7 +50,7 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
     rows = finished_rows(sweep_dir)
     table = pd.DataFrame(rows)
     if not table.empty:
-        first = C.LEADING_COLUMNS
+        first = C.leading_columns()
         config = sorted(c for c in table.columns if c.startswith(C.CONFIG_PREFIXES))
         rest = [c for c in table.columns if c not in first and c not in config]
         table = table[[c for c in first if c in table.columns] + config + rest]

@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 
 from protocols import atomic_write
 from protocols.artifact import PreparedDataset
-from protocols.prepare import protocol_parameters
 from protocols.results_layout import DATASETS_FILE, EXPOSURE_EVENT_ID_FILE, targets_file
 from protocols.split import SPLITS
 
@@ -102,7 +101,7 @@ def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str,
                              "empty_history_targets": int((lengths == 0).sum())}
         out["datasets"][d] = {
             "protocol": protocol,
-            "delay_s": prep.get("delay_s") if "delay_s" in protocol_parameters(protocol) else None,
+            "delay_s": prep.get("delay_s"),  # a dataset holds only its protocol's parameters
             "history_len": int(ds.spec.history_len), "artifact": ds.path.name, "fingerprint": ds.fingerprint,
             "protocol_diagnostics": ds.manifest.get("protocol_diagnostics", {}), "splits": splits}
     for a, b in itertools.combinations(list(datasets), 2):

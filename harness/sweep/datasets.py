@@ -1,11 +1,12 @@
 """Preparing every distinct dataset of a sweep once, in the driver, before any trial starts.
 
 Synthetic sweeps without a `data.root` first generate the log into
-`<cache>/synthetic/<scale>-seed<synth_seed>/` (a no-op when it is already complete), with the
-author-50 pickles only when a dataset of the sweep uses the author50 protocol. Each distinct
+`<cache>/synthetic/<scale>-seed<synth_seed>/` (a no-op when it is already complete). Each distinct
 data configuration then goes through `protocols.prepare.prepare` into `data.out` (default
-`<cache>/prepared/`); preparing is content-addressed and itself a no-op when the artifact exists, so
-re-running or resuming a sweep never prepares twice. Trials only receive the artifact path.
+`<cache>/prepared/`), which first lets the dataset's protocol make the input files it needs beyond the
+log (its `ensure_inputs` hook: author50 adds the author-50 pickles); preparing is content-addressed and
+itself a no-op when the artifact exists, so re-running or resuming a sweep never prepares twice. Trials
+only receive the artifact path.
 """
 from __future__ import annotations
 
@@ -31,9 +32,8 @@ def synthetic_log_dir(sweep: Sweep) -> Path:
     return Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.synth_seed}"
 
 
-def log_root(sweep: Sweep, *, author50: bool = False) -> Path:
-    """The folder of the log every dataset of this sweep is prepared from (generated if synthetic, with
-    the author-50 pickles only when `author50`: a dataset of the sweep uses that protocol)."""
+def log_root(sweep: Sweep) -> Path:
+    """The folder of the log every dataset of this sweep is prepared from (generated if synthetic)."""
     if sweep.data_root is not None:
         return sweep.data_root
     from protocols.synthetic import generate
@@ -41,7 +41,7 @@ def log_root(sweep: Sweep, *, author50: bool = False) -> Path:
     out = synthetic_log_dir(sweep)
     t0 = time.perf_counter()
     generate(cast(str, sweep.config.data.scale), out,  # no data_root: the schema requires a scale
-             seed=sweep.config.data.synth_seed, author50=author50)
+             seed=sweep.config.data.synth_seed)
     print(f"synthetic log ({sweep.config.data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)
     return out
@@ -52,7 +52,7 @@ def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str,
     from protocols.prepare import PrepareConfig, prepare
 
     datasets = list(datasets)
-    root = log_root(sweep, author50=any(d.prepare.get("protocol") == "author50" for d in datasets))
+    root = log_root(sweep)
     paths: dict[str, str] = {}
     for d in datasets:
         mapping = {**d.prepare, "root": str(root), "out": str(sweep.config.data.prepared_dir())}

@@ -19,7 +19,6 @@ plus the validation and test targets (forward only).
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -29,16 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import protocols
 from protocols import runs_columns as C
-from protocols.prepare import DEFAULT_TASK, PrepareConfig, protocol_parameters
+from protocols.prepare import DEFAULT_TASK, PrepareConfig
 from protocols.typed_config import from_dict, to_dict
 
 from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings
 from .tuning_config import TuningSection
 
-#: Data settings every trial record carries as plain columns (protocol, delay_s, history_len, task).
-_PLAIN_DATA_COLUMNS = C.DATA_SETTING_COLUMNS
+#: Dataset ids hash the dataset's settings. They were first computed when every dataset carried
+#: `delay_s`, pinned to 60 s where its protocol has no delay (author50); a dataset whose protocol has no
+#: `delay_s` hashes that value still, so the ids of existing sweeps stay the same.
+_ID_PINNED: dict[str, Any] = {C.DELAY_S: 60.0}
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -70,17 +72,17 @@ class TrialPlan:
     def record(self) -> dict[str, Any]:
         """Config columns of this trial for runs.parquet / the dry-run table."""
         prep = self.dataset.prepare
+        # every registered protocol's parameters are columns (None where this dataset's protocol has none)
         row: dict[str, Any] = {
             C.TRIAL_ID: self.trial_id, C.STAGE: self.stage, C.ARCH: self.arch, C.SEED: self.seed,
             C.PROTOCOL: prep["protocol"],
-            C.DELAY_S: prep["delay_s"] if _uses_delay(prep["protocol"]) else None,
-            C.HISTORY_LEN: prep["history_len"],
+            **{p: prep.get(p) for p in C.protocol_parameter_columns()},
             C.TASK: prep.get("task", DEFAULT_TASK),
             C.DATASET_ID: self.dataset.dataset_id,
         }
         # a scalar data axis beyond the plain columns above (e.g. `data.n_train`) gets its own column
         row.update({k: prep.get(k[len("data."):]) for k in self.point
-                    if k.startswith(C.DATA_PREFIX) and k[len(C.DATA_PREFIX):] not in _PLAIN_DATA_COLUMNS})
+                    if k.startswith(C.DATA_PREFIX) and k[len(C.DATA_PREFIX):] not in C.data_setting_columns()})
         row.update({f"{C.MODEL_PREFIX}{k}": v for k, v in self.model.items() if k != "history_len"})
         row.update({f"{C.TRAIN_PREFIX}{k}": v for k, v in self.train.items()})
         for axis in BUNDLE_AXES:
@@ -151,9 +153,9 @@ def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
 def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     """The dataset a grid point needs: the base data section with the point's data axes applied.
 
-    Protocol parameters (`history_len`, `delay_s`) are resolved to the values the protocol will use
-    (None -> the protocol's default). A parameter the protocol does not take (author50 has no delay)
-    is pinned to PrepareConfig's default, so that axis does not split it into several datasets.
+    The dataset holds exactly its protocol's parameters, resolved to the values the protocol will use
+    (unset or None -> the protocol's default). A parameter only other protocols take (author50 has no
+    delay) is dropped, so that axis does not split it into several datasets.
     """
     prep = sweep.config.data.prepare_settings()
     for key, value in point_settings(point).items():
@@ -162,18 +164,12 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     if prep.get("task") == DEFAULT_TASK:  # dataset ids predating tasks stay the same
         del prep["task"]
     used = to_dict(from_dict(PrepareConfig, prep).protocol_config())
-    for name in _protocol_parameter_fields():
-        prep[name] = used[name] if name in used else getattr(PrepareConfig, name)
-    digest = hashlib.sha1(json.dumps(prep, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    for name in protocols.parameter_names():
+        prep.pop(name, None)
+    prep.update(used)
+    hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep}, **prep}
+    digest = hashlib.sha1(json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
-
-
-def _protocol_parameter_fields() -> list[str]:
-    """PrepareConfig fields that are parameters of some registered protocol (history_len, delay_s)."""
-    import protocols
-
-    params = {p for name in protocols.protocol_names() for p in protocol_parameters(name)}
-    return [f.name for f in dataclasses.fields(PrepareConfig) if f.name in params]
 
 
 def _sizes(prep: Mapping[str, Any]) -> str:
@@ -182,10 +178,6 @@ def _sizes(prep: Mapping[str, Any]) -> str:
     if all(v is None for v in values):
         return "the source's defaults"
     return "/".join("default" if v is None else str(v) for v in values)
-
-
-def _uses_delay(protocol: str) -> bool:
-    return "delay_s" in protocol_parameters(protocol)
 
 
 def _fmt(value: Any) -> str:
@@ -417,9 +409,9 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     lines.append("datasets (each prepared once, before any trial):")
     for d in plan.datasets:
         p = d.prepare
-        delay = _fmt(p["delay_s"]) if _uses_delay(p["protocol"]) else "-"
-        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} delay_s={delay} "
-                     f"history_len={p['history_len']} n_train/valid/test={_sizes(p)}"
+        params = " ".join(f"{k}={_fmt(p[k])}" for k in sorted(protocols.protocol_parameters(p["protocol"])))
+        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} {params} "
+                     f"n_train/valid/test={_sizes(p)}"
                      + (f" split={p['split']}" if p.get("split") else "") + f" seed={p['seed']}")
     lines.append("")
     header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "non-emb. params", "GFLOPs"]

@@ -23,8 +23,9 @@ Optuna search (followed by a grid at the chosen point):
       arch: [wukong, hstu, whale]
       seed: [0, 1, 2]
       model.dim: [16, 32]           # model.<field> (every architecture) or model.<arch>.<field>
-      delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, history_len); any
-                                    # other PrepareConfig field but source/root/out as data.<field>
+      delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, task, any protocol
+                                    # parameter); any other PrepareConfig field but source/root/out
+                                    # as data.<field>
       # data:                       # or: a list of arms, each setting several fields together
       #   - {name: exposure-0s, protocol: exposure, delay_s: 0}
       #   - {name: author50, protocol: author50}
@@ -61,6 +62,7 @@ from typing import Any, Literal, cast
 
 import yaml
 
+import protocols
 from harness.metric_registry import check_split_metric
 from protocols.errors import one_line
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
@@ -72,11 +74,23 @@ from .tuning_config import TuningSection, section_values
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
 #: where prepared datasets go.
 PER_SWEEP_DATA_FIELDS: tuple[str, ...] = ("source", "root", "out")
-#: Data fields a grid may vary (each distinct combination is prepared once): every other PrepareConfig field.
+#: PrepareConfig fields a grid may vary (each distinct combination is prepared once): every other field
+#: (the protocol parameters are set by name; `data_axis_fields()` adds them).
 DATA_AXIS_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(PrepareConfig) if f.name not in PER_SWEEP_DATA_FIELDS)
-#: Grid axes that change the prepared dataset, short form -> canonical key.
-DATA_AXIS_SHORTHANDS: dict[str, str] = {f: f"data.{f}" for f in ("protocol", "delay_s", "history_len", "task")}
+    f.name for f in dataclasses.fields(PrepareConfig)
+    if f.name not in PER_SWEEP_DATA_FIELDS and f.name != PrepareConfig.EXTRA_KEYS_FIELD)
+
+
+def data_axis_fields() -> tuple[str, ...]:
+    """Data settings a grid may vary: the PrepareConfig fields and every registered protocol's parameters."""
+    return DATA_AXIS_FIELDS + tuple(protocols.parameter_names())
+
+
+def data_axis_shorthands() -> dict[str, str]:
+    """Grid axes that change the prepared dataset, short form -> canonical key: `protocol`, `task` and
+    every registered protocol's parameters (`delay_s`, `history_len`, ...)."""
+    return {f: f"data.{f}" for f in ("protocol", *protocols.parameter_names(), "task")}
+
 #: Run-level axes.
 RUN_AXES: tuple[str, ...] = ("arch", "seed")
 #: Axes whose values are mappings setting several fields of one section together (e.g. the three
@@ -91,8 +105,8 @@ _ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 @dataclass(frozen=True)
 class DataSection(PrepareConfig):
     """Where the data comes from and how it is prepared: every `protocols.prepare.PrepareConfig` field
-    (with its default and validation there: source, protocol, delay_s, history_len, n_train,
-    n_valid, n_test, seed, split, ...), plus what only a sweep needs.
+    (with its default and validation there: source, protocol, the protocol's parameters by name such
+    as delay_s and history_len, n_train, n_valid, n_test, seed, split, ...), plus what only a sweep needs.
 
     Sweep-specific attributes:
         root: folder of the log; `${VAR}` is expanded from the environment. For `synthetic` it may be
@@ -118,7 +132,8 @@ class DataSection(PrepareConfig):
 
     def prepare_settings(self) -> dict[str, Any]:
         """The PrepareConfig settings every dataset of the sweep starts from (before grid axes), as
-        plain values: `source`, every data axis field, and the `prepare:` entries.
+        plain values: `source`, every data axis field, the protocol parameters given, and the `prepare:`
+        entries.
 
         A nested section (`split`) appears only when it differs from its default, so that the
         dataset ids of sweeps that never set it do not depend on it.
@@ -135,6 +150,7 @@ class DataSection(PrepareConfig):
                     continue
                 value = {k: v for k, v in to_dict(value).items() if v is not None}  # the keys given
             out[name] = value
+        out.update(self.protocol_params)
         out.update(self.prepare)
         return out
 
@@ -336,14 +352,15 @@ def axis_settings(axis: str, value: Any) -> dict[str, Any]:
 
 def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     axes: dict[str, list[Any]] = {}
-    valid = ", ".join([*RUN_AXES, *DATA_AXIS_SHORTHANDS, *(f"data.{f}" for f in DATA_AXIS_FIELDS),
+    shorthands, data_fields = data_axis_shorthands(), data_axis_fields()
+    valid = ", ".join([*RUN_AXES, *shorthands, *(f"data.{f}" for f in data_fields),
                        "model.<field>", "model.<arch>.<field>", "train.<field>",
                        *(f"{b} (list of mappings)" for b in BUNDLE_AXES)])
     for key, values in cfg.grid.items():
-        canon = DATA_AXIS_SHORTHANDS.get(key, key)
+        canon = shorthands.get(key, key)
         section, _, sub = canon.partition(".")
         parts = sub.split(".")
-        ok = canon in RUN_AXES or canon in BUNDLE_AXES or (section == "data" and sub in DATA_AXIS_FIELDS) or (
+        ok = canon in RUN_AXES or canon in BUNDLE_AXES or (section == "data" and sub in data_fields) or (
             section in ("model", "train") and all(parts) and len(parts) <= (2 if section == "model" else 1))
         if not ok:
             raise ConfigError(f"grid.{key}: not a grid axis; valid: {valid}")
@@ -379,15 +396,18 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     return axes
 
 
-#: Data fields that change which events a history holds; arms that differ in them must share vocabularies.
-HISTORY_FIELDS: tuple[str, ...] = ("protocol", "delay_s", "history_len")
+def history_fields() -> tuple[str, ...]:
+    """Data fields that change which events a history holds (the protocol and every registered protocol's
+    parameters); arms that differ in them must share vocabularies."""
+    return ("protocol", *protocols.parameter_names())
 
 
 def history_axes(axes: Mapping[str, list[Any]]) -> list[str]:
-    """The grid axes that vary a history setting (`HISTORY_FIELDS`), directly or inside a `data` bundle."""
-    varied = [f"data.{f}" for f in HISTORY_FIELDS if len(axes.get(f"data.{f}", [])) > 1]
+    """The grid axes that vary a history setting (`history_fields()`), directly or inside a `data` bundle."""
+    fields = history_fields()
+    varied = [f"data.{f}" for f in fields if len(axes.get(f"data.{f}", [])) > 1]
     bundles = axes.get("data", [])
-    for f in HISTORY_FIELDS:
+    for f in fields:
         if len({repr(b.get(f)) for b in bundles}) > 1:
             varied.append(f"grid.data[].{f}")
     return varied
@@ -413,7 +433,8 @@ def _resolve_vocabulary(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> None
 
 def _check_bundle(axis: str, values: list[Any]) -> None:
     """A bundle axis is a list of mappings (optionally with a `name`) of fields set together."""
-    valid_data = ", ".join(DATA_AXIS_FIELDS)
+    data_fields = data_axis_fields()
+    valid_data = ", ".join(data_fields)
     names = []
     for i, v in enumerate(values):
         if not isinstance(v, Mapping) or not v:
@@ -424,7 +445,7 @@ def _check_bundle(axis: str, values: list[Any]) -> None:
             names.append(v["name"])
         if axis == "data":
             for k in v:
-                if k != "name" and k not in DATA_AXIS_FIELDS:
+                if k != "name" and k not in data_fields:
                     raise ConfigError(f"grid.data[{i}].{k}: not a data field a grid may vary; valid: {valid_data}")
         if axis == "model":
             model_keys.flatten({k: x for k, x in v.items() if k != "name"}, f"grid.model[{i}]")
@@ -438,14 +459,16 @@ def _check_data_values(cfg: SweepConfig) -> None:
     """Every dataset the sweep asks for must be a valid PrepareConfig: the data section with its
     `prepare:` entries, and that with each value of each data axis (errors name the grid key)."""
     data = cfg.data
+    data_fields = data_axis_fields()
     for key in data.prepare:
-        if key not in DATA_AXIS_FIELDS:
-            raise ConfigError(f"data.prepare.{key}: not a PrepareConfig field a sweep passes on; "
-                              f"valid: {', '.join(DATA_AXIS_FIELDS)}")
+        if key not in data_fields:
+            raise ConfigError(f"data.prepare.{key}: not a PrepareConfig field or protocol parameter a sweep "
+                              f"passes on; valid: {', '.join(data_fields)}")
     base = data.prepare_settings()
     from_dict(PrepareConfig, base, prefix="data.")
+    shorthands = data_axis_shorthands()
     for key, values in cfg.grid.items():
-        canon = DATA_AXIS_SHORTHANDS.get(key, key)
+        canon = shorthands.get(key, key)
         for i, value in enumerate(values):
             given = {k[len("data."):]: v for k, v in axis_settings(canon, value).items() if k.startswith("data.")}
             if not given:

@@ -46,7 +46,7 @@ def dataset(tmp_path_factory) -> PreparedDataset:
     if os.environ.get("RECSCALE_BENCH_ARTIFACT"):
         return PreparedDataset.open(os.environ["RECSCALE_BENCH_ARTIFACT"])
     log = random_log(0, n_users=300, n_requests=15_000, span_ms=37 * 86_400_000, grid_ms=1000, max_exposures=8)
-    cfg = PrepareConfig(source="synthetic", root="unused", n_train=40_000, n_valid=1000, n_test=1000,
+    cfg = PrepareConfig.of(source="synthetic", root="unused", n_train=40_000, n_valid=1000, n_test=1000,
                         history_len=128, out=str(tmp_path_factory.mktemp("loader")))
     return PreparedDataset.open(prepare_log(log, cfg))
 

@@ -2,8 +2,8 @@
 targets; L = 128; exposure protocol, 60 s delay). Goal: <= 10 min wall and <= 12 GiB peak RSS on the
 2-core reference machine.
 
-The log is found through the environment variable RECSCALE_FULL_LOG (default /work/data/synth-full);
-the benchmark skips when it is absent. `prepare` runs in a child process (the real CLI), into a
+The log is the folder named by the environment variable RECSCALE_FULL_LOG (written by `recscale synth
+--scale full --out DIR`); the benchmark skips when the variable is unset or the folder holds no log. `prepare` runs in a child process (the real CLI), into a
 fresh output folder, so the wall time and the child's peak RSS are those of one cold prepare,
 source loading included. Run with `make bench` or
 `pytest tests/bench/test_prepare_bench.py -m bench --benchmark-enable -s`.
@@ -20,17 +20,20 @@ from pathlib import Path
 
 import pytest
 
-FULL_LOG = Path(os.environ.get("RECSCALE_FULL_LOG", "/work/data/synth-full"))
+FULL_LOG_ENV = "RECSCALE_FULL_LOG"
 GOAL_WALL_S = 600
 GOAL_RSS_GIB = 12
 
 
 @pytest.mark.bench
 def test_prepare_full_log(benchmark, tmp_path):
-    if not (FULL_LOG / "realshow").is_dir():
-        pytest.skip(f"full synthetic log not found at {FULL_LOG} (set RECSCALE_FULL_LOG)")
+    if not os.environ.get(FULL_LOG_ENV):
+        pytest.skip(f"set {FULL_LOG_ENV} to the folder of a full synthetic log (recscale synth --scale full)")
+    full_log = Path(os.environ[FULL_LOG_ENV])
+    if not (full_log / "realshow").is_dir():
+        pytest.skip(f"no synthetic log in {full_log} ({FULL_LOG_ENV})")
     out = Path(os.environ.get("RECSCALE_BENCH_OUT", tmp_path)) / f"prepare-bench-{os.getpid()}"
-    cmd = [sys.executable, "-m", "harness.cli", "prepare", "--source", "synthetic", "--root", str(FULL_LOG),
+    cmd = [sys.executable, "-m", "harness.cli", "prepare", "--source", "synthetic", "--root", str(full_log),
            "--out", str(out), "--history-len", "128", "--delay-s", "60", "--no-progress", "--json"]
     result = {}
 

@@ -1,0 +1,89 @@
+"""What a history protocol and a data source must provide to be registered (`protocols.register`,
+`protocols.register_source`), checked when they register.
+
+A history protocol is a frozen dataclass whose fields are its parameters, each with its default (the only
+place a parameter and its default are defined). Every protocol has `history_len: int` (the artifact's
+history length L, which a sweep needs before preparing). Parameters are plain scalars (int, float, str,
+bool): a prepare config or a sweep sets them by name (`delay_s: 0`), they are part of the artifact's key,
+and each becomes a runs.parquet column and a data setting of the analysis.
+
+    build(log, request_rows, *, timeline=None, progress=False) -> HistoryIndex   (required)
+    ensure_inputs(source, root, *, progress=False) -> None                     (optional hook)
+    RULES_VERSION: ClassVar[int]                                               (optional)
+
+`ensure_inputs` runs before the log is read: a protocol that needs input files beyond the exposure log
+makes them there where it can (author50 writes a synthetic log's author-50 pickles) and otherwise leaves
+the source's reader to report what is missing. `RULES_VERSION` enters the artifact key, so artifacts
+built under older rules of the protocol are never reused.
+
+A source is a function `load(root, **options) -> ExposureLog` registered together with its defaults
+(`SourceDefaults`): the split and target counts a prepare config gets for the keys it leaves unset.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+if TYPE_CHECKING:
+    from .log import ExposureLog
+    from .split import SplitConfig
+
+#: Types a protocol parameter may have (it becomes a runs.parquet column).
+PARAMETER_TYPES: tuple[type, ...] = (int, float, str, bool)
+#: The parameter every protocol has.
+HISTORY_LEN = "history_len"
+
+
+@dataclass(frozen=True)
+class SourceDefaults:
+    """What a log of this source gets for the prepare settings a config leaves unset.
+
+    Attributes:
+        split: the default split of a loaded log (fixed dates, or derived from the log's dates).
+        sizes: `scaled`: RecFlow's reference target counts scaled to the log's size
+            (`protocols.sampling.default_size`); `all`: every exposure of each split is a target.
+        split_doc: one line saying what the default split is (help texts and docs).
+    """
+
+    split: Callable[[ExposureLog], SplitConfig]
+    sizes: Literal["scaled", "all"]
+    split_doc: str
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One registered source: how it is read and what it defaults to. Calling it reads a log."""
+
+    name: str
+    load: Callable[..., ExposureLog]
+    defaults: SourceDefaults
+    module: str  # the module that registered it (named when another file registers the same name)
+
+    def __call__(self, root: Any, **options: Any) -> ExposureLog:
+        return self.load(root, **options)
+
+
+def check_protocol_class(name: str, cls: type) -> None:
+    """Refuse a protocol class that breaks the contract above, naming the protocol and the field."""
+    where = f"protocol {name!r} ({cls.__module__}.{cls.__qualname__})"
+    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"{where}: must be a frozen dataclass (@dataclass(frozen=True)) whose fields are its parameters")
+    if not callable(getattr(cls, "build", None)):
+        raise TypeError(f"{where}: has no build(log, request_rows, *, timeline=None, progress=False) method")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if HISTORY_LEN not in fields or hints.get(HISTORY_LEN) is not int:
+        raise TypeError(f"{where}: must have the parameter `{HISTORY_LEN}: int` (the history length L)")
+    for f in fields.values():
+        if f.default is dataclasses.MISSING:
+            raise TypeError(f"{where}: parameter {f.name!r} needs a default")
+        if hints.get(f.name) not in PARAMETER_TYPES:
+            allowed = ", ".join(t.__name__ for t in PARAMETER_TYPES)
+            raise TypeError(f"{where}: parameter {f.name!r} has type {hints.get(f.name)!r}; allowed: {allowed}")
+
+
+def parameters_of(cls: type) -> dict[str, Any]:
+    """A protocol class's parameters and their defaults, in field order."""
+    return {f.name: f.default for f in dataclasses.fields(cls)}
