@@ -2,9 +2,9 @@
 prepared artifacts and the batch loader.
 
 Registries (what each entry must provide: `protocols/components.py`):
-    PROTOCOLS  name -> history protocol class, a frozen dataclass of its parameters   (`exposure`, `author50`)
-    SOURCES    name -> `components.SourceEntry`: load(root, **options) -> ExposureLog plus its defaults
-               (split and target counts)                                          (`recflow`, `synthetic`, `movielens100k`)
+    PROTOCOLS  name -> history protocol class, a frozen dataclass of its parameters (`exposure`, `author50`)
+    SOURCES    name -> `components.SourceEntry`: load(root, **options) -> ExposureLog plus its defaults, the
+               split and target counts (`recflow`, `synthetic`, `movielens100k`)
 
     @protocols.register("recent_window")
     @dataclass(frozen=True)
@@ -27,7 +27,8 @@ another file registered) is skipped and reported by `problems()` and `recscale l
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .components import SourceDefaults, SourceEntry, check_protocol_class, parameters_of
 from .discovery import Discovery
@@ -48,7 +49,8 @@ def register(name: str) -> Callable[[C], C]:
 
     def decorator(cls: C) -> C:
         check_protocol_class(name, cls)
-        return PROTOCOLS.register(name)(cls)
+        PROTOCOLS.register(name)(cls)
+        return cls
 
     return decorator
 

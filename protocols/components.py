@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .log import ExposureLog
@@ -69,7 +70,8 @@ def check_protocol_class(name: str, cls: type) -> None:
     """Refuse a protocol class that breaks the contract above, naming the protocol and the field."""
     where = f"protocol {name!r} ({cls.__module__}.{cls.__qualname__})"
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
-        raise TypeError(f"{where}: must be a frozen dataclass (@dataclass(frozen=True)) whose fields are its parameters")
+        raise TypeError(f"{where}: must be a frozen dataclass (@dataclass(frozen=True)) whose fields are its "
+                        "parameters")
     if not callable(getattr(cls, "build", None)):
         raise TypeError(f"{where}: has no build(log, request_rows, *, timeline=None, progress=False) method")
     hints = typing.get_type_hints(cls)

@@ -46,6 +46,7 @@ from tqdm import tqdm
 from . import PROTOCOLS, SOURCES, load_components, parameter_names, protocol_parameters
 from . import results_layout as layout
 from .availability import UserTimeline
+from .discovery import file_of
 from .encoding import (
     USER_CONTEXT_FIELDS,
     encode,
@@ -55,9 +56,8 @@ from .encoding import (
     numeric_features,
     vocab_size,
 )
-from .discovery import file_of
-from .legal_history import PAD_ROW
 from .integrity import ArtifactDamagedError, seal_manifest, verify_artifact
+from .legal_history import PAD_ROW
 from .log import ExposureLog
 from .output_location import check_writable
 from .sampling import resolve_size, sample_rows

@@ -26,7 +26,8 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_protocol_config_takes_the_fields_the_protocol_has():
     assert PrepareConfig().protocol_config() == ExposureProtocol()  # defaults live on the protocol
-    assert PrepareConfig.of(delay_s=0, history_len=16).protocol_config() == ExposureProtocol(history_len=16, delay_s=0.0)
+    assert PrepareConfig.of(delay_s=0, history_len=16).protocol_config() == ExposureProtocol(history_len=16,
+                                                                                             delay_s=0.0)
     assert PrepareConfig.of(protocol="author50", delay_s=0).protocol_config() == Author50Protocol()  # no delay there
     assert protocol_parameters("author50") == {"history_len": Author50Protocol.history_len}
     assert not any(f.name in ("delay_s", "history_len") for f in dataclasses.fields(PrepareConfig))  # defined once

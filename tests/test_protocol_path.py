@@ -64,9 +64,10 @@ def _cli(args: list[str], path: Path, **kw) -> subprocess.CompletedProcess:
 
 
 def test_one_file_protocol_with_a_new_parameter_sweeps_end_to_end(tmp_path):
+    from tiny_logs import reference_availability, reference_history
+
     from protocols.artifact import PreparedDataset
     from protocols.sources import load_synthetic
-    from tiny_logs import reference_availability, reference_history
 
     path = tmp_path / "my_protocols"
     path.mkdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import Any
 
 import architectures
 import protocols
@@ -19,11 +20,13 @@ def run(args: argparse.Namespace) -> int:
     for name in architectures.names():
         cfg = architectures.entry(name).config_cls()
         archs[name] = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    out = {"architectures": archs,
-           "protocols": {name: protocols.protocol_parameters(name) for name in protocols.protocol_names()},
-           "sources": protocols.source_names(),
-           "model_file_problems": architectures.problems(),
-           "protocol_file_problems": protocols.problems()}
+    out: dict[str, Any] = {
+        "architectures": archs,
+        "protocols": {name: protocols.protocol_parameters(name) for name in protocols.protocol_names()},
+        "sources": protocols.source_names(),
+        "model_file_problems": architectures.problems(),
+        "protocol_file_problems": protocols.problems(),
+    }
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0

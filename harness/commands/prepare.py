@@ -25,8 +25,8 @@ import json
 from typing import Any
 
 import protocols
-from protocols import results_layout as layout
 from protocols import protocol_parameters
+from protocols import results_layout as layout
 from protocols.prepare import PrepareConfig, prepare
 from protocols.sampling import REFERENCE_SIZES
 from protocols.split import SplitSettings

@@ -3,9 +3,9 @@ targets; L = 128; exposure protocol, 60 s delay). Goal: <= 10 min wall and <= 12
 2-core reference machine.
 
 The log is the folder named by the environment variable RECSCALE_FULL_LOG (written by `recscale synth
---scale full --out DIR`); the benchmark skips when the variable is unset or the folder holds no log. `prepare` runs in a child process (the real CLI), into a
-fresh output folder, so the wall time and the child's peak RSS are those of one cold prepare,
-source loading included. Run with `make bench` or
+--scale full --out DIR`); the benchmark skips when the variable is unset or the folder holds no log.
+`prepare` runs in a child process (the real CLI), into a fresh output folder, so the wall time and the
+child's peak RSS are those of one cold prepare, source loading included. Run with `make bench` or
 `pytest tests/bench/test_prepare_bench.py -m bench --benchmark-enable -s`.
 """
 from __future__ import annotations
