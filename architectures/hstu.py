@@ -31,11 +31,11 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import check_choices, require_positive, require_positive_number
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.heads import PredictionHead
 from .blocks.history_window import recent_history
-from .blocks.hstu import DEFAULT_NUM_BUCKETS, HSTUEncoder, sequence_layout
+from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HSTUEncoder, sequence_layout
 from .blocks.mlp import MLP
 
 
@@ -50,6 +50,7 @@ class HSTUConfig:
     head_dim: int = 16  # per-head width of U, V, Q, K
     num_time_buckets: int = DEFAULT_NUM_BUCKETS
     isolate_equal_times: bool = False  # also mask earlier tokens at the same request time (other events)
+    layer_norm_eps: float = DEFAULT_LAYER_NORM_EPS  # eps of both HSTU layer norms (docs/architectures.md)
     tokenizer_hidden: int | None = None  # hidden width of the item / action / candidate MLPs
     head_hidden: int | None = None
 
@@ -57,6 +58,7 @@ class HSTUConfig:
         check_choices(self)
         require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
                          "tokenizer_hidden", "head_hidden")
+        require_positive_number(self, "layer_norm_eps")
 
 
 @register("hstu", config=HSTUConfig)
@@ -72,7 +74,7 @@ class HSTU(nn.Module):
         self.candidate = MLP(self.tokens.num_tokens * D, hidden, D)
         self.max_len = 2 * cfg.history_len + 1
         self.encoder = HSTUEncoder(D, cfg.num_layers, num_heads=cfg.num_heads, head_dim=cfg.head_dim,
-                                   max_len=self.max_len, num_buckets=cfg.num_time_buckets)
+                                   max_len=self.max_len, num_buckets=cfg.num_time_buckets, eps=cfg.layer_norm_eps)
         self.head = PredictionHead(D, cfg.head_hidden or 2 * D)
 
     def sequence(self, batch: Batch) -> tuple[torch.Tensor, ...]:

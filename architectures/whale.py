@@ -33,13 +33,13 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import check_choices, require_positive, require_positive_number
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.fusion import Fusion, Memory
 from .blocks.heads import PredictionHead
 from .blocks.history_branch import HistoryBranch
 from .blocks.history_window import History, recent_history
-from .blocks.hstu import DEFAULT_NUM_BUCKETS
+from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS
 from .blocks.request_reuse import history_per_request
 from .blocks.wukong import WukongLayer, wukong_stack
 
@@ -54,6 +54,7 @@ class WhaleConfig:
     num_heads: int = 4  # HSTU heads
     head_dim: int = 16  # HSTU per-head width of U, V, Q, K
     num_time_buckets: int = DEFAULT_NUM_BUCKETS
+    layer_norm_eps: float = DEFAULT_LAYER_NORM_EPS  # eps of both HSTU layer norms (docs/architectures.md)
     fusion_read: Literal["attention", "mean"] = "attention"  # "mean" = the WHALE MeanPool control
     fmb_tokens: int = 4
     lcb_tokens: int = 4
@@ -67,6 +68,7 @@ class WhaleConfig:
         check_choices(self)
         require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
                          "fmb_tokens", "lcb_tokens", "fmb_hidden", "ffn_hidden", "event_hidden", "head_hidden")
+        require_positive_number(self, "layer_norm_eps")
 
 
 @dataclass
@@ -85,7 +87,8 @@ class Whale(nn.Module):
         self.tokens = NonSequenceTokens(spec, D, self.embeddings)
         self.history = HistoryBranch(spec, self.embeddings, dim=D, num_layers=cfg.num_layers,
                                      num_heads=cfg.num_heads, head_dim=cfg.head_dim, max_len=cfg.history_len,
-                                     num_buckets=cfg.num_time_buckets, event_hidden=cfg.event_hidden)
+                                     num_buckets=cfg.num_time_buckets, event_hidden=cfg.event_hidden,
+                                     eps=cfg.layer_norm_eps)
         self.wukong = wukong_stack(self.tokens.num_tokens, D, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
         self.fusions = nn.ModuleList(

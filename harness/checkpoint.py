@@ -25,7 +25,13 @@ import torch
 from protocols.atomic_write import atomic_write
 from protocols.errors import RecscaleError
 
-from .config import RESUME_SAFE_KEYS, SELECT_EPOCH_BEFORE, SELECT_EPOCH_KEY
+from .config import (
+    LAYER_NORM_EPS_BEFORE,
+    LAYER_NORM_EPS_KEY,
+    RESUME_SAFE_KEYS,
+    SELECT_EPOCH_BEFORE,
+    SELECT_EPOCH_KEY,
+)
 
 FORMAT_VERSION = 1
 
@@ -92,8 +98,11 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _effective(flat: dict[str, Any]) -> dict[str, Any]:
     """`train.select_epoch` as it acts: absent (written before the key existed) means the old rule, and in a
-    one-epoch run it has no effect, so it is left out of the comparison."""
+    one-epoch run it has no effect, so it is left out of the comparison. `model.layer_norm_eps` absent
+    (written before the key existed) is the eps those runs trained with; models without the key read it on
+    both sides alike."""
     out = dict(flat)
+    out.setdefault(LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE)
     if out.get("train.epochs", 1) == 1:
         out.pop(SELECT_EPOCH_KEY, None)
     else:

@@ -137,6 +137,9 @@ class TrainConfig:
 #: TrainConfig key added after run folders existed, with the value runs written before it behaved as
 #: (`checkpoint.config_differences` reads an absent key as this, and ignores the key in one-epoch runs).
 SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE = "train.select_epoch", "last"
+#: Model key added after run folders existed (HSTU and WHALE; architectures/blocks/hstu.py): runs written
+#: before it trained with this eps, which `checkpoint.config_differences` reads an absent key as.
+LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE = "model.layer_norm_eps", 1e-5
 
 #: TrainConfig keys that change when or how often state is saved, never the result; a resumed run
 #: may change them.

@@ -1,14 +1,20 @@
 """HSTU block: time buckets, read masks and one layer against brute-force loops on tiny inputs."""
 from __future__ import annotations
 
+import inspect
 import math
 
+import pytest
 import torch
+import torch.nn.functional as F
 
+import architectures
 from architectures.blocks.embeddings import FieldEmbeddings
 from architectures.blocks.history_branch import HistoryBranch
 from architectures.blocks.hstu import HSTULayer, history_layout, mask_to_bias, sequence_layout, time_bucket
+from harness.checkpoint import config_differences
 from protocols.schema import default_test_spec, random_batch
+from protocols.typed_config import ConfigError
 
 
 def _bucket_ref(dt: int) -> int:
@@ -51,8 +57,9 @@ def test_sequence_layout_next_event_time_and_causality():
     assert m2[0, 4].tolist() == [True] * 5
 
 
-def _layer_reference(layer: HSTULayer, x, valid, mask, buckets):
-    """Loops over batch, heads, queries and keys, written from the HSTU layer formula (blocks/hstu.py docstring)."""
+def _layer_reference(layer: HSTULayer, x, valid, mask, buckets, eps: float = 1e-5):
+    """Loops over batch, heads, queries and keys, written from the HSTU layer formula (blocks/hstu.py docstring),
+    with layer norms of the given eps."""
     B, N, D = x.shape
     H, d, Lmax = layer.num_heads, layer.head_dim, layer.max_len
     W, Wo, bo = layer.uvqk.weight, layer.out.weight, layer.out.bias
@@ -61,14 +68,14 @@ def _layer_reference(layer: HSTULayer, x, valid, mask, buckets):
     for b in range(B):
         for i in range(N):
             xi = x[b, i]
-            z = torch.nn.functional.silu(W @ ((xi - xi.mean()) / torch.sqrt(xi.var(unbiased=False) + 1e-5)))
+            z = torch.nn.functional.silu(W @ ((xi - xi.mean()) / torch.sqrt(xi.var(unbiased=False) + eps)))
             u = z[: H * d]
             heads = []
             for h in range(H):
                 acc = torch.zeros(d)
                 for j in range(N):
                     xj = x[b, j]
-                    zj = torch.nn.functional.silu(W @ ((xj - xj.mean()) / torch.sqrt(xj.var(unbiased=False) + 1e-5)))
+                    zj = torch.nn.functional.silu(W @ ((xj - xj.mean()) / torch.sqrt(xj.var(unbiased=False) + eps)))
                     vj = zj[H * d: 2 * H * d][h * d:(h + 1) * d]
                     kj = zj[3 * H * d:][h * d:(h + 1) * d]
                     qi = z[2 * H * d: 3 * H * d][h * d:(h + 1) * d]
@@ -76,7 +83,7 @@ def _layer_reference(layer: HSTULayer, x, valid, mask, buckets):
                     acc = acc + torch.nn.functional.silu(s) / Lmax * float(mask[b, i, j]) * vj
                 heads.append(acc)
             a = torch.cat(heads)
-            a = (a - a.mean()) / torch.sqrt(a.var(unbiased=False) + 1e-5)
+            a = (a - a.mean()) / torch.sqrt(a.var(unbiased=False) + eps)
             out[b, i] = (xi + Wo @ (a * u) + bo) * float(valid[b, i])
     return out
 
@@ -124,3 +131,61 @@ def test_history_branch_equal_request_times_do_not_read_each_other():
     a, b = branch(batch)[-1], branch(changed)[-1]
     torch.testing.assert_close(a[:, 4], b[:, 4], rtol=0, atol=0)  # 4 does not read 3
     assert not torch.allclose(a[:, 3], b[:, 3]) and not torch.allclose(a[:, 5], b[:, 5])  # 5 does
+
+
+def _tiny_layer_inputs():
+    B, N = 2, 5
+    ts = torch.tensor([[1_000, 5_000, 5_000, 90_000, 0], [10, 20, 0, 0, 0]])
+    valid = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0]], dtype=torch.bool)
+    x = torch.randn(B, N, 6) * valid.unsqueeze(-1)
+    mask, buckets = history_layout(ts, valid)
+    return x, valid, mask, buckets
+
+
+def test_layer_norm_eps_default_is_torchs():
+    # the default is the eps the layer norms used before it was a setting (F.layer_norm's own default), so a
+    # model built without it computes what it computed before, bit for bit
+    torch_default = inspect.signature(F.layer_norm).parameters["eps"].default
+    assert HSTULayer(6, num_heads=2, head_dim=3, max_len=7).eps == torch_default == 1e-5
+
+
+def test_layer_norm_eps_reaches_both_layer_norms():
+    torch.manual_seed(0)
+    layer = HSTULayer(6, num_heads=2, head_dim=3, max_len=7, eps=1e-6)
+    x, valid, mask, buckets = _tiny_layer_inputs()
+    got = layer(x, valid, mask_to_bias(mask), buckets)
+    torch.testing.assert_close(got, _layer_reference(layer, x, valid, mask, buckets, eps=1e-6), rtol=1e-5, atol=1e-6)
+    # the 1/L_max-scaled attention output has a variance comparable to eps, so eps changes the numbers visibly
+    other = _layer_reference(layer, x, valid, mask, buckets, eps=1e-5)
+    assert (got - other).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("arch", ["hstu", "whale", "whale_meanpool"])
+def test_layer_norm_eps_config_field_reaches_every_hstu_layer(arch):
+    L = 6
+    spec = default_test_spec(L)
+    size = {"dim": 8, "num_layers": 2, "history_len": L, "num_heads": 2, "head_dim": 4}
+    torch.manual_seed(0)
+    default = architectures.build(arch, spec, size)
+    tuned = architectures.build(arch, spec, {**size, "layer_norm_eps": 1e-6})
+    tuned.load_state_dict(default.state_dict())  # same weights: only eps differs
+    layers = [m for m in tuned.modules() if isinstance(m, HSTULayer)]
+    assert len(layers) == 2 and all(m.eps == 1e-6 for m in layers)
+    assert all(m.eps == 1e-5 for m in default.modules() if isinstance(m, HSTULayer))
+    batch = random_batch(spec, 4, min_len=L)
+    with torch.no_grad():
+        a, b = default(batch), tuned(batch)
+    assert (a - b).abs().max() > 1e-6  # the logits move: the setting is not ignored
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-6, float("inf"), float("nan")])
+def test_layer_norm_eps_must_be_a_positive_number(bad):
+    with pytest.raises(ConfigError, match=r"model\.layer_norm_eps"):
+        architectures.build("hstu", default_test_spec(4), {"history_len": 4, "layer_norm_eps": bad})
+
+
+def test_run_folders_from_before_the_eps_setting_resume():
+    saved = {"arch": "hstu", "model": {"dim": 64}, "seed": 0}  # written before model.layer_norm_eps existed
+    assert config_differences(saved, {"arch": "hstu", "model": {"dim": 64, "layer_norm_eps": 1e-5}, "seed": 0}) == []
+    assert config_differences(saved, {"arch": "hstu", "model": {"dim": 64, "layer_norm_eps": 1e-6}, "seed": 0}) == [
+        "model.layer_norm_eps: 1e-05 -> 1e-06"]

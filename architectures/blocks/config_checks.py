@@ -65,3 +65,11 @@ def require_divisible(cfg: object, name: str, *by: str) -> None:
         if value % d:
             raise ConfigError(f"model.{name}: {value!r} is not allowed (allowed: multiples of "
                               f"model.{other}={d})")
+
+
+def require_positive_number(cfg: object, *names: str) -> None:
+    """Each listed field (a float or an int) is finite and > 0."""
+    for name in names:
+        value = getattr(cfg, name)
+        if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+            raise ConfigError(f"model.{name}: {value!r} is not allowed (allowed: finite numbers > 0)")

@@ -33,6 +33,9 @@ from .table_lookup import table_lookup
 
 DEFAULT_NUM_BUCKETS = 128
 DEFAULT_BUCKET_DIVISOR = 0.301
+#: eps of both layer norms of an HSTU layer: torch's default, what every result so far was trained with.
+#: generative-recommenders uses 1e-6; which one to keep is an open measurement (docs/architectures.md).
+DEFAULT_LAYER_NORM_EPS = 1e-5
 #: Additive score bias of a masked pair. sigmoid(MASKED + s) is exactly 0 in float32 for any |s| < 1e29, so
 #: SiLU gives -0.0 and a zero gradient there: the same as multiplying by a 0/1 mask, without the extra pass.
 MASKED = -1e30
@@ -101,12 +104,13 @@ class RelativeBias(nn.Module):
 
 
 class HSTULayer(nn.Module):
-    """One HSTU layer: [B, N, D] -> [B, N, D]."""
+    """One HSTU layer: [B, N, D] -> [B, N, D]; `eps` is that of both layer norms."""
 
     def __init__(self, dim: int, *, num_heads: int, head_dim: int, max_len: int,
-                 num_buckets: int = DEFAULT_NUM_BUCKETS) -> None:
+                 num_buckets: int = DEFAULT_NUM_BUCKETS, eps: float = DEFAULT_LAYER_NORM_EPS) -> None:
         super().__init__()
         self.dim, self.num_heads, self.head_dim, self.max_len = dim, num_heads, head_dim, max_len
+        self.eps = eps
         inner = num_heads * head_dim
         self.uvqk = nn.Linear(dim, 4 * inner, bias=False)
         self.out = nn.Linear(inner, dim)
@@ -117,7 +121,7 @@ class HSTULayer(nn.Module):
         """x [B, N, D]; valid [B, N]; mask_bias [B, N, N] (0 where read, MASKED elsewhere); buckets [B, N, N]."""
         B, N, _ = x.shape
         H, d = self.num_heads, self.head_dim
-        uvqk = F.silu(self.uvqk(F.layer_norm(x, (self.dim,))))  # [B, N, 4 H d]
+        uvqk = F.silu(self.uvqk(F.layer_norm(x, (self.dim,), eps=self.eps)))  # [B, N, 4 H d]
         # split as a [B N, 4 H d] matrix: its backward then concatenates 2-D gradients, which torch does
         # about 4x faster on CPU than the same concatenation of [B, N, .] tensors (same values)
         u, v, q, k = (t.view(B, N, H * d) for t in uvqk.flatten(0, 1).split(H * d, dim=-1))  # each [B, N, H d]
@@ -127,7 +131,7 @@ class HSTULayer(nn.Module):
         # SiLU(MASKED + anything finite) is exactly -0.0 with a zero gradient: masking costs no extra pass
         attn = pointwise_attention(q, k, v, self.bias(buckets) + mask_bias)  # [B, H, N, d]
         attn = attn.transpose(1, 2).reshape(B, N, H * d) / self.max_len  # [B, N, H d]
-        y = x + self.out(F.layer_norm(attn, (H * d,)) * u)  # [B, N, D]
+        y = x + self.out(F.layer_norm(attn, (H * d,), eps=self.eps) * u)  # [B, N, D]
         return y * valid.unsqueeze(-1).to(y.dtype)
 
 
@@ -135,11 +139,12 @@ class HSTUEncoder(nn.Module):
     """A stack of HSTU layers sharing one read mask and bucket matrix; `forward` returns every layer's output."""
 
     def __init__(self, dim: int, num_layers: int, *, num_heads: int, head_dim: int, max_len: int,
-                 num_buckets: int = DEFAULT_NUM_BUCKETS) -> None:
+                 num_buckets: int = DEFAULT_NUM_BUCKETS, eps: float = DEFAULT_LAYER_NORM_EPS) -> None:
         super().__init__()
         self.max_len = max_len
         self.layers = nn.ModuleList(
-            [HSTULayer(dim, num_heads=num_heads, head_dim=head_dim, max_len=max_len, num_buckets=num_buckets)
+            [HSTULayer(dim, num_heads=num_heads, head_dim=head_dim, max_len=max_len, num_buckets=num_buckets,
+                       eps=eps)
              for _ in range(num_layers)]
         )
 
