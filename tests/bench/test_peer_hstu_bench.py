@@ -1,16 +1,17 @@
 """Our HSTU training step side by side with Meta's generative-recommenders (harness/peer_bench.py).
 
 One row per peer (its research HSTU layer, its production STU layer), torch thread count (1, 2) and load
-(quiet, one core kept busy): targets/s of ours and of the peer (median and best over interleaved rounds),
-the paired ratio peer step time / ours with its 95% bootstrap interval (above 1: ours is faster), the
-matrix-FLOP ratio the comparison was checked at (within 10%, or the row fails), and the peak resident memory
-of each, measured alone in its own process. Shapes: B = 256 sequences of 257 tokens, D = 64, 2 layers of
-4 heads x 16, fp32; forward, backward, one AdamW step. Every measurement runs in a fresh process with the
-malloc settings training uses (harness/perf.MALLOC_ENV).
+(quiet, one core kept busy): targets/s of ours and of the peer (median and best over interleaved rounds), the
+paired ratio peer step time / ours with its 95% bootstrap interval (above 1: ours is faster), the matrix-FLOP
+ratio the comparison was checked at (within 10%, or the row fails), and the memory of each, measured alone in
+its own process: the process's peak resident memory (ru_maxrss) and the part its training steps added (that
+peak minus the resident memory just before the first step). Shapes: B = 256 sequences of 257 tokens, D = 64, 2
+layers of 4 heads x 16, fp32; forward, backward, one AdamW step. Every measurement runs in a fresh process
+with the malloc settings training uses (harness/perf.MALLOC_ENV).
 
 Needs a local checkout of github.com/meta-recsys/generative-recommenders named by RECSCALE_GR_CHECKOUT
 (tested at the commit in harness/peer_hstu.TESTED_COMMIT) and `pip install -e ".[peer]"`; skipped otherwise.
-On a quiet machine (about 15 minutes):
+On a quiet machine with about 6 GB free (the peers peak near 5.4 GB; 15 to 30 minutes on 2 cores):
 
     RECSCALE_GR_CHECKOUT=/path/to/generative-recommenders make bench ARGS="-k peer_hstu"
 
@@ -59,20 +60,22 @@ def peer_available() -> None:
 
 
 @pytest.fixture(scope="module")
-def peak_memory_mb(peer_available) -> dict[str, float]:
-    """Peak resident memory of each implementation's training steps, each alone in a fresh process."""
-    return {impl: _run("memory", "--impl", impl, "--threads", "1", threads=1)["peak_rss_mb"]
-            for impl in ("ours", "research", "stu")}
+def memory_mb(peer_available) -> dict[str, dict]:
+    """Peak resident memory of each implementation's process and what its training steps added to the
+    resident memory before them, each alone in a fresh process (harness/peer_bench.py `memory`)."""
+    return {impl: _run("memory", "--impl", impl, "--threads", "1", threads=1) for impl in ("ours", "research", "stu")}
 
 
 @pytest.mark.bench
 @pytest.mark.parametrize("load", ["quiet", "busy"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("peer", ["research", "stu"])
-def test_peer_hstu(benchmark, peak_memory_mb, peer, threads, load):
+def test_peer_hstu(benchmark, memory_mb, peer, threads, load):
     args = ("time", "--peer", peer, "--threads", str(threads), "--load", load)
     result = benchmark.pedantic(_run, args=args, kwargs={"threads": threads}, rounds=1, iterations=1)
     print(json.dumps(result))
     assert abs(result["flop_ratio"] - 1) <= 0.10  # checked in the measurement too, which exits 3 past it
     benchmark.extra_info.update({k: result[k] for k in TABLE_KEYS})
-    benchmark.extra_info.update(ours_peak_rss_mb=peak_memory_mb["ours"], peer_peak_rss_mb=peak_memory_mb[peer])
+    for side, impl in (("ours", "ours"), ("peer", peer)):
+        benchmark.extra_info[f"{side}_peak_rss_mb"] = memory_mb[impl]["peak_rss_mb"]
+        benchmark.extra_info[f"{side}_step_peak_mb"] = memory_mb[impl]["step_peak_mb"]
