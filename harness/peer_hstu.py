@@ -271,7 +271,3 @@ def flop_ratios(peer: SimpleNamespace, shapes: Shapes, names: tuple[ImplName, ..
     per_target: dict[str, int] = {name: matrix_flops(build(name, small, data, peer)) // batch
                                   for name in ("ours", *names)}
     return per_target, check_flops(per_target)
-
-
-def describe(impl: Impl) -> dict[str, Any]:
-    return {"impl": impl.name, "parameters": sum(p.numel() for p in impl.module.parameters())}
