@@ -42,9 +42,13 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
     cols = results.config_columns
     sizes = size_columns(runs, cols, results.config.scaling.size_by)
     fams = family_columns(runs, cols, sizes)
+    # a family is named by the columns that tell families apart (arch and any varying setting), not by the
+    # settings every run shares
+    named = [i for i, c in enumerate(fams) if c == "arch" or runs[c].nunique(dropna=False) > 1]
     out = {}
     for key, fam in runs.groupby(fams, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
+        key = tuple(key[i] for i in named)
         if not any(curves.get(i, {}).get(LOSS) for i in fam.index):
             continue
         size_keys = sorted({tuple(str(show(r[c])) for c in sizes) for _, r in fam.iterrows()},
@@ -76,7 +80,8 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
         if has_valid:
             axes[0, 1].axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
             axes[0, 1].set(xlabel="optimiser step", ylabel="validation NE", title="validation NE (1 = base rate)")
-        fig.suptitle(", ".join(f"{c.removeprefix('model.')}={show(v)}" for c, v in zip(fams, key)), fontsize=10)
+        fig.suptitle(", ".join(f"{fams[j].removeprefix('model.')}={show(v)}" for j, v in zip(named, key)),
+                     fontsize=10)
         fig.tight_layout()
         path = plots / layout.plot_file(f"curves_{_name(key)}")
         fig.savefig(path, dpi=110)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from protocols.errors import RecscaleError
-from protocols.results_layout import DATASETS_FILE
+from protocols.results_layout import DATASETS_FILE, TUNING_FILE
 
 from .collect import RUNS_FILE, SWEEP_FILE, load_results
 from .comparisons import default_comparisons, pair_runs
@@ -25,9 +25,10 @@ from .score_ranks import ranks_file, write_score_ranks
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
-#: Inputs a reference holds when its sweep has them: the datasets' facts, written by `recscale sweep`, and
-#: the score ranks of the data comparisons' runs, written here (`analysis.score_ranks`).
-OPTIONAL_INPUTS = (DATASETS_FILE, ranks_file("test"), ranks_file("valid"))
+#: Inputs a reference holds when its sweep has them: the datasets' facts and the tuning stage's choice (every
+#: tuning trial's validation metric), written by `recscale sweep`, and the score ranks of the data comparisons'
+#: runs, written here (`analysis.score_ranks`).
+OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, ranks_file("test"), ranks_file("valid"))
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
@@ -46,8 +47,9 @@ def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
     try:
         for name in REFERENCE_INPUTS:
             shutil.copy2(sweep_dir / name, tmp / name)
-        if (sweep_dir / DATASETS_FILE).is_file():
-            shutil.copy2(sweep_dir / DATASETS_FILE, tmp / DATASETS_FILE)
+        for name in (DATASETS_FILE, TUNING_FILE):
+            if (sweep_dir / name).is_file():
+                shutil.copy2(sweep_dir / name, tmp / name)
         _write_ranks(sweep_dir, tmp)
         replace_path(tmp, out)
     finally:

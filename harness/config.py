@@ -97,7 +97,7 @@ class TrainConfig:
     checkpoint_every_s: float = 600.0
     prefetch_batches: int = 2
     loader_workers: int = 1
-    log_every_steps: int = 50
+    log_every_steps: int = 10
     recipe: Literal["seed", "custom"] = "seed"
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
