@@ -52,8 +52,11 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
         if not any(curves.get(i, {}).get(LOSS) for i in fam.index):
             continue
         size_keys = sorted({tuple(str(show(r[c])) for c in sizes) for _, r in fam.iterrows()},
-                           key=lambda k: [float(x) if x.replace(".", "", 1).isdigit() else x for x in k])
+                           key=lambda k: [(0, float(x), "") if x.replace(".", "", 1).isdigit() else (1, 0.0, x)
+                                          for x in k])  # numbers in order, then names
         colour = {k: plt.cm.viridis(0.85 * j / max(len(size_keys) - 1, 1)) for j, k in enumerate(size_keys)}
+        # sizes are told apart by the size columns that vary inside this family (not other families' columns)
+        label_cols = [c for c in sizes if fam[c].nunique(dropna=True) > 1]
         has_valid = any(curves.get(i, {}).get(VALID) for i in fam.index)
         fig, axes = plt.subplots(1, 2 if has_valid else 1, figsize=(11 if has_valid else 6.5, 4.2), squeeze=False)
         labelled = set()
@@ -61,7 +64,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
             c = curves.get(i, {})
             size = tuple(str(show(r[s])) for s in sizes)
             bad = status is not None and status.get(i, "ok") != "ok"
-            name = ", ".join(f"{s.removeprefix('model.')}={v}" for s, v in zip(sizes, size)) or str(r["arch"])
+            name = ", ".join(f"{s.removeprefix('model.')}={show(r[s])}" for s in label_cols) or str(r["arch"])
             label = name if size not in labelled else None
             labelled.add(size)
             style = dict(color=colour[size], linewidth=0.9, alpha=0.85, linestyle="--" if bad else "-")
@@ -76,7 +79,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
                 axes[0, 1].plot(steps, values, marker="o", markersize=3, **style)
         axes[0, 0].set(xlabel="optimiser step", ylabel="training loss (mean per target, per window)",
                        title="training loss")
-        axes[0, 0].legend(fontsize=8, title="size (one line per seed)", title_fontsize=8)
+        axes[0, 0].legend(fontsize=7, title="size (one line per seed)", title_fontsize=7, loc="upper right")
         if has_valid:
             axes[0, 1].axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
             axes[0, 1].set(xlabel="optimiser step", ylabel="validation NE", title="validation NE (1 = base rate)")
