@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 from .ablations import ablation_analysis, delong_coverage
 from .collect import load_results, run_folders_absent, unreadable_runs

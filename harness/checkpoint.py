@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from protocols.atomic_write import atomic_write
-from protocols.errors import RecscaleError
+from core.atomic_write import atomic_write
+from core.errors import RecscaleError
 
 from .config import (
     LAYER_NORM_EPS_BEFORE,

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 #: Subfolder of a run folder holding its event files.
 CURVES_DIR = layout.CURVES_DIR

@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from . import results_layout as layout
-from .errors import RecscaleError
+from core import results_layout as layout
+from core.errors import RecscaleError
+
 from .integrity import check_files, read_manifest
 from .prefetch import prefetch_map
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK, FeatureSpec

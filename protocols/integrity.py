@@ -32,8 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import RecscaleError
-from .results_layout import MANIFEST_FILE
+from core.errors import RecscaleError
+from core.results_layout import MANIFEST_FILE
 
 MANIFEST = MANIFEST_FILE
 ALGORITHM = "blake2b-128"

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from tiny_logs import random_log
 
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
+from core.errors import RecscaleError
 from protocols import prepare as prepare_module
 from protocols.artifact import PreparedDataset
-from protocols.errors import RecscaleError
 from protocols.integrity import ArtifactDamagedError
 from protocols.prepare import PrepareConfig, prepare_log
 
@@ -219,7 +219,7 @@ def test_train_subprocess_refuses_a_flipped_history_and_no_verify_skips_the_chec
     art = tmp_path / pristine.name
     shutil.copytree(pristine, art)
     _flip_middle_byte(art / "exposure_ts.npy")  # a timestamp's bits: training still runs on it
-    cli = [sys.executable, "-m", "harness.cli"]
+    cli = [sys.executable, "-m", "cli"]
     env = {**os.environ, "RECSCALE_MALLOC_REEXEC": "1"}
     repo = Path(__file__).resolve().parents[1]
     proc = subprocess.run([*cli, *_train_argv(art, tmp_path / "run")], capture_output=True, text=True, env=env,

@@ -36,7 +36,7 @@ def _run(art: Path, out: Path, **train) -> dict:
 
 def test_resume_of_a_folder_that_does_not_exist_is_an_error(tiny_artifact, tmp_path):  # noqa: F811
     out = tmp_path / "mistyped"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--arch", "wukong", "--data",
+    proc = subprocess.run([sys.executable, "-m", "cli", "train", "--arch", "wukong", "--data",
                            str(tiny_artifact), "--set", "dim=8", "--out", str(out), "--resume", "--no-progress"],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "RECSCALE_MALLOC_REEXEC": "1"})

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocols.errors import RecscaleError
+from core.errors import RecscaleError
+from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR, TUNING_DIR
+from harness.runs_columns import RAY_NODE
 from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
-from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR, TUNING_DIR
-from protocols.runs_columns import RAY_NODE
 
 from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
@@ -121,10 +121,10 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     import torch
     from ray import tune
 
+    from core.typed_config import from_dict
     from harness import run_folder
     from harness.config import RunConfig, TrainConfig
     from harness.train import train_run
-    from protocols.typed_config import from_dict
 
     from .collect import write_trial_record
     from .plan import resolve_trial
