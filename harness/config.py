@@ -134,9 +134,8 @@ class TrainConfig:
                               "rules); set train.recipe: custom to use a schedule")
 
 
-#: TrainConfig key added after run folders existed, with the value runs written before it behaved as
-#: (`checkpoint.config_differences` reads an absent key as this, and ignores the key in one-epoch runs).
-SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE = "train.select_epoch", "last"
+#: TrainConfig key without effect in a one-epoch run (`checkpoint.config_differences` ignores it there).
+SELECT_EPOCH_KEY = "train.select_epoch"
 #: Model key added after run folders existed (HSTU and WHALE; architectures/blocks/hstu.py): runs written
 #: before it trained with this eps, which `checkpoint.config_differences` reads an absent key as.
 LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE = "model.layer_norm_eps", 1e-5

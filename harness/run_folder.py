@@ -37,15 +37,13 @@ from core import results_layout as layout
 from core.errors import RecscaleError, one_line
 from protocols import integrity
 
-#: Hidden file holding the data fingerprint the run started on (written with config.yaml).
-DATA_FINGERPRINT_FILE = layout.DATA_FINGERPRINT_FILE
 #: Every file a run folder may hold; any of them present means the folder holds a run.
 RUN_FILES: tuple[str, ...] = (
     layout.CONFIG_FILE,
     layout.METRICS_FILE,
     layout.CHECKPOINT_FILE,
     layout.TRIAL_RECORD_FILE,
-    DATA_FINGERPRINT_FILE,
+    layout.DATA_FINGERPRINT_FILE,
     *(layout.predictions_file(s) for s in layout.PREDICTION_SPLITS),
 )
 
@@ -174,12 +172,12 @@ def clean_stale_temporaries(run_dir: Path) -> list[Path]:
 
 
 def write_data_fingerprint(run_dir: Path, fingerprint: str) -> None:
-    write_text(run_dir / DATA_FINGERPRINT_FILE, fingerprint + "\n")
+    write_text(run_dir / layout.DATA_FINGERPRINT_FILE, fingerprint + "\n")
 
 
 def read_data_fingerprint(run_dir: Path) -> str | None:
     """The data fingerprint the run started on, or None for a folder written before it was recorded."""
-    path = run_dir / DATA_FINGERPRINT_FILE
+    path = run_dir / layout.DATA_FINGERPRINT_FILE
     return path.read_text().strip() if path.exists() else None
 
 

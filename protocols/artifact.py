@@ -16,8 +16,7 @@ times, numeric inputs and PAD are never touched. Batch k therefore depends only 
 Opening checks the manifest (parses, required keys, its own checksum) and that every recorded file exists
 with its recorded size (`protocols.integrity`; cheap, no file is read). `open(verify=True)` (training and
 evaluation: `recscale train` unless `--no-verify`) checks every file's checksum too; `recscale verify` and
-`prepare` before it reuses an artifact do the same. An artifact written before integrity
-records existed opens without these file checks.
+`prepare` before it reuses an artifact do the same. A manifest without integrity records is refused.
 """
 from __future__ import annotations
 

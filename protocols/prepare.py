@@ -8,8 +8,8 @@ protocol parameters, resolved target counts, seed, split, format version), so pr
 the same inputs finds the folder, verifies it and does nothing else.
 
 Integrity (`protocols.integrity`): the manifest records every file's size and blake2b checksum and its
-own checksum. Before reusing an existing folder, prepare verifies all of them; a damaged artifact (or one
-written before integrity records existed, which cannot be verified) is rebuilt in a temporary folder and
+own checksum. Before reusing an existing folder, prepare verifies all of them; a damaged artifact (a manifest
+without integrity records counts as damaged) is rebuilt in a temporary folder and
 swapped into place (the damaged folder is renamed aside first, then removed), with a note on stderr. It
 is never handed back. The folder name does not depend on the integrity records.
 

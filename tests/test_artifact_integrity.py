@@ -162,16 +162,18 @@ def test_a_failed_rebuild_leaves_the_damaged_artifact_unverifiable_and_no_tempor
     assert cli_main(["verify", str(copy)]) == 0
 
 
-def test_an_artifact_without_integrity_records_opens_but_is_rebuilt_by_prepare(copy, pristine, log, capsys):
-    """Written before this change: no checksums. It still opens and serves batches; verify cannot vouch for
-    it (exit 2); prepare rebuilds it under the same folder name instead of reusing it unverified."""
+@pytest.mark.parametrize("removed", [("integrity", "manifest_blake2b"), ("manifest_blake2b",)])
+def test_a_manifest_without_integrity_records_is_damaged_and_rebuilt_by_prepare(removed, copy, log, capsys):
+    """No checksums (or no manifest checksum): the artifact does not open and verify refuses it (exit 2),
+    naming the missing key; prepare rebuilds it under the same folder name instead of reusing it."""
     manifest = json.loads((copy / "manifest.json").read_text())
-    del manifest["integrity"], manifest["manifest_blake2b"]
+    for key in removed:
+        del manifest[key]
     (copy / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    ds = PreparedDataset.open(copy)
-    assert sum(len(b["label"]) for b in ds.batches("test", 16, seed=0)) == ds.num_targets("test")
+    with pytest.raises(ArtifactDamagedError, match=removed[0]):
+        PreparedDataset.open(copy)
     assert cli_main(["verify", str(copy)]) == 2
-    assert "no checksums recorded" in capsys.readouterr().err
+    assert removed[0] in capsys.readouterr().err
     assert prepare_log(log, _cfg(copy.parent)) == copy
     assert "integrity" in json.loads((copy / "manifest.json").read_text())
     assert cli_main(["verify", str(copy)]) == 0

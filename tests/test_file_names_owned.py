@@ -17,8 +17,8 @@ from pathlib import Path
 from core import results_layout
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("architectures", "protocols", "harness", "analysis")
-LAYOUT_FILE = ROOT / "protocols" / "results_layout.py"
+PACKAGES = ("core", "protocols", "architectures", "harness", "analysis", "cli")
+LAYOUT_FILE = ROOT / "core" / "results_layout.py"
 _SENTINEL = "\x00"
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]+")
 #: Extensions only owned files have: every PNG the package writes is a figure of the analysis (plot_file).
