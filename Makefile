@@ -75,10 +75,10 @@ bench: setup
 	$(BIN)/python tests/bench/write_tables.py $(BENCH_JSON) docs/benchmarks
 
 # CUDA tests (they skip without CUDA) and a timed WHALE epoch at the seed configuration on the medium
-# synthetic log, printing targets/s and utilisation (harness/gpu_check.py; says so and exits 0 without CUDA).
+# synthetic log, printing targets/s and utilisation (cli/gpu_check.py; says so and exits 0 without CUDA).
 gpu-check: setup
 	$(BIN)/python -m pytest tests/test_gpu.py tests/test_loader_paths.py -q -rs $(ARGS)
-	$(BIN)/python -m harness.gpu_check
+	$(BIN)/python -m cli.gpu_check
 
 clean:
 	rm -rf $(VENV) .benchmarks

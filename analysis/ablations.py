@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from core.results_layout import RUNS_FILE, predictions_file
 from harness import metric_registry
 from protocols.errors import DataValidationError
-from protocols.results_layout import RUNS_FILE, predictions_file
 
 from .collect import SweepResults
 from .comparisons import PairedRuns, default_comparisons, pair_runs

@@ -14,9 +14,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
-from protocols import runs_columns as C
-from protocols.errors import DataValidationError, RecscaleError, one_line
-from protocols.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions_file
+from core.errors import RecscaleError, one_line
+from core.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions_file
+from harness import runs_columns as C
+from protocols.errors import DataValidationError
 
 from .config import AnalysisConfig, analysis_config
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from protocols.results_layout import RUNS_FILE
-from protocols.typed_config import ConfigError
+from core.results_layout import RUNS_FILE
+from core.typed_config import ConfigError
 
 from .collect import SweepResults
 from .config import ComparisonConfig

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.typed_config import ConfigError, from_dict
 from harness import metric_registry
-from protocols.typed_config import ConfigError, from_dict
 
 
 @dataclass

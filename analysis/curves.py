@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from core import results_layout as layout
 from harness.curves import read_curves
-from protocols import results_layout as layout
 
 from .collect import SweepResults
 from .families import family_columns, show, size_columns

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from protocols import runs_columns as C
+from harness import runs_columns as C
 
 from .collect import PARAMS_COLUMN, SweepResults
 from .family_comparison import Estimate

@@ -1,6 +1,6 @@
 """Data settings and data arms: the columns of runs.parquet that say which prepared dataset a run used.
 
-A *data setting* (`protocols.runs_columns.data_setting_columns()`: `protocol`, `task`, a parameter of any
+A *data setting* (`harness.runs_columns.data_setting_columns()`: `protocol`, `task`, a parameter of any
 registered protocol such as `delay_s` and `history_len`; or any `data.*` column) changes the prepared dataset.
 The protocol parameters come from the protocol registry, so a protocol added from RECSCALE_PROTOCOL_PATH brings
 its parameters along; analyse its sweep with the same path set.
@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from protocols import runs_columns as C
+from harness import runs_columns as C
 
 from .families import show
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from protocols.typed_config import ConfigError
+from core.typed_config import ConfigError
 
 #: A named-size column counts as a size even though it is not numeric.
 NAMED_SIZE_COLUMN = "model.size"

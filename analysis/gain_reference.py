@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from protocols.errors import RecscaleError
+from core.errors import RecscaleError
 
 from .collect import config_columns, default_baseline, hashable_lists
 from .comparisons import select

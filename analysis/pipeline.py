@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 from .ablations import ablation_analysis, delong_coverage
 from .collect import load_results, run_folders_absent, unreadable_runs
@@ -43,10 +43,6 @@ from .run_health import annotate_headline, assess, healthy
 from .scaling import MIN_SEEDS, scaling_analysis
 from .scaling_tests import correct_scaling_tests
 from .tuning_report import load_tuning, tuning_warnings
-
-REPORT = layout.REPORT_FILE
-PLOTS = layout.PLOTS_DIR
-SUMMARY = layout.ANALYSIS_FILE
 
 
 def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
@@ -69,7 +65,7 @@ def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
 
 def _make_plots(res: AnalysisResult, out: Path) -> None:
     cfg = res.results.config
-    plots = out / PLOTS
+    plots = out / layout.PLOTS_DIR
     plots.mkdir()
     metrics = [m for m in cfg.metrics if res.results.has_metric(m)]
     made = {
@@ -93,7 +89,7 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
                           f"{layout.RUNS_FILE} has none): no grouped-metric plot.")
     if res.health is not None:  # every run, unhealthy ones dashed (analysis/curves.py)
         made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
-    res.plots = {k: f"{PLOTS}/{p.name}" for k, p in made.items() if p is not None}
+    res.plots = {k: f"{layout.PLOTS_DIR}/{p.name}" for k, p in made.items() if p is not None}
 
 
 def replace_path(src: Path, dst: Path) -> None:
@@ -171,9 +167,9 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     try:
         if plots:
             _make_plots(res, tmp)
-        (tmp / REPORT).write_text(render_report(res))
-        (tmp / SUMMARY).write_text(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
-        for name in (PLOTS, REPORT, SUMMARY):
+        (tmp / layout.REPORT_FILE).write_text(render_report(res))
+        (tmp / layout.ANALYSIS_FILE).write_text(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
+        for name in (layout.PLOTS_DIR, layout.REPORT_FILE, layout.ANALYSIS_FILE):
             if (tmp / name).exists():
                 replace_path(tmp / name, root / name)
     finally:

@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness import metric_registry  # noqa: E402
-from protocols.runs_columns import protocol_parameter_columns  # noqa: E402
+from harness.runs_columns import protocol_parameter_columns  # noqa: E402
 
 from .ablations import AblationResult  # noqa: E402
 from .collect import SweepResults  # noqa: E402

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from protocols import runs_columns as C
+from core.results_layout import DATASETS_FILE
+from harness import runs_columns as C
 from protocols.errors import DataValidationError
-from protocols.results_layout import DATASETS_FILE
 
 from .ablations import AblationResult
 from .collect import SweepResults

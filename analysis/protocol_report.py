@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.results_layout import DATASETS_FILE, RUNS_FILE
 from harness import metric_registry
-from protocols.results_layout import DATASETS_FILE, RUNS_FILE
 
 from .families import show
 from .protocol_evidence import ArmFacts

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from protocols import runs_columns as C
+from harness import runs_columns as C
 
 from .collect import SweepResults
 from .data_settings import arm_columns, arm_label
@@ -97,7 +97,7 @@ def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:
 
 def _arm_order(results: SweepResults, labels: list[str]) -> list[str]:
     """The sweep's own order of its data bundles (grid.data in sweep.yaml), else sorted labels."""
-    from protocols.results_layout import SWEEP_FILE
+    from core.results_layout import SWEEP_FILE
 
     from .collect import _read_sweep_doc
 

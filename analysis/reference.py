@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from protocols.errors import RecscaleError
-from protocols.results_layout import DATASETS_FILE, TUNING_FILE
+from core.errors import RecscaleError
+from core.results_layout import DATASETS_FILE, TUNING_FILE
 
 from .collect import RUNS_FILE, SWEEP_FILE, load_results
 from .comparisons import default_comparisons, pair_runs

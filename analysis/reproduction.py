@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.errors import RecscaleError
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
-from protocols.errors import RecscaleError
 
 from .collect import RUNS_FILE, config_columns, read_runs
 

@@ -25,8 +25,8 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from core.results_layout import RUNS_FILE
 from harness import run_health as H
-from protocols.results_layout import RUNS_FILE
 
 from .collect import SweepResults
 from .headline import Headline

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from protocols.results_layout import RUNS_FILE
+from core.results_layout import RUNS_FILE
 
 from .axes import UNIT_NAMES
 from .curve_fits import ALPHA_BOUNDS, N_PARAMS

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from scipy import stats
 
-from protocols.atomic_write import write_parquet
+from core.atomic_write import write_parquet
+from core.results_layout import score_ranks_file
 from protocols.errors import DataValidationError
-from protocols.results_layout import score_ranks_file
 
 from .collect import SweepResults
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.results_layout import RUNS_FILE
+from harness.runs_columns import TUNED
 from harness.sweep.tuning import TuningChoice, read_choice
-from protocols.results_layout import RUNS_FILE
-from protocols.runs_columns import TUNED
 
 from .text_format import markdown_table, num
 

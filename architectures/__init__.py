@@ -32,10 +32,10 @@ from typing import Any
 
 import torch.nn as nn
 
-from protocols.discovery import Discovery, file_of
-from protocols.registry import Registry
+from core.discovery import Discovery, file_of
+from core.registry import Registry
+from core.typed_config import from_dict
 from protocols.schema import FeatureSpec
-from protocols.typed_config import from_dict
 
 from .contract import check_config_class, supports_request_reuse
 

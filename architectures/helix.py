@@ -67,8 +67,8 @@ from typing import Literal, cast
 import torch
 import torch.nn as nn
 
+from core.typed_config import ConfigError
 from protocols.schema import Batch, FeatureSpec
-from protocols.typed_config import ConfigError
 
 from . import register
 from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive

@@ -37,8 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from protocols.atomic_write import write_json
-from protocols.errors import RecscaleError, one_line
+from core.atomic_write import write_json
+from core.errors import RecscaleError, one_line
 
 CACHE_FILE = "calibration.json"
 

@@ -22,16 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from protocols.atomic_write import atomic_write
-from protocols.errors import RecscaleError
+from core.atomic_write import atomic_write
+from core.errors import RecscaleError
 
-from .config import (
-    LAYER_NORM_EPS_BEFORE,
-    LAYER_NORM_EPS_KEY,
-    RESUME_SAFE_KEYS,
-    SELECT_EPOCH_BEFORE,
-    SELECT_EPOCH_KEY,
-)
+from .config import LAYER_NORM_EPS_BEFORE, LAYER_NORM_EPS_KEY, RESUME_SAFE_KEYS, SELECT_EPOCH_KEY
 
 FORMAT_VERSION = 1
 
@@ -97,16 +91,13 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _effective(flat: dict[str, Any]) -> dict[str, Any]:
-    """`train.select_epoch` as it acts: absent (written before the key existed) means the old rule, and in a
-    one-epoch run it has no effect, so it is left out of the comparison. `model.layer_norm_eps` absent
-    (written before the key existed) is the eps those runs trained with; models without the key read it on
-    both sides alike."""
+    """`train.select_epoch` as it acts: in a one-epoch run it has no effect, so it is left out of the comparison.
+    `model.layer_norm_eps` absent (written before the key existed) is the eps those runs trained with; models
+    without the key read it on both sides alike."""
     out = dict(flat)
     out.setdefault(LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE)
     if out.get("train.epochs", 1) == 1:
         out.pop(SELECT_EPOCH_KEY, None)
-    else:
-        out.setdefault(SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE)
     return out
 
 

@@ -5,7 +5,7 @@ Defaults follow the seed's training rules: AdamW, lr 1e-3, weight decay 1e-5 on 
 parameter including the embedding tables, gradient-norm clip 1.0, batch 256, one epoch, ID masking
 with p = 0.05, no early stopping. A run of more than one epoch evaluates the validation set after every
 epoch and tests the best one (`select_epoch`). Configs are loaded from YAML and `--set key=value` overrides through
-`protocols.typed_config`, so unknown keys and wrong types are refused with the key named.
+`core.typed_config`, so unknown keys and wrong types are refused with the key named.
 
 `parse_set` is the one `--set` parser of `recscale train` and `recscale flops`: both take a model field as
 `model.<field>=V` or, for short, `<field>=V`; `check_model_keys` refuses a field the architecture lacks,
@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 import yaml
 
-from protocols.errors import one_line
-from protocols.typed_config import ConfigError, apply_overrides, from_dict, to_dict
+from core.errors import one_line
+from core.typed_config import ConfigError, apply_overrides, from_dict, to_dict
 
 from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
@@ -134,9 +134,8 @@ class TrainConfig:
                               "rules); set train.recipe: custom to use a schedule")
 
 
-#: TrainConfig key added after run folders existed, with the value runs written before it behaved as
-#: (`checkpoint.config_differences` reads an absent key as this, and ignores the key in one-epoch runs).
-SELECT_EPOCH_KEY, SELECT_EPOCH_BEFORE = "train.select_epoch", "last"
+#: TrainConfig key without effect in a one-epoch run (`checkpoint.config_differences` ignores it there).
+SELECT_EPOCH_KEY = "train.select_epoch"
 #: Model key added after run folders existed (HSTU and WHALE; architectures/blocks/hstu.py): runs written
 #: before it trained with this eps, which `checkpoint.config_differences` reads an absent key as.
 LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE = "model.layer_norm_eps", 1e-5
@@ -187,7 +186,7 @@ def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) 
     `sections` are the top-level keys the command takes (`recscale flops` takes only `model`); any other
     is refused naming it. Values are parsed as YAML scalars.
     """
-    from protocols.typed_config import parse_set_options
+    from core.typed_config import parse_set_options
 
     out: dict[str, Any] = {}
     for key, value in parse_set_options(items).items():

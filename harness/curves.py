@@ -21,17 +21,14 @@ from typing import Any
 
 import torch
 
-from protocols import results_layout as layout
-
-#: Subfolder of a run folder holding its event files.
-CURVES_DIR = layout.CURVES_DIR
+from core import results_layout as layout
 
 
 class CurveLogger:
     """Accumulates per-step values and writes a point every `every` global steps (`every=0`: off)."""
 
     def __init__(self, run_dir: Path, every: int, device: torch.device) -> None:
-        self.every, self.dir = every, Path(run_dir) / CURVES_DIR
+        self.every, self.dir = every, Path(run_dir) / layout.CURVES_DIR
         self._writer: Any = None
         self._loss = torch.zeros((), dtype=torch.float64, device=device)
         self._norm = torch.zeros((), dtype=torch.float64, device=device)
@@ -94,7 +91,7 @@ class CurveLogger:
 def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """`{tag: [(step, value), ...]}` from a run's event files, sorted by step, the last written value per step
     (a resumed run repeats some steps); empty when the run has none."""
-    folder = Path(run_dir) / CURVES_DIR
+    folder = Path(run_dir) / layout.CURVES_DIR
     if not folder.is_dir():
         return {}
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader

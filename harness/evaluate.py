@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from architectures.blocks.attention_kernel import attention_kernel
-from protocols.errors import RecscaleError
+from core.errors import RecscaleError
 from protocols.schema import widen
 
 from . import metrics as M

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from protocols.runs_columns import ENV_PREFIX
+from harness.runs_columns import ENV_PREFIX
 
 #: Every key `machine_fingerprint` returns starts with this (runs.parquet columns of the same names).
 PREFIX = ENV_PREFIX

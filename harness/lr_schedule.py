@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from protocols.typed_config import ConfigError
+from core.typed_config import ConfigError
 
 KINDS = ("constant", "cosine", "linear")
 

@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from protocols.typed_config import ConfigError
+from core.typed_config import ConfigError
 
 from . import metrics as M
 

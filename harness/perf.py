@@ -44,8 +44,9 @@ def malloc_env_active() -> bool:
     return all(os.environ.get(k) == v for k, v in MALLOC_ENV.items())
 
 
-def reexec_with_malloc_env(argv: Sequence[str]) -> None:
-    """Replace this process by `python -m harness.cli ARGV` with MALLOC_ENV set (glibc Linux only).
+def reexec_with_malloc_env(python_args: Sequence[str]) -> None:
+    """Replace this process by `python PYTHON_ARGS` with MALLOC_ENV set (glibc Linux only); the caller
+    says what to run (the command line passes `-m cli ARGV`, `cli.main.relaunch_args`).
 
     Returns without doing anything when the variables are already set, when re-exec is disabled
     (REEXEC_MARKER set) or on platforms without glibc.
@@ -55,7 +56,7 @@ def reexec_with_malloc_env(argv: Sequence[str]) -> None:
     env = {**os.environ, **MALLOC_ENV, REEXEC_MARKER: "1"}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
+    os.execve(sys.executable, [sys.executable, *python_args], env)
 
 
 def compute_dtype(bf16: bool) -> torch.dtype:

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from protocols import results_layout as layout
-from protocols.errors import RecscaleError
-from protocols.runs_columns import DATA_FINGERPRINT
+from core import results_layout as layout
+from core.errors import RecscaleError
+from harness.runs_columns import DATA_FINGERPRINT
 
 from . import run_folder as RF
 from .evaluate import split_metrics, target_columns

@@ -1,4 +1,4 @@
-"""Atomic writers and readers of one run folder (its file names: `protocols.results_layout`).
+"""Atomic writers and readers of one run folder (its file names: `core.results_layout`).
 
     RUN_DIR/
       config.yaml                  resolved RunConfig (model defaults filled in)
@@ -11,7 +11,7 @@
                                    `--resume` refuses other data even before the first checkpoint
 
 Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into
-place (`protocols.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics
+place (`core.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics
 (e.g. AUC
 of a one-class group) are stored as JSON null.
 
@@ -32,19 +32,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from protocols import atomic_write, integrity
-from protocols import results_layout as layout
-from protocols.errors import RecscaleError, one_line
+from core import atomic_write
+from core import results_layout as layout
+from core.errors import RecscaleError, one_line
+from protocols import integrity
 
-#: Hidden file holding the data fingerprint the run started on (written with config.yaml).
-DATA_FINGERPRINT_FILE = layout.DATA_FINGERPRINT_FILE
 #: Every file a run folder may hold; any of them present means the folder holds a run.
 RUN_FILES: tuple[str, ...] = (
     layout.CONFIG_FILE,
     layout.METRICS_FILE,
     layout.CHECKPOINT_FILE,
     layout.TRIAL_RECORD_FILE,
-    DATA_FINGERPRINT_FILE,
+    layout.DATA_FINGERPRINT_FILE,
     *(layout.predictions_file(s) for s in layout.PREDICTION_SPLITS),
 )
 
@@ -173,12 +172,12 @@ def clean_stale_temporaries(run_dir: Path) -> list[Path]:
 
 
 def write_data_fingerprint(run_dir: Path, fingerprint: str) -> None:
-    write_text(run_dir / DATA_FINGERPRINT_FILE, fingerprint + "\n")
+    write_text(run_dir / layout.DATA_FINGERPRINT_FILE, fingerprint + "\n")
 
 
 def read_data_fingerprint(run_dir: Path) -> str | None:
     """The data fingerprint the run started on, or None for a folder written before it was recorded."""
-    path = run_dir / DATA_FINGERPRINT_FILE
+    path = run_dir / layout.DATA_FINGERPRINT_FILE
     return path.read_text().strip() if path.exists() else None
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 import architectures
+from core.typed_config import apply_overrides, parse_set_options
 from protocols.schema import FeatureSpec, random_batch
-from protocols.typed_config import apply_overrides, parse_set_options
 
 from . import perf
 from .config import TrainConfig

@@ -45,10 +45,10 @@ from tqdm import tqdm
 
 import architectures
 from architectures.blocks.attention_kernel import attention_kernel
-from protocols.errors import RecscaleError
+from core.errors import RecscaleError
+from core.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
+from harness.runs_columns import DATA_FINGERPRINT
 from protocols.output_location import check_writable
-from protocols.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
-from protocols.runs_columns import DATA_FINGERPRINT
 
 from . import perf, run_health
 from . import run_folder as RF

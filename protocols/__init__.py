@@ -16,7 +16,7 @@ Registries (what each entry must provide: `protocols/components.py`):
     @protocols.register_source("mylog", defaults=SourceDefaults(...))
     def load_mylog(root, **options) -> ExposureLog: ...
 
-Discovery (`protocols.discovery`): every module of this package is imported on first use of the
+Discovery (`core.discovery`): every module of this package is imported on first use of the
 registries (`load_components`, `protocol_names`, `source_names`, ...) except subpackages (`synthetic/`)
 and private modules (`_*`), so a protocol or a source is added by one new file; nothing else changes.
 Folders listed in the environment variable `RECSCALE_PROTOCOL_PATH` (os.pathsep-separated) are searched
@@ -30,9 +30,10 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from core.discovery import Discovery
+from core.registry import Registry
+
 from .components import SourceDefaults, SourceEntry, check_protocol_class, parameters_of
-from .discovery import Discovery
-from .registry import Registry
 
 #: Environment variable naming extra directories of protocol and source files.
 PROTOCOL_PATH_ENV = "RECSCALE_PROTOCOL_PATH"

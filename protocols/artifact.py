@@ -16,8 +16,7 @@ times, numeric inputs and PAD are never touched. Batch k therefore depends only 
 Opening checks the manifest (parses, required keys, its own checksum) and that every recorded file exists
 with its recorded size (`protocols.integrity`; cheap, no file is read). `open(verify=True)` (training and
 evaluation: `recscale train` unless `--no-verify`) checks every file's checksum too; `recscale verify` and
-`prepare` before it reuses an artifact do the same. An artifact written before integrity
-records existed opens without these file checks.
+`prepare` before it reuses an artifact do the same. A manifest without integrity records is refused.
 """
 from __future__ import annotations
 
@@ -31,8 +30,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from . import results_layout as layout
-from .errors import RecscaleError
+from core import results_layout as layout
+from core.errors import RecscaleError
+
 from .integrity import check_files, read_manifest
 from .prefetch import prefetch_map
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK, FeatureSpec

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
+from core.errors import RecscaleError
+
 from .availability import UserTimeline
-from .errors import RecscaleError
 from .legal_history import PAD_ROW
 from .log import ExposureLog
 from .recflow_format import AUTHOR50_COLUMNS

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import RecscaleError
+from core.errors import RecscaleError
+
 from .log import ExposureLog
 
 #: Bits reserved for the time offset inside the composite key (2^42 ms is about 139 years).

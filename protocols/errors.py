@@ -1,9 +1,7 @@
-"""User-facing errors. The CLI prints their message to stderr and exits non-zero, without a traceback."""
+"""The data-side user error: a log file that breaks a validation rule (the base class is core.errors')."""
 from __future__ import annotations
 
-
-class RecscaleError(Exception):
-    """Base class of errors caused by user input (files, configs, arguments)."""
+from core.errors import RecscaleError
 
 
 class DataValidationError(RecscaleError):
@@ -14,9 +12,3 @@ class DataValidationError(RecscaleError):
         where = f"{file}" + (f", record {record}" if record is not None else "") + f", field {field!r}"
         shown = f" (value {value!r})" if value is not None else ""
         super().__init__(f"{where}: {message}{shown}")
-
-
-def one_line(error: BaseException) -> str:
-    """An exception's message on one line (YAML and JSON parsers spread theirs over several lines)."""
-    parts = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return "; ".join(parts) or type(error).__name__

@@ -23,12 +23,13 @@ from typing import ClassVar
 
 import numpy as np
 
+from core.typed_config import ConfigError
+
 from . import register
 from .author_history import AUTHOR50_WIDTH, author50_history_rows
 from .availability import UserTimeline
 from .legal_history import PAD_ROW, legal_history_rows
 from .log import ExposureLog
-from .typed_config import ConfigError
 
 __all__ = ["PAD_ROW", "HistoryIndex", "ExposureProtocol", "Author50Protocol"]
 

@@ -19,10 +19,9 @@ A problem raises `ArtifactDamagedError` (exit 2 from the CLI) naming the file an
 Run folders use the same record (`record_of`, `file_problems`): metrics.json, written last, holds the
 "integrity" record of the run's prediction files (harness/run_folder.py).
 
-Artifacts written before integrity records existed (no "integrity" key) still open: their sizes and
-checksums are simply not checked (`has_integrity_record` is False). `recscale verify` refuses to vouch for
-them (exit 2, "no checksums recorded") and `prepare` rebuilds them instead of reusing them, so a reused
-artifact has always been verified. The artifact's folder name does not depend on any of this.
+A manifest without these records (an artifact prepared before recscale wrote them) is damaged like any
+other: it does not open, and `prepare` rebuilds it under the same folder name (the name does not depend
+on the records).
 """
 from __future__ import annotations
 
@@ -32,15 +31,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import RecscaleError
-from .results_layout import MANIFEST_FILE
+from core.errors import RecscaleError
+from core.results_layout import MANIFEST_FILE
 
-MANIFEST = MANIFEST_FILE
 ALGORITHM = "blake2b-128"
 INTEGRITY_KEY = "integrity"
 MANIFEST_DIGEST_KEY = "manifest_blake2b"
 #: Keys every artifact manifest (old or new) has; a manifest without one is damaged.
-REQUIRED_MANIFEST_KEYS: tuple[str, ...] = ("fingerprint", "vocab_sizes", "history_len", "is_synthetic", "num_targets")
+REQUIRED_MANIFEST_KEYS: tuple[str, ...] = ("fingerprint", "vocab_sizes", "history_len", "is_synthetic", "num_targets",
+                                           INTEGRITY_KEY, MANIFEST_DIGEST_KEY)
 _CHUNK = 1 << 20
 #: Checking checksums shows a progress bar (when asked to) from this many bytes on.
 PROGRESS_MIN_BYTES = 256 << 20
@@ -73,7 +72,7 @@ def record_files(folder: Path) -> dict[str, Any]:
     """The integrity record of every file under `folder` except manifest.json."""
     folder = Path(folder)
     names = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*")) if p.is_file()]
-    return record_of(folder, [rel for rel in names if rel != MANIFEST])
+    return record_of(folder, [rel for rel in names if rel != MANIFEST_FILE])
 
 
 def manifest_digest(manifest: dict) -> str:
@@ -89,13 +88,9 @@ def seal_manifest(manifest: dict, folder: Path) -> dict:
     return sealed
 
 
-def has_integrity_record(manifest: dict) -> bool:
-    return INTEGRITY_KEY in manifest
-
-
 def read_manifest(folder: Path) -> dict:
     """Parse and self-check `folder`/manifest.json; raises ArtifactDamagedError naming the problem."""
-    path = Path(folder) / MANIFEST
+    path = Path(folder) / MANIFEST_FILE
     if not path.is_file():
         raise ArtifactDamagedError(f"{path}: missing; {_REBUILD}")
     try:
@@ -108,13 +103,9 @@ def read_manifest(folder: Path) -> dict:
     missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in manifest]
     if missing:
         raise ArtifactDamagedError(f"{path}: required key(s) {', '.join(missing)} missing; {_REBUILD}")
-    stored = manifest.get(MANIFEST_DIGEST_KEY)
-    if stored is not None and stored != manifest_digest(manifest):
+    if manifest[MANIFEST_DIGEST_KEY] != manifest_digest(manifest):
         raise ArtifactDamagedError(f"{path}: content differs from its recorded checksum ({MANIFEST_DIGEST_KEY}); "
                                    f"the manifest was altered or damaged; {_REBUILD}")
-    if has_integrity_record(manifest) and stored is None:
-        raise ArtifactDamagedError(f"{path}: has file records but no {MANIFEST_DIGEST_KEY}; "
-                                   f"the manifest was altered; {_REBUILD}")
     return manifest
 
 
@@ -132,7 +123,7 @@ def _progress_bar(folder: Path, entries: dict[str, Any], show: bool) -> Any:
 
 
 def file_problems(folder: Path, manifest: dict, *, checksums: bool, only: list[str] | None = None,
-                  recorded_in: str = MANIFEST, progress: bool = False) -> list[str]:
+                  recorded_in: str = MANIFEST_FILE, progress: bool = False) -> list[str]:
     """One line per recorded file (of `only`, when given) that is missing, has another size or (with
     `checksums`) other bytes. `recorded_in` names the file holding the record, for messages; `progress`
     shows a bar while checksumming large files."""
@@ -171,7 +162,7 @@ def _file_problem(folder: Path, rel: str, entry: dict, checksums: bool, recorded
 
 
 def _short(recorded_in: str) -> str:
-    return "the manifest" if recorded_in == MANIFEST else recorded_in
+    return "the manifest" if recorded_in == MANIFEST_FILE else recorded_in
 
 
 def check_files(folder: Path, manifest: dict, *, checksums: bool, progress: bool = False) -> None:
@@ -184,11 +175,7 @@ def check_files(folder: Path, manifest: dict, *, checksums: bool, progress: bool
 
 
 def verify_artifact(folder: Path) -> dict:
-    """Full check (manifest, sizes, checksums); returns the manifest. An artifact without integrity
-    records cannot be vouched for: ArtifactDamagedError saying so."""
+    """Full check (manifest, sizes, checksums); returns the manifest."""
     manifest = read_manifest(folder)
-    if not has_integrity_record(manifest):
-        raise ArtifactDamagedError(f"{Path(folder) / MANIFEST}: no checksums recorded (written before recscale "
-                                   f"recorded them), so the files cannot be verified; {_REBUILD}")
     check_files(folder, manifest, checksums=True)
     return manifest

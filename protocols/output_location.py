@@ -16,7 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import RecscaleError
+from core.errors import RecscaleError
 
 
 class OutputLocationError(RecscaleError):

@@ -8,8 +8,8 @@ protocol parameters, resolved target counts, seed, split, format version), so pr
 the same inputs finds the folder, verifies it and does nothing else.
 
 Integrity (`protocols.integrity`): the manifest records every file's size and blake2b checksum and its
-own checksum. Before reusing an existing folder, prepare verifies all of them; a damaged artifact (or one
-written before integrity records existed, which cannot be verified) is rebuilt in a temporary folder and
+own checksum. Before reusing an existing folder, prepare verifies all of them; a damaged artifact (a manifest
+without integrity records counts as damaged) is rebuilt in a temporary folder and
 swapped into place (the damaged folder is renamed aside first, then removed), with a note on stderr. It
 is never handed back. The folder name does not depend on the integrity records.
 
@@ -43,10 +43,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from core import results_layout as layout
+from core.discovery import file_of
+from core.typed_config import ConfigError, from_dict, to_dict
+
 from . import PROTOCOLS, SOURCES, load_components, parameter_names, protocol_parameters
-from . import results_layout as layout
 from .availability import UserTimeline
-from .discovery import file_of
 from .encoding import (
     USER_CONTEXT_FIELDS,
     encode,
@@ -63,7 +65,6 @@ from .output_location import check_writable
 from .sampling import resolve_size, sample_rows
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
 from .split import BOUNDARY_KEYS, SPLITS, SplitConfig, SplitSettings, format_ms, local_time_parts, split_rows
-from .typed_config import ConfigError, from_dict, to_dict
 
 FORMAT_VERSION = 1
 #: Rules for fitting categorical vocabularies (`PrepareConfig.vocabulary`).

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import RecscaleError
+from core.errors import RecscaleError
+
 from .split import SPLITS
 
 #: Target counts of the reference protocol on the full RecFlow exposure log.

@@ -1,7 +1,7 @@
 """The contract between data and models: canonical exposure columns, the batch schema and FeatureSpec.
 
 Everything a model may know about the data is in this module. `architectures` imports only this
-module (and `protocols.registry`) from `protocols`.
+module (and `core.registry`) from `protocols`.
 
 Batch schema (B = batch size, L = history length), all values torch tensors; the typed form is `Batch`
 (`ModelInputs` = the keys a model may read):

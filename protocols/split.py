@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
-from .typed_config import ConfigError
+from core.typed_config import ConfigError
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from test_analyze_cli import ANALYSIS, SEEDS, make_results
 
-from harness.cli import main
+from cli.main import main
 
 
 def _mark(root, **where_status):

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.cli import main
+from cli.main import main
 
 SEEDS = [0, 1, 2, 3, 4]
 N_EVENTS = 300
@@ -150,7 +150,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, capsys):
 
 
 def test_help_runs():
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", "--help"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "cli", "analyze", "--help"], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0 and "RESULTS_DIR" in done.stdout and "--baseline" in done.stdout
 

@@ -15,8 +15,8 @@ import architectures
 from architectures.blocks.fusion import CrossAttentionRead, MeanPoolRead
 from architectures.blocks.history_window import HISTORY_KEYS, recent_history
 from architectures.whale import WhaleConfig
+from core.typed_config import ConfigError
 from protocols.schema import default_test_spec, random_batch
-from protocols.typed_config import ConfigError
 
 L = 12
 SMALL = {"dim": 16, "num_layers": 2, "history_len": L, "num_heads": 2, "head_dim": 8}

@@ -10,8 +10,8 @@ import pytest
 import torch
 from tiny_logs import T_2024_01_13, random_log, reference_availability, reference_history, tiny_source
 
-from harness.cli import main as cli_main
-from harness.commands.compare_delay import compare
+from cli.commands.compare_delay import compare
+from cli.main import main as cli_main
 from protocols import prepare as prepare_module
 from protocols.artifact import PreparedDataset
 from protocols.prepare import PrepareConfig, prepare_log

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from tiny_logs import random_log
 
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
+from core.errors import RecscaleError
 from protocols import prepare as prepare_module
 from protocols.artifact import PreparedDataset
-from protocols.errors import RecscaleError
 from protocols.integrity import ArtifactDamagedError
 from protocols.prepare import PrepareConfig, prepare_log
 
@@ -162,16 +162,18 @@ def test_a_failed_rebuild_leaves_the_damaged_artifact_unverifiable_and_no_tempor
     assert cli_main(["verify", str(copy)]) == 0
 
 
-def test_an_artifact_without_integrity_records_opens_but_is_rebuilt_by_prepare(copy, pristine, log, capsys):
-    """Written before this change: no checksums. It still opens and serves batches; verify cannot vouch for
-    it (exit 2); prepare rebuilds it under the same folder name instead of reusing it unverified."""
+@pytest.mark.parametrize("removed", [("integrity", "manifest_blake2b"), ("manifest_blake2b",)])
+def test_a_manifest_without_integrity_records_is_damaged_and_rebuilt_by_prepare(removed, copy, log, capsys):
+    """No checksums (or no manifest checksum): the artifact does not open and verify refuses it (exit 2),
+    naming the missing key; prepare rebuilds it under the same folder name instead of reusing it."""
     manifest = json.loads((copy / "manifest.json").read_text())
-    del manifest["integrity"], manifest["manifest_blake2b"]
+    for key in removed:
+        del manifest[key]
     (copy / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    ds = PreparedDataset.open(copy)
-    assert sum(len(b["label"]) for b in ds.batches("test", 16, seed=0)) == ds.num_targets("test")
+    with pytest.raises(ArtifactDamagedError, match=removed[0]):
+        PreparedDataset.open(copy)
     assert cli_main(["verify", str(copy)]) == 2
-    assert "no checksums recorded" in capsys.readouterr().err
+    assert removed[0] in capsys.readouterr().err
     assert prepare_log(log, _cfg(copy.parent)) == copy
     assert "integrity" in json.loads((copy / "manifest.json").read_text())
     assert cli_main(["verify", str(copy)]) == 0
@@ -219,7 +221,7 @@ def test_train_subprocess_refuses_a_flipped_history_and_no_verify_skips_the_chec
     art = tmp_path / pristine.name
     shutil.copytree(pristine, art)
     _flip_middle_byte(art / "exposure_ts.npy")  # a timestamp's bits: training still runs on it
-    cli = [sys.executable, "-m", "harness.cli"]
+    cli = [sys.executable, "-m", "cli"]
     env = {**os.environ, "RECSCALE_MALLOC_REEXEC": "1"}
     repo = Path(__file__).resolve().parents[1]
     proc = subprocess.run([*cli, *_train_argv(art, tmp_path / "run")], capture_output=True, text=True, env=env,

@@ -1,4 +1,4 @@
-"""protocols.atomic_write: a failed or aborted write leaves the previous file and no temporary behind."""
+"""core.atomic_write: a failed or aborted write leaves the previous file and no temporary behind."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from protocols import atomic_write as AW
+from core import atomic_write as AW
 
 
 class Boom(Exception):

@@ -125,8 +125,8 @@ def test_flop_counts_do_not_depend_on_the_kernel(name):
 
 
 def test_unknown_kernel_is_refused():
+    from core.typed_config import ConfigError, from_dict
     from harness.config import TrainConfig
-    from protocols.typed_config import ConfigError, from_dict
 
     with pytest.raises(ValueError, match="flash"):
         with AK.attention_kernel("flash"):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from architectures.flops import count_flops
+from cli.main import main as cli_main
 from harness import calibration
-from harness.cli import main as cli_main
 from harness.sweep import estimate
 from harness.sweep.estimate import estimate_sweep, format_seconds
 from harness.sweep.plan import estimate_costs, plan_sweep

@@ -5,8 +5,8 @@ import json
 
 import pandas as pd
 
+from core.results_layout import METRICS_FILE, RUNS_DIR, TRIAL_RECORD_FILE
 from harness.sweep.collect import collect_runs, flat_record
-from protocols.results_layout import METRICS_FILE, RUNS_DIR, TRIAL_RECORD_FILE
 
 
 def test_flat_record_spells_every_leaf_and_keeps_scalars():

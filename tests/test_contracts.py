@@ -7,9 +7,9 @@ from typing import Literal
 import pytest
 import torch
 
-from protocols.registry import Registry
+from core.registry import Registry
+from core.typed_config import ConfigError, apply_overrides, from_dict, parse_set_options
 from protocols.schema import BATCH_KEYS, default_test_spec, make_event_id, random_batch, split_event_id
-from protocols.typed_config import ConfigError, apply_overrides, from_dict, parse_set_options
 
 
 @dataclass

@@ -10,8 +10,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
+from core.results_layout import CURVES_DIR
 from harness.config import load_run_config
-from harness.curves import CURVES_DIR, read_curves
+from harness.curves import read_curves
 from harness.train import train_run
 from tests.fixtures_data import TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from harness.cli import main
+from cli.main import main
 
 SEEDS = [0, 1, 2, 3, 4]
 CLAIMS = [

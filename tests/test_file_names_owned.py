@@ -1,4 +1,4 @@
-"""Every results, run and artifact file name is spelled only in `protocols/results_layout.py`.
+"""Every results, run and artifact file name is spelled only in `core/results_layout.py`.
 
 The owned names are read from the layout module itself: each string constant that names a file (it holds
 a dot: `runs.parquet`, `.data_fingerprint`, ...) and each name-building function (`score_ranks_file`,
@@ -14,11 +14,11 @@ import inspect
 import re
 from pathlib import Path
 
-from protocols import results_layout
+from core import results_layout
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("architectures", "protocols", "harness", "analysis")
-LAYOUT_FILE = ROOT / "protocols" / "results_layout.py"
+PACKAGES = ("core", "protocols", "architectures", "harness", "analysis", "cli")
+LAYOUT_FILE = ROOT / "core" / "results_layout.py"
 _SENTINEL = "\x00"
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]+")
 #: Extensions only owned files have: every PNG the package writes is a figure of the analysis (plot_file).
@@ -73,12 +73,12 @@ def test_the_layout_module_owns_every_file_name():
                 continue
             found += [f"{path.relative_to(ROOT)}:{line}: {literal!r} ({owner})"
                       for line, literal, owner in owned_name_hits(path.read_text(), patterns)]
-    assert not found, "file names spelled outside protocols/results_layout.py:\n" + "\n".join(found)
+    assert not found, "file names spelled outside core/results_layout.py:\n" + "\n".join(found)
 
 
 def test_the_check_finds_a_reintroduced_literal_and_ignores_prose():
     source = '''"""A module whose docstring names report.md and score_ranks_test.parquet: allowed."""
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 # a comment naming runs.parquet: allowed
 

@@ -10,7 +10,7 @@ import torch
 
 import architectures
 from architectures.flops import count_flops, count_params
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
 from protocols.schema import default_test_spec, random_batch
 
 

@@ -21,8 +21,8 @@ from architectures.blocks.swiglu import SOFTCAP, normalise_branch
 from architectures.blocks.token_mixing import mixup
 from architectures.flops import count_flops, count_params
 from architectures.helix import ABLATIONS, AblationName, HelixConfig
+from core.typed_config import ConfigError
 from protocols.schema import CAT_FIELDS, default_test_spec
-from protocols.typed_config import ConfigError
 
 L = 24
 

@@ -13,8 +13,8 @@ from architectures.blocks.helix_encoder import LAYERSCALE_INIT
 from architectures.blocks.masked_attention import MultiHeadAttention
 from architectures.flops import count_flops, count_params
 from architectures.helix import SIZES
+from core.typed_config import ConfigError
 from protocols.schema import default_test_spec, random_batch
-from protocols.typed_config import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,9 +12,9 @@ import architectures
 from architectures.blocks.embeddings import FieldEmbeddings
 from architectures.blocks.history_branch import HistoryBranch
 from architectures.blocks.hstu import HSTULayer, history_layout, mask_to_bias, sequence_layout, time_bucket
+from core.typed_config import ConfigError
 from harness.checkpoint import config_differences
 from protocols.schema import default_test_spec, random_batch
-from protocols.typed_config import ConfigError
 
 
 def _bucket_ref(dt: int) -> int:

@@ -32,7 +32,7 @@ import yaml
 from protocols.integrity import verify_artifact
 from tests.fixtures_data import TINY_HISTORY_LEN, TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401
 
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "cli"]
 
 
 def _run(argv: list[str], *, timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:

@@ -15,13 +15,13 @@ from analysis.axes import Convention
 from analysis.config import analysis_config
 from analysis.marginal_returns import marginal_returns
 from analysis.pipeline import analyze
+from core.typed_config import ConfigError, from_dict
 from harness import evaluate, metric_registry
 from harness import metrics as M
 from harness.config import TrainConfig
 from harness.metric_registry import MetricSpec
 from harness.sweep.schema import parse_sweep
 from harness.train import _is_better
-from protocols.typed_config import ConfigError, from_dict
 from tests.test_analyze_cli import make_results
 from tests.test_sweep_schema import BASE, _error, _with
 

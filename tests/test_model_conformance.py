@@ -37,9 +37,9 @@ import architectures
 from architectures.blocks.history_window import HISTORY_KEYS
 from architectures.contract import REUSE_SWITCH, ModelConfig, RequestReuseConfig, check_config_class
 from architectures.flops import count_flops
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
+from core.typed_config import ConfigError
 from protocols.schema import BATCH_KEYS, CAT_FIELDS, UNK, Batch, ModelInputs, default_test_spec, random_batch
-from protocols.typed_config import ConfigError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small models, shared cores
 
@@ -202,7 +202,7 @@ def test_a_copied_model_file_is_listed_counted_and_conformance_checked(tmp_path)
 
     script = (
         "import contextlib, io, json\n"
-        "from harness.cli import main\n"
+        "from cli.main import main\n"
         "out = {}\n"
         "for key, argv in (('list', ['list', '--json']),\n"
         "                  ('copy', ['flops', '--arch', 'deepfm_copy', '--set', 'history_len=16', '--json']),\n"

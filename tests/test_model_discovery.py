@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _run(args: list[str], model_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "RECSCALE_MODEL_PATH": str(model_path), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
 
 

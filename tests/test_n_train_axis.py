@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from analysis.collect import config_columns
+from core.typed_config import ConfigError
 from harness.sweep.collect import collect_runs, write_trial_record
 from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
 from harness.sweep.schema import parse_sweep
-from protocols.typed_config import ConfigError
 
 BASE = {
     "name": "t",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 from tests.test_analyze_cli import make_results
 
@@ -99,7 +99,7 @@ def test_analyze_refuses_a_results_folder_on_a_read_only_mount(tmp_path, capsys)
 
 
 def test_a_subprocess_prints_one_line_and_no_traceback(under_a_file, tiny_artifact):  # noqa: F811
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "train", "--arch", "wukong", "--data",
+    proc = subprocess.run([sys.executable, "-m", "cli", "train", "--arch", "wukong", "--data",
                            str(tiny_artifact), "--set", "dim=8", "--out", str(under_a_file / "run"), "--no-progress"],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "RECSCALE_MALLOC_REEXEC": "1"})
@@ -115,7 +115,7 @@ def test_malformed_address_exits_2_before_anything_is_written(address, why, tmp_
     sweep = tmp_path / "ro.yaml"
     sweep.write_text(SWEEP)
     results = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", str(sweep), "--results", str(results),
+    proc = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep), "--results", str(results),
                            "--address", address], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()

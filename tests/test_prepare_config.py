@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from harness.cli import main as cli_main
-from harness.commands import prepare as prepare_cmd
+from cli.commands import prepare as prepare_cmd
+from cli.main import main as cli_main
+from core.typed_config import ConfigError, from_dict
 from protocols.history import Author50Protocol, ExposureProtocol
 from protocols.prepare import PrepareConfig, protocol_parameters
-from protocols.typed_config import ConfigError, from_dict
 from tests.tiny_logs import random_log, tiny_source
 
 DAYS_37 = 37 * 86_400_000

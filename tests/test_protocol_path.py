@@ -59,7 +59,7 @@ SEEDS = [0, 1]
 
 def _cli(args: list[str], path: Path, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "RECSCALE_PROTOCOL_PATH": str(path), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, **kw)
 
 
@@ -172,9 +172,9 @@ def test_unusable_protocol_files_are_named_and_the_others_still_list(tmp_path):
 def test_the_protocol_dataclass_default_is_the_one_used(monkeypatch):
     """A protocol declaring `delay_s = 0.0` gets 0 s when the config leaves it unset (it got prepare's 60 s)."""
     import protocols
+    from core.typed_config import ConfigError
     from protocols.components import check_protocol_class
     from protocols.prepare import PrepareConfig
-    from protocols.typed_config import ConfigError
 
     @dataclasses.dataclass(frozen=True)
     class ZeroDelay:

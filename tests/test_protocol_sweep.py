@@ -16,7 +16,7 @@ import yaml
 from scipy import stats
 
 from analysis.pipeline import analyze
-from harness.commands.compare_delay import compare
+from cli.commands.compare_delay import compare
 from harness.sweep.launcher import run_sweep
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
@@ -48,10 +48,10 @@ def test_vocabulary_rules_differ_between_arms_only_when_fit_on_histories(tmp_pat
     """The control for the arms test: fit on each arm's own histories (train_inputs), the item vocabularies
     of the three arms differ; fit on the training window they are equal (and hold every training-window id)."""
     import protocols
+    from core.typed_config import from_dict
     from protocols.prepare import PrepareConfig, prepare_log
     from protocols.schema import HIST_CAT_FIELDS
     from protocols.synthetic.pipeline import generate
-    from protocols.typed_config import from_dict
 
     log_root = tmp_path / "log"
     generate("tiny", log_root, seed=0, author50=True)
@@ -127,8 +127,8 @@ def test_three_arm_sweep_pairs_every_comparison_on_shared_targets(tmp_path):
 
     # the 0 s vs 60 s membership share equals compare-delay's, computed from the log by another code path
     import protocols
+    from core.typed_config import from_dict
     from protocols.prepare import PrepareConfig
-    from protocols.typed_config import from_dict
 
     by_name = {r["data.name"]: r["dataset_id"] for _, r in runs.iterrows()}
     prep = next(d.prepare for d in plan.datasets if d.dataset_id == by_name["exposure-0s"])

@@ -8,8 +8,8 @@ import pytest
 
 from analysis.reference import publish_reference
 from analysis.reproduction import compare_with_reference
-from harness.cli import main
-from protocols.errors import RecscaleError
+from cli.main import main
+from core.errors import RecscaleError
 
 
 def _runs(folder, aucs, losses, trials=None):

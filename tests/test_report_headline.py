@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from test_analyze_cli import ANALYSIS, SEEDS, make_results
 
-from harness.cli import main
+from cli.main import main
 
 ORACLE = 0.80
 

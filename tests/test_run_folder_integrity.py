@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main as cli_main
 from harness import run_folder as RF
-from harness.cli import main as cli_main
 from harness.config import load_run_config
 from harness.train import train_run
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)

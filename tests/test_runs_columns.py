@@ -1,4 +1,4 @@
-"""runs.parquet columns: named in protocols/runs_columns.py, written in its order, readable in every reference."""
+"""runs.parquet columns: named in harness/runs_columns.py, written in its order, readable in every reference."""
 from __future__ import annotations
 
 import json
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from core.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE
+from harness import runs_columns as C
 from harness.sweep.collect import collect_runs, write_trial_record
-from protocols import runs_columns as C
-from protocols.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE
 
 REFERENCES = sorted((Path(__file__).resolve().parents[1] / "results" / "reference").glob(f"*/{RUNS_FILE}"))
 

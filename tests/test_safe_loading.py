@@ -23,7 +23,7 @@ from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest f
 from tests.test_run_folder_integrity import finished_run  # noqa: F401  (a finished run with its checkpoint)
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "cli"]
 
 
 class Payload:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from analysis.pipeline import analyze
-from harness.cli import main
+from cli.main import main
 
 SLOPE, INTERCEPT = 0.085, -4.733
 C_TRAIN_GFLOPS = {"S": 1.3, "M": 5.0, "L": 35.28, "XL": 120.0}  # training GFLOPs per sample

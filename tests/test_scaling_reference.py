@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from analysis.config import analysis_config
-from harness.cli import main
-from protocols.typed_config import ConfigError
+from cli.main import main
+from core.typed_config import ConfigError
 
 
 def _sweep_folder(root: Path, scaling: dict) -> Path:

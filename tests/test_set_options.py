@@ -9,10 +9,10 @@ import pytest
 
 import architectures
 from architectures.flops import count_flops
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
+from core.typed_config import ConfigError
 from harness.config import load_run_config, parse_set
 from protocols.schema import default_test_spec, random_batch
-from protocols.typed_config import ConfigError
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401
 
 

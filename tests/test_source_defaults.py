@@ -11,13 +11,13 @@ import yaml
 from tiny_logs import random_log, tiny_source
 
 import protocols
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
+from core.typed_config import ConfigError
 from protocols.artifact import PreparedDataset
 from protocols.prepare import PrepareConfig, plan_targets, prepare, prepare_log
 from protocols.sampling import default_size
 from protocols.sources import source_defaults
 from protocols.split import SplitConfig, SplitSettings
-from protocols.typed_config import ConfigError
 
 DAY_MS = 86_400_000
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from protocols.errors import RecscaleError
+from core.errors import RecscaleError
+from core.typed_config import ConfigError, from_dict
 from protocols.sampling import REFERENCE_LOG_SIZE, default_size, resolve_size, sample_rows
 from protocols.split import SplitConfig, local_time_parts, split_codes, split_rows
-from protocols.typed_config import ConfigError, from_dict
 
 UTC8 = dt.timezone(dt.timedelta(hours=8))  # Shanghai has had no DST since 1991: an independent reference
 

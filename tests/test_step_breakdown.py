@@ -10,7 +10,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import architectures
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
 from harness.config import TrainConfig
 from harness.step import TrainStep
 from harness.step_breakdown import PRODUCT_OPS, profile_steps

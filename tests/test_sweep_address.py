@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
 from harness.sweep.launcher import ADDRESS_ANSWER_TIMEOUT_S, SweepError, check_address_reachable
 
 
@@ -44,7 +44,7 @@ def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
     results = tmp_path / "results"
     port = _closed_port()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", str(sweep), "--results", str(results),
+    proc = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep), "--results", str(results),
                            "--address", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=120)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 2, proc.stderr
@@ -102,7 +102,7 @@ def test_open_port_that_is_not_ray_fails_fast_and_leaves_nothing(tmp_path: Path,
     results = tmp_path / "results"
     server = _NotRay(behaviour)
     try:
-        proc = subprocess.run([sys.executable, "-m", "harness.cli", "sweep", str(sweep), "--results", str(results),
+        proc = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep), "--results", str(results),
                                "--address", f"127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=120)
         done = time.monotonic()
     finally:

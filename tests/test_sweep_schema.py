@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import main as cli_main
+from cli.main import main as cli_main
+from core.typed_config import ConfigError
 from harness.sweep.model_keys import arch_fields
 from harness.sweep.plan import grid_points, plan_sweep
 from harness.sweep.schema import load_sweep, parse_sweep
-from protocols.typed_config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -264,7 +264,7 @@ def test_optional_section_errors_keep_their_reason():
 def test_union_errors_list_every_member_reason():
     from dataclasses import dataclass
 
-    from protocols.typed_config import from_dict
+    from core.typed_config import from_dict
 
     @dataclass
     class C:
@@ -380,7 +380,7 @@ def test_rewritten_sweeps_plan_the_runs_of_their_committed_reference(name):
 
 
 def test_sweep_summary_line_never_shows_nan():
-    from harness.commands.sweep import timings_text
+    from cli.commands.sweep import timings_text
 
     assert timings_text({"total_s": 12.5, "prepare_s": 1.0}) == \
         "total 12 s, prepare 1 s; no trial trained to the end in this launch"

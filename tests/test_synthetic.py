@@ -18,8 +18,8 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 import protocols.synthetic.pipeline as pipeline
-from harness.cli import main
-from protocols.errors import RecscaleError
+from cli.main import main
+from core.errors import RecscaleError
 from protocols.log_stats import delay_sensitive_requests, request_table, summarize
 from protocols.recflow_days import DEFAULT_DAYS, day_start_ms
 from protocols.recflow_format import RECFLOW_COLUMNS

@@ -15,13 +15,13 @@ import yaml
 from sklearn.metrics import roc_auc_score
 
 from analysis.pipeline import analyze
+from core.typed_config import ConfigError
 from harness.config import load_run_config
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 from harness.train import train_run
 from protocols import SOURCES
 from protocols.prepare import PrepareConfig, prepare
-from protocols.typed_config import ConfigError
 from tests.fixtures_data import TINY_SPLITS, tiny_log  # noqa: F401  (pytest fixture)
 
 

@@ -18,8 +18,8 @@ import torch
 from sklearn.metrics import log_loss, roc_auc_score
 
 import architectures
+from cli.main import main as cli_main
 from harness.checkpoint import ResumeRefused
-from harness.cli import main as cli_main
 from harness.config import load_run_config
 from harness.train import train_run
 from protocols.artifact import PreparedDataset
@@ -129,7 +129,7 @@ def test_cli_train_end_to_end_with_malloc_reexec(tiny_artifact, tmp_path):  # no
     out = tmp_path / "cli_run"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "RECSCALE_MALLOC"))}
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "train", "--arch", ARCH, "--data", str(tiny_artifact),
+        [sys.executable, "-m", "cli", "train", "--arch", ARCH, "--data", str(tiny_artifact),
          "--set", "model.dim=16", "--set", "train.num_threads=1", "--out", str(out), "--json", "--no-progress"],
         capture_output=True, text=True, env=env, timeout=300,
     )
@@ -165,7 +165,7 @@ def test_train_reexecs_its_exact_command_line_and_only_as_the_program(tiny_artif
     with pytest.raises(_Execed):
         cli_main()
     (argv, env), = calls
-    assert argv == [sys.executable, "-m", "harness.cli", *typed]
+    assert argv == [sys.executable, "-m", "cli", *typed]
     assert all(env[k] == v for k, v in perf.MALLOC_ENV.items())
 
     calls.clear()  # called from Python with an explicit list: trains in this process, no exec
@@ -175,7 +175,7 @@ def test_train_reexecs_its_exact_command_line_and_only_as_the_program(tiny_artif
 
 
 def test_bad_config_is_refused_with_the_key_named(tiny_artifact):  # noqa: F811
-    from protocols.typed_config import ConfigError
+    from core.typed_config import ConfigError
 
     with pytest.raises(ConfigError, match="train.lrr"):
         load_run_config(None, {"train": {"lrr": 1}}, arch=ARCH, data=str(tiny_artifact))
@@ -249,7 +249,7 @@ def test_real_signal_checkpoints_and_resume_is_bitwise_identical(sig, tiny_artif
     argv = ["train", "--arch", ARCH, "--data", str(tiny_artifact), "--out", str(out), "--no-progress"]
     for s in sets:
         argv += ["--set", s]
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (out / "checkpoint.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -261,7 +261,7 @@ def test_real_signal_checkpoints_and_resume_is_bitwise_identical(sig, tiny_artif
     assert (out / "checkpoint.pt").exists() and not (out / "metrics.json").exists()
     assert not list(out.glob(".*.tmp.*"))
 
-    resumed = subprocess.run([sys.executable, "-m", "harness.cli", *argv, "--resume"], capture_output=True,
+    resumed = subprocess.run([sys.executable, "-m", "cli", *argv, "--resume"], capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from epoch" in resumed.stderr

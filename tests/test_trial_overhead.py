@@ -46,8 +46,8 @@ def test_cached_cost_equals_a_fresh_count_and_no_final_checkpoint_changes_nothin
 
 
 def test_bf16_auto_is_off_on_cpu_and_explicit_values_are_kept():
+    from core.typed_config import ConfigError, from_dict
     from harness.config import TrainConfig
-    from protocols.typed_config import ConfigError, from_dict
 
     cpu = torch.device("cpu")
     assert TrainConfig().bf16 == "auto" and TrainConfig().use_bf16(cpu) is False  # CPU runs stay fp32

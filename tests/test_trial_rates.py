@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from cli.main import main as cli_main
 from harness import calibration
-from harness.cli import main as cli_main
 from harness.sweep.trial_rates import SECTION
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 
@@ -96,10 +96,10 @@ def test_measure_needs_dry_run(tmp_path, cache, capsys):
 
 
 def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(tmp_path, tiny_artifact):  # noqa: F811
+    from core.results_layout import DATASETS_FILE
     from harness.sweep.schema import parse_sweep
     from harness.sweep.trial_rates import known_vocabularies
     from protocols.artifact import PreparedDataset
-    from protocols.results_layout import DATASETS_FILE
 
     sweep = parse_sweep(SWEEP.replace("n_test: 100}", f"n_test: 100, out: {tiny_artifact.parent}}}"))
     sweep_dir = tmp_path / "rates"

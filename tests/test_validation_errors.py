@@ -16,7 +16,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from harness.cli import main
+from cli.main import main
 from protocols.errors import DataValidationError
 from protocols.recflow import read_recflow
 from protocols.recflow_days import day_start_ms

@@ -1,6 +1,6 @@
 """Value checks shared by every model config dataclass, called from its `__post_init__`.
 
-Types of values read from YAML / `--set` are checked by `protocols.typed_config`; these checks also
+Types of values read from YAML / `--set` are checked by `core.typed_config`; these checks also
 cover configs constructed directly in code. Every message names the key as `model.<key>` and says
 what is allowed, in one format:
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args, get_origin
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-from protocols.typed_config import ConfigError
+from core.typed_config import ConfigError
 
 
 def _literal_choices(tp: object) -> tuple | None:

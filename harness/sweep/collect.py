@@ -2,7 +2,7 @@
 
 Rows are built from the run folders alone (`runs/<trial>/sweep_trial.json` written by the
 trainable + `runs/<trial>/metrics.json` written by `train_run`), so the table can be rebuilt from
-copied results without Ray. Columns (`protocols.runs_columns`): `trial_id, run_dir` (relative to the sweep
+copied results without Ray. Columns (`harness.runs_columns`): `trial_id, run_dir` (relative to the sweep
 folder), `stage, arch, seed, protocol`, every registered protocol's parameters (`delay_s, history_len`,
 ...; empty where a run's protocol has none), `task, dataset_id`, the sweep's scalar data
 axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train keys as `model.<key>` /
@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from protocols import runs_columns as C
-from protocols.atomic_write import write_parquet, write_text
-from protocols.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_FILE
+from core.atomic_write import write_parquet, write_text
+from core.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_FILE
+from harness import runs_columns as C
 
 from .trainable import scalar_metrics
 

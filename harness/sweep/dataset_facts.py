@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from protocols import atomic_write
+from core import atomic_write
+from core.results_layout import DATASETS_FILE, EXPOSURE_EVENT_ID_FILE, targets_file
 from protocols.artifact import PreparedDataset
-from protocols.results_layout import DATASETS_FILE, EXPOSURE_EVENT_ID_FILE, targets_file
 from protocols.split import SPLITS
 
 FORMAT = 1

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
-from protocols.errors import RecscaleError
-from protocols.typed_config import ConfigError, from_dict
+from core.errors import RecscaleError
+from core.typed_config import ConfigError, from_dict
 
 from .plan import DatasetPlan
 from .schema import Sweep

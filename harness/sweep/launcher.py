@@ -1,6 +1,6 @@
 """Launching a sweep through Ray Tune: datasets first, then an optional Optuna search, then the grid.
 
-Layout of `results/<sweep>/` (names in `protocols.results_layout`): `sweep.yaml` (the file as
+Layout of `results/<sweep>/` (names in `core.results_layout`): `sweep.yaml` (the file as
 written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial start/end events),
 `sweep_summary.json` (timings), `search_best.json`, `tuning.json` and `tuning/` (the tuning stage's choice and
 trials), `datasets.json` (what each prepared dataset holds and how every two differ:
@@ -52,10 +52,9 @@ from typing import Any, cast
 import yaml
 from ray import tune
 
-from protocols import atomic_write
-from protocols.errors import RecscaleError
-from protocols.output_location import check_writable
-from protocols.results_layout import (
+from core import atomic_write
+from core.errors import RecscaleError
+from core.results_layout import (
     METRICS_FILE,
     RAY_DIR,
     RUNS_DIR,
@@ -64,6 +63,7 @@ from protocols.results_layout import (
     SWEEP_FILE,
     TUNING_FILE,
 )
+from protocols.output_location import check_writable
 
 from . import interrupt, ray_sessions, tuning
 from .collect import collect_runs, finished_rows

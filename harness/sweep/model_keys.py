@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from protocols.typed_config import ConfigError
+from core.typed_config import ConfigError
 
 
 @cache

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import protocols
-from protocols import runs_columns as C
+from core.typed_config import from_dict, to_dict
+from harness import runs_columns as C
 from protocols.prepare import DEFAULT_TASK, PrepareConfig
-from protocols.typed_config import from_dict, to_dict
 
 from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings

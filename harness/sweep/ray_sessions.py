@@ -34,9 +34,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.atomic_write import write_text
+from core.errors import one_line
 from harness import calibration
-from protocols.atomic_write import write_text
-from protocols.errors import one_line
 
 #: The environment variable that marks every process of a recorded session.
 SESSION_ENV = "RECSCALE_RAY_SESSION"

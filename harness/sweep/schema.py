@@ -63,10 +63,10 @@ from typing import Any, Literal, cast
 import yaml
 
 import protocols
+from core.errors import one_line
+from core.typed_config import ConfigError, from_dict, to_dict
 from harness.metric_registry import check_split_metric
-from protocols.errors import one_line
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
-from protocols.typed_config import ConfigError, from_dict, to_dict
 
 from . import model_keys
 from .tuning_config import TuningSection, section_values

@@ -35,10 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocols.errors import RecscaleError
-from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
-from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR, TUNING_DIR
-from protocols.runs_columns import RAY_NODE
+from core.errors import RecscaleError
+from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
+from harness.runs_columns import RAY_NODE
 
 from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
@@ -106,7 +105,7 @@ def ray_node() -> str:
 def check_dataset_readable(path: Path | str) -> None:
     """Refuse to train where the prepared dataset cannot be read: every node of a cluster must see the
     artifacts the driver prepared, at the same path (shared storage; docs/sweeps.md)."""
-    manifest = Path(path) / ARTIFACT_MANIFEST
+    manifest = Path(path) / MANIFEST_FILE
     try:
         manifest.open("rb").close()
     except OSError as e:
@@ -121,10 +120,10 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     import torch
     from ray import tune
 
+    from core.typed_config import from_dict
     from harness import run_folder
     from harness.config import RunConfig, TrainConfig
     from harness.train import train_run
-    from protocols.typed_config import from_dict
 
     from .collect import write_trial_record
     from .plan import resolve_trial

@@ -99,8 +99,8 @@ def known_vocabularies(sweep: Any, sweep_dir: Any) -> dict[str, dict[str, int]]:
     artifacts are still in the sweep's prepared-data folder (read from `sweep_dir/datasets.json`)."""
     from pathlib import Path
 
+    from core.results_layout import DATASETS_FILE
     from protocols.artifact import PreparedDataset
-    from protocols.results_layout import DATASETS_FILE
 
     try:
         facts = json.loads((Path(sweep_dir) / DATASETS_FILE).read_text()).get("datasets", {})
@@ -134,9 +134,9 @@ def measure_plan_rates(trials: Iterable[Any], resources: Any, flops_of: Mapping[
     import torch
     from tqdm import tqdm
 
+    from core.typed_config import from_dict
     from harness.config import TrainConfig
     from harness.throughput import measure
-    from protocols.typed_config import from_dict
 
     from .estimate import sweep_device, trial_threads_bf16
 

@@ -28,9 +28,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from protocols.atomic_write import write_text
-from protocols.errors import RecscaleError
-from protocols.results_layout import TUNING_DIR, TUNING_FILE
+from core.atomic_write import write_text
+from core.errors import RecscaleError
+from core.results_layout import TUNING_DIR, TUNING_FILE
 
 from .plan import setting_id, settings, trial_id_for, tuning_plan
 from .schema import Sweep

@@ -20,8 +20,8 @@ from typing import cast
 
 import numpy as np
 
+from core.typed_config import ConfigError
 from harness.metric_registry import MetricSpec, check_split_metric
-from protocols.typed_config import ConfigError
 
 #: Training keys the tuning stage can choose: a positive float of TrainConfig each.
 TUNABLE_PARAMS: tuple[str, ...] = ("train.lr", "train.weight_decay")

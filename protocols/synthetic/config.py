@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..typed_config import ConfigError
+from core.typed_config import ConfigError
 
 #: Realshow requests per day in RecFlow (2024-01-13 .. 2024-02-18, third-party count; see docs/data.md).
 #: Only the shape is used: each scale spreads its requests over the 37 days in these proportions.

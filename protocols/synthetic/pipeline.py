@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..atomic_write import write_json
-from ..errors import RecscaleError
+from core.atomic_write import write_json
+from core.errors import RecscaleError
+from core.typed_config import to_dict
+
 from ..output_location import check_writable
 from ..recflow_days import DEFAULT_DAYS, day_bounds_ms
 from ..recflow_format import AUTHOR50_DIR, REALSHOW_DIR, TRUTH_DIR
-from ..typed_config import to_dict
 from . import labels as L
 from .config import RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
 from .exposures import make_exposures

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "cli"]
 GOAL_RATIO = 1.5
 
 

@@ -33,7 +33,7 @@ def test_prepare_full_log(benchmark, tmp_path):
     if not (full_log / "realshow").is_dir():
         pytest.skip(f"no synthetic log in {full_log} ({FULL_LOG_ENV})")
     out = Path(os.environ.get("RECSCALE_BENCH_OUT", tmp_path)) / f"prepare-bench-{os.getpid()}"
-    cmd = [sys.executable, "-m", "harness.cli", "prepare", "--source", "synthetic", "--root", str(full_log),
+    cmd = [sys.executable, "-m", "cli", "prepare", "--source", "synthetic", "--root", str(full_log),
            "--out", str(out), "--history-len", "128", "--delay-s", "60", "--no-progress", "--json"]
     result = {}
 

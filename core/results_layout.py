@@ -1,8 +1,8 @@
 """File and folder names of results, runs and prepared artifacts, defined once.
 
 `prepare` (`protocols`) writes artifacts, training (`harness`) writes run and sweep folders and analysis
-(`analysis`) reads them and writes its report; all import the names from here (a `protocols`-level
-module, so the imports keep flowing one way: protocols -> architectures -> harness -> analysis).
+(`analysis`) reads them and writes its report; all import the names from here (`core`, the bottom layer,
+so the imports keep flowing one way: core <- protocols <- architectures <- harness <- analysis <- cli).
 `tests/test_file_names_owned.py` fails when one of these names is spelled anywhere else in the package.
 
 A run folder (`recscale train --out RUN`, or one trial of a sweep):

@@ -25,12 +25,12 @@ import json
 from typing import Any
 
 import protocols
+from core import results_layout as layout
+from core.typed_config import ConfigError, from_dict, parse_set_options
 from protocols import protocol_parameters
-from protocols import results_layout as layout
 from protocols.prepare import PrepareConfig, prepare
 from protocols.sampling import REFERENCE_SIZES
 from protocols.split import SplitSettings
-from protocols.typed_config import ConfigError, from_dict, parse_set_options
 
 #: Flag (argparse dest) -> PrepareConfig key it sets (dotted for nested sections).
 FLAG_KEYS: dict[str, str] = {

@@ -29,7 +29,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 DEFAULT_ROOT = Path("results/reference")
 

@@ -24,7 +24,8 @@ import dataclasses
 import json
 import os
 
-from protocols.errors import RecscaleError
+from cli.main import relaunch_args
+from core.errors import RecscaleError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,13 +51,13 @@ def run(args: argparse.Namespace) -> int:
     from harness import perf
 
     if getattr(args, "process_argv", None):  # as `recscale train` does: time the step under the malloc settings
-        perf.reexec_with_malloc_env(args.process_argv)
+        perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
     import torch
 
+    from core.typed_config import apply_overrides
     from harness import calibration
     from harness.config import TrainConfig, check_model_keys, parse_set
     from harness.train import resolve_device
-    from protocols.typed_config import apply_overrides
 
     over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
     model_over = over.get("model", {})

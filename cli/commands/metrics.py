@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from core.results_layout import METRICS_FILE
     from harness import run_folder as RF
     from harness.recompute import compare, leaves, recompute_metrics
-    from protocols.results_layout import METRICS_FILE
 
     run_dir = Path(args.run_dir)
     saved = RF.read_metrics(run_dir)

@@ -19,10 +19,10 @@ import json
 
 import architectures
 from architectures.flops import count_flops, count_params
+from core.errors import RecscaleError
+from core.typed_config import to_dict
 from harness.config import check_model_keys, parse_set
-from protocols.errors import RecscaleError
 from protocols.schema import default_test_spec, random_batch
-from protocols.typed_config import to_dict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from protocols.errors import RecscaleError
+from core.errors import RecscaleError
 from protocols.integrity import INTEGRITY_KEY, verify_artifact
 
 

@@ -17,13 +17,13 @@ from typing import cast
 import numpy as np
 
 import protocols
+from core.errors import RecscaleError
+from core.typed_config import from_dict
 from protocols.availability import UserTimeline
-from protocols.errors import RecscaleError
 from protocols.history import ExposureProtocol
 from protocols.legal_history import delay_membership_difference
 from protocols.prepare import PrepareConfig, plan_targets
 from protocols.split import SPLITS
-from protocols.typed_config import from_dict
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

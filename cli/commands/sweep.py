@@ -20,10 +20,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from protocols.errors import RecscaleError
-from protocols.results_layout import RUNS_FILE, TUNING_FILE
+from cli.main import relaunch_args
+from core.errors import RecscaleError
+from core.results_layout import RUNS_FILE, TUNING_FILE
 
-#: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; harness.cli.exit_without_teardown), so
+#: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; cli.main.exit_without_teardown), so
 #: a Ctrl-C'd sweep is back at the prompt within a few seconds.
 EXIT_WITHOUT_TEARDOWN = True
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if args.measure and getattr(args, "process_argv", None):  # time steps as trials run them: malloc settings
             from harness import perf
 
-            perf.reexec_with_malloc_env(args.process_argv)
+            perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
         return _dry_run(sweep, args)
 
     from harness.sweep.launcher import run_sweep

@@ -7,7 +7,7 @@ Examples:
 
 The run folder receives config.yaml, metrics.json, predictions_{valid,test}.parquet and checkpoint.pt.
 For speed the command re-executes itself once, with the same command line, under glibc malloc
-settings (see harness/perf.py) when it runs as the program (not when `harness.cli.main` is called
+settings (see harness/perf.py) when it runs as the program (not when `cli.main.main` is called
 from Python); set RECSCALE_MALLOC_REEXEC=1 to disable that.
 
 Before training, every file of the prepared dataset is checked against its manifest's checksums (exit 2
@@ -25,6 +25,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from cli.main import relaunch_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,15 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from core.typed_config import ConfigError
     from harness import perf
-    from protocols.typed_config import ConfigError
 
     if args.config is None and (args.arch is None or args.data is None):
         raise ConfigError("give --arch and --data (or a --config file that names them)")
     if args.resume and args.out is None:
         raise ConfigError("--resume needs --out RUN_DIR")
     if getattr(args, "process_argv", None):  # only a process started as `recscale train` replaces itself
-        perf.reexec_with_malloc_env(args.process_argv)
+        perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
 
     from harness.config import load_run_config, parse_set
     from harness.train import TrainingAborted, TrainingInterrupted, train_run

@@ -53,7 +53,7 @@ PARAMS_NON_EMBEDDING = "params_non_embedding"
 def protocol_parameter_columns() -> tuple[str, ...]:
     """The parameters of every registered protocol, sorted (`delay_s`, `history_len`, ...), one column each.
     From the protocol registry, so a protocol added from RECSCALE_PROTOCOL_PATH brings its columns along."""
-    from . import parameter_names
+    from protocols import parameter_names
 
     return tuple(parameter_names())
 

@@ -25,7 +25,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from protocols import results_layout as layout
+from core import results_layout as layout
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from protocols import results_layout as layout
+from core import results_layout as layout
+from core.atomic_write import write_parquet
+from core.errors import RecscaleError
 from protocols.artifact import PreparedDataset
-from protocols.atomic_write import write_parquet
-from protocols.errors import RecscaleError
 from protocols.output_location import check_writable
 from protocols.split import SPLITS
 

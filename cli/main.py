@@ -1,4 +1,4 @@
-"""The `recscale` command line: a thin dispatcher over `harness.commands.<name>` modules.
+"""The `recscale` command line: a thin dispatcher over `cli.commands.<name>` modules.
 
 Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
 and a problem in one command cannot break the others. Errors derived from RecscaleError are printed
@@ -21,10 +21,10 @@ import os
 import sys
 from types import ModuleType
 
-from protocols.errors import RecscaleError
-from protocols.results_layout import REPORT_FILE
+from core.errors import RecscaleError
+from core.results_layout import REPORT_FILE
 
-#: (command, module under harness.commands, one-line help)
+#: (command, module under cli.commands, one-line help)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("synth", "synth", "write a synthetic log in RecFlow's on-disk layout"),
     ("inspect", "inspect_log", "validate a log and print its statistics"),
@@ -56,6 +56,12 @@ def _top_parser() -> argparse.ArgumentParser:
     return p
 
 
+def relaunch_args(argv: list[str]) -> list[str]:
+    """The interpreter arguments that run the command line `argv` again in a new process: `-m cli ARGV`
+    (the malloc re-exec of `train`, `bench --measure` and `sweep --dry-run --measure`; harness.perf)."""
+    return ["-m", __package__ or "cli", *argv]
+
+
 def os_error_line(e: OSError) -> str:
     """One line for a failed file operation no command anticipated (a disk that filled up, a folder
     made read-only while the command ran): the path(s) and the system's reason."""
@@ -75,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in table:
         top.error(f"unknown command {name!r}; valid: {', '.join(table)}")
     module_name, help_ = table[name]
-    module = importlib.import_module(f"harness.commands.{module_name}")
+    module = importlib.import_module(f"cli.commands.{module_name}")
     parser = argparse.ArgumentParser(
         prog=f"recscale {name}",
         description=(module.__doc__ or help_).strip(),
