@@ -66,6 +66,7 @@ from .evaluate import loader_options, move_batch, predict, split_metrics, target
 from .fingerprint import machine_fingerprint
 from .lr_schedule import LRSchedule
 from .metric_registry import check_split_metric
+from .speed import matmul
 from .step import TrainStep
 from .stop_signals import StopSignals, TrainingAborted, TrainingInterrupted, where
 
@@ -263,7 +264,7 @@ def train_run(
         resume_from_checkpoint(session)
     else:
         record_start(session)
-    session.matmul_rate = perf.matmul_rate_cached(session.device, perf.compute_dtype(session.step.bf16))
+    session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
     session.setup_seconds = time.perf_counter() - started
 
     curves = CurveLogger(out_dir, cfg.train.log_every_steps, session.device)  # harness/curves.py: no RNG
@@ -492,7 +493,7 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
         "eval_seconds": evaluation.seconds + position.valid_seconds,
         "train_targets_per_s": throughput,
         "matmul_flops_per_s": session.matmul_rate,
-        "utilisation": perf.utilisation(session.cost["flops_per_target"], throughput, session.matmul_rate),
+        "utilisation": matmul.utilisation(session.cost["flops_per_target"], throughput, session.matmul_rate),
         "peak_rss_bytes": perf.peak_rss_bytes(),
         "peak_gpu_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0,
         "device": str(device),

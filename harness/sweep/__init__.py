@@ -1,7 +1,7 @@
 """Sweeps: a YAML file -> validated schema -> trial plan -> Ray Tune -> run folders -> runs.parquet.
 
     schema.py     the sweep YAML schema, validated at load (`load_sweep`)
-    plan.py       grid expansion into trials and distinct datasets; dry-run cost estimate
+    plan.py       grid expansion into trials and distinct datasets; the dry-run table (estimates: harness.speed)
     datasets.py   generating / preparing every distinct dataset once, before any trial
     trainable.py  the Ray Tune function trainable around `harness.train.train_run`
     tuning_config.py  the `tuning:` section; tuning.py  the tuning stage's choice per setting, tuning.json

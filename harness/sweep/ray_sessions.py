@@ -30,7 +30,7 @@ When its driver ends normally it shuts Ray down and removes the folder. After `k
 Ray's GCS and raylet die with it (kernel fate sharing), but Ray's agents and workers linger for about a
 minute and the temporary folder stays for good. So, while a session is open:
 
-- a record `<cache>/ray_sessions/<session>.json` (`harness.calibration.cache_dir()`: per user, outside the
+- a record `<cache>/ray_sessions/<session>.json` (`harness.speed.calibration.cache_dir()`: per user, outside the
   repository) names the session, this host, the driver's pid and its start time (as /proc gives it, so a
   reused pid is not mistaken for the driver) and the temporary folder;
 - every process of the session carries `RECSCALE_RAY_SESSION=<session>` in its environment: the driver sets
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import calibration
+from harness.speed.calibration import cache_dir
 from protocols.atomic_write import write_text
 from protocols.errors import RecscaleError, one_line
 
@@ -305,7 +305,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
 def records_dir() -> Path:
-    return calibration.cache_dir() / RECORDS
+    return cache_dir() / RECORDS
 
 
 def process_start(pid: int) -> str | None:

@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.speed.sweep_estimate import sweep_device, trial_threads_bf16
+from harness.speed.trial_rates import rate_key
 from protocols.errors import RecscaleError
 from protocols.integrity import MANIFEST as ARTIFACT_MANIFEST
 from protocols.results_layout import CHECKPOINT_FILE, EVENTS_FILE, RUNS_DIR, TUNING_DIR
 from protocols.runs_columns import RAY_NODE
 
-from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
-from .trial_rates import rate_key
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
 TUNING_STAGE = "tuning"
