@@ -1,7 +1,7 @@
 """The version of recscale's code that a speed calibration belongs to: a hash of its own Python sources.
 
 A sweep's per-trial overhead and its trials' training rates depend on the code as much as on the machine
-(what a trial does besides training, how a model steps), so `harness.calibration` files them under this
+(what a trial does besides training, how a model steps), so `harness.speed.calibration` files them under this
 version beside the machine: a clone with other code never uses them, two clones with the same sources
 share them. The hash covers every `.py` file of the packages that run in a trial (`harness`, `protocols`,
 `architectures`; not `analysis`), by path and content: an edit of any of them starts a new calibration,

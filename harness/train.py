@@ -19,12 +19,13 @@ then the checkpoint's) even when no checkpoint was written yet, and the run says
 e, batch k" or "no checkpoint: starting fresh" on stderr. Stale temporary files of killed writers are
 removed when a run starts or resumes.
 
-Signals: in the main thread, SIGINT and SIGTERM only set a flag; the loop checks it after the current
-batch, writes the checkpoint (atomically) and raises `TrainingInterrupted`, which `recscale train`
-turns into exit 130 / 143. A second signal, for instance while that checkpoint is being written, raises
-`TrainingAborted` at once: the checkpoint being written is abandoned (its temporary file removed),
-checkpoint.pt keeps the last complete checkpoint, and `recscale train` exits 130 / 143 saying which one.
-A third signal gets the default behaviour.
+Signals: SIGINT / SIGTERM finish the current batch, write the checkpoint and raise `TrainingInterrupted`;
+a second one raises `TrainingAborted` at once (harness/stop_signals.py).
+
+`train_run` is a sequence of named steps over one `Session` (the state a session of a run shares): check
+the run folder, build the model and optimisers, resume from the checkpoint (or record a fresh start),
+train the epochs (validating after each when an epoch is to be selected), select the epoch, evaluate,
+write the outputs.
 """
 from __future__ import annotations
 
@@ -32,10 +33,9 @@ import copy
 import json
 import math
 import random
-import signal
 import sys
-import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,98 +60,15 @@ from .checkpoint import (
     save_checkpoint,
     set_rng_states,
 )
-from .config import RunConfig, run_config_dict
+from .config import RunConfig, TrainConfig, run_config_dict
 from .curves import CurveLogger
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
 from .lr_schedule import LRSchedule
 from .metric_registry import check_split_metric
+from .speed import matmul
 from .step import TrainStep
-
-
-class TrainingInterrupted(RecscaleError):
-    """SIGINT / SIGTERM arrived during training; the checkpoint of the current position was written."""
-
-    def __init__(self, signum: int, out_dir: Path, position: Position) -> None:
-        self.signum = int(signum)
-        self.out_dir = out_dir
-        where = "training finished, evaluation not" if position.finished else \
-            f"epoch {position.epoch}, batch {position.batch}"
-        super().__init__(
-            f"interrupted by {signal.Signals(self.signum).name}: checkpoint written at {where} in {out_dir}; "
-            f"continue with the same command and --out {out_dir} --resume"
-        )
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
-        return 128 + self.signum
-
-
-class TrainingAborted(BaseException):
-    """A second SIGINT / SIGTERM: training stops at once, without finishing the checkpoint being written.
-
-    A BaseException (like KeyboardInterrupt), so that no `except Exception` on the way swallows it.
-    `last_checkpoint` says what checkpoint.pt holds (set by `train_run`)."""
-
-    def __init__(self, signum: int, out_dir: Path | None = None, last_checkpoint: str | None = None,
-                 during_write: bool = False) -> None:
-        self.signum, self.out_dir = int(signum), out_dir
-        self.last_checkpoint, self.during_write = last_checkpoint, during_write
-        super().__init__(self.message())
-
-    def message(self) -> str:
-        name = signal.Signals(self.signum).name
-        abandoned = "the checkpoint being written was abandoned; " if self.during_write else ""
-        held = (f"{CHECKPOINT_FILE} holds the last complete checkpoint ({self.last_checkpoint})"
-                if self.last_checkpoint else "no complete checkpoint was written, so --resume starts fresh")
-        return (f"aborted by a second {name}: {abandoned}{held} in {self.out_dir}; continue with the same command "
-                f"and --out {self.out_dir} --resume")
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
-        return 128 + self.signum
-
-
-class StopSignals:
-    """While installed (main thread only), SIGINT / SIGTERM set `signum` instead of stopping the process.
-
-    A second signal puts the previous handlers back and raises `TrainingAborted` where the main thread is
-    (so a third one gets the default behaviour). Outside the main thread (a Ray Tune function trainable)
-    nothing is installed and `signum` stays None.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in self.SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:
-            self.restore()
-            raise TrainingAborted(signum)
-        self.signum = signum
-        print(f"recscale: {signal.Signals(signum).name} received: finishing the current batch and writing a "
-              "checkpoint (signal again to abort without it; the last complete checkpoint is kept)",
-              file=sys.stderr, flush=True)
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
-
-
-def _where(position: Position) -> str:
-    return "training finished, evaluation not" if position.finished else \
-        f"epoch {position.epoch}, batch {position.batch}"
+from .stop_signals import StopSignals, TrainingAborted, TrainingInterrupted, where
 
 
 def say(message: str) -> None:
@@ -239,6 +156,78 @@ def _is_better(metric: str, value: float, best: float | None) -> bool:
     return check_split_metric("train.early_stopping_metric", metric).is_better(value, best)
 
 
+@dataclass
+class Session:
+    """What the steps of one session of a run share (a resumed run has several sessions).
+
+    `position` and `best_state` are what a checkpoint saves; the rest is rebuilt by every session."""
+
+    cfg: RunConfig
+    out_dir: Path
+    config: dict[str, Any]  # run_config_dict(cfg): what config.yaml and every checkpoint hold
+    dataset: Any  # protocols.artifact.PreparedDataset
+    device: torch.device
+    model: torch.nn.Module
+    step: TrainStep  # the optimisers and the training step
+    schedule: LRSchedule
+    cost: dict[str, float]  # count_cost's FLOPs per target and parameter split
+    started: float  # time.perf_counter() when this session started
+    position: Position = field(default_factory=Position)
+    best_state: dict[str, torch.Tensor] | None = None  # weights of the best validation epoch so far
+    wall_before: float = 0.0  # wall seconds of earlier sessions of a resumed run
+    setup_seconds: float = 0.0
+    matmul_rate: float = math.nan
+    saved_at: str | None = None  # what checkpoint.pt holds (for the message of a second signal) ...
+    writing: bool = False  # ... and whether one is being written
+    stop: StopSignals = field(default_factory=StopSignals)
+
+    @property
+    def tc(self) -> TrainConfig:
+        return self.cfg.train
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out_dir / CHECKPOINT_FILE
+
+    @property
+    def validates(self) -> bool:
+        """Whether every epoch is validated: for early stopping, or to test the best epoch of several."""
+        return bool(self.tc.early_stopping_patience) or self.selects_best
+
+    @property
+    def selects_best(self) -> bool:
+        return self.tc.epochs > 1 and self.tc.select_epoch == "best_valid"
+
+    def checkpoint(self) -> None:
+        self.position.wall_seconds = self.wall_before + time.perf_counter() - self.started
+        self.writing = True
+        save_checkpoint(self.checkpoint_path, config=self.config, data_fingerprint=self.dataset.fingerprint,
+                        model=self.model, optimizers=self.step.optimizers, position=self.position,
+                        best_model_state=self.best_state)
+        self.saved_at, self.writing = where(self.position), False
+
+    def stop_if_signalled(self) -> None:
+        """Raise `TrainingInterrupted` when a signal arrived (its checkpoint is written by then)."""
+        if self.stop.signum is not None:
+            raise TrainingInterrupted(self.stop.signum, self.out_dir, self.position)
+
+    def predict(self, split: str) -> tuple[Any, np.ndarray, np.ndarray]:
+        """(evaluation table, labels, scores) of every target of `split` with the current weights."""
+        tc = self.tc
+        return predict(self.step.forward, self.dataset, split, batch_size=tc.eval_batch_size, device=self.device,
+                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches, attention=tc.attention)
+
+
+@dataclass
+class Evaluation:
+    """The evaluation of the selected weights on every prediction split."""
+
+    metrics: dict[str, Any]  # arch, seed, data fingerprint and every split's flat metrics
+    groups: dict[str, Any]  # per split: metrics of the target groups
+    scores: dict[str, np.ndarray]  # per split: the predicted probabilities
+    seconds: float
+
+
 def train_run(
     cfg: RunConfig,
     out_dir: Path | str,
@@ -261,13 +250,46 @@ def train_run(
     `verify` checks every file of the prepared dataset against its manifest's checksums before anything
     is written (a damaged artifact is never trained on); sweeps pass False, their driver verified it.
     """
-    session_start = time.perf_counter()
+    started = time.perf_counter()
     out_dir = Path(out_dir)
-    tc = cfg.train
     config = run_config_dict(cfg)
     dataset = open_dataset(cfg.data, verify=verify, progress=progress)
-    ckpt_path = out_dir / CHECKPOINT_FILE
+    check_folder(out_dir, config, dataset.fingerprint, resume=resume)
+    if resume and RF.is_finished(out_dir):
+        return finished_metrics(out_dir, config, dataset.fingerprint)
+    resume = prepare_folder(out_dir, resume=resume)
 
+    session = build(cfg, out_dir, config, dataset, started)
+    if resume:
+        resume_from_checkpoint(session)
+    else:
+        record_start(session)
+    session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
+    session.setup_seconds = time.perf_counter() - started
+
+    curves = CurveLogger(out_dir, cfg.train.log_every_steps, session.device)  # harness/curves.py: no RNG
+    session.model.train()
+    session.stop.install()
+    try:
+        train_epochs(session, curves, progress=progress)
+        select_epoch(session, final_checkpoint=final_checkpoint)
+        evaluation = evaluate(session)
+        if not session.validates:  # else every epoch's validation is logged already
+            curves.evaluation(session.schedule.step_of(session.position.epoch, session.position.batch),
+                              evaluation.metrics)
+    except TrainingAborted as e:
+        raise TrainingAborted(e.signum, out_dir, session.saved_at, during_write=session.writing) from None
+    finally:
+        session.stop.restore()
+        curves.close()
+    result = write_outputs(session, evaluation, final_checkpoint=final_checkpoint)
+    if progress:
+        print(summary_line(result, out_dir), file=sys.stderr)
+    return RF.read_metrics(out_dir)
+
+
+def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *, resume: bool) -> None:
+    """Refuse to mix runs: a new run in a folder holding one, or a resume of a missing folder or another run."""
     if resume and not out_dir.is_dir():
         raise RecscaleError(f"{out_dir}: --resume: no such run folder, so nothing to resume; check --out, or leave "
                             "out --resume to start a new run there")
@@ -278,18 +300,31 @@ def train_run(
             "another --out"
         )
     if resume:
-        check_same_run(out_dir, config, dataset.fingerprint)
-    if resume and RF.is_finished(out_dir):
-        if ckpt_path.exists():
-            load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)  # same checks
-        return RF.read_metrics(out_dir)
-    if resume and not ckpt_path.exists():
+        check_same_run(out_dir, config, data_fingerprint)
+
+
+def finished_metrics(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> dict[str, Any]:
+    """The saved metrics of a finished run (whose checkpoint, when kept, passes the same checks)."""
+    ckpt_path = out_dir / CHECKPOINT_FILE
+    if ckpt_path.exists():
+        load_checkpoint(ckpt_path, config=config, data_fingerprint=data_fingerprint)  # same checks
+    return RF.read_metrics(out_dir)
+
+
+def prepare_folder(out_dir: Path, *, resume: bool) -> bool:
+    """Create the run folder and remove stale temporaries; returns whether there is a checkpoint to resume."""
+    if resume and not (out_dir / CHECKPOINT_FILE).exists():
         resume = False  # killed before its first checkpoint: nothing to continue, start afresh
         say("no checkpoint: starting fresh")
     check_writable(out_dir, "the run folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     RF.clean_stale_temporaries(out_dir)
+    return resume
 
+
+def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, started: float) -> Session:
+    """Device, seeded model, its counted cost, optimisers and learning-rate schedule: a fresh session."""
+    tc = cfg.train
     device = resolve_device(tc.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tc.tf32
@@ -302,169 +337,177 @@ def train_run(
                       key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True),
                       attention=tc.attention)
     step = TrainStep(model, tc, device)
-    optimizers, forward = step.optimizers, step.forward
-    schedule = LRSchedule(tc.schedule, optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
+    schedule = LRSchedule(tc.schedule, step.optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
                           steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))
-    position = Position()
-    best_state: dict[str, torch.Tensor] | None = None
-    if resume:
-        payload = load_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint)
-        model.load_state_dict(payload["model"])
-        for opt, state in zip(optimizers, payload["optimizers"]):
-            opt.load_state_dict(state)
-        position, best_state = payload["position"], payload["best_model"]
-        set_rng_states(payload["rng"])
-        say(f"resuming from epoch {position.epoch}, batch {position.batch}"
-            + (" (training finished; evaluating)" if position.finished else ""))
-    else:
-        RF.write_config(out_dir, config)
-        RF.write_data_fingerprint(out_dir, dataset.fingerprint)
-    rate = perf.matmul_rate_cached(device, perf.compute_dtype(step.bf16))
-    setup_seconds = time.perf_counter() - session_start
+    return Session(cfg=cfg, out_dir=out_dir, config=config, dataset=dataset, device=device, model=model, step=step,
+                   schedule=schedule, cost=cost, started=started)
 
-    wall_before = position.wall_seconds  # earlier sessions of a resumed run
 
-    # what checkpoint.pt holds, and whether one is being written (for the message of a second signal)
-    saved: dict[str, Any] = {"at": _where(position) if resume else None, "writing": False}
+def resume_from_checkpoint(session: Session) -> None:
+    """Weights, optimisers, position, best weights and RNG states from the run folder's checkpoint."""
+    payload = load_checkpoint(session.checkpoint_path, config=session.config,
+                              data_fingerprint=session.dataset.fingerprint)
+    session.model.load_state_dict(payload["model"])
+    for opt, state in zip(session.step.optimizers, payload["optimizers"]):
+        opt.load_state_dict(state)
+    session.position, session.best_state = payload["position"], payload["best_model"]
+    set_rng_states(payload["rng"])
+    position = session.position
+    session.wall_before, session.saved_at = position.wall_seconds, where(position)
+    say(f"resuming from epoch {position.epoch}, batch {position.batch}"
+        + (" (training finished; evaluating)" if position.finished else ""))
 
-    def checkpoint() -> None:
-        position.wall_seconds = wall_before + time.perf_counter() - session_start
-        saved["writing"] = True
-        save_checkpoint(ckpt_path, config=config, data_fingerprint=dataset.fingerprint, model=model,
-                        optimizers=optimizers, position=position, best_model_state=best_state)
-        saved["at"], saved["writing"] = _where(position), False
 
-    stop = StopSignals()
-    n_targets = dataset.num_targets("train")
-    select_best = tc.epochs > 1 and tc.select_epoch == "best_valid"  # validate every epoch, test the best
-    curves = CurveLogger(out_dir, tc.log_every_steps, device)  # harness/curves.py: reads values, no RNG
+def record_start(session: Session) -> None:
+    """A fresh run: its config and data fingerprint go into the folder before any checkpoint."""
+    RF.write_config(session.out_dir, session.config)
+    RF.write_data_fingerprint(session.out_dir, session.dataset.fingerprint)
+
+
+def train_epochs(session: Session, curves: CurveLogger, *, progress: bool) -> None:
+    """Train from the session's position until the last epoch or early stopping, checkpointing on the way."""
+    tc, position = session.tc, session.position
     last_save = time.perf_counter()
-    model.train()
-    stop.install()
-    try:
-        while not position.finished and position.epoch < tc.epochs:
-            bar = tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt",
-                       unit_scale=True, desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress,
-                       file=sys.stderr, dynamic_ncols=True)
-            t0 = time.perf_counter()
-            loss_total = torch.zeros((), dtype=torch.float64, device=device)
-            for batch in dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
+    while not position.finished and position.epoch < tc.epochs:
+        last_save = train_epoch(session, curves, last_save, progress=progress)
+        epoch_record = {"epoch": position.epoch,
+                        "train_loss": position.epoch_loss_sum / session.dataset.num_targets("train")}
+        position.epoch_loss_sum = 0.0
+        position.epoch, position.batch = position.epoch + 1, 0
+        if session.validates:
+            validate_epoch(session, curves, epoch_record)
+        position.history.append(epoch_record)
+        if (position.epoch < tc.epochs and not position.finished) or session.stop.signum is not None:
+            # after the last epoch the finished checkpoint of select_epoch follows at once
+            session.checkpoint()
+            last_save = time.perf_counter()
+        session.stop_if_signalled()
+
+
+def train_epoch(session: Session, curves: CurveLogger, last_save: float, *, progress: bool) -> float:
+    """The rest of the current epoch from `position.batch`; returns when the last checkpoint was written."""
+    cfg, tc, position, step, schedule = session.cfg, session.tc, session.position, session.step, session.schedule
+    n_targets = session.dataset.num_targets("train")
+    bar = tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt",
+               unit_scale=True, desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    t0 = time.perf_counter()
+    loss_total = torch.zeros((), dtype=torch.float64, device=session.device)
+    for batch in session.dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
                                          start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
-                                         **loader_options(device, tc.prefetch_batches, tc.loader_workers)):
-                schedule.apply(position.epoch, position.batch)
-                loss = step(move_batch(batch, device))
-                loss_total += loss.double()
-                n = int(batch["label"].shape[0])
-                position.batch += 1
-                curves.step(schedule.step_of(position.epoch, position.batch), loss, n, step.grad_norm, schedule.lr())
-                position.targets_seen += n
-                bar.update(n)
-                now = time.perf_counter()
-                if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
-                    now - last_save >= tc.checkpoint_every_s
-                ) or stop.signum is not None:
-                    position.train_seconds += now - t0
-                    position.add_loss(float(loss_total))
-                    loss_total.zero_()
-                    checkpoint()
-                    t0 = last_save = time.perf_counter()
-                if stop.signum is not None:  # checkpoint written just above
-                    bar.close()
-                    raise TrainingInterrupted(stop.signum, out_dir, position)
-            bar.close()
-            position.train_seconds += time.perf_counter() - t0
+                                         **loader_options(session.device, tc.prefetch_batches, tc.loader_workers)):
+        schedule.apply(position.epoch, position.batch)
+        loss = step(move_batch(batch, session.device))
+        loss_total += loss.double()
+        n = int(batch["label"].shape[0])
+        position.batch += 1
+        curves.step(schedule.step_of(position.epoch, position.batch), loss, n, step.grad_norm, schedule.lr())
+        position.targets_seen += n
+        bar.update(n)
+        now = time.perf_counter()
+        if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
+            now - last_save >= tc.checkpoint_every_s
+        ) or session.stop.signum is not None:
+            position.train_seconds += now - t0
             position.add_loss(float(loss_total))
-            epoch_record = {"epoch": position.epoch, "train_loss": position.epoch_loss_sum / n_targets}
-            position.epoch_loss_sum = 0.0
-            position.epoch, position.batch = position.epoch + 1, 0
-            if tc.early_stopping_patience or select_best:
-                t_valid = time.perf_counter()
-                ev, lab, sc = predict(forward, dataset, "valid", batch_size=tc.eval_batch_size, device=device,
-                                      bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
-                flat, _ = split_metrics("valid", ev, lab, sc, target_columns(dataset, "valid"))
-                value = flat[tc.early_stopping_metric]
-                epoch_record[tc.early_stopping_metric] = value
-                epoch_record["valid_ne"] = flat["valid_ne"]  # run_health's still-falling check reads it
-                curves.evaluation(schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
-                position.valid_seconds += time.perf_counter() - t_valid
-                if _is_better(tc.early_stopping_metric, value, position.best_metric):
-                    position.best_metric, position.epochs_without_improvement = value, 0
-                    position.best_epoch = position.epoch - 1
-                    best_state = copy.deepcopy(model.state_dict())
-                else:
-                    position.epochs_without_improvement += 1
-                    if tc.early_stopping_patience and \
-                            position.epochs_without_improvement >= tc.early_stopping_patience:
-                        position.finished = True
-            position.history.append(epoch_record)
-            if (position.epoch < tc.epochs and not position.finished) or stop.signum is not None:
-                # after the last epoch the finished checkpoint below follows at once
-                checkpoint()
-                last_save = time.perf_counter()
-            if stop.signum is not None:
-                raise TrainingInterrupted(stop.signum, out_dir, position)
+            loss_total.zero_()
+            session.checkpoint()
+            t0 = last_save = time.perf_counter()
+        if session.stop.signum is not None:  # checkpoint written just above
+            bar.close()
+            session.stop_if_signalled()
+    bar.close()
+    position.train_seconds += time.perf_counter() - t0
+    position.add_loss(float(loss_total))
+    return last_save
 
-        if best_state is not None:
-            model.load_state_dict(best_state)
-        position.finished = True
-        if final_checkpoint or stop.signum is not None:
-            checkpoint()
-        t_eval = time.perf_counter()
 
-        result: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, DATA_FINGERPRINT: dataset.fingerprint}
-        groups: dict[str, Any] = {}
-        scores: dict[str, np.ndarray] = {}
-        for split in PREDICTION_SPLITS:
-            if stop.signum is not None:  # the checkpoint says finished: --resume only evaluates
-                raise TrainingInterrupted(stop.signum, out_dir, position)
-            ev, lab, sc = predict(forward, dataset, split, batch_size=tc.eval_batch_size, device=device,
-                                  bf16=tc.use_bf16(device), prefetch=tc.prefetch_batches, attention=tc.attention)
-            if np.isfinite(sc).all():
-                flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
-            else:  # diverged: metrics undefined, recorded as such (harness/run_health.py)
-                flat, groups[split] = run_health.undefined_metrics(split, lab), {}
-            result.update(flat)
-            scores[split] = sc
-            RF.write_predictions(out_dir, split, ev, lab, sc)
-        eval_seconds = time.perf_counter() - t_eval
-        if not (tc.early_stopping_patience or select_best):  # else every epoch's validation is logged already
-            curves.evaluation(schedule.step_of(position.epoch, position.batch), result)
-    except TrainingAborted as e:
-        raise TrainingAborted(e.signum, out_dir, saved["at"], during_write=bool(saved["writing"])) from None
-    finally:
-        stop.restore()
-        curves.close()
+def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str, Any]) -> None:
+    """Validate the epoch just trained (the position has moved past it): keep the best weights, stop early."""
+    tc, position = session.tc, session.position
+    t_valid = time.perf_counter()
+    ev, lab, sc = session.predict("valid")
+    flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
+    value = flat[tc.early_stopping_metric]
+    epoch_record[tc.early_stopping_metric] = value
+    epoch_record["valid_ne"] = flat["valid_ne"]  # run_health's still-falling check reads it
+    curves.evaluation(session.schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
+    position.valid_seconds += time.perf_counter() - t_valid
+    if _is_better(tc.early_stopping_metric, value, position.best_metric):
+        position.best_metric, position.epochs_without_improvement = value, 0
+        position.best_epoch = position.epoch - 1
+        session.best_state = copy.deepcopy(session.model.state_dict())
+    else:
+        position.epochs_without_improvement += 1
+        if tc.early_stopping_patience and position.epochs_without_improvement >= tc.early_stopping_patience:
+            position.finished = True
+
+
+def select_epoch(session: Session, *, final_checkpoint: bool) -> None:
+    """Load the best validation epoch's weights when one was kept; training is finished (checkpointed unless
+    a sweep asked for no final checkpoint)."""
+    if session.best_state is not None:
+        session.model.load_state_dict(session.best_state)
+    session.position.finished = True
+    if final_checkpoint or session.stop.signum is not None:
+        session.checkpoint()
+
+
+def evaluate(session: Session) -> Evaluation:
+    """Predict every target of each prediction split, compute its metrics and write its predictions file."""
+    t_eval = time.perf_counter()
+    cfg, dataset = session.cfg, session.dataset
+    metrics: dict[str, Any] = {"arch": cfg.arch, "seed": cfg.seed, DATA_FINGERPRINT: dataset.fingerprint}
+    groups: dict[str, Any] = {}
+    scores: dict[str, np.ndarray] = {}
+    for split in PREDICTION_SPLITS:
+        session.stop_if_signalled()  # the checkpoint says finished: --resume only evaluates
+        ev, lab, sc = session.predict(split)
+        if np.isfinite(sc).all():
+            flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+        else:  # diverged: metrics undefined, recorded as such (harness/run_health.py)
+            flat, groups[split] = run_health.undefined_metrics(split, lab), {}
+        metrics.update(flat)
+        scores[split] = sc
+        RF.write_predictions(session.out_dir, split, ev, lab, sc)
+    return Evaluation(metrics, groups, scores, time.perf_counter() - t_eval)
+
+
+def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint: bool) -> dict[str, Any]:
+    """metrics.json: the evaluation, cost, training record, timings, machine and run health; a sweep's run
+    drops its checkpoint once it is written. Returns what was written."""
+    position, device, tc = session.position, session.device, session.tc
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
-    result.update(cost)
+    result = dict(evaluation.metrics)
+    result.update(session.cost)
     result.update({
         "train_targets": position.targets_seen,
         "train_loss": position.loss_sum / max(position.targets_seen, 1),
         "epochs_run": position.epoch,
         # the epoch whose weights were evaluated: the best validation epoch when one was kept, else the last
-        "selected_epoch": position.best_epoch if best_state is not None else position.epoch - 1,
+        "selected_epoch": position.best_epoch if session.best_state is not None else position.epoch - 1,
         "epoch_history": position.history,
-        "wall_s": wall_before + time.perf_counter() - session_start,
+        "wall_s": session.wall_before + time.perf_counter() - session.started,
         "train_seconds": position.train_seconds,
-        "setup_seconds": setup_seconds,
-        "eval_seconds": eval_seconds + position.valid_seconds,
+        "setup_seconds": session.setup_seconds,
+        "eval_seconds": evaluation.seconds + position.valid_seconds,
         "train_targets_per_s": throughput,
-        "matmul_flops_per_s": rate,
-        "utilisation": perf.utilisation(cost["flops_per_target"], throughput, rate),
+        "matmul_flops_per_s": session.matmul_rate,
+        "utilisation": matmul.utilisation(session.cost["flops_per_target"], throughput, session.matmul_rate),
         "peak_rss_bytes": perf.peak_rss_bytes(),
         "peak_gpu_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0,
         "device": str(device),
         "bf16": tc.use_bf16(device),
         "malloc_env": perf.malloc_env_active(),
-        "groups": groups,
+        "groups": evaluation.groups,
         **machine_fingerprint(device),
     })
-    result.update(run_health.record(result, model, scores["valid"], position.history))  # harness/run_health.py
-    RF.write_metrics(out_dir, result)
+    # harness/run_health.py
+    result.update(run_health.record(result, session.model, evaluation.scores["valid"], position.history))
+    RF.write_metrics(session.out_dir, result)
     if not final_checkpoint:
-        ckpt_path.unlink(missing_ok=True)
-    if progress:
-        print(summary_line(result, out_dir), file=sys.stderr)
-    return RF.read_metrics(out_dir)
+        session.checkpoint_path.unlink(missing_ok=True)
+    return result
 
 
 def summary_line(m: dict[str, Any], out_dir: Path) -> str:

@@ -32,7 +32,7 @@ ML100K = _ml100k_dir()
 
 @pytest.fixture(scope="session", autouse=True)
 def private_calibration_cache(tmp_path_factory):
-    """Every test reads and writes the speed calibration (harness/calibration.py) in its own temporary
+    """Every test reads and writes the speed calibration (harness/speed/calibration.py) in its own temporary
     folder, never the user's cache."""
     import os
 

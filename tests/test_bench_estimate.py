@@ -12,10 +12,10 @@ import pytest
 
 from architectures.flops import count_flops
 from cli.main import main as cli_main
-from harness import calibration
-from harness.sweep import estimate
-from harness.sweep.estimate import estimate_sweep, format_seconds
-from harness.sweep.plan import estimate_costs, plan_sweep
+from harness.speed import calibration, sweep_estimate
+from harness.speed.sweep_estimate import estimate_sweep, format_seconds
+from harness.speed.trial_cost import estimate_costs
+from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 
@@ -78,10 +78,10 @@ def test_matmul_rate_times_products_for_at_least_the_asked_seconds():
 
     import torch
 
-    from harness import perf
+    from harness.speed import matmul
 
     t0 = time.perf_counter()
-    rate = perf.matmul_rate(torch.device("cpu"), n=128, min_seconds=0.3)
+    rate = matmul.matmul_rate(torch.device("cpu"), n=128, min_seconds=0.3)
     assert time.perf_counter() - t0 >= 0.3
     assert 0 < rate < float("inf")
 
@@ -137,7 +137,7 @@ def test_dry_run_estimate_follows_the_calibration(cache, capsys):
     assert not est.calibrated and est.uncalibrated == [
         "6 of 6 trial(s) without a rate measured for their configuration (rate from bench of this architecture)"]
     lo, hi = est.wall_range_s
-    low, high = estimate.RATE_SPREAD["bench of this architecture"]
+    low, high = sweep_estimate.RATE_SPREAD["bench of this architecture"]
     works = [e.train_s + e.eval_s for e in est.trials.values()]
     assert lo == pytest.approx(_makespan([w * low + overhead for w in works], 2) + 3.0)
     assert hi == pytest.approx(_makespan([w * high + overhead for w in works], 2) + 3.0)
@@ -178,7 +178,7 @@ def test_dry_run_estimates_bf16_trials_from_bf16_calibration_and_fp32_trials_fro
 def test_dry_run_without_calibration_says_what_it_assumed(cache):
     plan = plan_sweep(parse_sweep(SWEEP))
     est = estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=1)
-    ray_start = estimate.ASSUMED_RAY_START_S
+    ray_start = sweep_estimate.ASSUMED_RAY_START_S
     assert est.slots == 1 and est.wall_s == pytest.approx(sum(e.total_s for e in est.trials.values()) + ray_start)
     text = "\n".join(est.assumptions)
     assert "measured now" in text and "utilisation 0.1 assumed" in text and "overhead per trial" in text
@@ -186,15 +186,15 @@ def test_dry_run_without_calibration_says_what_it_assumed(cache):
     assert not est.calibrated and len(est.uncalibrated) == 2
     assert "no sweep of this code has run on this machine" in est.uncalibrated[0]
     works = [e.train_s + e.eval_s for e in est.trials.values()]
-    (low, high), (o_lo, o_hi) = estimate.RATE_SPREAD["assumed utilisation"], estimate.OVERHEAD_RANGE_S
-    r_lo, r_hi = estimate.RAY_START_RANGE_S
+    (low, high), (o_lo, o_hi) = sweep_estimate.RATE_SPREAD["assumed utilisation"], sweep_estimate.OVERHEAD_RANGE_S
+    r_lo, r_hi = sweep_estimate.RAY_START_RANGE_S
     assert est.wall_range_s == pytest.approx((sum(w * low + o_lo for w in works) + r_lo,
                                               sum(w * high + o_hi for w in works) + r_hi))
 
 
 def _record_a_sweep(plan, rate: float) -> None:
     """What a finished sweep records: every configuration's rate, the overhead and Ray's start."""
-    from harness.sweep import trial_rates
+    from harness.speed import trial_rates
 
     for t in plan.trials:
         key = trial_rates.rate_key(t, "cpu", 1, False, dataset=True)
@@ -267,7 +267,7 @@ def test_code_version_follows_the_sources(tmp_path, monkeypatch):
 
 
 def test_makespan_matches_brute_force_over_orders():
-    from harness.sweep.estimate import _makespan as fast
+    from harness.speed.sweep_estimate import _makespan as fast
 
     for durations in itertools.permutations([3.0, 1.0, 2.0, 5.0, 0.5]):
         for slots in (1, 2, 3):

@@ -132,7 +132,8 @@ def test_self_attention_is_matched_to_mptf_at_every_named_size(size):
 def test_matched_compute_sweep_matches_params_and_flops_within_5_percent_of_helix():
     from pathlib import Path
 
-    from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
+    from harness.speed.trial_cost import estimate_costs
+    from harness.sweep.plan import format_plan, plan_sweep
     from harness.sweep.schema import load_sweep
 
     plan = plan_sweep(load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "matched_compute.yaml"))

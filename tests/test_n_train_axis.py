@@ -9,8 +9,9 @@ import yaml
 
 from analysis.collect import config_columns
 from core.typed_config import ConfigError
+from harness.speed.trial_cost import estimate_costs
 from harness.sweep.collect import collect_runs, write_trial_record
-from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
+from harness.sweep.plan import format_plan, plan_sweep
 from harness.sweep.schema import parse_sweep
 
 BASE = {

@@ -1,4 +1,4 @@
-"""`harness.step_breakdown` and `recscale bench --breakdown`: the products' executed FLOPs (counted by
+"""`harness.speed.step_breakdown` and `recscale bench --breakdown`: the products' executed FLOPs (counted by
 `torch.utils.flop_counter`) are checked against the profiler's own C++ count over the same training steps,
 and the split against the profiler's total."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from torch.profiler import ProfilerActivity, profile
 import architectures
 from cli.main import main as cli_main
 from harness.config import TrainConfig
+from harness.speed.step_breakdown import PRODUCT_OPS, profile_steps
 from harness.step import TrainStep
-from harness.step_breakdown import PRODUCT_OPS, profile_steps
 from protocols.schema import FeatureSpec, random_batch
 
 SPEC = FeatureSpec(vocab_sizes={"user_id": 50, "device_id": 20, "age": 5, "gender": 3, "province": 9,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from cli.main import main as cli_main
-from harness.sweep.launcher import ADDRESS_ANSWER_TIMEOUT_S, SweepError, check_address_reachable
+from harness.sweep.ray_sessions import ADDRESS_ANSWER_TIMEOUT_S, RaySessionError, check_address_reachable
 
 
 def _closed_port() -> int:
@@ -58,7 +58,7 @@ def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
     assert cli_main(["sweep", str(sweep), "--results", str(results), "--address", f"127.0.0.1:{port}"]) == 2
     assert not results.exists()
     t0 = time.monotonic()
-    with pytest.raises(SweepError, match="no Ray cluster answers"):
+    with pytest.raises(RaySessionError, match="no Ray cluster answers"):
         check_address_reachable(f"127.0.0.1:{port}")
     assert time.monotonic() - t0 < 15
 

@@ -120,9 +120,10 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
 
     # the sweep recorded each configuration's training rate (median over trials that trained from the
     # start: the resumed whale-seed1 is left out) and the next dry run estimates from it
-    from harness import calibration
-    from harness.sweep.estimate import estimate_sweep
-    from harness.sweep.plan import estimate_costs, plan_sweep
+    from harness.speed import calibration
+    from harness.speed.sweep_estimate import estimate_sweep
+    from harness.speed.trial_cost import estimate_costs
+    from harness.sweep.plan import plan_sweep
 
     plan = plan_sweep(sweep)
     estimate = estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=2)

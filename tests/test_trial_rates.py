@@ -9,8 +9,8 @@ import json
 import pytest
 
 from cli.main import main as cli_main
-from harness import calibration
-from harness.sweep.trial_rates import SECTION
+from harness.speed import calibration
+from harness.speed.trial_rates import SECTION
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 
 SWEEP = """
@@ -68,9 +68,9 @@ def test_measure_times_each_configuration_once_and_the_estimate_follows_it(tmp_p
 
     # once a sweep (two at a time, as planned here) recorded one configuration at 0.8 x its timed-alone
     # rate, that trial uses the sweep's rate and every other timed-alone rate is scaled by 0.8
+    from harness.speed.trial_rates import rate_key
     from harness.sweep.plan import plan_sweep
     from harness.sweep.schema import load_sweep
-    from harness.sweep.trial_rates import rate_key
 
     plan = plan_sweep(load_sweep(path))
     first = plan.trials[0]
@@ -97,8 +97,8 @@ def test_measure_needs_dry_run(tmp_path, cache, capsys):
 
 def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(tmp_path, tiny_artifact):  # noqa: F811
     from core.results_layout import DATASETS_FILE
+    from harness.speed.trial_rates import known_vocabularies
     from harness.sweep.schema import parse_sweep
-    from harness.sweep.trial_rates import known_vocabularies
     from protocols.artifact import PreparedDataset
 
     sweep = parse_sweep(SWEEP.replace("n_test: 100}", f"n_test: 100, out: {tiny_artifact.parent}}}"))
@@ -126,7 +126,7 @@ def test_measure_on_a_gpu_sweep_without_cuda_times_nothing(tmp_path, cache, caps
 
 
 def test_a_sweep_records_the_median_of_its_finite_rates_per_configuration(cache):
-    from harness.sweep.trial_rates import record_sweep_rates
+    from harness.speed.trial_rates import record_sweep_rates
 
     ends = [{"rate_key": "a", "train_targets_per_s": 10.0}, {"rate_key": "a", "train_targets_per_s": 40.0},
             {"rate_key": "a", "train_targets_per_s": 30.0}, {"rate_key": "a", "train_targets_per_s": float("nan")},

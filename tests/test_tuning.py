@@ -202,8 +202,8 @@ def test_tuned_key_is_no_setting_column():
 
 
 def test_estimate_counts_tuning_trials_before_the_grid():
-    from harness.sweep.estimate import _makespan, estimate_sweep
-    from harness.sweep.plan import estimate_costs
+    from harness.speed.sweep_estimate import _makespan, estimate_sweep
+    from harness.speed.trial_cost import estimate_costs
 
     sweep = _sweep(tuning={**BASE["tuning"], "grid": {"values": [1e-4, 1e-3, 1e-2]}, "seeds": [0]})
     plan = plan_sweep(sweep)

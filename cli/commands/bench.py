@@ -6,7 +6,7 @@ times training steps (`harness.step.TrainStep`, the training loop's step) on sch
 with full histories (vocabularies from --data when given), and reports targets/s, the counted-FLOP
 utilisation against a matmul rate measured in the same run in the step's own dtype (bfloat16 when
 train.bf16 autocasts, else float32), peak memory and the device.
-Every figure is also stored in this machine's calibration cache (harness/calibration.py:
+Every figure is also stored in this machine's calibration cache (harness/speed/calibration.py:
 $RECSCALE_CACHE_DIR, else $XDG_CACHE_HOME/recscale, else ~/.cache/recscale), which
 `recscale sweep --dry-run` uses to estimate wall time; --no-save leaves it alone. Like `recscale train`, the
 command re-executes itself once under the glibc malloc settings of harness/perf.py.
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breakdown", type=int, nargs="?", const=3, default=0, metavar="STEPS",
                         help="profile STEPS more steps (default 3) and show where their time goes: matrix products "
                              "(time, achieved GFLOP/s, the utilisation ceiling they set) and the costliest other "
-                             "operators (harness/step_breakdown.py)")
+                             "operators (harness/speed/step_breakdown.py)")
     parser.add_argument("--no-save", action="store_true", help="do not write the calibration cache")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from core.typed_config import apply_overrides
-    from harness import calibration
     from harness.config import TrainConfig, check_model_keys, parse_set
+    from harness.speed import calibration
     from harness.train import resolve_device
 
     over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     ds = None
     if args.data:
         from harness.evaluate import loader_options
-        from harness.loader_bench import copy_rate, loader_rate
+        from harness.speed.loader_rate import copy_rate, loader_rate
         from harness.train import open_dataset
 
         ds = open_dataset(args.data)
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                     "loader_copy_ratio": loader["targets_per_s"] / copy, "loader_history_len": ds.spec.history_len,
                     "batch_size": tc.batch_size, "loader_options": opts})
     if args.arch:
-        from harness.throughput import SMALL_VOCAB, measure
+        from harness.speed.throughput import SMALL_VOCAB, measure
         from protocols.schema import FeatureSpec
 
         cfg = architectures.make_config(args.arch, model_over)

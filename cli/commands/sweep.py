@@ -115,14 +115,15 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.gain_reference import check_planned
-    from harness.sweep.estimate import estimate_sweep
-    from harness.sweep.plan import estimate_costs, format_plan, plan_sweep
+    from harness.speed.sweep_estimate import estimate_sweep
+    from harness.speed.trial_cost import estimate_costs
+    from harness.sweep.plan import format_plan, plan_sweep
 
     plan = plan_sweep(sweep)
     costs = estimate_costs([*plan.tuning_trials, *plan.trials])
     notes: list[str] = []
     if args.measure:
-        from harness.sweep.trial_rates import known_vocabularies, measure_plan_rates
+        from harness.speed.trial_rates import known_vocabularies, measure_plan_rates
 
         notes = measure_plan_rates(plan.trials, sweep.config.resources,
                                    {k: c.flops_per_target for k, c in costs.items()},

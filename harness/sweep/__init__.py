@@ -1,13 +1,14 @@
 """Sweeps: a YAML file -> validated schema -> trial plan -> Ray Tune -> run folders -> runs.parquet.
 
     schema.py     the sweep YAML schema, validated at load (`load_sweep`)
-    plan.py       grid expansion into trials and distinct datasets; dry-run cost estimate
+    plan.py       grid expansion into trials and distinct datasets; the dry-run table (estimates: harness.speed)
     datasets.py   generating / preparing every distinct dataset once, before any trial
     trainable.py  the Ray Tune function trainable around `harness.train.train_run`
     tuning_config.py  the `tuning:` section; tuning.py  the tuning stage's choice per setting, tuning.json
-    launcher.py   Ray session, Tuner (tuning / Optuna search / grid), resume, cluster address
+    launcher.py   the stages: Tuner (tuning / Optuna search / grid), resume, summary
     interrupt.py  Ctrl-C: stop at the next Tune step, within seconds
-    ray_sessions.py  records of local Ray sessions; removing what a killed driver left
+    ray_sessions.py  the Ray session: join (address check) or start, shut down; records of local sessions
+                  and removal of what a killed driver left
     collect.py    results/<sweep>/runs.parquet from the run folders
 """
 from .schema import Sweep, SweepConfig, load_sweep, parse_sweep

@@ -22,29 +22,16 @@ trials), `datasets.json` (what each prepared dataset holds and how every two dif
 - `resume=True` continues through `Tuner.restore` (finished trials are not rerun; errored ones are
   restarted); without it an existing, unfinished sweep folder is refused (a finished one is only
   collected again), and a changed sweep file is always refused.
-- Locally Ray starts with the dashboard off and a short temporary folder under /tmp (Unix socket
-  paths are limited to ~107 bytes), removed afterwards; the session is recorded while it runs, and what
-  a killed driver left behind is removed by the next local start (`harness.sweep.ray_sessions`); `address=` joins an
-  existing cluster instead,
-  after a TCP connect check (`check_address_reachable`) that refuses an unreachable address within a
-  few seconds, before the results folder is created.
-  Workers get `harness.perf.MALLOC_ENV` through the job's runtime_env. While the session is open,
-  RAY_AIR_NEW_OUTPUT=0 (unless set already) makes Tune use its legacy reporter, which honours
-  verbose=0 (silent); the variable is restored when the session ends. Ray's token-authentication
-  notice and its `Tuner.restore(...)` hint on Ctrl-C are filtered out (`quiet_ray_notices`) unless
-  `verbose=True` (`recscale sweep --verbose`); the command prints its own `--resume` hint.
+- Ray itself (starting a local session or joining `address=`, the checks before it, shutting it down and
+  removing what a killed driver left) is `harness.sweep.ray_sessions`; `run_sweep` checks the address before
+  anything is written and opens the session only around its stages.
 """
 from __future__ import annotations
 
 import json
-import logging
-import os
 import shutil
-import socket
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -65,18 +52,15 @@ from core.results_layout import (
 )
 from protocols.output_location import check_writable
 
-from . import interrupt, ray_sessions, tuning
+from . import interrupt, tuning
 from .collect import collect_runs, finished_rows
 from .dataset_facts import write_dataset_facts
 from .datasets import prepare_datasets
-from .interrupt import TUNE_ENV, StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
+from .interrupt import StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
 from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
+from .ray_sessions import RaySessionError, check_address_reachable, quiet_ray_notices, ray_session
 from .schema import SearchDimension, SearchSection, Sweep, parse_sweep
 from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
-
-#: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
-#: RAY_AIR_NEW_OUTPUT=0: the legacy reporter honours verbose=0; Tune's own SIGINT handler off (`.interrupt`).
-TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
 
 
 class SweepError(RecscaleError):
@@ -151,220 +135,6 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
     return sweep_dir, resume
 
 
-# ----------------------------------------------------------------------------------------------
-# Ray
-
-
-#: Variables of the driver's environment that every Ray worker must see too, on whichever node it runs
-#: (a node started with `ray start` elsewhere has its own environment): out-of-tree models, the cache.
-FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR")
-
-
-def worker_env() -> dict[str, str]:
-    """Environment for every Ray worker (the job's runtime_env): the glibc malloc settings and the driver's
-    FORWARDED_ENV variables that are set."""
-    from harness.perf import MALLOC_ENV
-
-    return {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
-
-
-@contextmanager
-def scoped_env(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables that are not set yet, and restore the environment afterwards."""
-    added = [k for k in values if k not in os.environ]
-    for k in added:
-        os.environ[k] = values[k]
-    try:
-        yield
-    finally:
-        for k in added:
-            os.environ.pop(k, None)
-
-
-def _check_fits(available: dict[str, float], per_trial: dict[str, float]) -> None:
-    """Refuse a sweep whose trials could never be scheduled (Tune would wait forever)."""
-    for kind, need in per_trial.items():
-        have = available.get(kind.upper() if kind in ("cpu", "gpu") else kind, 0.0)
-        if need > 0 and have < need:
-            hint = " (set resources.gpu: 0 and train.device: cpu to run on CPUs)" if kind == "gpu" else ""
-            key = kind if kind in ("cpu", "gpu") else f"custom.{kind}"
-            raise SweepError(f"resources.{key}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
-
-
-#: Ray's own notices kept out of the terminal unless --verbose: (logger, text the message contains).
-#: Ray logs them through Python logging in the driver; recscale says what to do itself (`--resume`).
-RAY_NOTICES: tuple[tuple[str, str], ...] = (
-    ("ray._private.authentication.authentication_token_setup", "Token authentication is"),
-    ("ray.tune.tune", "Resume experiment with"),
-    ("ray.tune.tune", "Resume training with"),
-)
-
-
-class _DropNotices(logging.Filter):
-    def __init__(self, texts: list[str]) -> None:
-        super().__init__()
-        self.texts = texts
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not any(text in message for text in self.texts)
-
-
-@contextmanager
-def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
-    """Drop RAY_NOTICES (token-authentication notice, `Tuner.restore(...)` hint) while the block runs,
-    unless `verbose`; Ray's other warnings and errors still reach the terminal."""
-    if verbose:
-        yield
-        return
-    by_logger: dict[str, list[str]] = {}
-    for name, text in RAY_NOTICES:
-        by_logger.setdefault(name, []).append(text)
-    filters = [(logging.getLogger(name), _DropNotices(texts)) for name, texts in by_logger.items()]
-    for logger, f in filters:
-        logger.addFilter(f)
-    try:
-        yield
-    finally:
-        for logger, f in filters:
-            logger.removeFilter(f)
-
-
-#: Seconds to wait for a TCP connection to the --address before giving up (Ray itself retries for minutes).
-ADDRESS_CONNECT_TIMEOUT_S = 5.0
-#: Seconds to wait, once connected, for the server's HTTP/2 greeting (a Ray GCS answers within milliseconds).
-ADDRESS_ANSWER_TIMEOUT_S = 5.0
-#: HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, section 3.4); a gRPC server such
-#: as Ray's GCS must answer with a SETTINGS frame of its own.
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-_HTTP2_SETTINGS = 0x4
-
-
-def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_CONNECT_TIMEOUT_S) -> None:
-    """Refuse an --address whose host:port accepts no TCP connection (within `timeout_s`), or accepts one
-    but does not speak gRPC as a Ray GCS does (within ADDRESS_ANSWER_TIMEOUT_S more).
-
-    `ray.init(address=...)` on an unreachable address, or on a port some other server holds, retries for
-    minutes, printing only its own warnings; a plain TCP connect to the GCS port answers in milliseconds
-    (refused) or `timeout_s` (dropped), and the GCS answers an HTTP/2 greeting at once. 'auto' and
-    a malformed address (no port, a port that is not a number from 1 to 65535, no host) is refused.
-    """
-    if not address or address == "auto":
-        return
-    target = address.split("://", 1)[-1]
-    host, sep, port_text = target.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536 or not host.strip("[]"):
-        what = ("no port" if not sep else f"port {port_text!r} is not a number from 1 to 65535"
-                if not port_text.isdigit() or not 0 < int(port_text) < 65536 else "no host")
-        raise SweepError(f"--address {address}: expected HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379) or auto; "
-                         f"{what}")
-    host = host.strip("[]")
-    try:
-        conn = socket.create_connection((host, int(port_text)), timeout=timeout_s)
-    except OSError as e:
-        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-        raise SweepError(
-            f"--address {address}: no Ray cluster answers at {host}:{port_text} ({reason} after trying for at most "
-            f"{timeout_s:g} s); start one there with `ray start --head --port {port_text}`, check the address, or "
-            "leave out --address to run on this machine"
-        ) from None
-    with conn:
-        problem = _not_grpc(conn, ADDRESS_ANSWER_TIMEOUT_S)
-    if problem:
-        raise SweepError(
-            f"--address {address}: {host}:{port_text} accepts connections but is not a Ray cluster ({problem}); "
-            f"give the port of the head's GCS (`ray start --head --port PORT`, 6379 by default), or leave out "
-            "--address to run on this machine"
-        )
-
-
-def _not_grpc(conn: socket.socket, timeout_s: float) -> str | None:
-    """None when the server on `conn` answers the HTTP/2 preface with a SETTINGS frame (any gRPC server
-    does, Ray's GCS among them); else what it did instead."""
-    deadline = time.monotonic() + timeout_s
-    head = b""
-    try:
-        conn.sendall(_HTTP2_PREFACE)
-        while len(head) < 9:
-            conn.settimeout(max(0.01, deadline - time.monotonic()))
-            chunk = conn.recv(9 - len(head))
-            if not chunk:
-                return "it closed the connection without a gRPC answer"
-            head += chunk
-    except TimeoutError:
-        return f"no gRPC answer within {timeout_s:g} s"
-    except OSError as e:
-        return f"the connection failed: {e.strerror or e}"
-    if head[3] != _HTTP2_SETTINGS:
-        try:  # a little more of the answer, to show what answered
-            conn.settimeout(0.2)
-            head += conn.recv(40)
-        except OSError:
-            pass
-        return f"it answered {head[:40]!r}, not an HTTP/2 greeting"
-    return None
-
-
-def _enable_token_auth_when_available() -> None:
-    """Present this user's Ray token when joining a cluster, as `ray start` does when it finds one.
-
-    `ray start --head` enables token authentication when a token exists (RAY_AUTH_TOKEN,
-    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), but a driver joining with `ray.init(address=...)`
-    only sends it when RAY_AUTH_MODE=token, read when Ray's config is loaded (at import). So set
-    the mode when a token is there and reload Ray's config, as Ray does itself. An explicit
-    RAY_AUTH_MODE=disabled is left alone.
-    """
-    if "RAY_AUTH_MODE" not in os.environ:
-        token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-        if os.environ.get("RAY_AUTH_TOKEN") or token_file.exists():
-            os.environ["RAY_AUTH_MODE"] = "token"
-    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
-        try:
-            from ray._raylet import Config  # type: ignore[attr-defined]  # private; what ray.init does for token mode
-        except ImportError:
-            return
-        Config.initialize("")
-
-
-@contextmanager
-def ray_session(address: str | None = None, *, num_cpus: int | None = None,
-                per_trial: dict[str, float] | None = None) -> Iterator[None]:
-    """Start a local Ray (dashboard off, short temp dir, recorded: `.ray_sessions`) or join `address`;
-    always shut down. A local start first removes the stale sessions of killed drivers."""
-    import ray
-
-    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                                  runtime_env={"env_vars": worker_env()})
-    temp_dir = None
-    record: Any = nullcontext()
-    if address:
-        kwargs["address"] = address
-        _enable_token_auth_when_available()
-    else:
-        remove_stale_sessions()
-        session, temp_dir = ray_sessions.new_temp_dir()
-        kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
-        record = ray_sessions.recorded_session(session, temp_dir)
-    with record, scoped_env(TUNE_DRIVER_ENV):
-        try:  # a Ctrl-C during ray.init still shuts down what it started
-            try:
-                ray.init(**kwargs)
-            except (ConnectionError, TimeoutError) as e:
-                raise SweepError(f"--address {address}: cannot join the Ray cluster: {e}") from None
-            _check_fits(ray.cluster_resources(), per_trial or {})
-            yield
-        finally:
-            ray.shutdown()
-            if temp_dir:
-                shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def remove_stale_sessions() -> None:
-    """Remove what killed sweeps left of their local Ray sessions (`.ray_sessions`), saying so on stderr."""
-    removed, problems = ray_sessions.remove_stale()
-    for line in [r.line() for r in removed] + problems:
-        print(f"recscale sweep: {line}", file=sys.stderr)
-
 
 class TrialProgress(tune.Callback):
     """Tune callback: a tqdm bar (stderr) of finished trials; failures and retries are printed above it.
@@ -434,8 +204,8 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     exp_dir = storage / ctx.stage
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx), cfg.resources.ray_request())
     if resume and tune.Tuner.can_restore(str(exp_dir)):
+        # the restored run config holds the callbacks (StopOnInterrupt among them) pickled with the experiment
         tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, restart_errored=True)
-        _ensure_stop_callback(tuner)
         return tuner.fit()
 
     if ctx.stage in ("grid", TUNING_STAGE):
@@ -461,14 +231,6 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}"), StopOnInterrupt()],
     )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config).fit()
-
-
-def _ensure_stop_callback(tuner: Any) -> None:
-    """Add StopOnInterrupt to a restored experiment written before it existed (Tune restores the callbacks
-    it pickled; through its private run config, as there is no public way)."""
-    run_config = getattr(getattr(tuner, "_local_tuner", None), "get_run_config", lambda: None)()
-    if run_config is not None and not any(isinstance(c, StopOnInterrupt) for c in run_config.callbacks or []):
-        run_config.callbacks = [*(run_config.callbacks or []), StopOnInterrupt()]
 
 
 def _best_point(sweep: Sweep, results: Any) -> dict[str, Any]:
@@ -558,10 +320,9 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
     machine's and code's calibration (for `sweep --dry-run`)."""
     if "overhead_in_trial_s" not in summary:
         return
-    from harness import calibration
-
-    from .estimate import sweep_device
-    from .trial_rates import record_sweep_rates
+    from harness.speed import calibration
+    from harness.speed.sweep_estimate import sweep_device
+    from harness.speed.trial_rates import record_sweep_rates
 
     device = sweep_device(sweep.config.resources)
     ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]
@@ -636,7 +397,7 @@ def run_sweep(
                 ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed, choice=choice)
                 stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
                 timings["grid_s"] = stage.wall_s
-    except SweepError:
+    except (SweepError, RaySessionError):
         if created and not entered:  # Ray could not start or join, or the cluster is too small: no trace
             shutil.rmtree(sweep_dir, ignore_errors=True)
             if root_created:  # nor the --results root made for it (only when it is still empty)

@@ -13,9 +13,8 @@ A sweep with a `tuning:` section also plans its tuning trials (`tuning_points`):
 grid point without its seed, `setting_id`), every tuning seed and every value of the tuned key, with the
 tuning budget applied. The measurement trials are the grid's, with the same ids as without tuning.
 
-The cost estimate for `--dry-run` multiplies forward matrix FLOPs per target (fvcore, counted on a
-random batch) by the targets each run touches: 3 x train targets x epochs (forward + backward)
-plus the validation and test targets (forward only).
+`format_plan` writes the `--dry-run` table; the FLOPs and wall-time estimates in it come from
+`harness.speed` (`trial_cost`, `sweep_estimate`).
 """
 from __future__ import annotations
 
@@ -23,10 +22,10 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import protocols
 from core.typed_config import from_dict, to_dict
@@ -36,6 +35,9 @@ from protocols.prepare import DEFAULT_TASK, PrepareConfig
 from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings
 from .tuning_config import TuningSection
+
+if TYPE_CHECKING:
+    from harness.speed.trial_cost import TrialCost
 
 #: Dataset ids hash the dataset's settings. They were first computed when every dataset carried
 #: `delay_s`, pinned to 60 s where its protocol has no delay (author50); a dataset whose protocol has no
@@ -321,67 +323,11 @@ def search_base_point(sweep: Sweep) -> dict[str, Any]:
     return {k: v[0] for k, v in sweep.axes.items()}
 
 
-# ----------------------------------------------------------------------------------------------
-# cost estimate
-
-
-@dataclass(frozen=True)
-class TrialCost:
-    flops_per_target: float | None
-    targets: float | None
-    params_non_embedding: int | None = None
-
-    @property
-    def total(self) -> float | None:
-        if self.flops_per_target is None or self.targets is None:
-            return None
-        return self.flops_per_target * self.targets
-
-
-def _model_cost(arch: str, model: Mapping[str, Any], history_len: int) -> tuple[float | None, int | None]:
-    """(forward matrix FLOPs per target on a random batch, non-embedding parameters); None where the model
-    cannot be built or counted."""
-    try:
-        import torch
-
-        import architectures
-        from architectures.flops import count_flops, count_params
-        from protocols.schema import default_test_spec, random_batch
-
-        spec = default_test_spec(history_len)
-        torch.manual_seed(0)
-        net = architectures.build(arch, spec, dict(model)).eval()
-        batch = random_batch(spec, 4, min_len=history_len)
-        with torch.no_grad():
-            return float(count_flops(net, batch).per_target), count_params(net)["non_embedding"]
-    except Exception:  # noqa: BLE001 - the estimate is best effort; the table shows "?"
-        return None, None
-
-
-def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
-    """Trial id -> cost; FLOPs and parameters are counted once per distinct (arch, model config)."""
-    from harness.config import TrainConfig
-
-    cache: dict[str, tuple[float | None, int | None]] = {}
-    out: dict[str, TrialCost] = {}
-    for t in trials:
-        key = json.dumps([t.arch, dict(t.model)], sort_keys=True, default=str)
-        if key not in cache:
-            cache[key] = _model_cost(t.arch, t.model, int(t.dataset.prepare["history_len"]))
-        prep = t.dataset.prepare
-        epochs = int(t.train.get("epochs", TrainConfig.epochs))
-        n_train, n_valid, n_test = prep.get("n_train"), prep.get("n_valid"), prep.get("n_test")
-        targets = (None if n_train is None or n_valid is None or n_test is None
-                   else 3.0 * n_train * epochs + n_valid + n_test)
-        flops, params = cache[key]
-        out[t.trial_id] = TrialCost(flops_per_target=flops, targets=targets, params_non_embedding=params)
-    return out
-
-
 def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path, estimate: Any = None) -> str:
     """The `--dry-run` text: datasets, trials with swept values, FLOPs and (with `estimate`, a
-    `harness.sweep.estimate.SweepEstimate`) estimated wall time, and totals."""
-    from .estimate import format_seconds
+    `harness.speed.sweep_estimate.SweepEstimate`) estimated wall time, and totals."""
+    from harness.speed.sweep_estimate import format_seconds
+    from harness.speed.trial_cost import TrialCost
 
     sweep = plan.sweep
     swept = [k for k in sweep.axes if k != "arch"]

@@ -1,11 +1,36 @@
-"""Records of the local Ray sessions recscale starts, and removal of the ones a killed driver left behind.
+"""The Ray sessions of a sweep: joining a cluster or starting a local Ray, shutting it down, and removing what a
+killed driver left of a local one. Everything recscale does around `ray.init` lives here; the launcher only
+opens `ray_session(...)` around its Tune stages.
 
-A sweep without --address starts Ray itself (`launcher.ray_session`) in a fresh `/tmp/rs-XXXXXXXX` folder.
+Joining (`address=`): `check_address_reachable` refuses, within seconds and before anything is written, an
+address where nothing listens or where a server that is not a Ray GCS answers (`ray.init(address=...)` itself
+retries for minutes). The driver presents this user's Ray token when one exists (`ray start` does; see
+`_enable_token_auth_when_available`).
+
+Starting locally: the dashboard is off and the temporary folder is a short fresh `/tmp/rs-XXXXXXXX` (Ray's
+Unix socket paths are limited to ~107 bytes), removed afterwards. Workers get `harness.perf.MALLOC_ENV` and the
+driver's FORWARDED_ENV through the job's runtime_env. While the session is open, TUNE_DRIVER_ENV is set
+(unless set already) and restored afterwards; `quiet_ray_notices` filters Ray's token notice and its
+`Tuner.restore(...)` hint. A cluster whose nodes cannot fit one trial is refused (`check_fits`).
+
+Where Ray has no public API, and what is used instead:
+- no public way to check that an address is a Ray cluster without Ray's minutes of retries: a TCP connect and
+  an HTTP/2 greeting (what any gRPC server, Ray's GCS among them, answers), which also says what answered
+  instead (grpcio's `channel_ready_future` would only time out);
+- `ray.init` reads RAY_AUTH_MODE once, at import, and enables token mode by itself only for a local or
+  `auto` cluster: the private `ray._raylet.Config.initialize` reloads it, as Ray's own token setup does;
+- `ray.init(_temp_dir=...)`, one of ray.init's "hidden / experimental options", is the only way a driver
+  chooses the temporary folder of the Ray it starts (`ray start --temp-dir` is the command-line one).
+Ray's public `ray.init`, `ray.cluster_resources` and `ray.shutdown` do the rest.
+
+Records of local sessions, and removal of the ones a killed driver left behind:
+
+A sweep without --address starts Ray itself (`ray_session`) in a fresh `/tmp/rs-XXXXXXXX` folder.
 When its driver ends normally it shuts Ray down and removes the folder. After `kill -9` of the driver,
 Ray's GCS and raylet die with it (kernel fate sharing), but Ray's agents and workers linger for about a
 minute and the temporary folder stays for good. So, while a session is open:
 
-- a record `<cache>/ray_sessions/<session>.json` (`harness.calibration.cache_dir()`: per user, outside the
+- a record `<cache>/ray_sessions/<session>.json` (`harness.speed.calibration.cache_dir()`: per user, outside the
   repository) names the session, this host, the driver's pid and its start time (as /proc gives it, so a
   reused pid is not mistaken for the driver) and the temporary folder;
 - every process of the session carries `RECSCALE_RAY_SESSION=<session>` in its environment: the driver sets
@@ -21,6 +46,7 @@ and every folder no record names are left alone. A record that cannot be read is
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -30,13 +56,242 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core.atomic_write import write_text
-from core.errors import one_line
-from harness import calibration
+from core.errors import RecscaleError, one_line
+from harness.speed.calibration import cache_dir
+
+from .interrupt import TUNE_ENV
+
+
+class RaySessionError(RecscaleError):
+    """Ray cannot be joined or started, or its cluster cannot run one trial."""
+
+
+#: Environment the driver runs Tune under (only while a Ray session is open; a value the user set wins).
+#: RAY_AIR_NEW_OUTPUT=0: the legacy reporter honours verbose=0; Tune's own SIGINT handler off (`.interrupt`).
+TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
+
+
+
+#: Variables of the driver's environment that every Ray worker must see too, on whichever node it runs
+#: (a node started with `ray start` elsewhere has its own environment): out-of-tree models, the cache.
+FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR")
+
+
+def worker_env() -> dict[str, str]:
+    """Environment for every Ray worker (the job's runtime_env): the glibc malloc settings and the driver's
+    FORWARDED_ENV variables that are set."""
+    from harness.perf import MALLOC_ENV
+
+    return {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
+
+
+@contextmanager
+def scoped_env(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables that are not set yet, and restore the environment afterwards."""
+    added = [k for k in values if k not in os.environ]
+    for k in added:
+        os.environ[k] = values[k]
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def check_fits(available: dict[str, float], per_trial: dict[str, float]) -> None:
+    """Refuse a sweep whose trials could never be scheduled (Tune would wait forever)."""
+    for kind, need in per_trial.items():
+        have = available.get(kind.upper() if kind in ("cpu", "gpu") else kind, 0.0)
+        if need > 0 and have < need:
+            hint = " (set resources.gpu: 0 and train.device: cpu to run on CPUs)" if kind == "gpu" else ""
+            key = kind if kind in ("cpu", "gpu") else f"custom.{kind}"
+            raise RaySessionError(f"resources.{key}: each trial needs {need:g} but the Ray cluster has {have:g}{hint}")
+
+
+#: Ray's own notices kept out of the terminal unless --verbose: (logger, text the message contains).
+#: Ray logs them through Python logging in the driver; recscale says what to do itself (`--resume`).
+RAY_NOTICES: tuple[tuple[str, str], ...] = (
+    ("ray._private.authentication.authentication_token_setup", "Token authentication is"),
+    ("ray.tune.tune", "Resume experiment with"),
+    ("ray.tune.tune", "Resume training with"),
+)
+
+
+class _DropNotices(logging.Filter):
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__()
+        self.texts = texts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.texts)
+
+
+@contextmanager
+def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
+    """Drop RAY_NOTICES (token-authentication notice, `Tuner.restore(...)` hint) while the block runs,
+    unless `verbose`; Ray's other warnings and errors still reach the terminal."""
+    if verbose:
+        yield
+        return
+    by_logger: dict[str, list[str]] = {}
+    for name, text in RAY_NOTICES:
+        by_logger.setdefault(name, []).append(text)
+    filters = [(logging.getLogger(name), _DropNotices(texts)) for name, texts in by_logger.items()]
+    for logger, f in filters:
+        logger.addFilter(f)
+    try:
+        yield
+    finally:
+        for logger, f in filters:
+            logger.removeFilter(f)
+
+
+#: Seconds to wait for a TCP connection to the --address before giving up (Ray itself retries for minutes).
+ADDRESS_CONNECT_TIMEOUT_S = 5.0
+#: Seconds to wait, once connected, for the server's HTTP/2 greeting (a Ray GCS answers within milliseconds).
+ADDRESS_ANSWER_TIMEOUT_S = 5.0
+#: HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113, section 3.4); a gRPC server such
+#: as Ray's GCS must answer with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 0x4
+
+
+def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_CONNECT_TIMEOUT_S) -> None:
+    """Refuse an --address whose host:port accepts no TCP connection (within `timeout_s`), or accepts one
+    but does not speak gRPC as a Ray GCS does (within ADDRESS_ANSWER_TIMEOUT_S more).
+
+    `ray.init(address=...)` on an unreachable address, or on a port some other server holds, retries for
+    minutes, printing only its own warnings; a plain TCP connect to the GCS port answers in milliseconds
+    (refused) or `timeout_s` (dropped), and the GCS answers an HTTP/2 greeting at once. 'auto' and
+    a malformed address (no port, a port that is not a number from 1 to 65535, no host) is refused.
+    """
+    if not address or address == "auto":
+        return
+    target = address.split("://", 1)[-1]
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536 or not host.strip("[]"):
+        what = ("no port" if not sep else f"port {port_text!r} is not a number from 1 to 65535"
+                if not port_text.isdigit() or not 0 < int(port_text) < 65536 else "no host")
+        raise RaySessionError(f"--address {address}: expected HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379) or auto; "
+                         f"{what}")
+    host = host.strip("[]")
+    try:
+        conn = socket.create_connection((host, int(port_text)), timeout=timeout_s)
+    except OSError as e:
+        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise RaySessionError(
+            f"--address {address}: no Ray cluster answers at {host}:{port_text} ({reason} after trying for at most "
+            f"{timeout_s:g} s); start one there with `ray start --head --port {port_text}`, check the address, or "
+            "leave out --address to run on this machine"
+        ) from None
+    with conn:
+        problem = _not_grpc(conn, ADDRESS_ANSWER_TIMEOUT_S)
+    if problem:
+        raise RaySessionError(
+            f"--address {address}: {host}:{port_text} accepts connections but is not a Ray cluster ({problem}); "
+            f"give the port of the head's GCS (`ray start --head --port PORT`, 6379 by default), or leave out "
+            "--address to run on this machine"
+        )
+
+
+def _not_grpc(conn: socket.socket, timeout_s: float) -> str | None:
+    """None when the server on `conn` answers the HTTP/2 preface with a SETTINGS frame (any gRPC server
+    does, Ray's GCS among them); else what it did instead."""
+    deadline = time.monotonic() + timeout_s
+    head = b""
+    try:
+        conn.sendall(_HTTP2_PREFACE)
+        while len(head) < 9:
+            conn.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return "it closed the connection without a gRPC answer"
+            head += chunk
+    except TimeoutError:
+        return f"no gRPC answer within {timeout_s:g} s"
+    except OSError as e:
+        return f"the connection failed: {e.strerror or e}"
+    if head[3] != _HTTP2_SETTINGS:
+        try:  # a little more of the answer, to show what answered
+            conn.settimeout(0.2)
+            head += conn.recv(40)
+        except OSError:
+            pass
+        return f"it answered {head[:40]!r}, not an HTTP/2 greeting"
+    return None
+
+
+def _enable_token_auth_when_available() -> None:
+    """Present this user's Ray token when joining a cluster, as `ray start` does when it finds one.
+
+    `ray start --head` enables token authentication when a token exists (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), but a driver joining with `ray.init(address=...)`
+    only sends it when RAY_AUTH_MODE=token, read when Ray's config is loaded (at import). So set
+    the mode when a token is there and reload Ray's config, as Ray does itself. An explicit
+    RAY_AUTH_MODE=disabled is left alone.
+    """
+    if "RAY_AUTH_MODE" not in os.environ:
+        token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+        if os.environ.get("RAY_AUTH_TOKEN") or token_file.exists():
+            os.environ["RAY_AUTH_MODE"] = "token"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        try:
+            from ray._raylet import Config  # type: ignore[attr-defined]  # private; what ray.init does for token mode
+        except ImportError:
+            return
+        Config.initialize("")
+
+
+@contextmanager
+def ray_session(address: str | None = None, *, num_cpus: int | None = None,
+                per_trial: dict[str, float] | None = None) -> Iterator[None]:
+    """Start a local Ray (dashboard off, short temp dir, recorded: `recorded_session`) or join `address`;
+    always shut down. A local start first removes the stale sessions of killed drivers."""
+    import ray
+
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                                  runtime_env={"env_vars": worker_env()})
+    temp_dir = None
+    record: Any = nullcontext()
+    if address:
+        kwargs["address"] = address
+        _enable_token_auth_when_available()
+    else:
+        remove_stale_sessions()
+        session, temp_dir = new_temp_dir()
+        kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
+        record = recorded_session(session, temp_dir)
+    with record, scoped_env(TUNE_DRIVER_ENV):
+        try:  # a Ctrl-C during ray.init still shuts down what it started
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, TimeoutError) as e:
+                raise RaySessionError(f"--address {address}: cannot join the Ray cluster: {e}") from None
+            check_fits(ray.cluster_resources(), per_trial or {})
+            yield
+        finally:
+            ray.shutdown()
+            if temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def remove_stale_sessions() -> None:
+    """Remove what killed sweeps left of their local Ray sessions (`remove_stale`), saying so on stderr."""
+    removed, problems = remove_stale()
+    for line in [r.line() for r in removed] + problems:
+        print(f"recscale sweep: {line}", file=sys.stderr)
+
+
+
+# ----------------------------------------------------------------------------------------------
+# records of local sessions
 
 #: The environment variable that marks every process of a recorded session.
 SESSION_ENV = "RECSCALE_RAY_SESSION"
@@ -50,7 +305,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
 def records_dir() -> Path:
-    return calibration.cache_dir() / RECORDS
+    return cache_dir() / RECORDS
 
 
 def process_start(pid: int) -> str | None:

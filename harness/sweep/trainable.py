@@ -38,10 +38,10 @@ from typing import Any
 from core.errors import RecscaleError
 from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
 from harness.runs_columns import RAY_NODE
+from harness.speed.sweep_estimate import sweep_device, trial_threads_bf16
+from harness.speed.trial_rates import rate_key
 
-from .estimate import sweep_device, trial_threads_bf16
 from .schema import Sweep
-from .trial_rates import rate_key
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
 TUNING_STAGE = "tuning"

@@ -22,7 +22,7 @@ def measure_in_subprocess(malloc: bool, *extra: str) -> dict:
     env[REEXEC_MARKER] = "1"
     if malloc:
         env.update(MALLOC_ENV)
-    cmd = [sys.executable, "-m", "harness.throughput", "--arch", "whale", "--steps", "20", *extra]
+    cmd = [sys.executable, "-m", "harness.speed.throughput", "--arch", "whale", "--steps", "20", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

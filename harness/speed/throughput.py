@@ -1,5 +1,5 @@
 """Training-throughput measurement on schema-valid random batches (used by the benchmark in
-tests/bench and by `python -m harness.throughput` for quick what-if comparisons).
+tests/bench and by `python -m harness.speed.throughput` for quick what-if comparisons).
 
 It times `TrainStep` (the exact step of the training loop) over pre-built batches, so data loading
 is excluded, and reports targets/s, forward FLOPs/target, the fp32 matmul rate and the counted-FLOP
@@ -8,7 +8,7 @@ utilisation = 3 x FLOPs/target x targets/s / matmul rate, in the dtype the step'
 CALIBRATION_SECONDS of them just before the timed steps and as long again just after, so a moment of
 interference on a shared machine cannot lower the denominator and inflate the utilisation.
 
-    python -m harness.throughput --arch whale --steps 30 [--set model.dim=64] [--set train.compile=true]
+    python -m harness.speed.throughput --arch whale --steps 30 [--set model.dim=64] [--set train.compile=true]
 """
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ import torch
 
 import architectures
 from core.typed_config import apply_overrides, parse_set_options
+from harness import perf
+from harness.config import TrainConfig
+from harness.step import TrainStep
 from protocols.schema import FeatureSpec, random_batch
 
-from . import perf
-from .config import TrainConfig
-from .step import TrainStep
+from . import matmul
 
 #: Vocabulary sizes of a prepared `synth --scale small` log (about 1M exposures, 78k training targets).
 SMALL_VOCAB: dict[str, int] = {
@@ -34,7 +35,7 @@ SMALL_VOCAB: dict[str, int] = {
 }
 
 
-#: Seconds of matmul products timed before and again after the timed steps (`perf.matmul_rate`).
+#: Seconds of matmul products timed before and again after the timed steps (`matmul.matmul_rate`).
 CALIBRATION_SECONDS = 1.0
 
 
@@ -53,10 +54,10 @@ def measure(
     min_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with
-    `breakdown_steps`, profile that many more and add where their time went (`harness.step_breakdown`).
+    `breakdown_steps`, profile that many more and add where their time went (`harness.speed.step_breakdown`).
     `min_seconds` adds steps until the timed ones take at least that long; `flops_per_target` skips
     counting them; `rate_seconds=0` takes this process's cached matmul rate
-    (`perf.matmul_rate_cached`) instead of timing products around the steps."""
+    (`matmul.matmul_rate_cached`) instead of timing products around the steps."""
     tc = train or TrainConfig()
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
@@ -83,11 +84,11 @@ def measure(
     for i in range(warmup):
         step(batches[i % len(batches)])
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    dtype = perf.compute_dtype(step.bf16)
+    dtype = matmul.compute_dtype(step.bf16)
     if rate_seconds > 0:  # and again after the steps: the best
-        rate = perf.matmul_rate(device, dtype, min_seconds=rate_seconds)
+        rate = matmul.matmul_rate(device, dtype, min_seconds=rate_seconds)
     else:
-        rate = perf.matmul_rate_cached(device, dtype)
+        rate = matmul.matmul_rate_cached(device, dtype)
     sync()
     t0 = time.perf_counter()
     done, elapsed = 0, 0.0
@@ -99,7 +100,7 @@ def measure(
         elapsed = time.perf_counter() - t0
     steps = done
     if rate_seconds > 0:
-        rate = max(rate, perf.matmul_rate(device, dtype, min_seconds=rate_seconds))
+        rate = max(rate, matmul.matmul_rate(device, dtype, min_seconds=rate_seconds))
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else perf.peak_rss_bytes()
     targets_per_s = steps * tc.batch_size / elapsed
     extra: dict[str, Any] = {}
@@ -108,7 +109,7 @@ def measure(
 
         bd = profile_steps(step, batches, device, steps=breakdown_steps)
         extra["breakdown"] = bd.to_dict()
-        extra["utilisation_if_only_products"] = perf.utilisation(
+        extra["utilisation_if_only_products"] = matmul.utilisation(
             flops, bd.targets_per_s_if_only_products(tc.batch_size), rate)
     return {
         "arch": arch,
@@ -119,7 +120,7 @@ def measure(
         "flops_per_target": flops,
         "matmul_flops_per_s": rate,
         "matmul_dtype": str(dtype).removeprefix("torch."),
-        "utilisation": perf.utilisation(flops, targets_per_s, rate),
+        "utilisation": matmul.utilisation(flops, targets_per_s, rate),
         "threads": torch.get_num_threads(),
         "peak_memory_bytes": int(peak),
         "peak_memory_kind": "cuda max_memory_allocated" if device.type == "cuda" else "process peak RSS",
@@ -130,7 +131,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.throughput", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m harness.speed.throughput", description=__doc__.splitlines()[0])
     p.add_argument("--arch", default="whale")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model.* or train.* override")

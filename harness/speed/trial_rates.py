@@ -5,7 +5,7 @@ machine WHALE's seed configuration reached 0.31-0.39 in `recscale bench`, while 
 reached 0.011 at width 4 and 0.090 at width 16 (medians over seeds, 2026-12-03): small models spend their
 steps in the optimiser over the embedding tables and in per-operator overhead. So the
 estimate prefers a rate measured for the trial's own configuration, from one of two sources, both kept in
-the machine's calibration (`harness.calibration`, section `trial_rate`):
+the machine's calibration (`harness.speed.calibration`, section `trial_rate`):
 
 - a finished sweep records, per configuration and dataset, the median training targets/s of its trials
   (`record_sweep_rates`: real batches and vocabularies, and the concurrency the sweep ran with);
@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness import calibration
+from . import calibration
 
 SECTION = "trial_rate"
 #: Training settings that do not change how long one step takes.
@@ -117,8 +117,9 @@ def known_vocabularies(sweep: Any, sweep_dir: Any) -> dict[str, dict[str, int]]:
 
 
 def _spec_for(trial: Any, vocab: Mapping[str, Mapping[str, int]]) -> tuple[Any, bool]:
-    from harness.throughput import SMALL_VOCAB
     from protocols.schema import FeatureSpec
+
+    from .throughput import SMALL_VOCAB
 
     found = vocab.get(trial.dataset.dataset_id)
     return FeatureSpec(vocab_sizes=dict(found or SMALL_VOCAB),
@@ -136,9 +137,9 @@ def measure_plan_rates(trials: Iterable[Any], resources: Any, flops_of: Mapping[
 
     from core.typed_config import from_dict
     from harness.config import TrainConfig
-    from harness.throughput import measure
 
-    from .estimate import sweep_device, trial_threads_bf16
+    from .sweep_estimate import sweep_device, trial_threads_bf16
+    from .throughput import measure
 
     device = sweep_device(resources)
     if device == "cuda" and not torch.cuda.is_available():

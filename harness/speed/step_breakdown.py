@@ -6,7 +6,7 @@ products' executed FLOPs (backward recomputations included) are counted by `torc
 over one more step outside the profiled ones: the profiler's own `with_flops` records every operator's
 shapes, which slowed WHALE's step by ~17 % here, against ~3 % for the plain profiler. The split then
 gives the products' achieved rate, and with it a ceiling on the counted-FLOP utilisation at these shapes:
-`perf.utilisation` at the training rate the step would have if the products were all of it
+`matmul.utilisation` at the training rate the step would have if the products were all of it
 (`utilisation_if_only_products` in the bench's output). A model whose products alone run at 60 % of the
 matmul rate cannot reach 0.6, however its element-wise work is fused. The profiler adds a little time
 per operator, so its step time is somewhat longer than the timed one.

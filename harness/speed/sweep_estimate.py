@@ -3,9 +3,9 @@
 Per trial: training time = train targets x epochs / an estimated training rate, evaluation time =
 validation + test targets / (3 x that rate) (a forward pass costs about a third of a training step),
 plus a fixed overhead per trial. The training rate comes from the machine's calibration
-(`harness.calibration`):
+(`harness.speed.calibration`):
 
-- the rate measured for the trial's own configuration when there is one (`harness.sweep.trial_rates`:
+- the rate measured for the trial's own configuration when there is one (`harness.speed.trial_rates`:
   recorded by a finished sweep on the same dataset, else timed by `--dry-run --measure`, then scaled by
   the contention factor that sweeps here showed against such timings, when one is known);
 - else `rate = u x R / (3 x F)`: F = the trial's forward FLOPs/target (counted for the table anyway), R = the
@@ -29,7 +29,7 @@ start-up as the last sweep here measured it (else ASSUMED_RAY_START_S). Trials t
 fraction) are assumed to share its throughput, not add to it. Preparing datasets is not included. Every
 assumption made is listed with the estimate.
 
-The calibration is this machine's and this code's (`harness.calibration.machine_key`). The estimate is
+The calibration is this machine's and this code's (`harness.speed.calibration.machine_key`). The estimate is
 calibrated when every trial's rate was measured for its own configuration (by a sweep, or by `--measure`
 with the contention factor known) and a sweep measured the overhead and Ray's start-up. Otherwise it is
 uncalibrated, says why, and gives a range instead of one number: each trial's time spread by the factors
@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from harness import calibration
+from . import calibration
 
 #: Counted-FLOP utilisation assumed when nothing was measured on this machine (CPU training steps of
 #: small models measured here lie around 0.05-0.3).
@@ -120,15 +120,15 @@ def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], 
         return float(cal["matmul"][key])
     import torch
 
-    from harness import perf
+    from . import matmul
 
     if device == "cuda" and not torch.cuda.is_available():
         return None
-    dtype = perf.compute_dtype(bf16)
+    dtype = matmul.compute_dtype(bf16)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        rate = perf.matmul_rate(torch.device(device), dtype)
+        rate = matmul.matmul_rate(torch.device(device), dtype)
     finally:
         torch.set_num_threads(before)
     notes.append(f"{str(dtype).removeprefix('torch.')} matmul rate on {device} with {threads} thread(s) measured "

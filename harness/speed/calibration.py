@@ -16,7 +16,7 @@ by other code, or on another machine, are never used. Within an entry:
 - `train["<arch>/<device>/<threads>"]`: the last timed training step of that architecture: targets/s,
   forward FLOPs/target, utilisation and the model settings it ran with (`train_key`);
 - `trial_rate[...]`: training targets/s of one sweep trial configuration, recorded by a finished sweep or
-  timed by `sweep --dry-run --measure` (keys and sources: `harness.sweep.trial_rates`);
+  timed by `sweep --dry-run --measure` (keys and sources: `harness.speed.trial_rates`);
 - `sweep["overhead_in_trial_s" | "overhead_per_trial_s"]`: the last sweep's per-trial overhead, inside the
   trials and seen from outside them (written by the sweep launcher).
 
