@@ -183,6 +183,18 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return plain(cfg)
 
 
+def flat_keys(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings spelled as dotted keys, one per leaf: {"train": {"lr": 1}} -> {"train.lr": 1}.
+    An empty mapping is a leaf (kept as its value)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping) and value:
+            out.update(flat_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     """Turn ['width=32', 'train.lr=1e-3'] into a nested dict; values are parsed as YAML scalars."""
     out: dict[str, Any] = {}

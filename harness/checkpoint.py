@@ -24,6 +24,7 @@ import torch
 
 from core.atomic_write import atomic_write
 from core.errors import RecscaleError
+from core.typed_config import flat_keys
 
 from .config import LAYER_NORM_EPS_BEFORE, LAYER_NORM_EPS_KEY, RESUME_SAFE_KEYS, SELECT_EPOCH_KEY
 
@@ -80,16 +81,6 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _effective(flat: dict[str, Any]) -> dict[str, Any]:
     """`train.select_epoch` as it acts: in a one-epoch run it has no effect, so it is left out of the comparison.
     `model.layer_norm_eps` absent (written before the key existed) is the eps those runs trained with; models
@@ -103,7 +94,7 @@ def _effective(flat: dict[str, Any]) -> dict[str, Any]:
 
 def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Human-readable `key: saved -> current` lines for every result-relevant difference."""
-    a, b = _effective(_flatten(saved)), _effective(_flatten(current))
+    a, b = _effective(flat_keys(saved)), _effective(flat_keys(current))
     keys = sorted((set(a) | set(b)) - set(RESUME_SAFE_KEYS))
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys if a.get(k) != b.get(k)]
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from core.atomic_write import write_parquet, write_text
 from core.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_FILE
+from core.typed_config import flat_keys
 from harness import runs_columns as C
 
 from .trainable import scalar_metrics
@@ -33,13 +34,7 @@ def flat_record(record: dict[str, Any]) -> dict[str, Any]:
     """A trial record with nested settings (e.g. `train.schedule`, a mapping) spelled as one column per leaf
     (`train.schedule.kind`, `train.schedule.warmup_fraction`, ...), so that every runs.parquet cell is a
     scalar that analysis can group by."""
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            out.update(flat_record({f"{key}.{k}": v for k, v in value.items()}))
-        else:
-            out[key] = value
-    return out
+    return flat_keys(record)
 
 
 def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
