@@ -4,7 +4,8 @@ A sweep with a `tuning:` section chose a value of one training key (the learning
 on the validation metric before measuring (harness/sweep/tuning.py). The table lists, per setting, the chosen
 value and the mean validation metric over the tuning seeds at every grid value. A value chosen at the grid's
 lowest or highest point is a warning: the best value may lie beyond the grid, and the setting's results then
-describe a learning rate that was not shown to be its best.
+describe a learning rate that was not shown to be its best. A value with an unhealthy tuning run (marked in the
+table) could not be chosen; a setting where every value had one (`fallback`) is a warning too.
 """
 from __future__ import annotations
 
@@ -24,11 +25,15 @@ def load_tuning(root: Path) -> TuningChoice | None:
 
 
 def tuning_warnings(choice: TuningChoice | None) -> list[str]:
-    """One warning per setting whose chosen value is the grid's lowest or highest."""
+    """One warning per setting whose chosen value is the grid's lowest or highest, and one per setting where
+    every grid value had an unhealthy tuning run."""
     if choice is None:
         return []
     out = []
     for s in choice.settings:
+        if s.fallback:
+            out.append(f"tuning: {s.setting}: every value of {choice.param} had a tuning run that was not ok; "
+                       f"{num(s.chosen, 'g')} was chosen on its mean anyway: its measurement runs may not learn")
         if s.edge is not None:
             word = "lowest" if s.edge == "low" else "highest"
             out.append(f"tuning: {s.setting}: the chosen {choice.param} {num(s.chosen, 'g')} is the grid's {word} "
@@ -46,7 +51,8 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
               *(f"{num(v, 'g')}" for v in choice.grid)]
     rows = []
     for s in choice.settings:
-        means = [num(m, ".4f") for m in s.means]
+        means = [num(m, ".4f") + ("" if ok else " (not ok)")
+                 for m, ok in zip(s.means, s.healthy or [True] * len(s.means), strict=True)]
         i = choice.grid.index(s.chosen)
         means[i] = f"**{means[i]}**"
         edge = {"low": "lowest value", "high": "highest value"}.get(s.edge or "", "")
@@ -55,8 +61,10 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
     return ["## Tuning", "",
             f"Before measuring, each setting's {choice.param} was chosen on {choice.metric} ({better} mean over "
             f"tuning seeds {choice.seeds}) among the grid values in the last columns, which give that mean per value "
-            "('–': some seed had no finite value). Every measurement run of a setting trained at its chosen value "
-            f"({RUNS_FILE}'s `{TUNED}` column names the key). A choice at the grid's edge is listed under Warnings.",
+            "('–': some seed had no finite value; 'not ok': some tuning run of that value ended collapsed, diverged "
+            "or undertrained, and the value could not be chosen). Every measurement run of a setting trained at its "
+            f"chosen value ({RUNS_FILE}'s `{TUNED}` column names the key). A choice at the grid's edge is listed "
+            "under Warnings.",
             "", *markdown_table(header, rows), ""]
 
 
@@ -65,4 +73,5 @@ def tuning_dict(choice: TuningChoice) -> dict[str, Any]:
     return {"param": choice.param, "metric": choice.metric, "mode": choice.mode, "grid": choice.grid,
             "seeds": choice.seeds,
             "settings": [{"setting": s.setting, "point": s.point, "chosen": s.chosen, "edge": s.edge,
-                          "means": s.means} for s in choice.settings]}
+                          "means": s.means, "healthy": s.healthy, "fallback": s.fallback}
+                         for s in choice.settings]}

@@ -1,7 +1,8 @@
 """The tuning stage without Ray: its section's validation, its grid and trials, and the choice.
 
 - the chosen value is the argmax (or argmin, by the metric's direction) of the mean validation metric over
-  tuning seeds, checked against a brute-force loop over random hand-built tables with ties and missing values;
+  tuning seeds among values whose tuning runs were all healthy (among all values when none was), checked
+  against a brute-force loop over random hand-built tables with ties, missing values and unhealthy runs;
 - the edge warning fires exactly when the choice is the grid's lowest or highest value;
 - bad `tuning:` sections are refused at load with the key named;
 - the plan: settings x seeds x values tuning trials with the budget applied, and measurement trials
@@ -46,21 +47,27 @@ def _sweep(**changes):
     return parse_sweep(yaml.safe_dump(raw))
 
 
-def _brute_force(values, seeds, table, higher_is_better):
+def _brute_force(values, seeds, table, higher_is_better, unhealthy=()):
     """The reference choice, written out: the mean over seeds per value (None if any seed is missing), then the
-    first value whose mean no other beats."""
+    first value whose mean no other beats, first among values with no unhealthy run, else among all."""
     means = []
     for v in values:
         got = [table.get((v, s)) for s in seeds]
         ok = all(g is not None and math.isfinite(g) for g in got)
         means.append(sum(got) / len(got) if ok else None)
-    best = None
-    for i, m in enumerate(means):
-        if m is None:
-            continue
-        if best is None or (m > means[best] if higher_is_better else m < means[best]):
-            best = i
-    return best, means
+    healthy = [all((v, s) not in unhealthy for s in seeds) for v in values]
+
+    def best_of(allowed):
+        best = None
+        for i, m in enumerate(means):
+            if m is None or not allowed[i]:
+                continue
+            if best is None or (m > means[best] if higher_is_better else m < means[best]):
+                best = i
+        return best
+
+    best = best_of(healthy)
+    return (best_of([True] * len(values)) if best is None else best), means, healthy
 
 
 @pytest.mark.parametrize("mode", ["max", "min"])
@@ -74,14 +81,17 @@ def test_choice_is_the_best_mean_over_seeds(mode):
         for _ in range(int(rng.integers(0, 4))):  # some diverged runs: no finite metric
             v, s = values[int(rng.integers(len(values)))], seeds[int(rng.integers(len(seeds)))]
             table[(v, s)] = [None, float("nan")][int(rng.integers(2))]
-        expected, expected_means = _brute_force(values, seeds, table, mode == "max")
+        unhealthy = {(values[int(rng.integers(len(values)))], seeds[int(rng.integers(len(seeds)))])
+                     for _ in range(int(rng.integers(0, 6)))}  # runs that ended collapsed or undertrained
+        expected, expected_means, expected_healthy = _brute_force(values, seeds, table, mode == "max", unhealthy)
         if expected is None:
             with pytest.raises(ValueError):
-                choose_values(values, seeds, table, mode)
+                choose_values(values, seeds, table, mode, unhealthy)
             continue
-        best, means = choose_values(values, seeds, table, mode)
-        assert best == expected, (trial, table)
+        best, means, healthy = choose_values(values, seeds, table, mode, unhealthy)
+        assert best == expected, (trial, table, unhealthy)
         assert means == pytest.approx(expected_means)
+        assert healthy == expected_healthy
 
 
 def test_choice_per_setting_from_the_tuning_rows_and_edges():
@@ -113,6 +123,31 @@ def test_choice_per_setting_from_the_tuning_rows_and_edges():
     sweep_min = _sweep(grid={"arch": ["wukong"], "seed": [0, 1], "model.dim": [2, 4, 8, 16, 32]},
                        tuning={**BASE["tuning"], "metric": "valid_logloss"})
     assert [s.chosen for s in choose(sweep_min, rows_min).settings] == [s.chosen for s in choice.settings]
+
+
+def test_a_value_with_an_unhealthy_tuning_run_is_not_chosen():
+    """The best mean loses to the next best when one of its tuning runs ended undertrained; a setting where every
+    value has such a run falls back to the best mean, and the report warns about it."""
+    sweep = _sweep(grid={"arch": ["wukong"], "seed": [0, 1], "model.dim": [4, 8]})
+    values = sweep.tuning_values
+    ids = list(settings(sweep))
+    rows = []
+    for tp in tuning_plan(sweep):
+        i = values.index(tp.value)
+        auc = 0.6 + 0.01 * i  # the highest value has the best mean in both settings
+        if tp.setting == ids[0]:
+            bad = i == len(values) - 1 and tp.seed == 1  # setting 0: only the best value's seed 1 is unhealthy
+        else:
+            bad = tp.seed == 0  # setting 1: every value has an unhealthy run
+        rows.append({"trial_id": trial_id_for(sweep, tp.point), "seed": tp.seed, "train.lr": tp.value,
+                     "valid_auc": auc, "health_status": "undertrained" if bad else "ok"})
+    first, second = choose(sweep, rows).settings
+    assert first.chosen == values[-2] and not first.fallback
+    assert first.healthy == [True] * (len(values) - 1) + [False]
+    assert second.chosen == values[-1] and second.fallback and second.healthy == [False] * len(values)
+    warned = tuning_warnings(choose(sweep, rows))
+    assert sum("had a tuning run that was not ok" in w for w in warned) == 1
+    assert "(not ok)" in "\n".join(tuning_section(choose(sweep, rows)))
 
 
 def test_edge_of_fires_only_at_the_ends():

@@ -9,6 +9,10 @@ measurement trial at its setting's chosen value. The choice (`choose`):
   LogLoss and NE); a tie goes to the smaller value;
 - a value where some seed reported no finite metric (a diverged run) cannot be chosen; a setting where no
   value can is an error naming it;
+- a value where some tuning run ended unhealthy (harness/run_health.py: collapsed, diverged or undertrained)
+  cannot be chosen either: a learning rate at which one seed of few fails to learn sits at the edge of
+  stability, and the measurement seeds would meet the same edge. Where every value has an unhealthy run, the
+  best finite mean is chosen anyway and the choice is marked (`fallback`), which the report warns about;
 - `edge` is "low" or "high" when the chosen value is the grid's lowest or highest: the best value may lie
   outside the grid, and the report warns.
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -32,6 +36,8 @@ from core.atomic_write import write_text
 from core.errors import RecscaleError
 from core.results_layout import TUNING_DIR, TUNING_FILE
 
+from ..run_health import OK as HEALTH_OK
+from ..run_health import STATUS_KEY as HEALTH_STATUS
 from .plan import setting_id, settings, trial_id_for, tuning_plan
 from .schema import Sweep
 from .tuning_config import TuningSection, metric_spec
@@ -50,7 +56,9 @@ class SettingChoice:
     chosen: float
     edge: str | None  # "low", "high" or None
     means: list[float | None]  # per grid value (ascending); None where some seed gave no finite metric
-    rows: list[dict[str, Any]]  # {"value", "seed", "metric"} per tuning trial
+    rows: list[dict[str, Any]]  # {"value", "seed", "metric", "health"} per tuning trial
+    healthy: list[bool] = field(default_factory=list)  # per grid value: every tuning run `ok` (or unrecorded)
+    fallback: bool = False  # no value was healthy in every seed; the best finite mean was chosen anyway
 
 
 @dataclass(frozen=True)
@@ -81,17 +89,23 @@ class TuningChoice:
 
 
 def choose_values(values: Sequence[float], seeds: Sequence[int], table: Mapping[tuple[float, int], float | None],
-                  mode: str) -> tuple[int, list[float | None]]:
-    """(index of the chosen value, mean metric per value) from `table`: (value, seed) -> metric (None or NaN:
-    no finite metric). Raises ValueError when no value has a finite mean."""
+                  mode: str, unhealthy: Set[tuple[float, int]] = frozenset(),
+                  ) -> tuple[int, list[float | None], list[bool]]:
+    """(index of the chosen value, mean metric per value, whether every seed's run of the value was healthy) from
+    `table`: (value, seed) -> metric (None or NaN: no finite metric), and `unhealthy`: the (value, seed) runs
+    whose health status was not `ok`. The best finite mean among healthy values wins; where no value is healthy,
+    the best finite mean among all (the caller marks that choice). Raises ValueError when no value has a finite
+    mean."""
     grid = np.array([[np.nan if (m := table.get((v, s))) is None else float(m) for s in seeds] for v in values])
     means = grid.mean(axis=1)  # NaN where any seed is missing or non-finite
     finite = np.isfinite(means)
     if not finite.any():
         raise ValueError("no grid value has a finite metric in every tuning seed")
-    score = np.where(finite, means if mode == "max" else -means, -np.inf)
+    healthy = np.array([all((v, s) not in unhealthy for s in seeds) for v in values])
+    eligible = finite & healthy if (finite & healthy).any() else finite
+    score = np.where(eligible, means if mode == "max" else -means, -np.inf)
     best = int(np.argmax(score))  # the first (smallest) value among equal bests
-    return best, [float(m) if math.isfinite(m) else None for m in means]
+    return best, [float(m) if math.isfinite(m) else None for m in means], [bool(h) for h in healthy]
 
 
 def edge_of(index: int, n_values: int) -> str | None:
@@ -107,22 +121,28 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
     values, seeds = list(sweep.tuning_values), list(t.seeds)
     where = {trial_id_for(sweep, tp.point): (tp.setting, tp.value, tp.seed) for tp in tuning_plan(sweep)}
     tables: dict[str, dict[tuple[float, int], float | None]] = {}
+    health: dict[str, dict[tuple[float, int], str | None]] = {}
     for row in rows:
         if row["trial_id"] in where:
             sid, value, seed = where[row["trial_id"]]
             metric = row.get(t.metric)
             tables.setdefault(sid, {})[(value, seed)] = None if metric is None or not math.isfinite(metric) else metric
+            status = row.get(HEALTH_STATUS)
+            health.setdefault(sid, {})[(value, seed)] = status if isinstance(status, str) else None
     out = []
     for sid, point in settings(sweep).items():
-        table = tables.get(sid, {})
+        table, status = tables.get(sid, {}), health.get(sid, {})
+        unhealthy = {key for key, st in status.items() if st is not None and st != HEALTH_OK}
         try:
-            best, means = choose_values(values, seeds, table, mode)
+            best, means, healthy = choose_values(values, seeds, table, mode, unhealthy)
         except ValueError:
             raise TuningError(f"tuning: setting {sid}: no value of {t.param} has a finite {t.metric} in every tuning "
                               f"seed ({len(table)} of {len(values) * len(seeds)} trials reported one)") from None
         out.append(SettingChoice(
             setting=sid, point=point, chosen=values[best], edge=edge_of(best, len(values)), means=means,
-            rows=[{"value": v, "seed": s, "metric": table.get((v, s))} for v in values for s in seeds]))
+            rows=[{"value": v, "seed": s, "metric": table.get((v, s)), "health": status.get((v, s))}
+                  for v in values for s in seeds],
+            healthy=healthy, fallback=not any(healthy)))
     return TuningChoice(param=t.param, metric=t.metric, mode=mode, grid=values, seeds=seeds, settings=out)
 
 
