@@ -9,7 +9,7 @@ for the grid and tuning stages) and tagged with `sweep`, `stage` and `trial_id`:
 - params: the trial's config, nested settings flattened: the resolved run config (`config.yaml`: `arch`,
   `seed`, `data`, every `model.<field>` and `train.<field>` with defaults filled in) and the config columns
   runs.parquet holds for it (`sweep_trial.json`: `trial_id`, `stage`, `protocol`, `dataset_id`, ...), logged
-  when the trial ends (also a failed one, as far as those files were written);
+  with its result (a failed trial's when it ends, as far as those files were written);
 - metrics: the learning curves of `harness.curves` (`train/loss`, `train/lr`, `train/grad_norm`,
   `train/targets_per_s` every `train.log_every_steps` steps, `valid/<metric>` at each evaluation) at their
   global steps, read from the run's event files, and every scalar the trial reports to Tune (`valid_auc`,
@@ -122,8 +122,17 @@ class SweepMLflowCallback(MLflowLoggerCallback):
         if points:
             reported[TIMESTEPS_TOTAL] = max(p.step for p in points)
         super().log_trial_result(iteration, trial, reported)
+        # a trial reports once, when its run is done: complete the MLflow run now, so that a sweep interrupted
+        # before Tune ends the trial (and then resumed with nothing left to run) leaves no run half-written
+        self._log_config(trial)
+        self.mlflow_util.end_run(run_id=run_id, status="FINISHED")
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        self._log_config(trial)  # a failed trial reported nothing: its config as far as it was written
+        self.mlflow_util.end_run(run_id=self._trial_runs[trial], status="FAILED" if failed else "FINISHED")
+
+    def _log_config(self, trial: Any) -> None:
+        """The trial's params (see the module docstring) that its MLflow run does not hold yet."""
         from mlflow.entities import Param
 
         run_id, run_dir = self._trial_runs[trial], Path(self.runs_dir) / self._trial_id(trial)
@@ -137,4 +146,3 @@ class SweepMLflowCallback(MLflowLoggerCallback):
         params = [Param(k, str(v)) for k, v in config.items() if k not in logged]
         for i in range(0, len(params), _BATCH_PARAMS):
             client.log_batch(run_id, params=params[i:i + _BATCH_PARAMS])
-        self.mlflow_util.end_run(run_id=run_id, status="FAILED" if failed else "FINISHED")
