@@ -33,6 +33,9 @@ A sweep folder (`recscale sweep FILE` writes `results/<name>/`):
         runs/<trial>/                 RUNS_DIR: one run folder per tuning trial
         runs.parquet                  RUNS_FILE: one row per finished tuning trial
       ray/<stage>/                  RAY_DIR: Ray Tune's experiment state (stage = tuning, search or grid)
+      mlflow/                       MLFLOW_DIR: the MLflow store of `tracking: mlflow` (harness/sweep/tracking.py)
+        mlflow.db                     MLFLOW_DB_FILE: its SQLite tracking database (runs, params, metrics)
+        artifacts/                    MLFLOW_ARTIFACTS_DIR: its artifact root
 
 What `recscale analyze` writes into a sweep folder, and what `recscale reference publish` adds:
 
@@ -77,6 +80,9 @@ SEARCH_BEST_FILE = "search_best.json"
 TUNING_FILE = "tuning.json"
 TUNING_DIR = "tuning"
 RAY_DIR = "ray"
+MLFLOW_DIR = "mlflow"
+MLFLOW_DB_FILE = "mlflow.db"
+MLFLOW_ARTIFACTS_DIR = "artifacts"
 
 # analysis outputs in a sweep folder
 REPORT_FILE = "report.md"

@@ -143,10 +143,12 @@ def test_declared_runtime_dependencies_are_exactly_the_imported_ones():
         module = module_of.get(package, package)
         assert any(i == module or i.startswith(module + ".") for i in imports), \
             f"{package} is declared but not imported"
-    # the peer benchmark's optional imports: the `peer` extra (fbgemm-gpu-cpu -> fbgemm_gpu, triton) and a
-    # generative-recommenders checkout named by RECSCALE_GR_CHECKOUT (not a package on the index)
-    extras = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["optional-dependencies"]["peer"]
-    optional = {{"fbgemm-gpu-cpu": "fbgemm_gpu"}.get(n, n) for n in
+    # optional imports: the peer benchmark's `peer` extra (fbgemm-gpu-cpu -> fbgemm_gpu, triton) and a
+    # generative-recommenders checkout named by RECSCALE_GR_CHECKOUT (not a package on the index); the sweep's
+    # `tracking` extra (mlflow-skinny -> mlflow)
+    optional_deps = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = optional_deps["peer"] + optional_deps["tracking"]
+    optional = {{"fbgemm-gpu-cpu": "fbgemm_gpu", "mlflow-skinny": "mlflow"}.get(n, n) for n in
                 (re.match(r"[A-Za-z0-9_.-]+", d).group(0).lower() for d in extras)} | {"generative_recommenders"}
     # _typeshed: the type checker's standard-library stubs, imported only under TYPE_CHECKING
     third_party = ({i.split(".")[0] for i in imports} - ours - set(sys.stdlib_module_names)

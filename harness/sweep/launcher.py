@@ -5,7 +5,7 @@ written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial s
 `sweep_summary.json` (timings), `search_best.json`, `tuning.json` and `tuning/` (the tuning stage's choice and
 trials), `datasets.json` (what each prepared dataset holds and how every two differ:
 `harness.sweep.dataset_facts`), and Ray's experiment storage under `ray/<stage>/` (`stage` = `tuning`,
-`search` or `grid`).
+`search` or `grid`), and with `tracking: mlflow` an MLflow store under `mlflow/` (`harness.sweep.tracking`).
 
 - Every distinct dataset is prepared in the driver before Ray starts any trial.
 - The grid is one `tune.Tuner` whose param space is one `tune.grid_search` over the distinct grid
@@ -225,10 +225,15 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
                                       max_concurrent=cfg.max_concurrent or 1)
         tune_config = tune.TuneConfig(search_alg=searcher, metric=s.metric, mode=s.mode,
                                       num_samples=s.num_samples, reuse_actors=True)
+    tracking: list[Any] = []
+    if cfg.tracking is not None:  # imported only then: it imports the tracker (seconds)
+        from .tracking import callbacks as tracking_callbacks
+
+        tracking = tracking_callbacks(ctx)
     run_config = tune.RunConfig(
         name=ctx.stage, storage_path=str(storage), verbose=0,
         failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
-        callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}"), StopOnInterrupt()],
+        callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}"), StopOnInterrupt(), *tracking],
     )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config).fit()
 

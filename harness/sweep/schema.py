@@ -45,6 +45,9 @@ Optuna search (followed by a grid at the chosen point):
     max_failures: 2                 # retries of a trial whose worker dies
     keep_checkpoints: false         # keep each finished trial's checkpoint.pt (default: removed; see
                                     # harness.train.train_run's final_checkpoint)
+    tracking: mlflow                # optional: every trial's metrics and config also go to an MLflow store
+                                    #   in results/<name>/mlflow/ (the `tracking` extra;
+                                    #   harness/sweep/tracking_config.py, harness/sweep/tracking.py)
     analysis: {...}                 # passed through untouched to `recscale analyze`
 
 Errors name the offending key and list the valid values. Nothing here starts Ray or touches data.
@@ -69,6 +72,7 @@ from harness.metric_registry import check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
 from . import model_keys
+from .tracking_config import Tracker, check_installed
 from .tuning_config import TuningSection, section_values
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
@@ -208,6 +212,7 @@ class SweepConfig:
     max_concurrent: int | None = None
     max_failures: int = 2
     keep_checkpoints: bool = False
+    tracking: Tracker | None = None
     analysis: dict[str, Any] | None = None
 
 
@@ -294,6 +299,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     tuning_values = _check_tuning(cfg, axes)
     space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
+    check_installed(cfg.tracking)
     return Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path,
                  tuning_values=tuning_values)
 

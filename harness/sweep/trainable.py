@@ -67,6 +67,11 @@ class TrialContext:
         return (root / TUNING_DIR if self.stage == TUNING_STAGE else root) / RUNS_DIR
 
 
+def search_trial_id(tune_trial_id: str) -> str:
+    """The trial id (run folder name) of a search trial: from Tune's id, as no grid point names it."""
+    return f"search-{tune_trial_id}"
+
+
 def log_event(sweep_dir: Path, **event: Any) -> None:
     """Append one JSON line to trials.jsonl (a single O_APPEND write, safe across processes)."""
     line = (json.dumps({"time": time.time(), "pid": os.getpid(), **event}, default=str) + "\n").encode()
@@ -131,7 +136,7 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     t_start = time.perf_counter()
     trial_id = None
     if context.stage == "search":
-        trial_id = f"search-{tune.get_context().get_trial_id()}"
+        trial_id = search_trial_id(tune.get_context().get_trial_id())
     else:
         config = config[GRID_POINT]
     fixed, tuned = context.fixed, None
