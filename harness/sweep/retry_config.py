@@ -11,9 +11,10 @@ Without the section (the default) nothing is retried. The field is `when`, not `
 not the attempts.
 
 Tuning trials are not retried unless `tuning_trials: true`: the tuning stage exists to find the learning
-rate, and a diverged grid value is what it must see (`harness.sweep.tuning` never chooses it). Retrying a
-tuning trial would credit its grid value with a result obtained at another rate, so `tuning_trials: true` is
-refused when the stage tunes `train.lr`. Search trials (`search:`) are never retried, for the same reason.
+rate, and an unhealthy run at a grid value is what it must see (`harness.sweep.tuning` does not choose a value
+where one ended unhealthy; a retried run would hide it). Retrying a tuning trial would credit its grid value
+with a result obtained at another rate, so `tuning_trials: true` is refused when the stage tunes `train.lr`.
+Search trials (`search:`) are never retried, for the same reason.
 
 `check_section` validates the section on its own; what the retry does with it: `harness.sweep.retry`.
 """
