@@ -39,6 +39,7 @@ from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_see
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
 from .report import AnalysisResult, render_report, summary_dict
+from .retry_report import retried_runs
 from .run_health import annotate_headline, assess, healthy
 from .scaling import MIN_SEEDS, scaling_analysis
 from .scaling_tests import correct_scaling_tests
@@ -156,6 +157,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     res.expectations = evaluate_expectations(results)
     res.data_scaling = data_scaling_analysis(results)
     res.tuning = load_tuning(root)
+    res.retried = retried_runs(everything.runs, everything.config_columns)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")

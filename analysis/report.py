@@ -26,6 +26,7 @@ from .powerlaw import CI_METHOD
 from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .rank_comparison import RankComparison
+from .retry_report import RetriedRun, retry_dict, retry_section
 from .run_health import health_dict, health_section
 from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
@@ -61,6 +62,8 @@ class AnalysisResult:
     data_scaling: DataScaling | None = None
     #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
     tuning: Any = None
+    #: the runs a `retry:` policy trained again (analysis/retry_report.py; None for a sweep without one)
+    retried: list[RetriedRun] | None = None
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -178,7 +181,8 @@ def _ablation_section(res: AnalysisResult) -> list[str]:
 def render_report(res: AnalysisResult) -> str:
     overview = _overview(res)
     at = next((i for i, line in enumerate(overview) if line.startswith("## ")), len(overview))
-    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + tuning_section(res.tuning)
+    lines = (overview[:at] + answer_lines(res) + overview[at:] + health_section(res.health) + retry_section(res.retried)
+             + tuning_section(res.tuning)
              + curves_section(res.plots)
              + _ablation_section(res) + protocol_section(res)
              + expectation_section(res.expectations, res.results.config.split, res.results.config.alpha)
@@ -366,7 +370,8 @@ def summary_dict(res: AnalysisResult) -> dict[str, Any]:
             "warnings": res.warnings, **({"run_health": health_dict(res.health)} if res.health is not None else {}),
             **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {}),
             **({"data_scaling": data_scaling_json(res.data_scaling)} if res.data_scaling is not None else {}),
-            **({"tuning": tuning_dict(res.tuning)} if res.tuning is not None else {})}
+            **({"tuning": tuning_dict(res.tuning)} if res.tuning is not None else {}),
+            **({"retried_runs": retry_dict(res.retried)} if res.retried is not None else {})}
 
 
 def _protocol_json(res: AnalysisResult) -> dict[str, Any]:

@@ -16,6 +16,9 @@ A run folder (`recscale train --out RUN`, or one trial of a sweep):
       .data_fingerprint             DATA_FINGERPRINT_FILE: fingerprint of the prepared dataset the run started on
       sweep_trial.json              TRIAL_RECORD_FILE: the trial's sweep settings (sweep trials only)
       curves/                       CURVES_DIR: TensorBoard event files of the learning curves
+      attempts/<k>/                 ATTEMPTS_DIR: while a sweep trial with `retry:` trains, one run folder per
+                                    attempt (harness/sweep/retry.py); the last one's files are then moved up and
+                                    the folder removed
 
 A sweep folder (`recscale sweep FILE` writes `results/<name>/`):
 
@@ -66,6 +69,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 DATA_FINGERPRINT_FILE = ".data_fingerprint"
 TRIAL_RECORD_FILE = "sweep_trial.json"
 CURVES_DIR = "curves"
+ATTEMPTS_DIR = "attempts"
 #: Splits whose predictions a run stores.
 PREDICTION_SPLITS: tuple[str, ...] = ("valid", "test")
 

@@ -13,7 +13,8 @@ in sweep_trial.json, plus `ray_node`) beside the flat scalars of its metrics.jso
     tuned                                      TUNED: the key a tuning stage chose (tuning sweeps only)
     every flat metrics.json key                e.g. `<split>_<metric>` (metric_column), `oracle_<split>_auc`,
                                                `flops_per_target`, `params_non_embedding`, `data_fingerprint`,
-                                               `env_*` (harness.fingerprint), the `health_*` status
+                                               `env_*` (harness.fingerprint), the `health_*` status,
+                                               the `retry_*` record (sweeps with `retry:` only; below)
 
 Two columns identify a run's dataset, and they are different values (docs/contracts.md):
 - `dataset_id` (`d-` + 8 hex): a hash of the prepare settings the sweep asked for, known before anything is
@@ -42,6 +43,16 @@ RAY_NODE = "ray_node"
 #: The key a tuning stage chose per setting, e.g. `train.lr` (its value is in that column); sweeps with a
 #: `tuning:` section only (harness.sweep.tuning).
 TUNED = "tuned"
+
+#: A sweep with `retry:` (harness/sweep/retry.py) records in metrics.json, and so in runs.parquet, for every
+#: trial it applies to: how many times the run was trained again, the learning rate it was planned at and the
+#: one its final attempt (whose metrics the row holds) trained at, and each attempt's rate and health status
+#: (`0.16 diverged → 0.08 diverged → 0.04 ok`). `train.lr`, when the sweep sets it, keeps the planned rate:
+#: it is the setting, and the retried run stays among its setting's seeds.
+RETRY_ATTEMPTS = "retry_attempts"
+RETRY_LR_INITIAL = "retry_lr_initial"
+RETRY_LR_USED = "retry_lr_used"
+RETRY_HISTORY = "retry_history"
 
 #: Metrics columns the analysis reads by name.
 DATA_FINGERPRINT = "data_fingerprint"

@@ -34,6 +34,10 @@ Optuna search (followed by a grid at the chosen point):
       grid: {log_min: 1.0e-4, log_max: 1.0e-2, points: 5}
       seeds: [0]
       metric: valid_auc
+    retry:                          # optional: retrain an unhealthy run at a lower learning rate
+      when: [diverged, collapsed]   #   (harness/sweep/retry_config.py, harness/sweep/retry.py; default: none)
+      lr_factor: 0.5
+      max_retries: 2
     search:                         # optional: an Optuna search first, then the grid at its best point
       space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}, model.dim: {choice: [16, 32, 64]}}
       metric: valid_auc
@@ -72,6 +76,7 @@ from harness.metric_registry import check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
 from . import model_keys
+from .retry_config import RetrySection, check_raw, check_section
 from .tracking_config import Tracker, check_installed
 from .tuning_config import TuningSection, section_values
 
@@ -208,6 +213,7 @@ class SweepConfig:
     grid: dict[str, Any] = field(default_factory=dict)
     search: SearchSection | None = None
     tuning: TuningSection | None = None
+    retry: RetrySection | None = None
     resources: Resources = field(default_factory=Resources)
     max_concurrent: int | None = None
     max_failures: int = 2
@@ -273,6 +279,7 @@ def parse_sweep(text: str, *, path: Path | None = None) -> Sweep:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}a sweep file must be a mapping with at least `name` and `data`")
     try:
+        check_raw(raw.get("retry"))
         return _validate(from_dict(SweepConfig, raw), text, path)
     except ConfigError as e:
         raise ConfigError(f"{where}{e}") from None
@@ -297,6 +304,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
     tuning_values = _check_tuning(cfg, axes)
+    _check_retry(cfg)
     space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
     check_installed(cfg.tracking)
@@ -622,6 +630,22 @@ def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float
                 raise ConfigError(f"tuning.budget.n_train_fraction: {t.budget.n_train_fraction} of {n} training "
                                   "targets is none")
     return values
+
+
+def _check_retry(cfg: SweepConfig) -> None:
+    """The retry section on its own (`retry_config.check_section`) and against the tuning stage: tuning trials are
+    retried only when asked, and never when the stage chooses the learning rate the retry would change."""
+    r = cfg.retry
+    if r is None:
+        return
+    check_section(r)
+    if r.tuning_trials:
+        if cfg.tuning is None:
+            raise ConfigError("retry.tuning_trials: the sweep has no `tuning:` stage")
+        if cfg.tuning.param == "train.lr":
+            raise ConfigError("retry.tuning_trials: the tuning stage chooses train.lr; retrying its trials at a lower "
+                              "rate would credit a grid value with another rate's result (a diverged value is what the "
+                              "stage must see); leave it false")
 
 
 def _check_search_not_in_grid(key: str, sub: str, axes: Mapping[str, list[Any]], archs: list[str]) -> None:

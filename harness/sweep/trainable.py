@@ -8,6 +8,11 @@ A tuning-stage trial (its config is a tuning point, `plan.tuning_points`) trains
 `results/<sweep>/tuning/runs/<trial>/`; a grid trial of a sweep with a tuning stage gets its setting's chosen
 value (`TrialContext.choice`, read from tuning.json by the launcher) and records the key as `tuned`.
 
+A trial of a sweep with `retry:` (grid trials; tuning trials only with `retry.tuning_trials`) trains through
+`harness.sweep.retry.train_with_retries`: an unhealthy run is trained again at a lower learning rate inside this
+same trial, each attempt in its own folder under the run folder, the last one moved up; each finished attempt
+is appended to trials.jsonl as an `attempt` event.
+
 Every trial calls `train_run(resume=True)` (its folder already holds sweep_trial.json): a retried
 trial (worker died) or a resumed sweep continues from the checkpoint, a run that had already finished
 returns its saved metrics without training again, and one with no checkpoint yet starts fresh.
@@ -41,6 +46,7 @@ from harness.runs_columns import RAY_NODE
 from harness.speed.sweep_estimate import sweep_device, trial_threads_bf16
 from harness.speed.trial_rates import rate_key
 
+from . import retry
 from .schema import Sweep
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
@@ -157,11 +163,18 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     check_dataset_readable(cfg.data)
     write_trial_record(run_dir, {**trial.record(), RAY_NODE: ray_node()})
     reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
-    resume = reused or (run_dir / CHECKPOINT_FILE).exists()
-    # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml
-    # without a checkpoint); train_run checks config and data and starts fresh when there is no checkpoint
-    metrics = train_run(cfg, run_dir, resume=True, progress=False,  # the driver's prepare verified the data
-                        final_checkpoint=context.sweep.config.keep_checkpoints, verify=False)
+    resume = reused or (run_dir / CHECKPOINT_FILE).exists() or retry.started(run_dir)
+    keep = context.sweep.config.keep_checkpoints
+    policy = retry.policy_for(context.sweep, context.stage)
+    if policy is not None:
+        metrics = retry.train_with_retries(
+            cfg, run_dir, policy, final_checkpoint=keep,
+            on_attempt=lambda a: log_event(sweep_dir, trial=trial.trial_id, event="attempt", **a))
+    else:
+        # always resume=True: the folder already holds sweep_trial.json (and, after a retry, maybe config.yaml
+        # without a checkpoint); train_run checks config and data and starts fresh when there is no checkpoint
+        metrics = train_run(cfg, run_dir, resume=True, progress=False,  # the driver's prepare verified the data
+                            final_checkpoint=keep, verify=False)
 
     trainable_s = time.perf_counter() - t_start
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
