@@ -61,9 +61,10 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, TrainConfig, run_config_dict
-from .curves import CurveLogger
+from .curves import CurveLogger, read_curves
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
+from .loss_trend import trend_of
 from .lr_schedule import LRSchedule
 from .metric_registry import check_split_metric
 from .speed import matmul
@@ -430,7 +431,7 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
     flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
     value = flat[tc.early_stopping_metric]
     epoch_record[tc.early_stopping_metric] = value
-    epoch_record["valid_ne"] = flat["valid_ne"]  # run_health's still-falling check reads it
+    epoch_record["valid_ne"] = flat["valid_ne"]
     curves.evaluation(session.schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
     position.valid_seconds += time.perf_counter() - t_valid
     if _is_better(tc.early_stopping_metric, value, position.best_metric):
@@ -502,8 +503,10 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
         "groups": evaluation.groups,
         **machine_fingerprint(device),
     })
-    # harness/run_health.py
-    result.update(run_health.record(result, session.model, evaluation.scores["valid"], position.history))
+    result["train_steps"] = session.schedule.step_of(position.epoch, position.batch)
+    # harness/run_health.py; the curves are closed (flushed) by now
+    trend = trend_of(read_curves(session.out_dir), total_steps=result["train_steps"], epochs=position.epoch)
+    result.update(run_health.record(result, session.model, evaluation.scores["valid"], trend))
     RF.write_metrics(session.out_dir, result)
     if not final_checkpoint:
         session.checkpoint_path.unlink(missing_ok=True)
