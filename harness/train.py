@@ -402,9 +402,12 @@ def train_epoch(session: Session, curves: CurveLogger, last_save: float, *, prog
         loss_total += loss.double()
         n = int(batch["label"].shape[0])
         position.batch += 1
-        curves.step(schedule.step_of(position.epoch, position.batch), loss, n, step.grad_norm, schedule.lr())
+        global_step = schedule.step_of(position.epoch, position.batch)
+        curves.step(global_step, loss, n, step.grad_norm, schedule.lr())
         position.targets_seen += n
         bar.update(n)
+        if tc.eval_every_steps and global_step % tc.eval_every_steps == 0 and not ends_validated(session):
+            t0 += validate_mid_epoch(session, curves, global_step)  # not training time
         now = time.perf_counter()
         if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
             now - last_save >= tc.checkpoint_every_s
@@ -421,6 +424,29 @@ def train_epoch(session: Session, curves: CurveLogger, last_save: float, *, prog
     position.train_seconds += time.perf_counter() - t0
     position.add_loss(float(loss_total))
     return last_save
+
+
+def ends_validated(session: Session) -> bool:
+    """Whether the step just taken ends an epoch whose validation (or the run's final evaluation) follows and
+    logs that step anyway."""
+    position, tc = session.position, session.tc
+    return (position.batch == session.schedule.steps_per_epoch
+            and (session.validates or position.epoch == tc.epochs - 1))
+
+
+def validate_mid_epoch(session: Session, curves: CurveLogger, global_step: int) -> float:
+    """Evaluate the validation split with the current weights and log it at `global_step`
+    (`train.eval_every_steps`); returns the seconds it took. Reads the weights only: `predict` switches the
+    model to eval mode and back, uses no random state and its own loader, so no trained number changes."""
+    t = time.perf_counter()
+    ev, lab, sc = session.predict("valid")
+    if np.isfinite(sc).all():
+        flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
+        curves.evaluation(global_step, flat)
+    seconds = time.perf_counter() - t
+    session.position.valid_seconds += seconds
+    curves.exclude(seconds)
+    return seconds
 
 
 def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str, Any]) -> None:
