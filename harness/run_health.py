@@ -94,6 +94,16 @@ class Health:
                 UNCHECKED_KEY: ", ".join(self.unchecked)}
 
 
+def learned(status: str, reasons: str) -> bool:
+    """Whether a run learned: `ok`, or `undertrained` only because its loss was still falling at the end (it
+    learned and would learn more; a short tuning run at a modest learning rate often ends so, which says
+    nothing about that rate's stability). `reasons` is `health_reasons` as recorded."""
+    if status == OK:
+        return True
+    parts = [r for r in reasons.split("; ") if r]
+    return status == UNDERTRAINED and bool(parts) and all(r.startswith("still_falling:") for r in parts)
+
+
 def null_auc_se(n_pos: float, n_neg: float) -> float:
     """Standard error of the AUC of a score unrelated to the label (Hanley-McNeil at AUC = 0.5)."""
     if not (n_pos > 0 and n_neg > 0):
