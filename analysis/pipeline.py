@@ -142,7 +142,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
     everything = load_results(root, baseline=baseline)
-    health = assess(everything.runs, everything.config_columns)
+    health = assess(everything.runs, everything.config_columns, everything.run_path)
     results = healthy(everything, health)  # unhealthy runs left out of every number, each listed
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
     scaling = scaling_analysis(results, reference)

@@ -4,6 +4,10 @@ Each run's status is the one `train_run` recorded (`health_status`, `health_reas
 owns the criteria and thresholds). A runs.parquet written before that column existed (the committed
 references) gets the status derived from the columns it has (`valid_ne`, `valid_auc`, `valid_n`,
 `valid_positives`, `train_loss`), and the criteria whose inputs are missing are named (`unchecked`).
+The still-falling check (harness/loss_trend.py) needs the run's learning curve: a run that recorded it
+unchecked, or predates it, is checked here from the TensorBoard event files of its run folder when the
+folder is present; otherwise it stays unchecked with the reason ("no curve": a published reference keeps
+runs.parquet, not its run folders), and the report counts the reasons.
 
 Failed runs (`collapsed`, `diverged`: the run broke, whatever the recipe could have done) are left out of
 everything the analysis computes (headline means, scaling fits, comparisons, expectations) when their
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -27,6 +33,8 @@ import pandas as pd
 
 from core.results_layout import RUNS_FILE
 from harness import run_health as H
+from harness.curves import read_curves
+from harness.loss_trend import Trend, trend_of
 
 from .collect import SweepResults
 from .headline import Headline
@@ -50,6 +58,8 @@ class RunHealth:
     total_runs: int = 0
     used: pd.Series | None = None  # per row: analysed (not failed, or every run of its setting failed)
     runs: pd.DataFrame | None = None  # every run of runs.parquet (`status` is indexed like it)
+    falling_unchecked: Counter[str] = field(default_factory=Counter)  # why still_falling was not checked: runs
+    falling_here: int = 0  # runs whose still_falling check ran here, from their run folder's curves
 
     @property
     def counts(self) -> dict[str, int]:
@@ -60,13 +70,22 @@ class RunHealth:
         """Report lines: what was checked, how, and what was left out (empty list when every run is ok and
         every criterion was checked)."""
         out = []
+        others = [c for c in self.unchecked if c != "still_falling"]
         if self.derived_rows:
             out.append(f"run health of {self.derived_rows} of {self.total_runs} run(s) derived from {RUNS_FILE}'s "
-                       "columns (the runs predate the recorded status); not checked for them: "
-                       + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked))
-        elif self.unchecked:
+                       "columns (the runs predate the recorded status)"
+                       + ("; not checked for them: " + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in others)
+                          if others else ""))
+        elif others:
             out.append("run health: not checked for some runs: "
-                       + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked))
+                       + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in others))
+        if self.falling_unchecked:
+            out.append(f"still_falling ({H.CRITERIA['still_falling']}) not checked for "
+                       f"{sum(self.falling_unchecked.values())} of {self.total_runs} run(s): "
+                       + "; ".join(f"{why}: {n}" for why, n in sorted(self.falling_unchecked.items())))
+        if self.falling_here:
+            out.append(f"still_falling checked by the analysis from the learning curves of {self.falling_here} "
+                       "run(s) that did not record it")
         return out
 
     def warnings(self) -> list[str]:
@@ -88,11 +107,35 @@ def _str(v: Any) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
 
 
-def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
+def curve_trend(row: Mapping[str, Any], run_path: Callable[[str], Path] | None) -> Trend | str:
+    """The still-falling trend of one runs.parquet row from its run folder's curves, or why there is none."""
+    run_dir = row.get("run_dir")
+    if run_path is None or not isinstance(run_dir, str) or not run_path(run_dir).is_dir():
+        return "no curve (no run folder)"
+    return trend_of(read_curves(run_path(run_dir)), total_steps=_int(row.get("train_steps")),
+                    epochs=_int(row.get("epochs_run")))
+
+
+def _int(v: Any) -> int | None:
+    """A runs.parquet cell as an int; None when missing (a column added after the run)."""
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def _recheck(status: str, reasons: str, h: H.Health) -> tuple[str, str]:
+    """A recorded status with the still-falling verdict `h` (of the same run) added."""
+    falling = [r for r in h.reasons if r.startswith("still_falling:")]
+    if not falling or status in FAILED:  # a failed run stays failed (checked first)
+        return status, reasons
+    return H.UNDERTRAINED, "; ".join([r for r in (reasons, *falling) if r])
+
+
+def assess(runs: pd.DataFrame, cols: list[str], run_path: Callable[[str], Path] | None = None) -> RunHealth:
     """Status of every row of `runs` (recorded where the run recorded one, else derived from its columns), and
-    which unhealthy ones are left out: those whose setting (`cols`) has an ok run."""
-    statuses, excluded, derived = [], [], 0
+    which unhealthy ones are left out: those whose setting (`cols`) has an ok run. `run_path` maps a `run_dir`
+    to its folder, whose curves serve the still-falling check of runs that did not record it."""
+    statuses, excluded, derived, here = [], [], 0, 0
     unchecked: Counter[str] = Counter()
+    why_not: Counter[str] = Counter()
     reasons_of: dict[Any, str] = {}
     derived_of: dict[Any, bool] = {}
     for i, row in enumerate(runs.to_dict("records")):
@@ -100,10 +143,20 @@ def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
         if recorded:
             status, reasons = recorded, _str(row.get(H.REASONS_KEY))
             missing = [c for c in _str(row.get(H.UNCHECKED_KEY)).split(", ") if c]
+            trend: Trend | str = _str(row.get(H.FALL_CURVE_KEY)).removeprefix(H.NOT_CHECKED) or "not recorded"
+            if "still_falling" in missing:
+                trend = curve_trend(row, run_path)
+                if isinstance(trend, Trend):
+                    status, reasons = _recheck(status, reasons, H.classify(row, trend))
+                    missing.remove("still_falling")
+                    here += 1
         else:
-            h = H.classify(row)
+            trend = curve_trend(row, run_path)
+            h = H.classify(row, trend)
             status, reasons, missing = h.status, "; ".join(h.reasons), list(h.unchecked)
             derived += 1
+        if "still_falling" in missing:
+            why_not[trend if isinstance(trend, str) else "not recorded"] += 1
         unchecked.update(missing)
         statuses.append(status)
         reasons_of[runs.index[i]], derived_of[runs.index[i]] = reasons, not recorded
@@ -116,7 +169,8 @@ def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
         if status[idx] != H.OK:
             excluded.append(Exclusion(str(row.get("trial_id", f"row {i}")), status[idx], reasons_of[idx],
                                       derived_of[idx], kept=bool(used[idx])))
-    out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs))
+    out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs),
+                    falling_unchecked=why_not, falling_here=here)
     out.used = used
     out.runs = runs
     return out
@@ -172,4 +226,6 @@ def health_section(health: RunHealth | None) -> list[str]:
 def health_dict(health: RunHealth) -> dict[str, Any]:
     """analysis.json's `run_health`."""
     return {"counts": health.counts, "derived_rows": health.derived_rows, "unchecked": health.unchecked,
+            "still_falling_unchecked": dict(health.falling_unchecked),
+            "still_falling_checked_here": health.falling_here,
             "excluded": [dataclasses.asdict(e) for e in health.excluded]}

@@ -70,6 +70,11 @@ class TrainConfig:
         loader_workers: threads assembling those batches.
         log_every_steps: write a learning-curve point (train loss, learning rate, gradient norm, throughput) to
             the run folder's TensorBoard event files every N optimiser steps (harness/curves.py); 0 = off.
+        eval_every_steps: also evaluate the validation split every N optimiser steps (global steps) during
+            training and log its metrics to the curves, where the still-falling health check reads them
+            (harness/loss_trend.py); 0 = off (validation only after the epochs that need it). Evaluation
+            uses no random state and leaves the weights, the optimisers and the data order alone, so it
+            changes no trained number; needs `log_every_steps` > 0.
         recipe: "seed" (default) = the seed's rules: AdamW at a constant `lr`, `schedule` left at its defaults;
             "custom" = `schedule` applies (harness/lr_schedule.py). Study YAMLs say which they use.
         schedule: warm-up and decay of the learning rate (`recipe: custom` only).
@@ -98,6 +103,7 @@ class TrainConfig:
     prefetch_batches: int = 2
     loader_workers: int = 1
     log_every_steps: int = 10
+    eval_every_steps: int = 0
     recipe: Literal["seed", "custom"] = "seed"
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
@@ -119,10 +125,14 @@ class TrainConfig:
                         "early_stopping_patience": self.early_stopping_patience, "num_threads": self.num_threads,
                         "checkpoint_every_batches": self.checkpoint_every_batches,
                         "checkpoint_every_s": self.checkpoint_every_s,
-                        "prefetch_batches": self.prefetch_batches, "log_every_steps": self.log_every_steps}
+                        "prefetch_batches": self.prefetch_batches, "log_every_steps": self.log_every_steps,
+                        "eval_every_steps": self.eval_every_steps}
         for key, value in non_negative.items():
             if value < 0:
                 raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
+        if self.eval_every_steps and not self.log_every_steps:
+            raise ConfigError(f"train.eval_every_steps={self.eval_every_steps} logs to the learning curves, which "
+                              "train.log_every_steps=0 turns off; set train.log_every_steps > 0")
         if self.loader_workers < 1:
             raise ConfigError(f"train.loader_workers must be >= 1, got {self.loader_workers!r}")
         if not 0.0 <= self.id_mask_prob < 1.0:
@@ -144,6 +154,7 @@ LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE = "model.layer_norm_eps", 1e-5
 #: may change them.
 RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s",
                                      "train.prefetch_batches", "train.loader_workers", "train.log_every_steps",
+                                     "train.eval_every_steps",
                                      "data")
 
 

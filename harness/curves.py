@@ -4,7 +4,8 @@ Every `train.log_every_steps` optimiser steps (global steps, counted over the wh
 resumed run fall where an uninterrupted run's do) a run logs
 `train/loss` (mean per target over the steps since the last point), `train/lr` (the first parameter group's),
 `train/grad_norm` (mean global gradient norm before clipping over those steps; absent with `grad_clip: 0`,
-where no norm is computed) and `train/targets_per_s`; at each validation evaluation it logs `valid/<metric>`.
+where no norm is computed) and `train/targets_per_s`; at each validation evaluation (after an epoch, at the
+end, and every `train.eval_every_steps` steps when set) it logs `valid/<metric>`.
 `tensorboard --logdir results/<sweep>` shows a whole sweep.
 
 Logging reads values the step computed anyway: the loss and norm are summed on the device and read once
@@ -71,6 +72,10 @@ class CurveLogger:
         self._targets = self._steps = self._norms = 0
         self._loss_f = self._norm_f = 0.0
         self._t0 = time.perf_counter()
+
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` spent on something else (a mid-epoch evaluation) out of the throughput."""
+        self._t0 += seconds
 
     def evaluation(self, global_step: int, metrics: Mapping[str, Any]) -> None:
         """Validation metrics (`valid_<name>` keys) of an evaluation after `global_step` steps."""

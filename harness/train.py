@@ -61,9 +61,10 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, TrainConfig, run_config_dict
-from .curves import CurveLogger
+from .curves import CurveLogger, read_curves
 from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
+from .loss_trend import trend_of
 from .lr_schedule import LRSchedule
 from .metric_registry import check_split_metric
 from .speed import matmul
@@ -401,9 +402,12 @@ def train_epoch(session: Session, curves: CurveLogger, last_save: float, *, prog
         loss_total += loss.double()
         n = int(batch["label"].shape[0])
         position.batch += 1
-        curves.step(schedule.step_of(position.epoch, position.batch), loss, n, step.grad_norm, schedule.lr())
+        global_step = schedule.step_of(position.epoch, position.batch)
+        curves.step(global_step, loss, n, step.grad_norm, schedule.lr())
         position.targets_seen += n
         bar.update(n)
+        if tc.eval_every_steps and global_step % tc.eval_every_steps == 0 and not ends_validated(session):
+            t0 += validate_mid_epoch(session, curves, global_step)  # not training time
         now = time.perf_counter()
         if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
             now - last_save >= tc.checkpoint_every_s
@@ -422,6 +426,29 @@ def train_epoch(session: Session, curves: CurveLogger, last_save: float, *, prog
     return last_save
 
 
+def ends_validated(session: Session) -> bool:
+    """Whether the step just taken ends an epoch whose validation (or the run's final evaluation) follows and
+    logs that step anyway."""
+    position, tc = session.position, session.tc
+    return (position.batch == session.schedule.steps_per_epoch
+            and (session.validates or position.epoch == tc.epochs - 1))
+
+
+def validate_mid_epoch(session: Session, curves: CurveLogger, global_step: int) -> float:
+    """Evaluate the validation split with the current weights and log it at `global_step`
+    (`train.eval_every_steps`); returns the seconds it took. Reads the weights only: `predict` switches the
+    model to eval mode and back, uses no random state and its own loader, so no trained number changes."""
+    t = time.perf_counter()
+    ev, lab, sc = session.predict("valid")
+    if np.isfinite(sc).all():
+        flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
+        curves.evaluation(global_step, flat)
+    seconds = time.perf_counter() - t
+    session.position.valid_seconds += seconds
+    curves.exclude(seconds)
+    return seconds
+
+
 def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str, Any]) -> None:
     """Validate the epoch just trained (the position has moved past it): keep the best weights, stop early."""
     tc, position = session.tc, session.position
@@ -430,7 +457,7 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
     flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
     value = flat[tc.early_stopping_metric]
     epoch_record[tc.early_stopping_metric] = value
-    epoch_record["valid_ne"] = flat["valid_ne"]  # run_health's still-falling check reads it
+    epoch_record["valid_ne"] = flat["valid_ne"]
     curves.evaluation(session.schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
     position.valid_seconds += time.perf_counter() - t_valid
     if _is_better(tc.early_stopping_metric, value, position.best_metric):
@@ -502,8 +529,10 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
         "groups": evaluation.groups,
         **machine_fingerprint(device),
     })
-    # harness/run_health.py
-    result.update(run_health.record(result, session.model, evaluation.scores["valid"], position.history))
+    result["train_steps"] = session.schedule.step_of(position.epoch, position.batch)
+    # harness/run_health.py; the curves are closed (flushed) by now
+    trend = trend_of(read_curves(session.out_dir), total_steps=result["train_steps"], epochs=position.epoch)
+    result.update(run_health.record(result, session.model, evaluation.scores["valid"], trend))
     RF.write_metrics(session.out_dir, result)
     if not final_checkpoint:
         session.checkpoint_path.unlink(missing_ok=True)

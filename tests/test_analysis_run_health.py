@@ -102,3 +102,46 @@ def test_an_undertrained_seed_is_kept_and_marked_where_a_collapsed_one_is_left_o
     assert kept == {"whale_d64_s1_delay60": True, "wukong_d64_s2_delay60": False}
     report = (root / "report.md").read_text()
     assert "| whale_d64_s1_delay60 | undertrained | ne_threshold: valid NE 0.995 | **used: undertrained runs" in report
+
+
+def _write_curve(run_dir, values, every=10):
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(log_dir=str(run_dir / "curves"))
+    for i, v in enumerate(values, start=1):
+        w.add_scalar("train/loss", float(v), i * every)
+    w.close()
+
+
+def test_still_falling_is_checked_from_the_run_folders_curves_where_there_are_some(tmp_path, capsys):
+    """Runs that recorded still_falling unchecked: checked by the analysis from their run folder's event files
+    (one falling 5 % per tenth of the run: undertrained; one flat: ok); the rest named unchecked, no curve."""
+    import numpy as np
+
+    root = make_results(tmp_path / "f", analysis=ANALYSIS)
+    runs = _mark(root)
+    runs["health_unchecked"], runs["epochs_run"], runs["train_steps"] = "still_falling", 1, 300
+    runs.to_parquet(root / "runs.parquet")
+    steps = np.arange(10, 301, 10)
+    _write_curve(root / "runs" / "whale_d64_s1_delay60", 0.8 - 1e-3 * steps)  # 0.03 per 30 steps, level 0.5
+    _write_curve(root / "runs" / "wukong_d64_s1_delay60", np.full(len(steps), 0.6))
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    health = json.loads((root / "analysis.json").read_text())["run_health"]
+    assert health["still_falling_checked_here"] == 2
+    assert health["still_falling_unchecked"] == {"no curve": len(runs) - 2}
+    assert [(e["trial"], e["status"], e["kept"]) for e in health["excluded"]] == \
+        [("whale_d64_s1_delay60", "undertrained", True)]
+    fall = 1e-3 * 30 / 0.5  # closed form of the straight line: 6 % per tenth of the run
+    assert f"train/loss falling {fall:.1%} per tenth of the run over steps 210-300" in health["excluded"][0]["reasons"]
+    report = (root / "report.md").read_text()
+    assert f"not checked for {len(runs) - 2} of {len(runs)} run(s): no curve: {len(runs) - 2}" in report
+    assert "checked by the analysis from the learning curves of 2 run(s)" in report
+    capsys.readouterr()
+    assert main(["analyze", str(root), "--no-plots", "--strict"]) == 1
+
+
+def test_a_run_without_its_folder_is_not_checked_for_still_falling(tmp_path):
+    from analysis.run_health import curve_trend
+
+    assert curve_trend({"run_dir": "runs/gone"}, lambda d: tmp_path / d) == "no curve (no run folder)"
+    assert curve_trend({}, None) == "no curve (no run folder)"

@@ -61,3 +61,57 @@ def test_analyze_draws_one_learning_curve_figure_per_family(tiny_artifact, tmp_p
     assert (root / res.plots["curves_whale"]).stat().st_size > 10_000
     assert "## Learning curves" in (root / "report.md").read_text()
     assert json.loads((root / "analysis.json").read_text())["plots"]["curves_whale"] == "plots/curves_whale.png"
+
+
+def test_mid_epoch_validation_is_logged_and_changes_no_trained_number(tiny_artifact, tmp_path):
+    """`train.eval_every_steps`: the validation split evaluated every N global steps and logged, the run's
+    predictions bit-for-bit those of a run without it, and the still-falling check reads that curve."""
+    runs = {}
+    for name, every in (("off", 0), ("on", 4)):
+        runs[name] = train_run(_cfg(tiny_artifact, batch_size=64, log_every_steps=1, eval_every_steps=every),
+                               tmp_path / name, progress=False)
+    for split in ("valid", "test"):
+        assert pq.read_table(tmp_path / "on" / f"predictions_{split}.parquet").equals(
+            pq.read_table(tmp_path / "off" / f"predictions_{split}.parquet"))
+    quality = lambda m: {k: v for k, v in m.items()  # noqa: E731
+                         if k.startswith(("valid_", "test_", "train_loss", "epoch_history", "selected_epoch"))}
+    assert quality(runs["on"]) == quality(runs["off"])
+    steps = math.ceil(TINY_SPLITS["n_train"] / 64)  # 19 per epoch; two epochs, validated after each
+    on, off = read_curves(tmp_path / "on"), read_curves(tmp_path / "off")
+    assert on["train/loss"] == off["train/loss"]
+    assert [s for s, _ in on["valid/ne"]] == sorted({*range(4, 2 * steps + 1, 4), steps, 2 * steps})
+    assert [s for s, _ in off["valid/ne"]] == [steps, 2 * steps]
+    # the epoch-end evaluations are the same with or without the ones in between
+    assert dict(on["valid/ne"])[steps] == dict(off["valid/ne"])[steps]
+    assert runs["on"]["loss_fall_curve"].startswith("valid/ne steps ")
+    assert runs["off"]["loss_fall_curve"].startswith("not checked: 2 epochs and 2 validation evaluation(s)")
+
+
+def test_a_mid_epoch_evaluation_draws_no_random_number_and_leaves_the_model_training(tiny_artifact, tmp_path):
+    """No registered model draws random numbers in its forward pass, so the run above could not show an
+    evaluation that consumed the global random state; this checks it directly."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from harness.checkpoint import rng_states
+    from harness.config import run_config_dict
+    from harness.curves import CurveLogger
+    from harness.train import build, open_dataset, validate_mid_epoch
+
+    cfg = _cfg(tiny_artifact, log_every_steps=1, eval_every_steps=1)
+    session = build(cfg, tmp_path, run_config_dict(cfg), open_dataset(cfg.data), time.perf_counter())
+    session.model.train()
+    weights = {k: v.clone() for k, v in session.model.state_dict().items()}
+    before = rng_states()
+    curves = CurveLogger(tmp_path, 1, torch.device("cpu"))
+    assert validate_mid_epoch(session, curves, 3) > 0
+    curves.close()
+    after = rng_states()
+    assert after["python"] == before["python"] and torch.equal(after["torch"], before["torch"])
+    assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+               for a, b in zip(after["numpy"], before["numpy"]))
+    assert session.model.training
+    assert all(torch.equal(v, weights[k]) for k, v in session.model.state_dict().items())
+    assert [s for s, _ in read_curves(tmp_path)["valid/ne"]] == [3]

@@ -8,14 +8,19 @@ import numpy as np
 import pytest
 
 from harness import run_health as H
+from harness.loss_trend import Trend
 from harness.metrics import auc
 
 HEALTHY = {"train_loss": 0.45, "weights_finite": True, "valid_ne": 0.90, "valid_auc": 0.72,
            "valid_n": 10_000, "valid_positives": 3_000, "valid_pred_std": 0.08}
 
 
+def _trend(fall: float, low: float) -> Trend:
+    return Trend(fall, low, fall + (fall - low), "valid/ne", 5, 200, 300)
+
+
 def test_a_run_that_learned_is_ok_and_every_criterion_checked():
-    h = H.classify(HEALTHY, ne_history=[0.93, 0.925])
+    h = H.classify(HEALTHY, _trend(0.004, -0.001))
     assert h == H.Health(H.OK, (), ())
 
 
@@ -36,10 +41,14 @@ def test_each_criterion_alone_gives_its_status(change, status, criterion):
     assert [r.split(":")[0] for r in h.reasons] == [criterion]
 
 
-def test_still_falling_fast_at_the_last_evaluation_is_undertrained():
-    assert H.classify(HEALTHY, ne_history=[0.98, 0.95]).status == H.UNDERTRAINED  # 3 % drop
-    assert H.classify(HEALTHY, ne_history=[0.98, 0.975]).status == H.OK  # 0.5 %
-    assert H.classify(HEALTHY, ne_history=[0.90, 0.95]).status == H.OK  # rising: overfitting, not undertrained
+def test_still_falling_fast_at_the_end_is_undertrained():
+    h = H.classify(HEALTHY, _trend(0.03, 0.01))  # 3 % per tenth, told apart from noise
+    assert h.status == H.UNDERTRAINED
+    assert h.reasons == ("still_falling: valid/ne falling 3.0% per tenth of the run over steps 200-300 "
+                         "(90 % interval 1.0% to 5.0%; threshold 2%)",)
+    assert H.classify(HEALTHY, _trend(0.03, -0.01)).status == H.OK  # as fast, but within noise of flat
+    assert H.classify(HEALTHY, _trend(0.01, 0.005)).status == H.OK  # falling, slowly
+    assert H.classify(HEALTHY, _trend(-0.03, -0.05)).status == H.OK  # rising: overfitting, not undertrained
 
 
 def test_diverged_wins_over_collapsed_and_collapsed_over_undertrained():
@@ -73,11 +82,12 @@ def test_null_auc_se_matches_the_permutation_distribution():
     assert H.null_auc_se(pos, len(labels) - pos) == pytest.approx(np.std(null), rel=0.05)
 
 
-def test_fields_are_flat_scalars_and_history_reads_epoch_records():
+def test_fields_are_flat_scalars():
     f = H.classify({**HEALTHY, "valid_ne": 1.01}).fields()
     assert f == {"health_status": "undertrained", "health_reasons": "ne_threshold: valid NE 1.0100 >= 0.99",
                  "health_unchecked": "still_falling"}
-    assert H.ne_history([{"epoch": 0, "train_loss": 0.5}, {"epoch": 1, "valid_ne": 0.9}]) == [0.9]
+    assert H.trend_fields(_trend(0.03, 0.01)) == {"loss_fall": 0.03, "loss_fall_low": 0.01,
+                                                  "loss_fall_curve": "valid/ne steps 200-300, 5 points"}
 
 
 # --- recorded by train_run -------------------------------------------------------------------------------
@@ -103,7 +113,9 @@ def test_train_run_records_health_with_the_scores_it_wrote(tiny_artifact, tmp_pa
     assert m["valid_pred_std"] == pytest.approx(float(np.std(scores)), rel=1e-12)
     assert m["weights_finite"] is True
     assert m["health_status"] == H.classify(m).status
-    assert m["health_unchecked"] == "still_falling"  # one evaluation
+    assert m["health_unchecked"] == "still_falling"  # 5 steps, a curve point every 10: nothing to measure
+    assert m["loss_fall_curve"] == "not checked: curve too short (0 training-loss points)"
+    assert m["loss_fall"] is None
 
 
 def test_a_run_whose_weights_blow_up_is_recorded_diverged(tiny_artifact, tmp_path):

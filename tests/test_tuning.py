@@ -150,6 +150,24 @@ def test_a_value_with_an_unhealthy_tuning_run_is_not_chosen():
     assert "(not ok)" in "\n".join(tuning_section(choose(sweep, rows)))
 
 
+def test_a_value_whose_run_was_only_still_falling_can_be_chosen():
+    """Undertrained only because the loss was still falling at the end: the run learned, so its value stays
+    choosable; undertrained for its NE as well, it does not."""
+    sweep = _sweep(grid={"arch": ["wukong"], "seed": [0, 1], "model.dim": [4]})
+    values = sweep.tuning_values
+    falling = "still_falling: train/loss falling 3.0% per tenth of the run over steps 70-100 (...)"
+
+    def rows(reasons):
+        return [{"trial_id": trial_id_for(sweep, tp.point), "seed": tp.seed, "train.lr": tp.value,
+                 "valid_auc": 0.6 + 0.01 * values.index(tp.value),
+                 **({"health_status": "undertrained", "health_reasons": reasons}
+                    if tp.value == values[-1] and tp.seed == 1 else {"health_status": "ok", "health_reasons": ""})}
+                for tp in tuning_plan(sweep)]
+
+    assert choose(sweep, rows(falling)).settings[0].chosen == values[-1]
+    assert choose(sweep, rows(f"ne_threshold: valid NE 0.995 >= 0.99; {falling}")).settings[0].chosen == values[-2]
+
+
 def test_edge_of_fires_only_at_the_ends():
     for n in (3, 4, 7):
         assert [edge_of(i, n) for i in range(n)] == ["low", *[None] * (n - 2), "high"]

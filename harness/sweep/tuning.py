@@ -9,9 +9,11 @@ measurement trial at its setting's chosen value. The choice (`choose`):
   LogLoss and NE); a tie goes to the smaller value;
 - a value where some seed reported no finite metric (a diverged run) cannot be chosen; a setting where no
   value can is an error naming it;
-- a value where some tuning run ended unhealthy (harness/run_health.py: collapsed, diverged or undertrained)
-  cannot be chosen either: a learning rate at which one seed of few fails to learn sits at the edge of
-  stability, and the measurement seeds would meet the same edge. Where every value has an unhealthy run, the
+- a value where some tuning run ended unhealthy (harness/run_health.py: collapsed, diverged or undertrained;
+  not a run undertrained only because its loss was still falling at the end, `run_health.learned`: a short
+  tuning run at a modest rate ends so without being unstable) cannot be chosen either: a learning rate at
+  which one seed of few fails to learn sits at the edge of stability, and the measurement seeds would meet
+  the same edge. Where every value has an unhealthy run, the
   best finite mean is chosen anyway and the choice is marked (`fallback`), which the report warns about;
 - `edge` is "low" or "high" when the chosen value is the grid's lowest or highest: the best value may lie
   outside the grid, and the report warns.
@@ -36,8 +38,9 @@ from core.atomic_write import write_text
 from core.errors import RecscaleError
 from core.results_layout import TUNING_DIR, TUNING_FILE
 
-from ..run_health import OK as HEALTH_OK
+from ..run_health import REASONS_KEY as HEALTH_REASONS
 from ..run_health import STATUS_KEY as HEALTH_STATUS
+from ..run_health import learned
 from .plan import setting_id, settings, trial_id_for, tuning_plan
 from .schema import Sweep
 from .tuning_config import TuningSection, metric_spec
@@ -122,6 +125,7 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
     where = {trial_id_for(sweep, tp.point): (tp.setting, tp.value, tp.seed) for tp in tuning_plan(sweep)}
     tables: dict[str, dict[tuple[float, int], float | None]] = {}
     health: dict[str, dict[tuple[float, int], str | None]] = {}
+    failed: dict[str, set[tuple[float, int]]] = {}  # runs that did not learn (`run_health.learned`)
     for row in rows:
         if row["trial_id"] in where:
             sid, value, seed = where[row["trial_id"]]
@@ -129,10 +133,13 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
             tables.setdefault(sid, {})[(value, seed)] = None if metric is None or not math.isfinite(metric) else metric
             status = row.get(HEALTH_STATUS)
             health.setdefault(sid, {})[(value, seed)] = status if isinstance(status, str) else None
+            reasons = row.get(HEALTH_REASONS)
+            if isinstance(status, str) and not learned(status, reasons if isinstance(reasons, str) else ""):
+                failed.setdefault(sid, set()).add((value, seed))
     out = []
     for sid, point in settings(sweep).items():
         table, status = tables.get(sid, {}), health.get(sid, {})
-        unhealthy = {key for key, st in status.items() if st is not None and st != HEALTH_OK}
+        unhealthy = failed.get(sid, set())
         try:
             best, means, healthy = choose_values(values, seeds, table, mode, unhealthy)
         except ValueError:
