@@ -6,8 +6,10 @@ A reference folder holds `sweep.yaml`, `runs.parquet`, for a sweep that varies a
 (the score order of the runs its data comparisons compare: all DeLong's test needs), and what
 `recscale analyze` writes from those (`analysis.json`, `report.md`, `plots/`): never run folders,
 checkpoints or predictions, so that `recscale analyze` on a copy of the folder reproduces its
-analysis.json. Run folders are left out on purpose (hundreds of MB of checkpoints); other analyses that
-need per-target predictions (DeLong of architecture comparisons) say so in the reference's warnings.
+analysis.json. What the analysis would measure from run folders (the still-falling check of runs that did not
+record it) is measured at publishing and written into the copy of runs.parquet. Run folders are left out on
+purpose (hundreds of MB of checkpoints); other analyses that need per-target predictions (DeLong of
+architecture comparisons) say so in the reference's warnings.
 """
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
 from core.errors import RecscaleError
 from core.results_layout import DATASETS_FILE, TUNING_FILE
 
 from .collect import RUNS_FILE, SWEEP_FILE, load_results
 from .comparisons import default_comparisons, pair_runs
 from .pipeline import replace_path
+from .run_health import record_trends
 from .score_ranks import ranks_file, write_score_ranks
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
@@ -47,6 +52,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
     try:
         for name in REFERENCE_INPUTS:
             shutil.copy2(sweep_dir / name, tmp / name)
+        _record_trends(sweep_dir, tmp / RUNS_FILE)
         for name in (DATASETS_FILE, TUNING_FILE):
             if (sweep_dir / name).is_file():
                 shutil.copy2(sweep_dir / name, tmp / name)
@@ -55,6 +61,16 @@ def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _record_trends(sweep_dir: Path, runs_file: Path) -> None:
+    """Write the still-falling check, measured from the sweep's run folders' curves, into the reference's copy
+    of runs.parquet for the runs that did not record it (`run_health.record_trends`): the reference keeps no
+    run folders, so its analysis could not measure it."""
+    runs = pd.read_parquet(runs_file)
+    runs, filled = record_trends(runs, lambda run_dir: sweep_dir / run_dir)
+    if filled:
+        runs.to_parquet(runs_file, index=False)
 
 
 def _write_ranks(sweep_dir: Path, out: Path) -> None:

@@ -129,6 +129,32 @@ def _recheck(status: str, reasons: str, h: H.Health) -> tuple[str, str]:
     return H.UNDERTRAINED, "; ".join([r for r in (reasons, *falling) if r])
 
 
+def record_trends(runs: pd.DataFrame, run_path: Callable[[str], Path]) -> tuple[pd.DataFrame, int]:
+    """`runs` with the still-falling check written in for every run that recorded a health status but not that
+    check (a run trained before it existed) and whose run folder still holds its curves: the trend columns
+    (`harness.run_health.trend_fields`), and the status, reasons and unchecked criteria as `assess` derives them.
+    `reference publish` calls it, since a reference keeps no run folders to measure from later. Returns the
+    table and how many rows were filled."""
+    out = runs.copy()
+    filled = 0
+    for idx, row in runs.iterrows():
+        recorded = _str(row.get(H.STATUS_KEY))
+        missing = [c for c in _str(row.get(H.UNCHECKED_KEY)).split(", ") if c]
+        if not recorded or "still_falling" not in missing:
+            continue
+        trend = curve_trend(row.to_dict(), run_path)
+        if not isinstance(trend, Trend):
+            continue
+        status, reasons = _recheck(recorded, _str(row.get(H.REASONS_KEY)), H.classify(row.to_dict(), trend))
+        for key, value in {**H.trend_fields(trend), H.STATUS_KEY: status, H.REASONS_KEY: reasons,
+                           H.UNCHECKED_KEY: ", ".join(c for c in missing if c != "still_falling")}.items():
+            if key not in out.columns:
+                out[key] = pd.Series([None] * len(out), index=out.index, dtype=object)
+            out.at[idx, key] = value
+        filled += 1
+    return out, filled
+
+
 def assess(runs: pd.DataFrame, cols: list[str], run_path: Callable[[str], Path] | None = None) -> RunHealth:
     """Status of every row of `runs` (recorded where the run recorded one, else derived from its columns), and
     which unhealthy ones are left out: those whose setting (`cols`) has an ok run. `run_path` maps a `run_dir`

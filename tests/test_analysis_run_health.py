@@ -145,3 +145,33 @@ def test_a_run_without_its_folder_is_not_checked_for_still_falling(tmp_path):
 
     assert curve_trend({"run_dir": "runs/gone"}, lambda d: tmp_path / d) == "no curve (no run folder)"
     assert curve_trend({}, None) == "no curve (no run folder)"
+
+
+def test_publishing_writes_the_curve_check_into_the_references_runs_table(tmp_path):
+    """A reference keeps no run folders: `reference publish` measures still_falling from the sweep's curves and
+    writes it into the copy of runs.parquet, so analysing the reference (no run folders) gives the same verdicts
+    as analysing the sweep folder; the closed-form fall of the straight line is recorded."""
+    import numpy as np
+
+    root = make_results(tmp_path / "p", analysis=ANALYSIS)
+    runs = _mark(root)
+    runs["health_unchecked"], runs["epochs_run"], runs["train_steps"] = "still_falling", 1, 300
+    runs.to_parquet(root / "runs.parquet")
+    steps = np.arange(10, 301, 10)
+    _write_curve(root / "runs" / "whale_d64_s1_delay60", 0.8 - 1e-3 * steps)
+    _write_curve(root / "runs" / "wukong_d64_s1_delay60", np.full(len(steps), 0.6))
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    in_sweep = json.loads((root / "analysis.json").read_text())["run_health"]
+    ref = tmp_path / "ref"
+    assert main(["reference", "publish", str(root), "--out", str(ref), "--no-plots"]) == 0
+    published = pd.read_parquet(ref / "runs.parquet").set_index("trial_id")
+    assert published.loc["whale_d64_s1_delay60", "health_status"] == "undertrained"
+    assert published.loc["whale_d64_s1_delay60", "loss_fall"] == pytest.approx(1e-3 * 30 / 0.5, rel=1e-6)
+    assert published.loc["wukong_d64_s1_delay60", "health_status"] == "ok"
+    assert published.loc["wukong_d64_s1_delay60", "health_unchecked"] == ""
+    assert published.loc["whale_d64_s0_delay60", "health_unchecked"] == "still_falling"  # no curve: left as is
+    in_ref = json.loads((ref / "analysis.json").read_text())["run_health"]
+    assert [(e["trial"], e["status"]) for e in in_ref["excluded"]] == \
+        [(e["trial"], e["status"]) for e in in_sweep["excluded"]]
+    # the same runs stay unchecked (in the sweep their folders hold no curve; the reference has no folders)
+    assert sum(in_ref["still_falling_unchecked"].values()) == sum(in_sweep["still_falling_unchecked"].values())
