@@ -1,23 +1,33 @@
-"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in cache-sized blocks of targets on CPU.
+"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in blocks of targets on CPU.
 
 For B targets, H heads, N positions and head width d, the explicit form materialises four [B, H, N, N]
-tensors per layer in training (scores, SiLU output, their gradients): 67 MB each at the seed configuration
-(B = 256, H = 4, N = 128), far larger than the caches, so every element-wise pass streams them through
-memory. Here the work is split into blocks of targets whose [b, H, N, N] maps fit in the cache
-(`BLOCK_ELEMENTS`), and the backward pass recomputes each block's scores from q, k and the bias instead
-of storing them (as FlashAttention does), so no [B, H, N, N] tensor is kept for the backward. q, k and v
-are copied once, to the layouts `torch.matmul` gives them in the explicit form (k as k^T); the output and the gradients
-are written
-token-major ([B, N, H, d] in memory), the layout of the projections, so the caller's reshape and the
-projection's backward need no further copies. Measured on this 2-core CPU at the seed configuration it
-runs at about the explicit form's speed and lowers WHALE's peak memory (docs/training.md).
+tensors per layer in training (scores, SiLU output, their gradients): 270 MB each at the seed's HSTU
+(B = 256, H = 4, N = 257). Here the work is split into blocks of targets whose [b, H, N, N] maps stay within
+a memory budget (`BLOCK_BUDGET_MIB`), and the backward pass recomputes each block's scores from q, k and
+the bias instead of storing them (as FlashAttention does), so no [B, H, N, N] tensor is kept for the
+backward. Heads are batched into every product; each block issues 2 batched products forward and 5
+backward (one recomputing the scores), so a step issues 7 x blocks x layers of them. q, k and v are
+copied once, to the layouts `torch.matmul` gives them in the explicit form (k as k^T); the output and the
+gradients are written token-major ([B, N, H, d] in memory), the layout of the projections, so the caller's
+reshape and the projection's backward need no further copies.
+
+Block size. Each block's products and element-wise passes are OpenMP regions, and every region ends at a
+barrier where a thread waits for the others; when another process holds a core (a sweep's second trial),
+the waits, not the arithmetic, set the pace, so fewer, larger blocks are faster there, while on an idle core
+cache-sized blocks cost nothing more. The budget was chosen by timing the seed's HSTU training step (B = 256,
+N = 257, 4 heads; `recscale bench --arch hstu` shapes) at map budgets of 4, 16, 64 and 256 MiB, interleaved
+round by round on a shared 2-core machine (median of 5 rounds, ratio to 4 MiB paired by round): at 1 thread
+all lie within the noise (0.91-1.05); at 2 threads with the other core loaded 64 MiB ran 1.34x and 256 MiB
+1.31x the old 4 MiB blocks (which issued 224 products per step there; 64 MiB issues 84). 64 MiB keeps the
+backward's transient maps (about four of them) near 256 MiB, and typical sweep shapes in one block (WHALE
+at the seed, N = 128, and every demo trial, at B = 256); the seed's HSTU runs in 6.
 
 Numbers: every block runs the same operations on the same values as the explicit form does on the whole
 batch (batched matrix products treat each target separately, and block sizes keep element-wise kernels on
 the same vector/scalar paths, see `ALIGN_ELEMENTS`), so at one thread the output and all gradients are
-bit-identical to autograd through the explicit form (tested). FLOPs: under `torch.no_grad` (which is how
-fvcore traces models) the blocked forward is plain tensor code, so fvcore counts the same batched
-products, block by block, for the same total.
+bit-identical to autograd through the explicit form (tested), whatever the budget. FLOPs: under
+`torch.no_grad` (which is how fvcore traces models) the blocked forward is plain tensor code, so fvcore
+counts the same batched products, block by block, for the same total.
 
 The blocked form is used on CPU only; on CUDA the explicit form runs (its kernels are not cache-bound in
 the same way, and `torch.compile` can fuse it there).
@@ -29,9 +39,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-#: Elements of one block's [b, H, N, N] score map: 2^20 floats (4 MiB) fits this machine's L3 many times
-#: over and roughly its per-core L2.
-BLOCK_ELEMENTS = 1 << 20
+#: Memory budget of one block's [b, H, N, N] fp32 score map, in MiB (the module docstring says how it was chosen).
+BLOCK_BUDGET_MIB = 64
+#: Elements of one block's score map at most (unless one target's map alone is larger).
+BLOCK_ELEMENTS = BLOCK_BUDGET_MIB * (1 << 20) // 4
 #: Every block but the last holds a multiple of this many map elements. torch's element-wise CPU kernels
 #: (SiLU among them) run a vectorised loop over whole groups of 2 vectors (at most 32 floats) and a scalar
 #: loop over the remainder, which rounds differently; blocks whose sizes are multiples of 64 put every
