@@ -5,7 +5,8 @@
   against a float64 sum.
 - The blocked pointwise attention against the explicit `SiLU(q k^T + bias) v`: bit-identical outputs and
   gradients with several blocks, a ragged last block, masked pairs and rows with no readable key, and
-  against a float64 reference.
+  against a float64 reference; its blocks, at 1 and 2 threads, the largest aligned ones within the budget
+  (found by search).
 - Whole models (WHALE, HSTU, Shallow-hybrid) with the fast paths against the same models with the plain
   forms: bit-identical logits and parameter gradients at one thread, so committed CPU results do not move.
 - `time_bucket` at every bucket boundary against the closed form evaluated in Python floats.
@@ -95,6 +96,23 @@ def test_blocked_attention_bit_identical_to_explicit(monkeypatch, B, N, block_el
     with torch.no_grad():
         assert torch.equal(PA.pointwise_attention(*fast_in), plain)
     assert torch.equal(fast[0, :, 3], torch.zeros(H, d))  # a query that reads nothing reads exactly zero
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_block_size_within_budget_and_aligned(threads):
+    budget = PA.block_budget_mib(threads) * (1 << 20) // 4  # map elements
+    for H, N in [(4, 257), (4, 128), (2, 33), (4, 33), (1, 9), (3, 7), (64, 1024)]:
+        q = torch.empty(256, H, N, 1)
+        torch.set_num_threads(threads)
+        try:
+            size, per_target = PA._block_size(q, N), H * N * N
+        finally:
+            torch.set_num_threads(1)  # the module's setting
+        assert size >= 1 and size * per_target % PA.ALIGN_ELEMENTS == 0
+        # the largest aligned block within the budget, or the smallest aligned block when none fits
+        aligned = [b for b in range(1, 1 << 18) if b * per_target % PA.ALIGN_ELEMENTS == 0]
+        fits = [b for b in aligned if b * per_target <= budget]
+        assert size == (max(fits) if fits else min(aligned))
 
 
 def test_blocked_attention_matches_float64_reference(monkeypatch):

@@ -3,7 +3,7 @@
 For B targets, H heads, N positions and head width d, the explicit form materialises four [B, H, N, N]
 tensors per layer in training (scores, SiLU output, their gradients): 270 MB each at the seed's HSTU
 (B = 256, H = 4, N = 257). Here the work is split into blocks of targets whose [b, H, N, N] maps stay within
-a memory budget (`BLOCK_BUDGET_MIB`), and the backward pass recomputes each block's scores from q, k and
+a memory budget (see "Block size"), and the backward pass recomputes each block's scores from q, k and
 the bias instead of storing them (as FlashAttention does), so no [B, H, N, N] tensor is kept for the
 backward. Heads are batched into every product; each block issues 2 batched products forward and 5
 backward (one recomputing the scores), so a step issues 7 x blocks x layers of them. q, k and v are
@@ -11,23 +11,30 @@ copied once, to the layouts `torch.matmul` gives them in the explicit form (k as
 gradients are written token-major ([B, N, H, d] in memory), the layout of the projections, so the caller's
 reshape and the projection's backward need no further copies.
 
-Block size. Each block's products and element-wise passes are OpenMP regions, and every region ends at a
-barrier where a thread waits for the others; when another process holds a core (a sweep's second trial),
-the waits, not the arithmetic, set the pace, so fewer, larger blocks are faster there, while on an idle core
-cache-sized blocks cost nothing more. The budget was chosen by timing the seed's HSTU training step (B = 256,
-N = 257, 4 heads; `recscale bench --arch hstu` shapes) at map budgets of 4, 16, 64 and 256 MiB, interleaved
-round by round on a shared 2-core machine (median of 5 rounds, ratio to 4 MiB paired by round): at 1 thread
-all lie within the noise (0.91-1.05); at 2 threads with the other core loaded 64 MiB ran 1.34x and 256 MiB
-1.31x the old 4 MiB blocks (which issued 224 products per step there; 64 MiB issues 84). 64 MiB keeps the
-backward's transient maps (about four of them) near 256 MiB, and typical sweep shapes in one block (WHALE
-at the seed, N = 128, and every demo trial, at B = 256); the seed's HSTU runs in 6.
+Block size. Each block's products and element-wise passes are OpenMP regions, and with more than one thread
+every region ends at a barrier where a thread waits for the others; when another process holds a core (a
+sweep's second trial), the waits, not the arithmetic, set the pace, so fewer, larger blocks are faster. At
+one thread there is no barrier, and cache-sized blocks keep the element-wise passes in cache. So the budget
+of one block's map depends on the thread count (`block_budget_mib`): 4 MiB at one thread, 64 MiB with more.
+Chosen by timing training steps at `recscale bench` shapes (B = 256, 4 heads; HSTU N = 257, WHALE N = 128)
+at budgets of 4, 16, 64 and 256 MiB, interleaved round by round on a shared, loaded 2-core machine (median
+of 5 rounds, ratio to 4 MiB paired by round), without and with one core kept busy:
+
+| threads | HSTU 16 / 64 / 256 MiB | WHALE 16 / 64 / 256 MiB |
+| --- | --- | --- |
+| 1 | 1.00 / 1.04 / 0.93; busy 1.05 / 0.91 / 1.01 | 0.96 / 0.94 / 0.92; busy 0.97 / 0.94 / 0.92 |
+| 2 | 1.13 / 1.34 / 1.31; busy 0.90 / 1.39 / 1.87 | 1.62 / 1.52 / 1.78 |
+
+At 2 threads 64 MiB issues 84 products per HSTU step instead of 224 and runs WHALE's in one block; 256 MiB
+gains a little more in some cases at four times the memory (the backward holds about four maps at once).
 
 Numbers: every block runs the same operations on the same values as the explicit form does on the whole
 batch (batched matrix products treat each target separately, and block sizes keep element-wise kernels on
 the same vector/scalar paths, see `ALIGN_ELEMENTS`), so at one thread the output and all gradients are
-bit-identical to autograd through the explicit form (tested), whatever the budget. FLOPs: under
-`torch.no_grad` (which is how fvcore traces models) the blocked forward is plain tensor code, so fvcore
-counts the same batched products, block by block, for the same total.
+bit-identical to autograd through the explicit form (tested), whatever the budget; one thread, where every
+committed CPU result trained, keeps the 4 MiB blocks it always had. FLOPs: under `torch.no_grad` (which is
+how fvcore traces models) the blocked forward is plain tensor code, so fvcore counts the same batched
+products, block by block, for the same total.
 
 The blocked form is used on CPU only; on CUDA the explicit form runs (its kernels are not cache-bound in
 the same way, and `torch.compile` can fuse it there).
@@ -39,10 +46,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-#: Memory budget of one block's [b, H, N, N] fp32 score map, in MiB (the module docstring says how it was chosen).
-BLOCK_BUDGET_MIB = 64
-#: Elements of one block's score map at most (unless one target's map alone is larger).
-BLOCK_ELEMENTS = BLOCK_BUDGET_MIB * (1 << 20) // 4
+#: Memory budget of one block's [b, H, N, N] fp32 score map, in MiB, at one torch thread and with more (the
+#: module docstring says how they were chosen).
+ONE_THREAD_BUDGET_MIB = 4
+MANY_THREADS_BUDGET_MIB = 64
+#: Elements of one block's score map at most, when set (tests set it); None: from `block_budget_mib`.
+BLOCK_ELEMENTS: int | None = None
 #: Every block but the last holds a multiple of this many map elements. torch's element-wise CPU kernels
 #: (SiLU among them) run a vectorised loop over whole groups of 2 vectors (at most 32 floats) and a scalar
 #: loop over the remainder, which rounds differently; blocks whose sizes are multiples of 64 put every
@@ -50,12 +59,19 @@ BLOCK_ELEMENTS = BLOCK_BUDGET_MIB * (1 << 20) // 4
 ALIGN_ELEMENTS = 64
 
 
+def block_budget_mib(threads: int) -> int:
+    """MiB of one block's fp32 score map at `threads` torch threads."""
+    return ONE_THREAD_BUDGET_MIB if threads <= 1 else MANY_THREADS_BUDGET_MIB
+
+
 def _block_size(q: torch.Tensor, num_keys: int) -> int:
-    """Targets per block for queries q [B, H, Nq, d] over `num_keys` keys: about BLOCK_ELEMENTS map
-    elements, in a multiple of the targets whose maps fill whole ALIGN_ELEMENTS groups."""
+    """Targets per block for queries q [B, H, Nq, d] over `num_keys` keys: at most the budget's map elements
+    (BLOCK_ELEMENTS, else `block_budget_mib` at torch's thread count), in a multiple of the targets whose maps
+    fill whole ALIGN_ELEMENTS groups (at least one such multiple)."""
     per_target = q.shape[1] * q.shape[2] * num_keys
     unit = ALIGN_ELEMENTS // math.gcd(per_target, ALIGN_ELEMENTS)
-    size = BLOCK_ELEMENTS // per_target
+    elements = BLOCK_ELEMENTS or block_budget_mib(torch.get_num_threads()) * (1 << 20) // 4
+    size = elements // per_target
     return max(unit, size - size % unit)
 
 
