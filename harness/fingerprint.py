@@ -8,6 +8,11 @@ and device. `machine_fingerprint()` records those facts as flat `env_*` strings 
 metrics.json keeps them and runs.parquet gets one column each (`harness.sweep.collect`), and
 `fingerprint_differences()` names the ones that differ between two runs (`recscale reference check`
 prints them when a reproduction is not bit-exact).
+
+Beside those, the thread policy the run trained under (docs/training.md, "Threads"), which decides its speed
+when trials share a machine: `threads` (torch's intra-op threads; a different count can change the numbers),
+`omp_wait_policy` (OMP_WAIT_POLICY, empty for OpenMP's default) and `cpu_affinity` (the CPUs the process may
+run on, e.g. `0-1`, and any OpenMP binding variable set: the pinning, if any).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ KERNEL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512
 #: Environment variables that force a kernel choice; recorded when set.
 KERNEL_OVERRIDES = ("ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS",
                     "MKL_DEBUG_CPU_TYPE", "OMP_NUM_THREADS")
+#: OpenMP variables that pin threads to CPUs; recorded in `cpu_affinity` when set.
+BINDING_VARIABLES = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
 
 
 @lru_cache(maxsize=1)
@@ -69,6 +76,26 @@ def _numpy_blas() -> str:
     return "unknown"
 
 
+def _ranges(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] -> `0-2,5`."""
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def cpu_affinity() -> str:
+    """The CPUs this process may run on (`0-1`) and any OpenMP binding variable set (`0-1 OMP_PROC_BIND=close`)."""
+    try:
+        cpus = _ranges(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cpus = f"{os.cpu_count() or 1} cpus"
+    return " ".join([cpus, *(f"{k}={os.environ[k]}" for k in BINDING_VARIABLES if os.environ.get(k))])
+
+
 def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
     """The facts that decide a run's floating-point results, as flat `env_*` keys (strings and ints).
 
@@ -91,6 +118,8 @@ def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
         f"{PREFIX}torch_blas": _torch_blas(),
         f"{PREFIX}numpy_blas": _numpy_blas(),
         f"{PREFIX}threads": int(torch.get_num_threads()),
+        f"{PREFIX}omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        f"{PREFIX}cpu_affinity": cpu_affinity(),
         f"{PREFIX}device": dev,
         f"{PREFIX}overrides": overrides,
         f"{PREFIX}python": platform.python_version(),

@@ -3,6 +3,8 @@
 - The fingerprint names the kernels that were forced: torch's CPU capability under ATEN_CPU_CAPABILITY
   and OpenBLAS's kernel under OPENBLAS_CORETYPE (read back from torch and threadpoolctl in a fresh
   process), and a real training run records it in metrics.json.
+- The thread policy a run trained under: OMP_WAIT_POLICY and the CPUs it may use with any OpenMP binding,
+  set in a fresh process and read back.
 - A cross-ISA difference, shown on any machine: three seeds of a tiny WHALE trained in a subprocess with
   torch's native kernels and in one forced to its plain C++ kernels (ATEN_CPU_CAPABILITY=default). The
   reproduction check then finds the two fingerprints differing in `torch_cpu_capability` and judges the
@@ -44,6 +46,27 @@ def test_forced_kernels_are_recorded():
         assert forced["env_numpy_blas"].endswith(" Sandybridge")
     keys = {k for k, _, _ in fingerprint_differences(forced, native)}
     assert "overrides" in keys and ("torch_cpu_capability" in keys) == (native["env_torch_cpu_capability"] != "DEFAULT")
+
+
+def _expand(ranges: str) -> set[int]:
+    """`0-2,5` -> {0, 1, 2, 5}."""
+    out: set[int] = set()
+    for part in ranges.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def test_thread_policy_is_recorded():
+    plain = machine_fingerprint()
+    assert plain["env_omp_wait_policy"] == os.environ.get("OMP_WAIT_POLICY", "")
+    set_ = _fingerprint_in({"OMP_WAIT_POLICY": "PASSIVE", "OMP_PROC_BIND": "close"})
+    assert set_["env_omp_wait_policy"] == "PASSIVE"
+    cpus, *binding = set_["env_cpu_affinity"].split(" ")
+    assert _expand(plain["env_cpu_affinity"]) == os.sched_getaffinity(0)
+    # binding pins the process's first thread once OpenMP starts: a non-empty part of the CPUs it had
+    assert _expand(cpus) and _expand(cpus) <= os.sched_getaffinity(0) and binding == ["OMP_PROC_BIND=close"]
+    assert {k for k, _, _ in fingerprint_differences(set_, plain)} >= {"omp_wait_policy", "cpu_affinity"}
 
 
 #: Train three seeds of a tiny WHALE on the artifact argv[1] and write their runs table to argv[2].
