@@ -13,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 # torch is left out: it is chosen above, or by whoever installed a GPU build first. `make lock` refreshes it.
 LOCK    ?= requirements.lock
 
-.PHONY: setup lock demo demo-check references lint test test-slow test-all bench gpu-check clean
+.PHONY: setup lock demo demo-check references lint test test-slow test-all bench bench-throughput gpu-check clean
 
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -73,6 +73,18 @@ bench: setup
 	rm -f $(BENCH_JSON) && mkdir -p $(dir $(BENCH_JSON))
 	$(BIN)/python -m pytest tests/bench -m bench --benchmark-enable --benchmark-json=$(BENCH_JSON) $(ARGS)
 	$(BIN)/python tests/bench/write_tables.py $(BENCH_JSON) docs/benchmarks
+
+# Throughput where sweeps run, on a quiet machine (about 20 minutes on 2 cores): the HSTU step beside
+# generative-recommenders' at 1 and 2 threads, quiet and with one core busy (needs RECSCALE_GR_CHECKOUT and
+# the `peer` extra; skipped otherwise), and the demo's training targets/s with 2 trials at once, at BASE (a git
+# revision, e.g. the commit a change branched from) against this tree, plus the thread policies
+# (docs/benchmarks/peer_hstu.md, concurrent_trials.md).
+#   RECSCALE_GR_CHECKOUT=/path/to/generative-recommenders make bench-throughput BASE=<revision>
+PEER_ARGS ?= --rounds 7 --warmup 1
+bench-throughput: setup
+	test -n "$(BASE)" || (echo "BASE=<git revision> is required (the code to compare with)" >&2; exit 2)
+	RECSCALE_BENCH_BASE="$(BASE)" RECSCALE_PEER_BENCH_ARGS="$(PEER_ARGS)" \
+		$(MAKE) bench ARGS="-k 'peer_hstu or concurrent_trials' $(ARGS)"
 
 # CUDA tests (they skip without CUDA) and a timed WHALE epoch at the seed configuration on the medium
 # synthetic log, printing targets/s and utilisation (cli/gpu_check.py; says so and exits 0 without CUDA).
