@@ -34,9 +34,10 @@ the same vector/scalar paths, see `ALIGN_ELEMENTS`), so at one thread the output
 bit-identical to autograd through the explicit form (tested), whatever the budget; one thread, where every
 committed CPU result trained, keeps the 4 MiB blocks it always had. At more threads, batched products of
 another batch size may split their work differently, so the last bits may change with the budget (the
-seed's HSTU at 2 threads: parameters differ after 3 steps between 4 and 64 MiB; WHALE's agreed). FLOPs: under `torch.no_grad` (which is
-how fvcore traces models) the blocked forward is plain tensor code, so fvcore counts the same batched
-products, block by block, for the same total.
+seed's HSTU at 2 threads: parameters differ after 3 steps between 4 and 64 MiB; WHALE's agreed).
+
+FLOPs: under `torch.no_grad` (which is how fvcore traces models) the blocked forward is plain tensor code,
+so fvcore counts the same batched products, block by block, for the same total.
 
 The blocked form is used on CPU only; on CUDA the explicit form runs (its kernels are not cache-bound in
 the same way, and `torch.compile` can fuse it there).
