@@ -129,6 +129,21 @@ def _recheck(status: str, reasons: str, h: H.Health) -> tuple[str, str]:
     return H.UNDERTRAINED, "; ".join([r for r in (reasons, *falling) if r])
 
 
+def _recorded_with_curve(row: Mapping[str, Any], run_path: Callable[[str], Path] | None,
+                         ) -> tuple[str, str, list[str], Trend | str]:
+    """A row's recorded status, reasons and unchecked criteria, with the still-falling check measured from its
+    run folder's curves where the run did not record it and the curves exist (then the trend, else why not)."""
+    status, reasons = _str(row.get(H.STATUS_KEY)), _str(row.get(H.REASONS_KEY))
+    missing = [c for c in _str(row.get(H.UNCHECKED_KEY)).split(", ") if c]
+    trend: Trend | str = _str(row.get(H.FALL_CURVE_KEY)).removeprefix(H.NOT_CHECKED) or "not recorded"
+    if "still_falling" in missing:
+        trend = curve_trend(row, run_path)
+        if isinstance(trend, Trend):
+            status, reasons = _recheck(status, reasons, H.classify(row, trend))
+            missing.remove("still_falling")
+    return status, reasons, missing, trend
+
+
 def record_trends(runs: pd.DataFrame, run_path: Callable[[str], Path]) -> tuple[pd.DataFrame, int]:
     """`runs` with the still-falling check written in for every run that recorded a health status but not that
     check (a run trained before it existed) and whose run folder still holds its curves: the trend columns
@@ -137,17 +152,14 @@ def record_trends(runs: pd.DataFrame, run_path: Callable[[str], Path]) -> tuple[
     table and how many rows were filled."""
     out = runs.copy()
     filled = 0
-    for idx, row in runs.iterrows():
-        recorded = _str(row.get(H.STATUS_KEY))
-        missing = [c for c in _str(row.get(H.UNCHECKED_KEY)).split(", ") if c]
-        if not recorded or "still_falling" not in missing:
+    for idx, row in zip(runs.index, runs.to_dict("records"), strict=True):
+        if not _str(row.get(H.STATUS_KEY)):
             continue
-        trend = curve_trend(row.to_dict(), run_path)
+        status, reasons, missing, trend = _recorded_with_curve(row, run_path)
         if not isinstance(trend, Trend):
             continue
-        status, reasons = _recheck(recorded, _str(row.get(H.REASONS_KEY)), H.classify(row.to_dict(), trend))
         for key, value in {**H.trend_fields(trend), H.STATUS_KEY: status, H.REASONS_KEY: reasons,
-                           H.UNCHECKED_KEY: ", ".join(c for c in missing if c != "still_falling")}.items():
+                           H.UNCHECKED_KEY: ", ".join(missing)}.items():
             if key not in out.columns:
                 out[key] = pd.Series([None] * len(out), index=out.index, dtype=object)
             out.at[idx, key] = value
@@ -167,15 +179,8 @@ def assess(runs: pd.DataFrame, cols: list[str], run_path: Callable[[str], Path] 
     for i, row in enumerate(runs.to_dict("records")):
         recorded = _str(row.get(H.STATUS_KEY))
         if recorded:
-            status, reasons = recorded, _str(row.get(H.REASONS_KEY))
-            missing = [c for c in _str(row.get(H.UNCHECKED_KEY)).split(", ") if c]
-            trend: Trend | str = _str(row.get(H.FALL_CURVE_KEY)).removeprefix(H.NOT_CHECKED) or "not recorded"
-            if "still_falling" in missing:
-                trend = curve_trend(row, run_path)
-                if isinstance(trend, Trend):
-                    status, reasons = _recheck(status, reasons, H.classify(row, trend))
-                    missing.remove("still_falling")
-                    here += 1
+            status, reasons, missing, trend = _recorded_with_curve(row, run_path)
+            here += isinstance(trend, Trend)
         else:
             trend = curve_trend(row, run_path)
             h = H.classify(row, trend)
