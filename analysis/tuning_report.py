@@ -61,10 +61,10 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
     return ["## Tuning", "",
             f"Before measuring, each setting's {choice.param} was chosen on {choice.metric} ({better} mean over "
             f"tuning seeds {choice.seeds}) among the grid values in the last columns, which give that mean per value "
-            "('–': some seed had no finite value; 'not ok': some tuning run of that value ended collapsed, diverged "
-            "or undertrained, and the value could not be chosen). Every measurement run of a setting trained at its "
-            f"chosen value ({RUNS_FILE}'s `{TUNED}` column names the key). A choice at the grid's edge is listed "
-            "under Warnings.",
+            "('–': some seed had no finite value; 'not ok': some tuning run of that value did not learn (collapsed, "
+            "diverged, or undertrained other than still falling), and the value could not be chosen). Every "
+            f"measurement run of a setting trained at its chosen value ({RUNS_FILE}'s `{TUNED}` column names the "
+            "key). A choice at the grid's edge is listed under Warnings.",
             "", *markdown_table(header, rows), ""]
 
 

@@ -13,8 +13,8 @@ measurement trial at its setting's chosen value. The choice (`choose`):
   not a run undertrained only because its loss was still falling at the end, `run_health.learned`: a short
   tuning run at a modest rate ends so without being unstable) cannot be chosen either: a learning rate at
   which one seed of few fails to learn sits at the edge of stability, and the measurement seeds would meet
-  the same edge. Where every value has an unhealthy run, the
-  best finite mean is chosen anyway and the choice is marked (`fallback`), which the report warns about;
+  the same edge. Where no value with a finite mean is free of such runs, the best finite mean is chosen
+  anyway and the choice is marked (`fallback`), which the report warns about;
 - `edge` is "low" or "high" when the chosen value is the grid's lowest or highest: the best value may lie
   outside the grid, and the report warns.
 
@@ -60,8 +60,8 @@ class SettingChoice:
     edge: str | None  # "low", "high" or None
     means: list[float | None]  # per grid value (ascending); None where some seed gave no finite metric
     rows: list[dict[str, Any]]  # {"value", "seed", "metric", "health"} per tuning trial
-    healthy: list[bool] = field(default_factory=list)  # per grid value: every tuning run `ok` (or unrecorded)
-    fallback: bool = False  # no value was healthy in every seed; the best finite mean was chosen anyway
+    healthy: list[bool] = field(default_factory=list)  # per grid value: every tuning run learned (or unrecorded)
+    fallback: bool = False  # no healthy value had a finite mean; the best finite mean was chosen anyway
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,8 @@ def choose_values(values: Sequence[float], seeds: Sequence[int], table: Mapping[
                   ) -> tuple[int, list[float | None], list[bool]]:
     """(index of the chosen value, mean metric per value, whether every seed's run of the value was healthy) from
     `table`: (value, seed) -> metric (None or NaN: no finite metric), and `unhealthy`: the (value, seed) runs
-    whose health status was not `ok`. The best finite mean among healthy values wins; where no value is healthy,
-    the best finite mean among all (the caller marks that choice). Raises ValueError when no value has a finite
+    that did not learn. The best finite mean among healthy values wins; where no healthy value has a finite
+    mean, the best finite mean among all (the caller marks that choice). Raises ValueError when no value has a finite
     mean."""
     grid = np.array([[np.nan if (m := table.get((v, s))) is None else float(m) for s in seeds] for v in values])
     means = grid.mean(axis=1)  # NaN where any seed is missing or non-finite
@@ -149,7 +149,7 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
             setting=sid, point=point, chosen=values[best], edge=edge_of(best, len(values)), means=means,
             rows=[{"value": v, "seed": s, "metric": table.get((v, s)), "health": status.get((v, s))}
                   for v in values for s in seeds],
-            healthy=healthy, fallback=not any(healthy)))
+            healthy=healthy, fallback=not any(h and m is not None for h, m in zip(healthy, means, strict=True))))
     return TuningChoice(param=t.param, metric=t.metric, mode=mode, grid=values, seeds=seeds, settings=out)
 
 
