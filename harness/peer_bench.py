@@ -135,7 +135,8 @@ def measure_time(args: argparse.Namespace) -> dict[str, Any]:
         "peer_targets_per_s_median": B / float(np.median(peer_s)), "peer_targets_per_s_best": B / min(peer_s),
         "ratio_peer_time_over_ours": ratio, "ratio_low": low, "ratio_high": high,
         "flops_per_target_ours": flops["ours"], "flops_per_target_peer": flops[args.peer],
-        "flop_ratio": ratios[args.peer], "malloc_env": malloc_env_active(), "peer_commit": peer.commit[:12],
+        "flop_ratio": ratios[args.peer], "ours_run_flop_fraction": P.run_flop_fraction(shapes),
+        "malloc_env": malloc_env_active(), "peer_commit": peer.commit[:12],
     }
 
 

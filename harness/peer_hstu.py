@@ -25,8 +25,10 @@ Three implementations of a stack of `num_layers` layers over B full-length seque
 
 `matrix_flops` counts the matrix products of one forward + backward with torch's FlopCounterMode (matmul,
 bmm, addmm and the like; element-wise work and fbgemm's data movement are not counted); `check_flops` fails
-when a peer's count is more than `FLOP_TOLERANCE` away from ours, so a timing never compares different work
-unnoticed. Every product here is per sequence, so FLOPs per target do not depend on B: the check may run at
+when a peer's count is further from ours than its `FLOP_TOLERANCE`, so a timing never compares different work
+unnoticed. Counts are nominal: ours computes every (query, key) pair there, as the peers do, although with
+more than one thread it leaves out the key ranges that no query of a range reads (`run_flop_fraction` gives
+the share it runs). Every product here is per sequence, so FLOPs per target do not depend on B: the check may run at
 a small batch.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,13 +48,17 @@ import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from architectures.blocks.hstu import DEFAULT_NUM_BUCKETS, HSTUEncoder, HSTULayer, sequence_layout
+from architectures.blocks.pointwise_attention import every_pair
 
 #: Environment variable naming the local generative-recommenders checkout.
 CHECKOUT_ENV = "RECSCALE_GR_CHECKOUT"
 #: The peer commit this module was written and tested against (2026-07-09).
 TESTED_COMMIT = "6135bc30398f97e5786674192558d91f2ef2fa90"
-#: Largest allowed |peer matrix FLOPs / ours - 1| for a side-by-side timing.
-FLOP_TOLERANCE = 0.10
+#: Largest allowed |peer matrix FLOPs / ours - 1| for a side-by-side timing, per peer: 10% for the research
+#: layer, which computes our function (the counts are equal), 25% for STU, a larger function (its output
+#: projection reads 3 H d values, ours H d, and its affine first layer norm makes the first UVQK product
+#: take an input gradient: 1.22 x our count per training step at the benchmark shapes).
+FLOP_TOLERANCE: dict[str, float] = {"research": 0.10, "stu": 0.25}
 
 ImplName = Literal["ours", "research", "stu"]
 PEERS: tuple[ImplName, ...] = ("research", "stu")
@@ -243,22 +250,28 @@ def make_optimizer(impl: Impl) -> torch.optim.Optimizer:
     return torch.optim.AdamW(impl.module.parameters(), lr=1e-3, weight_decay=1e-5)
 
 
-def matrix_flops(impl: Impl) -> int:
-    """Matrix-product FLOPs of one forward + backward (FlopCounterMode; AdamW has none)."""
+def matrix_flops(impl: Impl, *, nominal: bool = True) -> int:
+    """Matrix-product FLOPs of one forward + backward (FlopCounterMode; AdamW has none). nominal: ours computes
+    every (query, key) pair, as the peers do (the function's work); False: the products ours runs at torch's
+    thread count (with more than one thread it leaves out key ranges no query of a range reads, see
+    `pointwise_attention.key_spans`)."""
     impl.module.zero_grad(set_to_none=True)
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, every_pair() if nominal else nullcontext():
         train_step(impl)
     impl.module.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 
 
-def check_flops(flops: dict[str, int], tolerance: float = FLOP_TOLERANCE) -> dict[str, float]:
-    """peer / ours matrix-FLOP ratio of every peer in `flops` (which holds "ours"); FlopMismatch past tolerance."""
+def check_flops(flops: dict[str, int], tolerance: dict[str, float] | None = None) -> dict[str, float]:
+    """peer / ours matrix-FLOP ratio of every peer in `flops` (which holds "ours"); FlopMismatch when one is
+    past its tolerance (`FLOP_TOLERANCE` by default)."""
+    tolerance = FLOP_TOLERANCE if tolerance is None else tolerance
     ratios = {name: flops[name] / flops["ours"] for name in flops if name != "ours"}
-    bad = {name: r for name, r in ratios.items() if abs(r - 1) > tolerance}
+    bad = {name: r for name, r in ratios.items() if abs(r - 1) > tolerance[name]}
     if bad:
-        raise FlopMismatch("matrix FLOPs per step differ by more than {:.0%}: {}; ours {:,}".format(
-            tolerance, ", ".join(f"{n} {flops[n]:,} ({r:.3f} x ours)" for n, r in bad.items()), flops["ours"]))
+        raise FlopMismatch("matrix FLOPs per step differ by more than allowed: {}; ours {:,}".format(
+            ", ".join(f"{n} {flops[n]:,} ({r:.3f} x ours, allowed {tolerance[n]:.0%})" for n, r in bad.items()),
+            flops["ours"]))
     return ratios
 
 
@@ -271,3 +284,10 @@ def flop_ratios(peer: SimpleNamespace, shapes: Shapes, names: tuple[ImplName, ..
     per_target: dict[str, int] = {name: matrix_flops(build(name, small, data, peer)) // batch
                                   for name in ("ours", *names)}
     return per_target, check_flops(per_target)
+
+
+def run_flop_fraction(shapes: Shapes, batch: int = 4) -> float:
+    """Matrix FLOPs ours runs at torch's thread count over its nominal ones (1 at one thread)."""
+    small = Shapes(**{**shapes.__dict__, "batch": batch})
+    impl = build("ours", small, inputs(small))
+    return matrix_flops(impl, nominal=False) / matrix_flops(impl)

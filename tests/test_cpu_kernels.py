@@ -48,10 +48,11 @@ def test_table_lookup_values_and_gradient_bit_identical_at_one_thread():
         assert torch.equal(table_lookup(fast_table, index), plain)
 
 
-def test_table_lookup_gradient_at_two_threads_matches_float64_sum():
+@pytest.mark.parametrize("shape", [(64, 50, 50), (7, 13, 11)])  # whole rows of partial sums; a ragged end
+def test_table_lookup_gradient_at_two_threads_matches_float64_sum(shape):
     g = torch.Generator().manual_seed(1)
-    index = torch.randint(0, 17, (64, 50, 50), generator=g)
-    grad = torch.randn(64, 50, 50, generator=g)
+    index = torch.randint(0, 17, shape, generator=g)
+    grad = torch.randn(shape, generator=g)
     table = torch.zeros(17, requires_grad=True)
     torch.set_num_threads(2)
     try:
@@ -166,3 +167,86 @@ def test_time_bucket_exact_at_every_boundary():
     values = [s * (e + o) for e in edges for o in (-1, 0, 1) for s in (1, -1)] + [0, 1, 2**62, -(2**62)]
     want = [min(128, math.floor(math.log(max(abs(x), 1)) / 0.301)) for x in values]
     assert time_bucket(torch.tensor(values, dtype=torch.int64)).tolist() == want
+
+
+def _masked_inputs(B: int, H: int, N: int, d: int, mask: torch.Tensor, seed: int):
+    """Attention inputs whose bias is MASKED wherever the read mask [B, N, N] is False."""
+    q, k, v, bias = _attention_inputs(B, H, N, d, seed)
+    bias = bias.detach().clone().masked_fill_(~mask, MASKED).requires_grad_()
+    return [q, k, v, bias]
+
+
+def _spans_brute_force(mask: torch.Tensor, chunks: int) -> list[tuple[int, int, int, int]]:
+    N = mask.shape[-1]
+    out = []
+    for c in range(chunks):
+        r0, r1 = round(c * N / chunks), round((c + 1) * N / chunks)
+        read = [j for j in range(N) if any(bool(mask[b, i, j]) for b in range(mask.shape[0]) for i in range(r0, r1))]
+        if r1 > r0:
+            out.append((r0, r1, read[0], read[-1] + 1) if read else (r0, r1, 0, 0))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["causal", "anti-causal", "window", "none-read"])
+def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout):
+    B, H, N, d = 6, 2, 13, 4
+    i, j = torch.arange(N).unsqueeze(1), torch.arange(N).unsqueeze(0)
+    base = {"causal": j <= i, "anti-causal": j >= i, "window": (i - j).abs() <= 2,
+            "none-read": (j <= i) & (i < 9)}[layout]  # none-read: queries 9.. read nothing in any target
+    mask = base.expand(B, N, N) & (torch.rand(B, N, N, generator=torch.Generator().manual_seed(6)) < 0.8)
+    monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 2 * H * 4 * N)  # several blocks of targets
+    torch.set_num_threads(2)
+    try:
+        spans = PA.key_spans(mask)
+        assert spans == _spans_brute_force(mask, PA.QUERY_CHUNKS)
+        with PA.every_pair():
+            assert PA.key_spans(mask) is None
+        fast_in = _masked_inputs(B, H, N, d, mask, seed=7)
+        fast = PA.pointwise_attention(*fast_in, spans)
+        grad = torch.randn(fast.shape, generator=torch.Generator().manual_seed(8))
+        fast.backward(grad)
+        with torch.no_grad():
+            no_grad_out = PA.pointwise_attention(*fast_in, spans)
+    finally:
+        torch.set_num_threads(1)
+    # against the explicit form in float64 (autograd), which computes every pair
+    ref_in = [t.detach().double().requires_grad_() for t in fast_in]
+    ref = PA.explicit_pointwise_attention(*ref_in)
+    ref.backward(grad.double())
+    np.testing.assert_allclose(fast.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(no_grad_out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(fast_in, ref_in):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-5)
+    if layout == "none-read":
+        assert torch.equal(fast[:, :, 9:], torch.zeros(B, H, N - 9, d))
+
+
+def test_key_spans_only_with_more_than_one_thread_and_never_under_a_trace():
+    mask = torch.ones(2, 8, 8, dtype=torch.bool).tril()
+    assert PA.key_spans(mask) is None  # this module trains at one thread
+    torch.set_num_threads(2)
+    try:
+        assert PA.key_spans(mask) == [(0, 2, 0, 2), (2, 4, 0, 4), (4, 6, 0, 6), (6, 8, 0, 8)]
+        traced = []
+        torch.jit.trace(lambda m: traced.append(PA.key_spans(m)) or m.float(), (mask,), check_trace=False)
+        assert traced == [None]
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_flop_counts_do_not_depend_on_the_thread_count():
+    from architectures.flops import count_flops
+
+    spec = default_test_spec(history_len=16)
+    batch = random_batch(spec, 8, generator=torch.Generator().manual_seed(9), min_len=1)
+    counts = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        try:
+            for arch in ("hstu", "whale"):
+                torch.manual_seed(0)
+                model = architectures.build(arch, spec, architectures.make_config(arch, {"dim": 8, "history_len": 16}))
+                counts.append(count_flops(model, batch).per_target)
+        finally:
+            torch.set_num_threads(1)
+    assert counts[:2] == counts[2:]

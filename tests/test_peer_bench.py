@@ -73,9 +73,11 @@ def test_paired_ratio_of_identical_ratios_is_exact():
 
 
 def test_check_flops_fails_loudly_past_the_tolerance():
-    assert P.check_flops({"ours": 100, "research": 91, "stu": 109}) == {"research": 0.91, "stu": 1.09}
-    with pytest.raises(P.FlopMismatch, match=r"stu 111 \(1\.110 x ours\)"):
-        P.check_flops({"ours": 100, "research": 100, "stu": 111})
+    assert P.check_flops({"ours": 100, "research": 91, "stu": 124}) == {"research": 0.91, "stu": 1.24}
+    with pytest.raises(P.FlopMismatch, match=r"research 111 \(1\.110 x ours, allowed 10%\)"):
+        P.check_flops({"ours": 100, "research": 111, "stu": 100})
+    with pytest.raises(P.FlopMismatch, match=r"stu 126 \(1\.260 x ours, allowed 25%\)"):
+        P.check_flops({"ours": 100, "research": 100, "stu": 126})
 
 
 def test_missing_peer_says_what_to_set(monkeypatch, tmp_path):

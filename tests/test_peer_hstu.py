@@ -57,15 +57,40 @@ def test_default_eps_differ_by_far_more_than_rounding(peer):
 def test_flops_match_at_the_benchmark_shapes(peer):
     # B = 2: FLOPs per target do not depend on the batch size, and the rest is the benchmark's shapes
     per_target, ratios = P.flop_ratios(peer, P.Shapes(), batch=2)
-    assert set(ratios) == {"research", "stu"} and all(abs(r - 1) <= P.FLOP_TOLERANCE for r in ratios.values())
-    # ours recomputes the scores in the backward pass (one more N x N x d product per head and layer than the
-    # research layer's six), the analytic count of which is exact here
+    assert set(ratios) == {"research", "stu"}
+    assert all(abs(r - 1) <= P.FLOP_TOLERANCE[name] for name, r in ratios.items())
+    # ours and the research layer run the same products (the score maps kept for the backward pass, not
+    # recomputed): six N x N x d products per head and layer; the analytic count is exact here
     N, D, H, d, layers = 257, 64, 4, 16, 2
     uvqk, out = 2 * N * D * 4 * H * d, 2 * N * H * d * D  # forward products per target and layer
     linear = layers * 3 * (uvqk + out) - uvqk  # forward, weight and input gradients; the input needs none
     per_product = 2 * N * N * d * H
-    assert per_target["ours"] == linear + layers * 7 * per_product
-    assert per_target["research"] == linear + layers * 6 * per_product
+    assert per_target["ours"] == per_target["research"] == linear + layers * 6 * per_product
+    # STU's output projection reads [u, attention, LN(attention) * u], three times our out's inputs, and its
+    # first layer norm is affine, so the first UVQK product also takes an input gradient
+    assert per_target["stu"] == per_target["ours"] + layers * 3 * 2 * out + uvqk
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_run_flop_fraction_counts_the_key_ranges_left_out(threads):
+    shapes = P.Shapes(batch=2, seq_len=64, dim=16, num_heads=2, head_dim=8)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        fraction = P.run_flop_fraction(shapes)
+    finally:
+        torch.set_num_threads(before)
+    if threads == 1:
+        assert fraction == 1
+        return
+    # causal: query range c of 4 (16 queries each) reads keys [0, 16 (c + 1)); the attention products scale
+    # with the keys read, the projections do not
+    N, D, H, d, layers = 64, 16, 2, 8, 2
+    uvqk, out = 2 * N * D * 4 * H * d, 2 * N * H * d * D
+    linear = layers * 3 * (uvqk + out) - uvqk
+    per_product = 2 * N * N * d * H
+    kept = sum(16 * 16 * (c + 1) for c in range(4)) / (N * N)  # 10 / 16
+    assert fraction == pytest.approx((linear + layers * 6 * per_product * kept) / (linear + layers * 6 * per_product))
 
 
 def test_stu_trains(peer):

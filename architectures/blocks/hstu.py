@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .pointwise_attention import pointwise_attention
+from .pointwise_attention import Span, key_spans, pointwise_attention
 from .table_lookup import table_lookup
 
 DEFAULT_NUM_BUCKETS = 128
@@ -116,9 +116,10 @@ class HSTULayer(nn.Module):
         self.out = nn.Linear(inner, dim)
         self.bias = RelativeBias(max_len, num_buckets)
 
-    def forward(self, x: torch.Tensor, valid: torch.Tensor, mask_bias: torch.Tensor,
-                buckets: torch.Tensor) -> torch.Tensor:
-        """x [B, N, D]; valid [B, N]; mask_bias [B, N, N] (0 where read, MASKED elsewhere); buckets [B, N, N]."""
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, mask_bias: torch.Tensor, buckets: torch.Tensor,
+                spans: list[Span] | None = None) -> torch.Tensor:
+        """x [B, N, D]; valid [B, N]; mask_bias [B, N, N] (0 where read, MASKED elsewhere); buckets [B, N, N];
+        spans: the read mask's `key_spans` (None: every pair)."""
         B, N, _ = x.shape
         H, d = self.num_heads, self.head_dim
         uvqk = F.silu(self.uvqk(F.layer_norm(x, (self.dim,), eps=self.eps)))  # [B, N, 4 H d]
@@ -129,7 +130,7 @@ class HSTULayer(nn.Module):
         k = k.view(B, N, H, d).transpose(1, 2)
         v = v.view(B, N, H, d).transpose(1, 2)
         # SiLU(MASKED + anything finite) is exactly -0.0 with a zero gradient: masking costs no extra pass
-        attn = pointwise_attention(q, k, v, self.bias(buckets) + mask_bias)  # [B, H, N, d]
+        attn = pointwise_attention(q, k, v, self.bias(buckets) + mask_bias, spans)  # [B, H, N, d]
         attn = attn.transpose(1, 2).reshape(B, N, H * d) / self.max_len  # [B, N, H d]
         y = x + self.out(F.layer_norm(attn, (H * d,), eps=self.eps) * u)  # [B, N, D]
         return y * valid.unsqueeze(-1).to(y.dtype)
@@ -152,8 +153,9 @@ class HSTUEncoder(nn.Module):
                 buckets: torch.Tensor) -> list[torch.Tensor]:
         """x [B, N, D] (0 at PAD), valid [B, N], mask [B, N, N] -> outputs of layers 1..num_layers, each [B, N, D]."""
         mask_bias = mask_to_bias(mask, x.dtype)  # [B, N, N]
+        spans = key_spans(mask)  # query ranges and the keys they read (None at one thread)
         outs = []
         for layer in self.layers:
-            x = layer(x, valid, mask_bias, buckets)
+            x = layer(x, valid, mask_bias, buckets, spans)
             outs.append(x)
         return outs

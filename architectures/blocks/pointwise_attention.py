@@ -1,15 +1,26 @@
-"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in blocks of targets on CPU.
+"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU.
 
 For B targets, H heads, N positions and head width d, the explicit form materialises four [B, H, N, N]
 tensors per layer in training (scores, SiLU output, their gradients): 270 MB each at the seed's HSTU
-(B = 256, H = 4, N = 257). Here the work is split into blocks of targets whose [b, H, N, N] maps stay within
-a memory budget (see "Block size"), and the backward pass recomputes each block's scores from q, k and
-the bias instead of storing them (as FlashAttention does), so no [B, H, N, N] tensor is kept for the
-backward. Heads are batched into every product; each block issues 2 batched products forward and 5
-backward (one recomputing the scores), so a step issues 7 x blocks x layers of them. q, k and v are
-copied once, to the layouts `torch.matmul` gives them in the explicit form (k as k^T); the output and the
-gradients are written token-major ([B, N, H, d] in memory), the layout of the projections, so the caller's
-reshape and the projection's backward need no further copies.
+(B = 256, H = 4, N = 257), and autograd keeps two of them for the backward. Here the work is split into
+blocks of targets whose maps stay within a memory budget (see "Block size"), and only the scores are kept
+for the backward, block by block: one map per layer instead of two, and the backward runs the same five
+products as autograd, without recomputing the scores (which cost one more product and a pass per block,
+and made a step about 8% slower at one thread). Heads are batched into every product, so a step issues
+2 + 5 batched products per piece and layer. q, k and v are copied once, to the layouts `torch.matmul` gives
+them in the explicit form (k as k^T); the output and the gradients are written token-major ([B, N, H, d] in
+memory), the layout of the projections, so the caller's reshape and the projection's backward need no
+further copies.
+
+Key spans (more than one thread). A causal read mask leaves half of every map masked, and masked pairs cost
+as much as read ones. `key_spans` splits the queries into `QUERY_CHUNKS` ranges and finds, from the read
+mask, the range of keys that some query of each range reads in some target; a piece is then one block of
+targets times one query range over its keys only. Every pair left out is masked in every target, where the
+explicit form's SiLU gives -0.0 and a zero gradient, so only the rounding changes (the sums are split
+differently). For HSTU's causal mask with 4 ranges, the maps shrink to 5/8 of the full ones, in compute and
+in the memory kept. `recscale flops` and every FLOP count stay those of the full maps (`key_spans` gives
+None under a jit trace, and `every_pair()` turns spans off), so compute axes do not depend on threads.
+Spans are off at one thread, where every committed CPU result trained, to keep those results bit-identical.
 
 Block size. Each block's products and element-wise passes are OpenMP regions, and with more than one thread
 every region ends at a barrier where a thread waits for the others; when another process holds a core (a
@@ -25,16 +36,17 @@ of 5 rounds, ratio to 4 MiB paired by round), without and with one core kept bus
 | 1 | 1.00 / 1.04 / 0.93; busy 1.05 / 0.91 / 1.01 | 0.96 / 0.94 / 0.92; busy 0.97 / 0.94 / 0.92 |
 | 2 | 1.13 / 1.34 / 1.31; busy 0.90 / 1.39 / 1.87 | 1.62 / 1.52 / 1.78 |
 
-At 2 threads 64 MiB issues 84 products per HSTU step instead of 224 and runs WHALE's in one block; 256 MiB
-gains a little more in some cases at four times the memory (the backward holds about four maps at once).
+At 2 threads 64 MiB issued 84 products per HSTU step instead of 224 and ran WHALE's in one block; 256 MiB
+gained a little more in some cases at four times the memory. (Measured before key spans and kept scores;
+with spans, a piece's map is that of its largest query range, blocks are made equal, and 64 and 128 MiB
+timed alike: HSTU at B = 256 then runs in 2 blocks of 4 pieces per layer.)
 
 Numbers: every block runs the same operations on the same values as the explicit form does on the whole
 batch (batched matrix products treat each target separately, and block sizes keep element-wise kernels on
 the same vector/scalar paths, see `ALIGN_ELEMENTS`), so at one thread the output and all gradients are
-bit-identical to autograd through the explicit form (tested), whatever the budget; one thread, where every
-committed CPU result trained, keeps the 4 MiB blocks it always had. At more threads, batched products of
-another batch size may split their work differently, so the last bits may change with the budget (the
-seed's HSTU at 2 threads: parameters differ after 3 steps between 4 and 64 MiB; WHALE's agreed).
+bit-identical to autograd through the explicit form (tested), whatever the budget; one thread keeps the
+4 MiB blocks it always had. At more threads, the key spans and batched products of another batch size
+change the last bits (tested against a float64 reference instead).
 
 FLOPs: under `torch.no_grad` (which is how fvcore traces models) the blocked forward is plain tensor code,
 so fvcore counts the same batched products, block by block, for the same total.
@@ -45,12 +57,14 @@ the same way, and `torch.compile` can fuse it there).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 
-#: Memory budget of one block's [b, H, N, N] fp32 score map, in MiB, at one torch thread and with more (the
-#: module docstring says how they were chosen).
+#: Memory budget of one block's [b, H, rows, keys] fp32 score map, in MiB, at one torch thread and with more
+#: (the module docstring says how they were chosen).
 ONE_THREAD_BUDGET_MIB = 4
 MANY_THREADS_BUDGET_MIB = 64
 #: Elements of one block's score map at most, when set (tests set it); None: from `block_budget_mib`.
@@ -60,6 +74,27 @@ BLOCK_ELEMENTS: int | None = None
 #: loop over the remainder, which rounds differently; blocks whose sizes are multiples of 64 put every
 #: element on the same path as in the whole-batch tensor, which keeps the results bit-identical.
 ALIGN_ELEMENTS = 64
+#: Query ranges per sequence when spans are used (more than one thread): the causal HSTU map then costs
+#: (1 + 1/QUERY_CHUNKS) / 2 of the full one.
+QUERY_CHUNKS = 4
+
+#: (first query, end query, first key, end key) of one query range and the keys any of its queries reads.
+Span = tuple[int, int, int, int]
+
+
+_every_pair = False
+
+
+@contextmanager
+def every_pair() -> Iterator[None]:
+    """Within the block, `key_spans` gives None: every (query, key) pair is computed, as at one thread (for
+    counting the nominal matrix FLOPs of the function, as a peer computes them)."""
+    global _every_pair
+    before, _every_pair = _every_pair, True
+    try:
+        yield
+    finally:
+        _every_pair = before
 
 
 def block_budget_mib(threads: int) -> int:
@@ -67,14 +102,34 @@ def block_budget_mib(threads: int) -> int:
     return ONE_THREAD_BUDGET_MIB if threads <= 1 else MANY_THREADS_BUDGET_MIB
 
 
-def _block_size(q: torch.Tensor, num_keys: int) -> int:
-    """Targets per block for queries q [B, H, Nq, d] over `num_keys` keys: at most the budget's map elements
-    (BLOCK_ELEMENTS, else `block_budget_mib` at torch's thread count), in a multiple of the targets whose maps
-    fill whole ALIGN_ELEMENTS groups (at least one such multiple)."""
-    per_target = q.shape[1] * q.shape[2] * num_keys
+def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS) -> list[Span] | None:
+    """The query ranges of a read mask [B, N, N] (query i, key j) and, for each, the smallest key range that
+    holds every key one of its queries reads in any target; None where spans are not used (one torch thread,
+    where the full maps keep results bit-identical to the explicit form, or not on CPU). Keys outside a range
+    are masked for every query of the range, so leaving them out changes no value beyond rounding."""
+    if _every_pair or mask.device.type != "cpu" or torch.get_num_threads() <= 1 or torch.jit.is_tracing():
+        return None  # under a jit trace (fvcore) too: FLOP counts are those of the full maps at any thread count
+    N = mask.shape[-1]
+    reads = mask.any(dim=0)  # [N, N]: query i reads key j in some target
+    bounds = [round(c * N / chunks) for c in range(chunks + 1)]
+    spans = []
+    for r0, r1 in zip(bounds, bounds[1:]):
+        if r1 <= r0:
+            continue
+        keys = reads[r0:r1].any(dim=0).nonzero().flatten()  # keys read by some query of the range
+        k0, k1 = (int(keys[0]), int(keys[-1]) + 1) if len(keys) else (0, 0)
+        spans.append((r0, r1, k0, k1))
+    return spans
+
+
+def _block_size(q: torch.Tensor, num_keys: int, num_queries: int | None = None) -> int:
+    """Targets per block for queries q [B, H, Nq, d] over `num_keys` keys (maps of `num_queries` rows, Nq when
+    None): at most the budget's map elements (BLOCK_ELEMENTS, else `block_budget_mib` at torch's thread count),
+    in a multiple of the targets whose maps fill whole ALIGN_ELEMENTS groups (at least one such multiple)."""
+    per_target = q.shape[1] * (num_queries or q.shape[2]) * num_keys
     unit = ALIGN_ELEMENTS // math.gcd(per_target, ALIGN_ELEMENTS)
     elements = BLOCK_ELEMENTS or block_budget_mib(torch.get_num_threads()) * (1 << 20) // 4
-    size = elements // per_target
+    size = elements // max(per_target, 1)
     return max(unit, size - size % unit)
 
 
@@ -85,7 +140,7 @@ def _token_major_like(t: torch.Tensor, width: int | None = None) -> torch.Tensor
 
 
 def _scores(q: torch.Tensor, kt: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """q k^T + bias for one block: q [b, H, N, d], kt = k^T [b, H, d, N], bias [b, N, N] -> [b, H, N, N]."""
+    """q k^T + bias for one block: q [b, H, n, d], kt = k^T [b, H, d, m], bias [b, n, m] -> [b, H, n, m]."""
     return torch.matmul(q, kt).add_(bias.unsqueeze(1))
 
 
@@ -96,52 +151,90 @@ def _operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     return q.contiguous(), k.transpose(2, 3).contiguous(), v.contiguous()
 
 
-def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """SiLU(q k^T + bias) v, block by block, on `_operands` -> [B, H, N, dv] (token-major memory)."""
+def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None):
+    """(target slice, span) of every piece of the work, block by block, skipping spans with no keys; one full
+    span per block when `spans` is None."""
+    full = spans is None
+    spans = [(0, q.shape[2], 0, kt.shape[3])] if spans is None else [s for s in spans if s[3] > s[2]]
+    if not spans:
+        return
+    rows, keys = max(((r1 - r0, k1 - k0) for r0, r1, k0, k1 in spans), key=lambda rk: rk[0] * rk[1])
+    B = q.shape[0]
+    step = _block_size(q, keys, None if full else rows)
+    if not full:  # equal blocks (in whole units), not full ones and a ragged rest: no near-empty last block
+        blocks = -(-B // step)
+        step = -(-B // blocks)
+    for s in range(0, B, step):
+        for span in spans:
+            yield slice(s, s + step), span
+
+
+def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+                    spans: list[Span] | None = None, keep: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """SiLU(q k^T + bias) v, piece by piece (`_pieces`), on `_operands` -> [B, H, N, dv] (token-major memory);
+    each piece's score map is appended to `keep` when given (for the backward)."""
     out = _token_major_like(q, v.shape[-1])  # [B, H, N, dv]
-    step = _block_size(q, kt.shape[3])
-    for s in range(0, q.shape[0], step):
-        e = s + step
-        out[s:e] = torch.matmul(F.silu(_scores(q[s:e], kt[s:e], bias[s:e])), v[s:e])
+    if spans is not None:
+        out.zero_()  # queries that read no key in any target are left out of every piece
+    for t, (r0, r1, k0, k1) in _pieces(q, kt, spans):
+        scores = _scores(q[t, :, r0:r1], kt[t, :, :, k0:k1], bias[t, r0:r1, k0:k1])  # [b, H, n, m]
+        if keep is not None:
+            keep.append(scores)
+        out[t, :, r0:r1] = torch.matmul(F.silu(scores), v[t, :, k0:k1])
     return out
 
 
 class _BlockedPointwiseAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias):
+    def forward(ctx, q, k, v, bias, spans):
         q, kt, v = _operands(q, k, v)  # one copy each, not one per block
-        ctx.save_for_backward(q, kt, v, bias)
-        return blocked_forward(q, kt, v, bias)
+        kept: list[torch.Tensor] = []
+        out = blocked_forward(q, kt, v, bias, spans, kept)
+        ctx.save_for_backward(q, kt, v, *kept)
+        ctx.spans = spans
+        return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, kt, v, bias = ctx.saved_tensors  # contiguous: q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]
+        q, kt, v, *kept = ctx.saved_tensors  # contiguous: q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]
+        spans = ctx.spans
         grad_out = grad_out.contiguous()
         dq, dk, dv = _token_major_like(q), _token_major_like(q), _token_major_like(v)
-        dbias = torch.empty_like(bias)  # [B, N, N]
-        step = _block_size(q, kt.shape[3])
-        for s in range(0, q.shape[0], step):  # the products autograd takes through the explicit form
-            e = s + step
-            qb, ktb, vb, g = q[s:e], kt[s:e], v[s:e], grad_out[s:e]
-            scores = _scores(qb, ktb, bias[s:e])  # [b, H, N, N], recomputed
-            dv[s:e] = torch.matmul(F.silu(scores).transpose(2, 3), g)
-            dscores = torch.ops.aten.silu_backward(torch.matmul(g, vb.transpose(2, 3)), scores)
-            torch.sum(dscores, dim=1, out=dbias[s:e])  # [b, N, N]
-            dq[s:e] = torch.matmul(dscores, ktb.transpose(2, 3))
-            dk[s:e] = torch.matmul(qb.transpose(2, 3), dscores).transpose(2, 3)  # (d k^T)^T
-        return dq, dk, dv, dbias
+        B, N, M = q.shape[0], q.shape[2], kt.shape[3]
+        if spans is None:  # one piece per block: every gradient entry written once
+            dbias = q.new_empty(B, N, M)
+        else:  # pieces add into the key gradients, and leave out pairs no target reads
+            dbias = q.new_zeros(B, N, M)
+            for t in (dq, dk, dv):
+                t.zero_()
+        for (t, (r0, r1, k0, k1)), scores in zip(_pieces(q, kt, spans), kept):  # the products of the explicit form
+            qb, ktb, vb, g = q[t, :, r0:r1], kt[t, :, :, k0:k1], v[t, :, k0:k1], grad_out[t, :, r0:r1]
+            dv_piece = torch.matmul(F.silu(scores).transpose(2, 3), g)  # [b, H, m, dv]
+            dscores = torch.ops.aten.silu_backward(torch.matmul(g, vb.transpose(2, 3)), scores)  # [b, H, n, m]
+            torch.sum(dscores, dim=1, out=dbias[t, r0:r1, k0:k1])  # [b, n, m]
+            dq[t, :, r0:r1] = torch.matmul(dscores, ktb.transpose(2, 3))
+            dk_piece = torch.matmul(qb.transpose(2, 3), dscores).transpose(2, 3)  # (d k^T)^T: [b, H, m, d]
+            if spans is None:
+                dv[t], dk[t] = dv_piece, dk_piece
+            else:
+                dv[t, :, k0:k1] += dv_piece
+                dk[t, :, k0:k1] += dk_piece
+        return dq, dk, dv, dbias, None
 
 
-def explicit_pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 bias: torch.Tensor) -> torch.Tensor:
-    """The plain form: SiLU(q k^T + bias[:, None]) v with autograd through every op -> [B, H, N, dv]."""
+def explicit_pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+                                 spans: list[Span] | None = None) -> torch.Tensor:
+    """The plain form: SiLU(q k^T + bias[:, None]) v with autograd through every op -> [B, H, N, dv]
+    (`spans` ignored: every pair is computed)."""
     return torch.matmul(F.silu(_scores(q, k.transpose(2, 3), bias)), v)
 
 
-def pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """SiLU(q k^T + bias) v: q, k [B, H, N, d], v [B, H, N, dv], bias [B, N, N] (shared by heads) -> [B, H, N, dv]."""
+def pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+                        spans: list[Span] | None = None) -> torch.Tensor:
+    """SiLU(q k^T + bias) v: q, k [B, H, N, d], v [B, H, N, dv], bias [B, N, N] (shared by heads) -> [B, H, N, dv].
+    `spans` (from `key_spans` of the read mask) restricts each query range to the keys it can read."""
     if q.device.type != "cpu":
         return explicit_pointwise_attention(q, k, v, bias)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, bias)):
-        return _BlockedPointwiseAttention.apply(q, k, v, bias)
-    return blocked_forward(*_operands(q, k, v), bias)
+        return _BlockedPointwiseAttention.apply(q, k, v, bias, spans)
+    return blocked_forward(*_operands(q, k, v), bias, spans)
