@@ -5,10 +5,10 @@ One row per peer (its research HSTU layer, its production STU layer), torch thre
 paired ratio peer step time / ours with its 95% bootstrap interval (above 1: ours is faster), the matrix-FLOP
 ratio the comparison was checked at (within the peer's FLOP_TOLERANCE, or the row fails), the share of its
 nominal matrix FLOPs ours runs (below 1 with 2 threads: key spans), and the memory of each at the row's
-thread count, measured alone in its own process: the process's peak resident memory (ru_maxrss) and the part its training steps added (that
-peak minus the resident memory just before the first step). Shapes: B = 256 sequences of 257 tokens, D = 64, 2
-layers of 4 heads x 16, fp32; forward, backward, one AdamW step. Every measurement runs in a fresh process
-with the malloc settings training uses (harness/perf.MALLOC_ENV).
+thread count, measured alone in its own process: the process's peak resident memory (ru_maxrss) and the part
+its training steps added (that peak minus the resident memory just before the first step). Shapes: B = 256
+sequences of 257 tokens, D = 64, 2 layers of 4 heads x 16, fp32; forward, backward, one AdamW step. Every
+measurement runs in a fresh process with the malloc settings training uses (harness/perf.MALLOC_ENV).
 
 Needs a local checkout of github.com/meta-recsys/generative-recommenders named by RECSCALE_GR_CHECKOUT
 (tested at the commit in harness/peer_hstu.TESTED_COMMIT) and `pip install -e ".[peer]"`; skipped otherwise.
