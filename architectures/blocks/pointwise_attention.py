@@ -151,7 +151,10 @@ def _operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     return q.contiguous(), k.transpose(2, 3).contiguous(), v.contiguous()
 
 
-def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None):
+Piece = tuple[slice, Span]
+
+
+def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None) -> Iterator[Piece]:
     """(target slice, span) of every piece of the work, block by block, skipping spans with no keys; one full
     span per block when `spans` is None."""
     full = spans is None
@@ -161,7 +164,7 @@ def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None):
     rows, keys = max(((r1 - r0, k1 - k0) for r0, r1, k0, k1 in spans), key=lambda rk: rk[0] * rk[1])
     B = q.shape[0]
     step = _block_size(q, keys, None if full else rows)
-    if not full:  # equal blocks (in whole units), not full ones and a ragged rest: no near-empty last block
+    if not full:  # equal blocks, not full ones and a ragged rest: no near-empty last block
         blocks = -(-B // step)
         step = -(-B // blocks)
     for s in range(0, B, step):
@@ -169,14 +172,14 @@ def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None):
             yield slice(s, s + step), span
 
 
-def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-                    spans: list[Span] | None = None, keep: list[torch.Tensor] | None = None) -> torch.Tensor:
+def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, pieces: list[Piece],
+                    keep: list[torch.Tensor] | None = None) -> torch.Tensor:
     """SiLU(q k^T + bias) v, piece by piece (`_pieces`), on `_operands` -> [B, H, N, dv] (token-major memory);
     each piece's score map is appended to `keep` when given (for the backward)."""
     out = _token_major_like(q, v.shape[-1])  # [B, H, N, dv]
-    if spans is not None:
-        out.zero_()  # queries that read no key in any target are left out of every piece
-    for t, (r0, r1, k0, k1) in _pieces(q, kt, spans):
+    if any(span != (0, q.shape[2], 0, kt.shape[3]) for _, span in pieces) or not pieces:
+        out.zero_()  # spans: queries that read no key in any target are left out of every piece
+    for t, (r0, r1, k0, k1) in pieces:
         scores = _scores(q[t, :, r0:r1], kt[t, :, :, k0:k1], bias[t, r0:r1, k0:k1])  # [b, H, n, m]
         if keep is not None:
             keep.append(scores)
@@ -188,16 +191,17 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, spans):
         q, kt, v = _operands(q, k, v)  # one copy each, not one per block
+        pieces = list(_pieces(q, kt, spans))
         kept: list[torch.Tensor] = []
-        out = blocked_forward(q, kt, v, bias, spans, kept)
+        out = blocked_forward(q, kt, v, bias, pieces, kept)
         ctx.save_for_backward(q, kt, v, *kept)
-        ctx.spans = spans
+        ctx.spans, ctx.pieces = spans, pieces  # the backward's pieces are the forward's
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, kt, v, *kept = ctx.saved_tensors  # contiguous: q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]
-        spans = ctx.spans
+        spans, pieces = ctx.spans, ctx.pieces
         grad_out = grad_out.contiguous()
         dq, dk, dv = _token_major_like(q), _token_major_like(q), _token_major_like(v)
         B, N, M = q.shape[0], q.shape[2], kt.shape[3]
@@ -207,7 +211,7 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
             dbias = q.new_zeros(B, N, M)
             for t in (dq, dk, dv):
                 t.zero_()
-        for (t, (r0, r1, k0, k1)), scores in zip(_pieces(q, kt, spans), kept):  # the products of the explicit form
+        for (t, (r0, r1, k0, k1)), scores in zip(pieces, kept):  # the products of the explicit form
             qb, ktb, vb, g = q[t, :, r0:r1], kt[t, :, :, k0:k1], v[t, :, k0:k1], grad_out[t, :, r0:r1]
             dv_piece = torch.matmul(F.silu(scores).transpose(2, 3), g)  # [b, H, m, dv]
             dscores = torch.ops.aten.silu_backward(torch.matmul(g, vb.transpose(2, 3)), scores)  # [b, H, n, m]
@@ -237,4 +241,5 @@ def pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias:
         return explicit_pointwise_attention(q, k, v, bias)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, bias)):
         return _BlockedPointwiseAttention.apply(q, k, v, bias, spans)
-    return blocked_forward(*_operands(q, k, v), bias, spans)
+    q, kt, v = _operands(q, k, v)
+    return blocked_forward(q, kt, v, bias, list(_pieces(q, kt, spans)))
