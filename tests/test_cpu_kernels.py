@@ -195,6 +195,8 @@ def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout):
             "none-read": (j <= i) & (i < 9)}[layout]  # none-read: queries 9.. read nothing in any target
     mask = base.expand(B, N, N) & (torch.rand(B, N, N, generator=torch.Generator().manual_seed(6)) < 0.8)
     monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 2 * H * 4 * N)  # several blocks of targets
+    monkeypatch.setattr(PA, "MIN_SPAN_KEYS", 0)  # spans at this small N, which they would not pay at
+    monkeypatch.setattr(PA, "MIN_SKIPPED", 0.0)
     torch.set_num_threads(2)
     try:
         spans = PA.key_spans(mask)
@@ -221,12 +223,22 @@ def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout):
         assert torch.equal(fast[:, :, 9:], torch.zeros(B, H, N - 9, d))
 
 
-def test_key_spans_only_with_more_than_one_thread_and_never_under_a_trace():
-    mask = torch.ones(2, 8, 8, dtype=torch.bool).tril()
+def test_key_spans_only_with_more_than_one_thread_where_they_pay_and_never_under_a_trace():
+    N = PA.MIN_SPAN_KEYS
+    q = N // 4
+    mask = torch.ones(2, N, N, dtype=torch.bool).tril()
     assert PA.key_spans(mask) is None  # this module trains at one thread
     torch.set_num_threads(2)
     try:
-        assert PA.key_spans(mask) == [(0, 2, 0, 2), (2, 4, 0, 4), (4, 6, 0, 6), (6, 8, 0, 8)]
+        assert PA.key_spans(mask) == [(c * q, (c + 1) * q, 0, (c + 1) * q) for c in range(4)]  # 3/8 left out
+        assert PA.key_spans(mask[:, 1:, 1:]) is None  # fewer keys than MIN_SPAN_KEYS
+        assert PA.key_spans(torch.ones(2, N, N, dtype=torch.bool)) is None  # nothing to leave out
+        gap = (torch.arange(N).unsqueeze(1) - torch.arange(N)).abs()
+        # a band of half-width N / 4: ranges read 2, 3, 3, 2 quarters of the keys, 3/8 of the pairs left out
+        assert PA.key_spans((gap <= q).expand(2, N, N)) == [(0, q, 0, 2 * q), (q, 2 * q, 0, 3 * q),
+                                                             (2 * q, 3 * q, q, N), (3 * q, N, 2 * q, N)]
+        # half-width N / 2: 3, 4, 4, 3 quarters, 1/8 left out, below MIN_SKIPPED
+        assert PA.MIN_SKIPPED > 1 / 8 and PA.key_spans((gap <= 2 * q).expand(2, N, N)) is None
         traced = []
         torch.jit.trace(lambda m: traced.append(PA.key_spans(m)) or m.float(), (mask,), check_trace=False)
         assert traced == [None]
