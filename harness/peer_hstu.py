@@ -28,8 +28,8 @@ bmm, addmm and the like; element-wise work and fbgemm's data movement are not co
 when a peer's count is further from ours than its `FLOP_TOLERANCE`, so a timing never compares different work
 unnoticed. Counts are nominal: ours computes every (query, key) pair there, as the peers do, although with
 more than one thread it leaves out the key ranges that no query of a range reads (`run_flop_fraction` gives
-the share it runs). Every product here is per sequence, so FLOPs per target do not depend on B: the check may run at
-a small batch.
+the share it runs). Every product here is per sequence, so FLOPs per target do not depend on B: the check
+may run at a small batch.
 """
 from __future__ import annotations
 

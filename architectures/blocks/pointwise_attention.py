@@ -115,9 +115,10 @@ def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS) -> list[Span] | No
     (where the full maps keep results bit-identical to the explicit form), not on CPU, under a jit trace, or
     where they would not pay (`MIN_SPAN_KEYS`, `MIN_SKIPPED`). Keys outside a range are masked for every query
     of the range, so leaving them out changes no value beyond rounding."""
-    if _every_pair or mask.device.type != "cpu" or torch.get_num_threads() <= 1 or torch.jit.is_tracing():
-        return None  # under a jit trace (fvcore) too: FLOP counts are those of the full maps at any thread count
     N = mask.shape[-1]
+    if (_every_pair or mask.device.type != "cpu" or torch.get_num_threads() <= 1 or torch.jit.is_tracing()
+            or N < MIN_SPAN_KEYS):
+        return None  # under a jit trace (fvcore) too: FLOP counts are those of the full maps at any thread count
     reads = mask.any(dim=0)  # [N, N]: query i reads key j in some target
     bounds = [round(c * N / chunks) for c in range(chunks + 1)]
     spans = []
@@ -128,7 +129,7 @@ def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS) -> list[Span] | No
         k0, k1 = (int(keys[0]), int(keys[-1]) + 1) if len(keys) else (0, 0)
         spans.append((r0, r1, k0, k1))
     kept = sum((r1 - r0) * (k1 - k0) for r0, r1, k0, k1 in spans)
-    return spans if N >= MIN_SPAN_KEYS and kept <= (1 - MIN_SKIPPED) * N * mask.shape[-2] else None
+    return spans if kept <= (1 - MIN_SKIPPED) * N * mask.shape[-2] else None
 
 
 def _block_size(q: torch.Tensor, num_keys: int, num_queries: int | None = None) -> int:
@@ -163,6 +164,12 @@ def _operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.
 Piece = tuple[slice, Span]
 
 
+def _one_full_map_per_block(pieces: list[Piece], num_queries: int, num_keys: int) -> bool:
+    """Whether each piece is a whole block's full map (no spans): every output and gradient entry is then
+    written exactly once."""
+    return bool(pieces) and all(span == (0, num_queries, 0, num_keys) for _, span in pieces)
+
+
 def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None) -> Iterator[Piece]:
     """(target slice, span) of every piece of the work, block by block, skipping spans with no keys; one full
     span per block when `spans` is None."""
@@ -186,7 +193,7 @@ def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: to
     """SiLU(q k^T + bias) v, piece by piece (`_pieces`), on `_operands` -> [B, H, N, dv] (token-major memory);
     each piece's score map is appended to `keep` when given (for the backward)."""
     out = _token_major_like(q, v.shape[-1])  # [B, H, N, dv]
-    if any(span != (0, q.shape[2], 0, kt.shape[3]) for _, span in pieces) or not pieces:
+    if not _one_full_map_per_block(pieces, q.shape[2], kt.shape[3]):
         out.zero_()  # spans: queries that read no key in any target are left out of every piece
     for t, (r0, r1, k0, k1) in pieces:
         scores = _scores(q[t, :, r0:r1], kt[t, :, :, k0:k1], bias[t, r0:r1, k0:k1])  # [b, H, n, m]
@@ -204,17 +211,18 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
         kept: list[torch.Tensor] = []
         out = blocked_forward(q, kt, v, bias, pieces, kept)
         ctx.save_for_backward(q, kt, v, *kept)
-        ctx.spans, ctx.pieces = spans, pieces  # the backward's pieces are the forward's
+        ctx.pieces = pieces  # the backward's pieces are the forward's
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, kt, v, *kept = ctx.saved_tensors  # contiguous: q [B, H, N, d], kt [B, H, d, N], v [B, H, N, dv]
-        spans, pieces = ctx.spans, ctx.pieces
+        pieces = ctx.pieces
         grad_out = grad_out.contiguous()
         dq, dk, dv = _token_major_like(q), _token_major_like(q), _token_major_like(v)
         B, N, M = q.shape[0], q.shape[2], kt.shape[3]
-        if spans is None:  # one piece per block: every gradient entry written once
+        full = _one_full_map_per_block(pieces, N, M)
+        if full:  # one piece per block: every gradient entry written once
             dbias = q.new_empty(B, N, M)
         else:  # pieces add into the key gradients, and leave out pairs no target reads
             dbias = q.new_zeros(B, N, M)
@@ -227,7 +235,7 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
             torch.sum(dscores, dim=1, out=dbias[t, r0:r1, k0:k1])  # [b, n, m]
             dq[t, :, r0:r1] = torch.matmul(dscores, ktb.transpose(2, 3))
             dk_piece = torch.matmul(qb.transpose(2, 3), dscores).transpose(2, 3)  # (d k^T)^T: [b, H, m, d]
-            if spans is None:
+            if full:
                 dv[t], dk[t] = dv_piece, dk_piece
             else:
                 dv[t, :, k0:k1] += dv_piece

@@ -23,6 +23,7 @@ import torch
 #: Rows of partial sums per torch thread in the backward with more than one thread (`_scatter_sum`).
 ROWS_PER_THREAD = 8
 
+
 class _CpuTableLookup(torch.autograd.Function):
     @staticmethod
     def forward(ctx, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
