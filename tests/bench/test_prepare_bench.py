@@ -1,28 +1,83 @@
-"""Benchmark: `recscale prepare` on the full-size synthetic log (38.2M exposures; 3.0M / 0.1M / 0.2M
-targets; L = 128; exposure protocol, 60 s delay). Goal: <= 10 min wall and <= 12 GiB peak RSS on the
-2-core reference machine.
+"""Benchmarks of `recscale prepare` (exposure protocol, L = 128, 60 s delay), each a cold run of the real CLI
+in a child process into a fresh folder, so wall time and peak RSS are those of one prepare, source loading and
+Python start-up included; the peak RSS is the child's own (`os.wait4`), not the largest of every child the
+test process ever ran.
 
-The log is the folder named by the environment variable RECSCALE_FULL_LOG (written by `recscale synth
---scale full --out DIR`); the benchmark skips when the variable is unset or the folder holds no log.
-`prepare` runs in a child process (the real CLI), into a fresh output folder, so the wall time and the
-child's peak RSS are those of one cold prepare, source loading included. Run with `make bench` or
-`pytest tests/bench/test_prepare_bench.py -m bench --benchmark-enable -s`.
+- `test_prepare_small_log`: the `small` synthetic log (~1M exposures; generated into a temporary folder first,
+  not timed), with the artifact's size on disk and, from `recscale compare-delay`, the share of test targets
+  whose history members differ between 0 s and 60 s delay (and that command's wall time).
+- `test_prepare_full_log`: the full-size synthetic log (38.2M exposures; 3.0M / 0.1M / 0.2M targets). Goal:
+  <= 10 min wall and <= 12 GiB peak RSS on the 2-core reference machine. The log is the folder named by the
+  environment variable RECSCALE_FULL_LOG (written by `recscale synth --scale full --out DIR`, about 30 GB);
+  the benchmark skips when the variable is unset or the folder holds no log.
+
+Run with `make bench ARGS="-k prepare"` or `pytest tests/bench/test_prepare_bench.py -m bench --benchmark-enable -s`.
 """
 from __future__ import annotations
 
 import json
 import os
-import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from protocols.synthetic import generate
+
+REPO = Path(__file__).resolve().parents[2]
 FULL_LOG_ENV = "RECSCALE_FULL_LOG"
 GOAL_WALL_S = 600
 GOAL_RSS_GIB = 12
+
+
+def run_cli(args: list[str]) -> tuple[dict, float, float]:
+    """`python -m cli ARGS --no-progress --json` in a child -> (its JSON, wall seconds, the child's peak RSS
+    in GiB)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "cli", *args, "--no-progress", "--json"],
+                                stdout=out, stderr=err, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        assert proc.returncode == 0, f"recscale {args[0]} exited {proc.returncode}:\n{err.read()[-2000:]}"
+        return json.loads(out.read()), wall, usage.ru_maxrss * 1024 / 2**30  # Linux: ru_maxrss in KiB
+
+
+def _prepare_args(root: Path, out: Path) -> list[str]:
+    return ["prepare", "--source", "synthetic", "--root", str(root), "--out", str(out), "--history-len", "128",
+            "--delay-s", "60"]
+
+
+def _disk_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+@pytest.mark.bench
+def test_prepare_small_log(benchmark, tmp_path):
+    log = tmp_path / "synth-small"
+    generate("small", log, seed=0, author50=False)
+    result: dict = {}
+
+    def run_once():
+        result["summary"], result["wall_s"], result["peak_gib"] = run_cli(_prepare_args(log, tmp_path / "art"))
+
+    benchmark.pedantic(run_once, rounds=1, iterations=1)
+    delay, delay_wall, _ = run_cli(["compare-delay", "--source", "synthetic", "--root", str(log),
+                                    "--delays", "0", "60", "--split", "test"])
+    summary = result["summary"]
+    benchmark.extra_info.update({
+        "wall_s": result["wall_s"], "peak_rss_gib": result["peak_gib"], "num_targets": summary["num_targets"],
+        "disk_mb": _disk_mb(Path(summary["path"])), "prepare_step_s": summary.get("prepare_wall_s"),
+        "delay_0_vs_60_share_differing": delay["share_differing"], "delay_test_targets": delay["targets"],
+        "compare_delay_wall_s": delay_wall})
+    assert result["wall_s"] > 0 and 0 < delay["share_differing"] < 1
 
 
 @pytest.mark.bench
@@ -33,24 +88,16 @@ def test_prepare_full_log(benchmark, tmp_path):
     if not (full_log / "realshow").is_dir():
         pytest.skip(f"no synthetic log in {full_log} ({FULL_LOG_ENV})")
     out = Path(os.environ.get("RECSCALE_BENCH_OUT", tmp_path)) / f"prepare-bench-{os.getpid()}"
-    cmd = [sys.executable, "-m", "cli", "prepare", "--source", "synthetic", "--root", str(full_log),
-           "--out", str(out), "--history-len", "128", "--delay-s", "60", "--no-progress", "--json"]
-    result = {}
+    result: dict = {}
 
     def run_once():
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
-        result["wall_s"] = time.perf_counter() - t0
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        result["summary"] = json.loads(proc.stdout)
+        result["summary"], result["wall_s"], result["peak_gib"] = run_cli(_prepare_args(full_log, out))
 
     benchmark.pedantic(run_once, rounds=1, iterations=1)
-    peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 2**30  # Linux: KiB
     summary = result["summary"]
-    benchmark.extra_info.update({"wall_s": result["wall_s"], "peak_rss_gib": peak_gib,
-                                 "num_targets": summary["num_targets"], "membership": summary["membership"]})
-    print(f"\nprepare full: {result['wall_s']:.1f} s wall, {peak_gib:.2f} GiB peak RSS, "
-          f"targets {summary['num_targets']}, artifact {summary['path']}")
+    benchmark.extra_info.update({"wall_s": result["wall_s"], "peak_rss_gib": result["peak_gib"],
+                                 "num_targets": summary["num_targets"], "membership": summary["membership"],
+                                 "prepare_step_s": summary.get("prepare_wall_s")})
     if os.environ.get("RECSCALE_BENCH_KEEP") != "1":
-        subprocess.run(["rm", "-rf", str(out)], check=False)
-    assert result["wall_s"] <= GOAL_WALL_S * 1.5 and peak_gib <= GOAL_RSS_GIB * 1.25  # regression guard
+        shutil.rmtree(out, ignore_errors=True)
+    assert result["wall_s"] <= GOAL_WALL_S * 1.5 and result["peak_gib"] <= GOAL_RSS_GIB * 1.25  # regression guard
