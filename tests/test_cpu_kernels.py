@@ -76,13 +76,15 @@ def _attention_inputs(B: int, H: int, N: int, d: int, seed: int):
     return [t.detach().clone().requires_grad_() for t in (q, k, v, bias)]
 
 
+@pytest.mark.parametrize("keep_activated_mib", [PA.KEEP_ACTIVATED_MIB, 0])  # SiLU maps kept, and recomputed
 @pytest.mark.parametrize(("B", "N", "block_elements"), [
     (7, 8, 1),  # maps of 128 elements: one target per block
     (70, 9, 1),  # maps of 162 elements: blocks of 32 targets (whole 64-element groups), ragged last block
     (7, 9, 1 << 20),  # a single block
 ])
-def test_blocked_attention_bit_identical_to_explicit(monkeypatch, B, N, block_elements):
+def test_blocked_attention_bit_identical_to_explicit(monkeypatch, B, N, block_elements, keep_activated_mib):
     monkeypatch.setattr(PA, "BLOCK_ELEMENTS", block_elements)
+    monkeypatch.setattr(PA, "KEEP_ACTIVATED_MIB", keep_activated_mib)
     H, d = 2, 4
     fast_in = _attention_inputs(B, H, N, d, seed=2)
     plain_in = [t.detach().clone().requires_grad_() for t in fast_in]
@@ -187,8 +189,9 @@ def _spans_brute_force(mask: torch.Tensor, chunks: int) -> list[tuple[int, int, 
     return out
 
 
+@pytest.mark.parametrize("keep_activated_mib", [PA.KEEP_ACTIVATED_MIB, 0])
 @pytest.mark.parametrize("layout", ["causal", "anti-causal", "window", "none-read"])
-def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout):
+def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout, keep_activated_mib):
     B, H, N, d = 6, 2, 13, 4
     i, j = torch.arange(N).unsqueeze(1), torch.arange(N).unsqueeze(0)
     base = {"causal": j <= i, "anti-causal": j >= i, "window": (i - j).abs() <= 2,
@@ -197,6 +200,7 @@ def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout):
     monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 2 * H * 4 * N)  # several blocks of targets
     monkeypatch.setattr(PA, "MIN_SPAN_KEYS", 0)  # spans at this small N, which they would not pay at
     monkeypatch.setattr(PA, "MIN_SKIPPED", 0.0)
+    monkeypatch.setattr(PA, "KEEP_ACTIVATED_MIB", keep_activated_mib)
     torch.set_num_threads(2)
     try:
         spans = PA.key_spans(mask)
@@ -262,3 +266,13 @@ def test_flop_counts_do_not_depend_on_the_thread_count():
         finally:
             torch.set_num_threads(1)
     assert counts[:2] == counts[2:]
+
+
+def test_silu_maps_kept_only_within_their_budget(monkeypatch):
+    B, H, N, d = 8, 2, 16, 4
+    inputs = _attention_inputs(B, H, N, d, seed=9)
+    layer_mib = B * H * N * N * 4 / (1 << 20)  # the layer's fp32 score maps
+    for budget, maps_per_piece in ((layer_mib, 2), (layer_mib / 2, 1)):
+        monkeypatch.setattr(PA, "KEEP_ACTIVATED_MIB", budget)
+        node = PA.pointwise_attention(*inputs).grad_fn
+        assert len(node.saved_tensors) == 3 + maps_per_piece * len(node.pieces), budget  # q, k^T, v, then maps

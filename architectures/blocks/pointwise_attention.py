@@ -3,10 +3,11 @@
 For B targets, H heads, N positions and head width d, the explicit form materialises four [B, H, N, N]
 tensors per layer in training (scores, SiLU output, their gradients): 270 MB each at the seed's HSTU
 (B = 256, H = 4, N = 257), and autograd keeps two of them for the backward. Here the work is split into
-blocks of targets whose maps stay within a memory budget (see "Block size"), and only the scores are kept
-for the backward, block by block: one map per layer instead of two, and the backward runs the same five
-products as autograd, without recomputing the scores (which cost one more product and a pass per block,
-and made a step about 8% slower at one thread). Heads are batched into every product, so a step issues
+blocks of targets whose maps stay within a memory budget (see "Block size"), and the scores are kept for the
+backward, block by block: one map per layer instead of two, and the backward runs the same five products as
+autograd, without recomputing the scores (which cost one more product and a pass per block, and made a step
+about 8% slower at one thread). Layers whose maps are small (`KEEP_ACTIVATED_MIB`) also keep their SiLU, as
+autograd does, so the backward does not recompute it either. Heads are batched into every product, so a step issues
 2 + 5 batched products per piece and layer. q, k and v are copied once, to the layouts `torch.matmul` gives
 them in the explicit form (k as k^T); the output and the gradients are written token-major ([B, N, H, d] in
 memory), the layout of the projections, so the caller's reshape and the projection's backward need no
@@ -84,6 +85,11 @@ QUERY_CHUNKS = 4
 #: WHALE L = 16 (a history whose mask is not banded skips nothing), 0.91 at HSTU N = 65 and 0.93 at N = 129.
 MIN_SPAN_KEYS = 64
 MIN_SKIPPED = 0.25
+#: A layer whose score maps take at most this many MiB in all also keeps their SiLU (the second map autograd
+#: keeps in the explicit form), so the backward does not recompute it. Small maps (the demo's, 2-4 MiB a
+#: layer) are where that recomputation is a visible share of a step; the seed's HSTU (270 MB a layer) keeps
+#: one map per layer.
+KEEP_ACTIVATED_MIB = 32
 
 #: (first query, end query, first key, end key) of one query range and the keys any of its queries reads.
 Span = tuple[int, int, int, int]
@@ -188,18 +194,27 @@ def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None) -> Iter
             yield slice(s, s + step), span
 
 
+def _keeps_activated(q: torch.Tensor, pieces: list[Piece]) -> bool:
+    """Whether the maps of `pieces` (q [B, H, N, d]) are small enough to keep their SiLU too (`KEEP_ACTIVATED_MIB`)."""
+    B, H = q.shape[0], q.shape[1]
+    per_target = sum((r1 - r0) * (k1 - k0) for t, (r0, r1, k0, k1) in pieces if t.start == 0)
+    return B * H * per_target * q.element_size() <= KEEP_ACTIVATED_MIB * (1 << 20)
+
+
 def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, pieces: list[Piece],
-                    keep: list[torch.Tensor] | None = None) -> torch.Tensor:
+                    keep: list[torch.Tensor] | None = None, keep_activated: bool = False) -> torch.Tensor:
     """SiLU(q k^T + bias) v, piece by piece (`_pieces`), on `_operands` -> [B, H, N, dv] (token-major memory);
-    each piece's score map is appended to `keep` when given (for the backward)."""
+    each piece's score map is appended to `keep` when given (for the backward), followed by its SiLU with
+    `keep_activated`."""
     out = _token_major_like(q, v.shape[-1])  # [B, H, N, dv]
     if not _one_full_map_per_block(pieces, q.shape[2], kt.shape[3]):
         out.zero_()  # spans: queries that read no key in any target are left out of every piece
     for t, (r0, r1, k0, k1) in pieces:
         scores = _scores(q[t, :, r0:r1], kt[t, :, :, k0:k1], bias[t, r0:r1, k0:k1])  # [b, H, n, m]
+        activated = F.silu(scores)  # [b, H, n, m]
         if keep is not None:
-            keep.append(scores)
-        out[t, :, r0:r1] = torch.matmul(F.silu(scores), v[t, :, k0:k1])
+            keep.extend((scores, activated) if keep_activated else (scores,))
+        out[t, :, r0:r1] = torch.matmul(activated, v[t, :, k0:k1])
     return out
 
 
@@ -209,7 +224,8 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
         q, kt, v = _operands(q, k, v)  # one copy each, not one per block
         pieces = list(_pieces(q, kt, spans))
         kept: list[torch.Tensor] = []
-        out = blocked_forward(q, kt, v, bias, pieces, kept)
+        ctx.keeps_activated = _keeps_activated(q, pieces)
+        out = blocked_forward(q, kt, v, bias, pieces, kept, ctx.keeps_activated)
         ctx.save_for_backward(q, kt, v, *kept)
         ctx.pieces = pieces  # the backward's pieces are the forward's
         return out
@@ -228,9 +244,12 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
             dbias = q.new_zeros(B, N, M)
             for t in (dq, dk, dv):
                 t.zero_()
-        for (t, (r0, r1, k0, k1)), scores in zip(pieces, kept):  # the products of the explicit form
+        per_piece = 2 if ctx.keeps_activated else 1  # the score map, then its SiLU when kept
+        for i, (t, (r0, r1, k0, k1)) in enumerate(pieces):  # the products of the explicit form
+            scores = kept[per_piece * i]  # [b, H, n, m]
+            activated = kept[per_piece * i + 1] if ctx.keeps_activated else F.silu(scores)  # the same values
             qb, ktb, vb, g = q[t, :, r0:r1], kt[t, :, :, k0:k1], v[t, :, k0:k1], grad_out[t, :, r0:r1]
-            dv_piece = torch.matmul(F.silu(scores).transpose(2, 3), g)  # [b, H, m, dv]
+            dv_piece = torch.matmul(activated.transpose(2, 3), g)  # [b, H, m, dv]
             dscores = torch.ops.aten.silu_backward(torch.matmul(g, vb.transpose(2, 3)), scores)  # [b, H, n, m]
             torch.sum(dscores, dim=1, out=dbias[t, r0:r1, k0:k1])  # [b, n, m]
             dq[t, :, r0:r1] = torch.matmul(dscores, ktb.transpose(2, 3))
