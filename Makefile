@@ -74,7 +74,7 @@ bench: setup
 	$(BIN)/python -m pytest tests/bench -m bench --benchmark-enable --benchmark-json=$(BENCH_JSON) $(ARGS)
 	$(BIN)/python tests/bench/write_tables.py $(BENCH_JSON) docs/benchmarks
 
-# Throughput where sweeps run, on a quiet machine (about 20 minutes on 2 cores): the HSTU step beside
+# Throughput where sweeps run, on a quiet machine (about 45 minutes on 2 cores): the HSTU step beside
 # generative-recommenders' at 1 and 2 threads, quiet and with one core busy (needs RECSCALE_GR_CHECKOUT and
 # the `peer` extra; skipped otherwise), and the demo's training targets/s with 2 trials at once, at BASE (a git
 # revision, e.g. the commit a change branched from) against this tree, plus the thread policies

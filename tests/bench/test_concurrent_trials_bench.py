@@ -19,8 +19,8 @@ loading, evaluation and Ray's scheduling are left out (the script's docstring sa
 
     RECSCALE_BENCH_BASE=<git revision> make bench ARGS="-k concurrent_trials"
 
-RECSCALE_CONCURRENT_ARGS="ROUNDS SECONDS" changes the rounds and the window (default "10 20" for before/after,
-"2 15" for the policies; about 10 and 4 minutes on a quiet 2-core machine).
+RECSCALE_CONCURRENT_ARGS="ROUNDS SECONDS" changes the rounds and the window (default "30 20" for before/after,
+"2 15" for the policies; about 27 and 4 minutes on a quiet 2-core machine).
 """
 from __future__ import annotations
 
@@ -38,10 +38,12 @@ from tests.bench import concurrent_trials as CT
 REPO = Path(__file__).resolve().parents[2]
 
 #: Rounds of the before/after comparison, sized for changes of a few percent (what kernels that keep one-thread
-#: results bit-identical can give the demo's small models). At 4 rounds the 95% interval of 18d9d6d -> b4e36b8
-#: was [0.980, 1.053]; 10 rounds of 18d9d6d -> b8727d7 gave [0.979, 1.065]: the drift between rounds of a
-#: shared machine, more than their number, sets the width here.
-BEFORE_AFTER_ROUNDS = 10
+#: results bit-identical can give the demo's small models). The drift between rounds of a shared machine sets
+#: the interval's width: at 10 rounds the 95% interval of the paired median ratio spanned 7-9 % (18d9d6d ->
+#: d852c50: 1.027 [0.999, 1.076]); the width falls about as 1 / sqrt(rounds), so 30 rounds resolve a change
+#: of about 2-3 %. That 10-round run was the pilot that sized this: the table's figures come from a fresh run
+#: at 30 rounds, not pooled with it.
+BEFORE_AFTER_ROUNDS = 30
 #: (name, trials at once, threads per trial, OMP_WAIT_POLICY) of every policy compared.
 POLICIES = [("2x1", 2, 1, None), ("2x2", 2, 2, None), ("2x2_active", 2, 2, "active"),
             ("2x2_passive", 2, 2, "passive"), ("1x2", 1, 2, None)]
