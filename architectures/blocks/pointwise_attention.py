@@ -7,8 +7,8 @@ blocks of targets whose maps stay within a memory budget (see "Block size"), and
 backward, block by block: one map per layer instead of two, and the backward runs the same five products as
 autograd, without recomputing the scores (which cost one more product and a pass per block, and made a step
 about 8% slower at one thread). Layers whose maps are small (`KEEP_ACTIVATED_MIB`) also keep their SiLU, as
-autograd does, so the backward does not recompute it either. Heads are batched into every product, so a step issues
-2 + 5 batched products per piece and layer. q, k and v are copied once, to the layouts `torch.matmul` gives
+autograd does, so the backward does not recompute it either. Heads are batched into every product, so a step
+issues 2 + 5 batched products per piece and layer. q, k and v are copied once, to the layouts `torch.matmul` gives
 them in the explicit form (k as k^T); the output and the gradients are written token-major ([B, N, H, d] in
 memory), the layout of the projections, so the caller's reshape and the projection's backward need no
 further copies.
@@ -195,10 +195,11 @@ def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None) -> Iter
 
 
 def _keeps_activated(q: torch.Tensor, pieces: list[Piece]) -> bool:
-    """Whether the maps of `pieces` (q [B, H, N, d]) are small enough to keep their SiLU too (`KEEP_ACTIVATED_MIB`)."""
+    """Whether the layer's maps, every piece's [b, H, n, m] for q [B, H, N, d], take at most `KEEP_ACTIVATED_MIB`
+    (their SiLU is then kept too)."""
     B, H = q.shape[0], q.shape[1]
-    per_target = sum((r1 - r0) * (k1 - k0) for t, (r0, r1, k0, k1) in pieces if t.start == 0)
-    return B * H * per_target * q.element_size() <= KEEP_ACTIVATED_MIB * (1 << 20)
+    elements = sum((min(t.stop, B) - t.start) * H * (r1 - r0) * (k1 - k0) for t, (r0, r1, k0, k1) in pieces)
+    return elements * q.element_size() <= KEEP_ACTIVATED_MIB * (1 << 20)
 
 
 def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, pieces: list[Piece],
