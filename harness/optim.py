@@ -56,8 +56,8 @@ def build_optimizers(model: nn.Module, tc: TrainConfig, device: torch.device) ->
 
 @torch.no_grad()
 def clip_gradients(model: nn.Module, max_norm: float) -> torch.Tensor | None:
-    """Scale all gradients so their global L2 norm is at most `max_norm`; returns the norm before
-    (a tensor, so no device synchronisation happens here)."""
+    """Scale all gradients so their global L2 norm is at most `max_norm`; returns the norm before (a tensor:
+    with dense gradients on CUDA no device synchronisation happens here)."""
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     if max_norm <= 0 or not grads:
         return None
@@ -69,7 +69,7 @@ def clip_gradients(model: nn.Module, max_norm: float) -> torch.Tensor | None:
             return total  # torch would multiply every gradient by exactly 1.0: a pass over them for nothing
         torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, total, foreach=True)
         return total
-    squares = [torch.linalg.vector_norm(torch.stack(torch._foreach_norm(dense))) ** 2] if dense else []
+    squares = [torch.nn.utils.get_total_norm(dense, foreach=True) ** 2] if dense else []
     for p in model.parameters():
         if p.grad is not None and p.grad.is_sparse:
             p.grad = p.grad.coalesce()  # duplicate rows summed, so the norm is that of the dense gradient

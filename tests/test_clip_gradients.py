@@ -40,3 +40,18 @@ def test_no_clipping_without_a_bound_or_gradients():
     assert clip_gradients(model, 0.0) is None
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), before))
     assert clip_gradients(nn.Linear(2, 2), 1.0) is None
+
+
+def test_sparse_and_dense_gradients_clip_to_the_norm_of_the_dense_equivalent():
+    sparse_model = _model_with_grads(3.0)
+    dense_model = copy.deepcopy(sparse_model)
+    for a, b in zip(sparse_model.parameters(), dense_model.parameters()):
+        b.grad = a.grad.clone()
+    table = sparse_model[0].weight
+    table.grad = table.grad.to_sparse()
+    norm = clip_gradients(sparse_model, 1.0)
+    ref_norm = torch.nn.utils.clip_grad_norm_(dense_model.parameters(), 1.0)
+    assert norm is not None
+    torch.testing.assert_close(norm, ref_norm, rtol=1e-6, atol=0)  # summed in another order: rounding only
+    for a, b in zip(sparse_model.parameters(), dense_model.parameters()):
+        torch.testing.assert_close(a.grad.to_dense(), b.grad, rtol=1e-6, atol=1e-9)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import load_sweep
 
@@ -46,5 +44,4 @@ def test_the_table_pattern_reads_a_row():
     m = ROW.match(row)
     assert m is not None and m.groups() == ("sweeps/x.yaml", "75", "90", "results/reference/x/")
     assert ROW.match("| `sweeps/x.yaml` | what | many | |") is None
-    with pytest.raises(AssertionError):
-        assert ROW.match("| sweeps/x.yaml | what | 5 | |")
+    assert ROW.match("| sweeps/x.yaml | what | 5 | |") is None
