@@ -2,7 +2,7 @@
 
     RUN_DIR/
       config.yaml                  resolved RunConfig (model defaults filled in)
-      metrics.json                 flat metrics (docs/training.md) + nested `groups` + `versions`;
+      metrics.json                 flat metrics (docs/training.md, `env_*` machine keys included) + nested `groups`;
                                    written last: its presence means the run finished
       predictions_valid.parquet    event_id (int64), label (float32), score (float64 probability)
       predictions_test.parquet
