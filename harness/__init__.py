@@ -1,2 +1,10 @@
-"""Harness: run configs, training loop, evaluation and metrics, checkpoints, FLOP accounting,
-the Ray Tune sweep launcher and the `recscale` command line."""
+"""Harness: one run and many.
+
+Run configs (`config.py`), the training loop and its step, optimisers and learning-rate schedule (`train.py`,
+`step.py`, `optim.py`, `lr_schedule.py`, `stop_signals.py`), evaluation and the metric registry (`evaluate.py`,
+`metrics.py`, `metric_registry.py`, `recompute.py`), checkpoints and the run folder (`checkpoint.py`,
+`run_folder.py`), learning curves and run health (`curves.py`, `loss_trend.py`, `run_health.py`), the machine
+fingerprint and process accounting (`fingerprint.py`, `perf.py`), speed measurement and estimates (`speed/`,
+`code_version.py`, `peer_bench.py`, `peer_hstu.py`), the Ray Tune sweeps (`sweep/`) and the columns of
+runs.parquet (`runs_columns.py`). FLOP and parameter counts are `architectures.flops`; the command line is `cli/`.
+"""
