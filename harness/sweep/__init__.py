@@ -2,8 +2,11 @@
 
     schema.py     the sweep YAML schema, validated at load (`load_sweep`)
     plan.py       grid expansion into trials and distinct datasets; the dry-run table (estimates: harness.speed)
+    model_keys.py  model settings of a sweep: keys for every architecture and keys scoped to one
     datasets.py   generating / preparing every distinct dataset once, before any trial
+    dataset_facts.py  datasets.json: each prepared dataset's targets and history, and how every two differ
     trainable.py  the Ray Tune function trainable around `harness.train.train_run`
+    retry_config.py  the `retry:` section; retry.py  training an unhealthy trial again at a lower learning rate
     tuning_config.py  the `tuning:` section; tuning.py  the tuning stage's choice per setting, tuning.json
     tracking_config.py  the `tracking:` key; tracking.py  trials into an MLflow store (Tune's MLflow callback)
     launcher.py   the stages: Tuner (tuning / Optuna search / grid), resume, summary
