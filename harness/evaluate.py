@@ -18,7 +18,7 @@ from architectures.blocks.attention_kernel import attention_kernel
 from core.errors import RecscaleError
 from protocols.schema import widen
 
-from . import metrics as M
+from . import metric_registry
 
 #: Target columns needed for grouped metrics and GAUC (plus `true_p` when present).
 EVAL_COLUMNS: tuple[str, ...] = ("event_id", "label", "user_id", "video_unseen", "author_unseen", "duration_ms")
@@ -104,7 +104,7 @@ def split_metrics(
     if not np.array_equal(np.asarray(label, dtype=np.float64), np.asarray(columns["label"], dtype=np.float64)):
         row = int(np.flatnonzero(np.asarray(label, np.float64) != np.asarray(columns["label"], np.float64))[0])
         raise PredictionMismatch(f"{split}: label of event {int(event_id[row])} (row {row}) differs from the dataset")
-    values, groups = M.split_metrics(label, score, columns)
+    values, groups = metric_registry.split_metrics(label, score, columns)
     flat: dict[str, float] = {}
     for key, value in values.items():
         if key.startswith("oracle_"):

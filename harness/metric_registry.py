@@ -14,14 +14,14 @@ This module owns, per metric (a `MetricSpec`):
   scored for the oracle within each group of metrics.json, drawn in the grouped-metric plot.
 
 Everything that used to restate these facts derives from the registry: the computation loop of
-`harness.metrics.split_metrics` (flat keys in registration order; groups get every metric that needs no user
+`split_metrics` below (flat keys in registration order; groups get every metric that needs no user
 ids), the sweep's search metrics (`search_modes`), the early-stopping metric and its direction, the analysis
 config's allowed `metrics`, and the analysis' directions, labels and gain kinds. Adding a metric is one
 `register(MetricSpec(...))` call; the built-ins are registered at import, in the order their keys are written.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -158,3 +158,45 @@ GAUC = register(MetricSpec("gauc", M.gauc, higher_is_better=True, label="GAUC", 
                            needs_users=True))
 UAUC = register(MetricSpec("uauc", M.uauc, higher_is_better=True, label="UAUC", gain="difference",
                            needs_users=True))
+
+
+def binary_metrics(labels: np.ndarray, probs: np.ndarray, users: np.ndarray | None = None) -> dict[str, float]:
+    """n, positives and every registered metric of one prediction set, in registration order; the
+    metrics that need user ids only when `users` is given."""
+    y = M.as_labels(labels)
+    out: dict[str, float] = {"n": int(y.size), "positives": int(y.sum())}
+    for m in all_metrics():
+        if users is not None or not m.needs_users:
+            out[m.name] = m.value(y, probs, users)
+    return out
+
+
+def split_metrics(
+    labels: np.ndarray,
+    probs: np.ndarray,
+    columns: Mapping[str, np.ndarray],
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Metrics of one split: (flat {n, positives, <metric>...[, oracle_<metric>...]}, groups {name: {...}}).
+
+    Flat: every registered metric (`harness/metric_registry.py`), in registration order, then on synthetic
+    logs the same metrics of the true probability. Groups: every registered metric that needs no user ids,
+    plus the oracle's value of the headline metrics. `columns` holds the targets' `user_id, video_unseen,
+    author_unseen, duration_ms` and, on synthetic logs, `true_p`, all aligned row by row with `labels` / `probs`.
+    """
+    y = M.as_labels(labels)
+    p = np.asarray(probs, dtype=np.float64).ravel()
+    users = np.asarray(columns["user_id"])
+    flat = binary_metrics(y, p, users)
+    true_p = columns.get("true_p")
+    if true_p is not None:
+        true_p = np.asarray(true_p, dtype=np.float64)
+        oracle = binary_metrics(y, true_p, users)
+        flat.update({f"oracle_{k}": v for k, v in oracle.items() if k not in ("n", "positives")})
+    groups: dict[str, dict[str, float]] = {}
+    for name, mask in M.group_masks(columns).items():
+        g = binary_metrics(y[mask], p[mask])
+        if true_p is not None:
+            g.update({f"oracle_{m.name}": m.value(y[mask], true_p[mask]) for m in headline_metrics()
+                      if not m.needs_users})
+        groups[name] = g
+    return flat, groups

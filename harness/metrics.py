@@ -8,10 +8,11 @@
   of impressions (targets) in the set.
 - `uauc`: the same per-user AUCs averaged without weights (every user with both labels counts once), the
   "UAUC" of the HELIX review's tables.
-- `split_metrics`: every metric of the registry (`harness/metric_registry.py`, which names the
-  functions above with their direction and label) for one split, plus grouped metrics (video / author
-  seen vs unseen in the training vocabulary, duration buckets) and, on synthetic logs, the same metrics
-  of the true probability (the oracle).
+- `group_masks`: the rows of every reported group (video / author seen vs unseen in the training
+  vocabulary, duration buckets).
+
+The registry (`harness/metric_registry.py`) names the functions above with their direction and label, and
+computes every registered metric of one split (`metric_registry.split_metrics`).
 
 Undefined values (AUC of a set with one class, NE of a set with no positives) are NaN.
 All functions take numpy arrays and work in float64; they are vectorised (one sort per call).
@@ -40,7 +41,8 @@ DURATION_BUCKETS: tuple[str, ...] = (
 )
 
 
-def _as_labels(labels: np.ndarray) -> np.ndarray:
+def as_labels(labels: np.ndarray) -> np.ndarray:
+    """`labels` as a flat float64 array; ValueError naming the first row that is not 0 or 1."""
     y = np.asarray(labels, dtype=np.float64).ravel()
     if y.size and not np.all((y == 0.0) | (y == 1.0)):
         bad = np.flatnonzero((y != 0.0) & (y != 1.0))[0]
@@ -53,7 +55,7 @@ def _grouped_auc(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """AUC within each group (ties count half). Returns (auc [G], positives [G], size [G]);
     auc is NaN for groups lacking a positive or a negative."""
-    y = _as_labels(labels)
+    y = as_labels(labels)
     s = np.asarray(scores, dtype=np.float64).ravel()
     g = np.asarray(groups).ravel()
     if not (y.size == s.size == g.size):
@@ -106,7 +108,7 @@ def uauc(labels: np.ndarray, scores: np.ndarray, users: np.ndarray) -> float:
 
 def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
     """Mean binary cross-entropy of probabilities (clipped to [EPS, 1 - EPS])."""
-    y = _as_labels(labels)
+    y = as_labels(labels)
     p = np.clip(np.asarray(probs, dtype=np.float64).ravel(), EPS, 1.0 - EPS)
     if y.size != p.size:
         raise ValueError(f"length mismatch: labels {y.size}, probabilities {p.size}")
@@ -124,23 +126,10 @@ def entropy_of_rate(rate: float) -> float:
 
 def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
     """LogLoss / H(positive rate of this same set)."""
-    y = _as_labels(labels)
+    y = as_labels(labels)
     if y.size == 0:
         return math.nan
     return logloss(y, probs) / entropy_of_rate(float(np.mean(y)))
-
-
-def binary_metrics(labels: np.ndarray, probs: np.ndarray, users: np.ndarray | None = None) -> dict[str, float]:
-    """n, positives and every registered metric of one prediction set, in registration order; the
-    metrics that need user ids only when `users` is given."""
-    from .metric_registry import all_metrics  # the registry names this module's functions
-
-    y = _as_labels(labels)
-    out: dict[str, float] = {"n": int(y.size), "positives": int(y.sum())}
-    for m in all_metrics():
-        if users is not None or not m.needs_users:
-            out[m.name] = m.value(y, probs, users)
-    return out
 
 
 def duration_bucket(duration_ms: np.ndarray) -> np.ndarray:
@@ -166,36 +155,3 @@ def group_masks(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     for i, name in enumerate(DURATION_BUCKETS):
         masks[name] = bucket == i
     return masks
-
-
-def split_metrics(
-    labels: np.ndarray,
-    probs: np.ndarray,
-    columns: Mapping[str, np.ndarray],
-) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Metrics of one split: (flat {n, positives, <metric>...[, oracle_<metric>...]}, groups {name: {...}}).
-
-    Flat: every registered metric (`harness/metric_registry.py`), in registration order, then on synthetic
-    logs the same metrics of the true probability. Groups: every registered metric that needs no user ids,
-    plus the oracle's value of the headline metrics. `columns` holds the targets' `user_id, video_unseen,
-    author_unseen, duration_ms` and, on synthetic logs, `true_p`, all aligned row by row with `labels` / `probs`.
-    """
-    from .metric_registry import headline_metrics
-
-    y = _as_labels(labels)
-    p = np.asarray(probs, dtype=np.float64).ravel()
-    users = np.asarray(columns["user_id"])
-    flat = binary_metrics(y, p, users)
-    true_p = columns.get("true_p")
-    if true_p is not None:
-        true_p = np.asarray(true_p, dtype=np.float64)
-        oracle = binary_metrics(y, true_p, users)
-        flat.update({f"oracle_{k}": v for k, v in oracle.items() if k not in ("n", "positives")})
-    groups: dict[str, dict[str, float]] = {}
-    for name, mask in group_masks(columns).items():
-        g = binary_metrics(y[mask], p[mask])
-        if true_p is not None:
-            g.update({f"oracle_{m.name}": m.value(y[mask], true_p[mask]) for m in headline_metrics()
-                      if not m.needs_users})
-        groups[name] = g
-    return flat, groups

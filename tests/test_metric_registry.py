@@ -17,7 +17,6 @@ from analysis.marginal_returns import marginal_returns
 from analysis.pipeline import analyze
 from core.typed_config import ConfigError, from_dict
 from harness import evaluate, metric_registry
-from harness import metrics as M
 from harness.config import TrainConfig
 from harness.metric_registry import MetricSpec
 from harness.sweep.schema import parse_sweep
@@ -77,7 +76,7 @@ def test_builtin_values_match_sklearn():
     rng = np.random.default_rng(0)
     y = (rng.random(200) < 0.3).astype(np.float64)
     p = np.clip(0.3 + 0.3 * (y - 0.3) + rng.normal(0, 0.2, 200), 0.01, 0.99)
-    flat, _ = M.split_metrics(y, p, _columns(200, rng, y))
+    flat, _ = metric_registry.split_metrics(y, p, _columns(200, rng, y))
     assert flat["auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-12)
     assert flat["logloss"] == pytest.approx(log_loss(y, p), abs=1e-12)
     assert list(flat)[:7] == ["n", "positives", *BUILTINS]  # registration order = metrics.json order
@@ -89,7 +88,7 @@ def test_toy_metric_is_computed_by_the_harness(brier):
     y = (rng.random(n) < 0.35).astype(np.float64)
     p = np.clip(0.35 + 0.25 * (y - 0.35) + rng.normal(0, 0.2, n), 0.01, 0.99)
     columns = _columns(n, rng, y)
-    flat, groups = M.split_metrics(y, p, columns)
+    flat, groups = metric_registry.split_metrics(y, p, columns)
     assert list(flat) == ["n", "positives", *BUILTINS, "brier", *(f"oracle_{m}" for m in (*BUILTINS, "brier"))]
     assert flat["brier"] == pytest.approx(brier_score_loss(y, p), abs=1e-12)
     assert flat["oracle_brier"] == pytest.approx(brier_score_loss(y, columns["true_p"]), abs=1e-12)
