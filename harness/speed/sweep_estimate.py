@@ -46,7 +46,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from . import calibration
+from . import calibration, trial_rates
+from .trial_rates import sweep_device, trial_threads_bf16
 
 #: Counted-FLOP utilisation assumed when nothing was measured on this machine (CPU training steps of
 #: small models measured here lie around 0.05-0.3).
@@ -161,27 +162,6 @@ def _utilisation(arch: str, device: str, threads: int, bf16: bool, cal: Mapping[
     return u, source
 
 
-def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
-    """Whether a trial with these train settings autocasts to bfloat16 on `device`."""
-    import torch
-
-    from harness.config import TrainConfig
-
-    return TrainConfig(bf16=train.get("bf16", TrainConfig.bf16)).use_bf16(torch.device(device))
-
-
-def sweep_device(resources: Any) -> str:
-    """The device kind a sweep's trials train on: "cuda" when they ask for GPUs, else "cpu"."""
-    return "cuda" if resources.gpu > 0 else "cpu"
-
-
-def trial_threads_bf16(trial: Any, resources: Any) -> tuple[int, bool]:
-    """(torch threads, bfloat16 autocast) a trial trains with: its `train.num_threads`, else the
-    sweep's CPUs per trial (as the trainable sets it), and its `train.bf16` on the sweep's device."""
-    threads = int(trial.train.get("num_threads") or max(1, int(resources.cpu)))
-    return threads, _uses_bf16(trial.train, sweep_device(resources))
-
-
 def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, device: str) -> int:
     cpus = num_cpus or os.cpu_count() or 1
     slots = max(1, int(cpus // max(resources.cpu, 1e-9)))
@@ -207,8 +187,6 @@ def _makespan(durations: list[float], slots: int) -> float:
 def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None = None) -> SweepEstimate:
     """Wall-time estimate of every tuning and grid trial of `plan` and of the whole sweep (see the module doc)."""
     from harness.config import TrainConfig
-
-    from . import trial_rates
 
     cfg = plan.sweep.config
     device = sweep_device(cfg.resources)

@@ -17,7 +17,8 @@ the machine's calibration (`harness.speed.calibration`, section `trial_rate`):
 
 A configuration is the architecture, its model settings, history length, the training settings that
 change a step (all but `epochs`, `num_threads` and `seed`), the device, the thread count and the compute
-dtype; a sweep-recorded rate also names the dataset.
+dtype (`sweep_device`, `trial_threads_bf16`: what a trial trains on, the same for the trainable and for the
+estimate); a sweep-recorded rate also names the dataset.
 """
 from __future__ import annotations
 
@@ -94,6 +95,27 @@ def record_sweep_rates(device: str, sweep_name: str, ends: Iterable[Mapping[str,
     return len(by_key)
 
 
+def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
+    """Whether a trial with these train settings autocasts to bfloat16 on `device`."""
+    import torch
+
+    from harness.config import TrainConfig
+
+    return TrainConfig(bf16=train.get("bf16", TrainConfig.bf16)).use_bf16(torch.device(device))
+
+
+def sweep_device(resources: Any) -> str:
+    """The device kind a sweep's trials train on: "cuda" when they ask for GPUs, else "cpu"."""
+    return "cuda" if resources.gpu > 0 else "cpu"
+
+
+def trial_threads_bf16(trial: Any, resources: Any) -> tuple[int, bool]:
+    """(torch threads, bfloat16 autocast) a trial trains with: its `train.num_threads`, else the
+    sweep's CPUs per trial (as the trainable sets it), and its `train.bf16` on the sweep's device."""
+    threads = int(trial.train.get("num_threads") or max(1, int(resources.cpu)))
+    return threads, _uses_bf16(trial.train, sweep_device(resources))
+
+
 def known_vocabularies(sweep: Any, sweep_dir: Any) -> dict[str, dict[str, int]]:
     """Dataset id -> vocabulary sizes, for the datasets an earlier launch of this sweep prepared whose
     artifacts are still in the sweep's prepared-data folder (read from `sweep_dir/datasets.json`)."""
@@ -138,7 +160,6 @@ def measure_plan_rates(trials: Iterable[Any], resources: Any, flops_of: Mapping[
     from core.typed_config import from_dict
     from harness.config import TrainConfig
 
-    from .sweep_estimate import sweep_device, trial_threads_bf16
     from .throughput import measure
 
     device = sweep_device(resources)

@@ -326,8 +326,7 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
     if "overhead_in_trial_s" not in summary:
         return
     from harness.speed import calibration
-    from harness.speed.sweep_estimate import sweep_device
-    from harness.speed.trial_rates import record_sweep_rates
+    from harness.speed.trial_rates import record_sweep_rates, sweep_device
 
     device = sweep_device(sweep.config.resources)
     ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]

@@ -43,8 +43,7 @@ from typing import Any
 from core.errors import RecscaleError
 from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
 from harness.runs_columns import RAY_NODE
-from harness.speed.sweep_estimate import sweep_device, trial_threads_bf16
-from harness.speed.trial_rates import rate_key
+from harness.speed.trial_rates import rate_key, sweep_device, trial_threads_bf16
 
 from . import retry
 from .schema import Sweep
