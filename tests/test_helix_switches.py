@@ -133,7 +133,8 @@ def test_matched_compute_sweep_matches_params_and_flops_within_5_percent_of_heli
     from pathlib import Path
 
     from harness.speed.trial_cost import estimate_costs
-    from harness.sweep.plan import format_plan, plan_sweep
+    from harness.sweep.dry_run import format_plan
+    from harness.sweep.plan import plan_sweep
     from harness.sweep.schema import load_sweep
 
     plan = plan_sweep(load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "matched_compute.yaml"))

@@ -11,7 +11,8 @@ from analysis.collect import config_columns
 from core.typed_config import ConfigError
 from harness.speed.trial_cost import estimate_costs
 from harness.sweep.collect import collect_runs, write_trial_record
-from harness.sweep.plan import format_plan, plan_sweep
+from harness.sweep.dry_run import format_plan
+from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 
 BASE = {

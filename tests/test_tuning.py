@@ -22,7 +22,8 @@ import yaml
 from analysis.collect import config_columns
 from analysis.tuning_report import tuning_section, tuning_warnings
 from core.typed_config import ConfigError
-from harness.sweep.plan import format_plan, plan_sweep, settings, trial_id_for, tuning_plan
+from harness.sweep.dry_run import format_plan
+from harness.sweep.plan import plan_sweep, settings, trial_id_for, tuning_plan
 from harness.sweep.schema import parse_sweep
 from harness.sweep.tuning import choose, choose_values, edge_of, read_choice, write_choice
 from harness.sweep.tuning_config import log_grid

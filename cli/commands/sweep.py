@@ -117,7 +117,8 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.gain_reference import check_planned
     from harness.speed.sweep_estimate import estimate_sweep
     from harness.speed.trial_cost import estimate_costs
-    from harness.sweep.plan import format_plan, plan_sweep
+    from harness.sweep.dry_run import format_plan
+    from harness.sweep.plan import plan_sweep
 
     plan = plan_sweep(sweep)
     costs = estimate_costs([*plan.tuning_trials, *plan.trials])

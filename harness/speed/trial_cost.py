@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from harness.sweep.plan import TrialPlan
+from harness.sweep.plan import TrialPlan
 
 
 @dataclass(frozen=True)

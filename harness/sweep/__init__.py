@@ -1,7 +1,8 @@
 """Sweeps: a YAML file -> validated schema -> trial plan -> Ray Tune -> run folders -> runs.parquet.
 
     schema.py     the sweep YAML schema, validated at load (`load_sweep`)
-    plan.py       grid expansion into trials and distinct datasets; the dry-run table (estimates: harness.speed)
+    plan.py       grid expansion into trials and distinct datasets
+    dry_run.py    the `--dry-run` table of a plan (FLOPs and wall-time estimates: harness.speed)
     model_keys.py  model settings of a sweep: keys for every architecture and keys scoped to one
     datasets.py   generating / preparing every distinct dataset once, before any trial
     dataset_facts.py  datasets.json: each prepared dataset's targets and history, and how every two differ

@@ -13,8 +13,7 @@ A sweep with a `tuning:` section also plans its tuning trials (`tuning_points`):
 grid point without its seed, `setting_id`), every tuning seed and every value of the tuned key, with the
 tuning budget applied. The measurement trials are the grid's, with the same ids as without tuning.
 
-`format_plan` writes the `--dry-run` table; the FLOPs and wall-time estimates in it come from
-`harness.speed` (`trial_cost`, `sweep_estimate`).
+The `--dry-run` table of a plan, with its FLOPs and wall-time estimates, is `harness.sweep.dry_run`.
 """
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import protocols
 from core.typed_config import from_dict, to_dict
@@ -34,10 +32,6 @@ from protocols.prepare import DEFAULT_TASK, PrepareConfig
 
 from . import model_keys
 from .schema import BUNDLE_AXES, Sweep, axis_settings
-from .tuning_config import TuningSection
-
-if TYPE_CHECKING:
-    from harness.speed.trial_cost import TrialCost
 
 #: Dataset ids hash the dataset's settings. They were first computed when every dataset carried
 #: `delay_s`, pinned to 60 s where its protocol has no delay (author50); a dataset whose protocol has no
@@ -174,21 +168,15 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
 
 
-def _sizes(prep: Mapping[str, Any]) -> str:
-    """Target counts of a dataset for the dry-run table (unset ones are the source's defaults)."""
-    values = [prep.get(k) for k in ("n_train", "n_valid", "n_test")]
-    if all(v is None for v in values):
-        return "the source's defaults"
-    return "/".join("default" if v is None else str(v) for v in values)
-
-
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A swept value as trial ids and the dry-run table print it: a bundle by its name (else its fields), a list
+    joined by "x", a whole float as an int, characters unsafe in a folder name replaced by "_"."""
     if isinstance(value, Mapping):  # a bundle value: its name, else its fields
         if "name" in value:
-            return _fmt(value["name"])
-        return "_".join(f"{k}{_fmt(v)}" for k, v in value.items())
+            return format_value(value["name"])
+        return "_".join(f"{k}{format_value(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):  # e.g. retained tokens [16, 8] -> 16x8
-        return "x".join(_fmt(v) for v in value)
+        return "x".join(format_value(v) for v in value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return _UNSAFE.sub("_", str(value))
@@ -207,7 +195,7 @@ def setting_id(sweep: Sweep, point: Mapping[str, Any]) -> str:
 
 def _id_parts(sweep: Sweep, point: Mapping[str, Any]) -> list[str]:
     """The trial id's parts: architecture, `seed<s>`, then each other axis value."""
-    parts = [_fmt(point["arch"]), f"seed{_fmt(point.get('seed', sweep.config.seed))}"]
+    parts = [format_value(point["arch"]), f"seed{format_value(point.get('seed', sweep.config.seed))}"]
     others = [k for k in point if k not in ("arch", "seed")]
     short = [k.rsplit(".", 1)[1] if "." in k else k for k in others]  # model.helix.dim -> dim
     for key, label in zip(others, short):
@@ -215,7 +203,7 @@ def _id_parts(sweep: Sweep, point: Mapping[str, Any]) -> list[str]:
             label = key.replace(".", "_")
         if key in BUNDLE_AXES:
             label = ""  # the bundle's name (or its fields) says enough
-        parts.append(f"{label}{_fmt(point[key])}")
+        parts.append(f"{label}{format_value(point[key])}")
     return parts
 
 
@@ -321,86 +309,3 @@ def tuning_plan(sweep: Sweep) -> list[TuningPoint]:
 def search_base_point(sweep: Sweep) -> dict[str, Any]:
     """The grid point a search runs at: the first value of every grid axis."""
     return {k: v[0] for k, v in sweep.axes.items()}
-
-
-def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path, estimate: Any = None) -> str:
-    """The `--dry-run` text: datasets, trials with swept values, FLOPs and (with `estimate`, a
-    `harness.speed.sweep_estimate.SweepEstimate`) estimated wall time, and totals."""
-    from harness.speed.sweep_estimate import format_seconds
-    from harness.speed.trial_cost import TrialCost
-
-    sweep = plan.sweep
-    swept = [k for k in sweep.axes if k != "arch"]
-    lines = [f"sweep {sweep.name!r}: {len(plan.trials)} grid trials, {len(plan.datasets)} dataset(s), "
-             f"results in {results_dir}"]
-    if sweep.config.search is not None:
-        s = sweep.config.search
-        lines.append(f"search first: {s.num_samples} Optuna trials over {', '.join(sweep.space)} "
-                     f"({s.metric}, {s.mode}) at {search_base_point(sweep)}; the grid then runs at the best point")
-    if plan.tuning_trials:
-        tuning = cast(TuningSection, sweep.config.tuning)  # tuning trials: the sweep has a tuning section
-        budget = ", ".join(f"{k} {v}" for k, v in vars(tuning.budget).items() if v is not None)
-        known = cast(list[float], [costs[x.trial_id].total for x in plan.tuning_trials
-                                   if x.trial_id in costs and costs[x.trial_id].total is not None])
-        est = ""
-        if estimate is not None:
-            secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
-            est = "" if None in secs else f", est. {format_seconds(sum(cast(list[float], secs)))} of trial time"
-        lines.append(f"tuning first: {len(plan.tuning_trials)} trials = {len(settings(sweep))} setting(s) x "
-                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds {tuning.seeds}"
-                     + (f" (budget: {budget})" if budget else "") + f", chosen on {tuning.metric}; "
-                     + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
-                     + f"{est}; the grid then runs each setting at its chosen value")
-    lines.append("")
-    lines.append("datasets (each prepared once, before any trial):")
-    for d in plan.datasets:
-        p = d.prepare
-        params = " ".join(f"{k}={_fmt(p[k])}" for k in sorted(protocols.protocol_parameters(p["protocol"])))
-        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} {params} "
-                     f"n_train/valid/test={_sizes(p)}"
-                     + (f" split={p['split']}" if p.get("split") else "") + f" seed={p['seed']}")
-    lines.append("")
-    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "non-emb. params", "GFLOPs"]
-    if estimate is not None:
-        header += ["est. train", "est. eval", "est. total"]
-    rows = []
-    for t in plan.trials:
-        c = costs.get(t.trial_id, TrialCost(None, None))
-        row = [t.trial_id, t.arch, *(_fmt(t.point[k]) if k in t.point else "-" for k in swept), t.dataset.dataset_id,
-               "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
-               "?" if c.params_non_embedding is None else f"{c.params_non_embedding:,}",
-               "?" if c.total is None else f"{c.total / 1e9:.1f}"]
-        if estimate is not None:
-            e = estimate.trials[t.trial_id]
-            row += [format_seconds(e.train_s), format_seconds(e.eval_s), format_seconds(e.total_s)]
-        rows.append(row)
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    for r in [header, *rows]:
-        lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
-    everything = [*plan.tuning_trials, *plan.trials]
-    known = cast(list[float], [costs[t.trial_id].total for t in everything
-                               if t.trial_id in costs and costs[t.trial_id].total is not None])
-    total = sum(known)
-    lines.append("")
-    lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
-                 + ("" if len(known) == len(everything) else f" ({len(everything) - len(known)} unknown: "
-                    "sample sizes left to the source's defaults or model not countable)"))
-    if estimate is not None:
-        totals = [e.total_s for e in estimate.trials.values() if e.total_s is not None]
-        per_trial = format_seconds(sum(totals) / len(totals)) if totals else "?"
-        if estimate.wall_range_s is None:
-            lines.append(f"estimated wall time: {per_trial} per trial on average (training + evaluation + overhead), "
-                         f"{format_seconds(estimate.wall_s)} for the sweep with {estimate.slots} trial(s) at a time on "
-                         f"{estimate.device}, Ray's start included (calibrated on this machine with this code)")
-        else:
-            lo, hi = estimate.wall_range_s
-            lines.append(f"estimated wall time: UNCALIBRATED, between {format_seconds(lo)} and "
-                         f"{format_seconds(hi)} for the sweep with {estimate.slots} trial(s) at a time on "
-                         f"{estimate.device}, Ray's start included; run the sweep once (or --dry-run --measure) "
-                         "to calibrate")
-            lines.extend(f"  uncalibrated: {u}" for u in estimate.uncalibrated)
-        lines.extend(f"  assumed: {a}" for a in estimate.assumptions)
-    res = sweep.config.resources
-    lines.append(f"resources per trial: cpu={_fmt(res.cpu)} gpu={_fmt(res.gpu)}; max_concurrent="
-                 f"{sweep.config.max_concurrent or 'as resources allow'}; max_failures={sweep.config.max_failures}")
-    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""The `recscale sweep FILE --dry-run` table: a sweep plan (`plan.py`) with each trial's counted FLOPs
+(`harness.speed.trial_cost`) and, when given, the wall-time estimate (`harness.speed.sweep_estimate`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import protocols
+from harness.speed.sweep_estimate import SweepEstimate, format_seconds
+from harness.speed.trial_cost import TrialCost
+
+from .plan import SweepPlan, format_value, search_base_point, settings
+from .tuning_config import TuningSection
+
+
+def _sizes(prep: Mapping[str, Any]) -> str:
+    """Target counts of a dataset for the dry-run table (unset ones are the source's defaults)."""
+    values = [prep.get(k) for k in ("n_train", "n_valid", "n_test")]
+    if all(v is None for v in values):
+        return "the source's defaults"
+    return "/".join("default" if v is None else str(v) for v in values)
+
+
+def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path,
+                estimate: SweepEstimate | None = None) -> str:
+    """The `--dry-run` text: datasets, trials with swept values, FLOPs and (with `estimate`) estimated wall
+    time, and totals."""
+    sweep = plan.sweep
+    swept = [k for k in sweep.axes if k != "arch"]
+    lines = [f"sweep {sweep.name!r}: {len(plan.trials)} grid trials, {len(plan.datasets)} dataset(s), "
+             f"results in {results_dir}"]
+    if sweep.config.search is not None:
+        s = sweep.config.search
+        lines.append(f"search first: {s.num_samples} Optuna trials over {', '.join(sweep.space)} "
+                     f"({s.metric}, {s.mode}) at {search_base_point(sweep)}; the grid then runs at the best point")
+    if plan.tuning_trials:
+        tuning = cast(TuningSection, sweep.config.tuning)  # tuning trials: the sweep has a tuning section
+        budget = ", ".join(f"{k} {v}" for k, v in vars(tuning.budget).items() if v is not None)
+        known = cast(list[float], [costs[x.trial_id].total for x in plan.tuning_trials
+                                   if x.trial_id in costs and costs[x.trial_id].total is not None])
+        est = ""
+        if estimate is not None:
+            secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
+            est = "" if None in secs else f", est. {format_seconds(sum(cast(list[float], secs)))} of trial time"
+        lines.append(f"tuning first: {len(plan.tuning_trials)} trials = {len(settings(sweep))} setting(s) x "
+                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds {tuning.seeds}"
+                     + (f" (budget: {budget})" if budget else "") + f", chosen on {tuning.metric}; "
+                     + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
+                     + f"{est}; the grid then runs each setting at its chosen value")
+    lines.append("")
+    lines.append("datasets (each prepared once, before any trial):")
+    for d in plan.datasets:
+        p = d.prepare
+        params = " ".join(f"{k}={format_value(p[k])}" for k in sorted(protocols.protocol_parameters(p["protocol"])))
+        lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} {params} "
+                     f"n_train/valid/test={_sizes(p)}"
+                     + (f" split={p['split']}" if p.get("split") else "") + f" seed={p['seed']}")
+    lines.append("")
+    header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "non-emb. params", "GFLOPs"]
+    if estimate is not None:
+        header += ["est. train", "est. eval", "est. total"]
+    rows = []
+    for t in plan.trials:
+        c = costs.get(t.trial_id, TrialCost(None, None))
+        row = [t.trial_id, t.arch, *(format_value(t.point[k]) if k in t.point else "-" for k in swept),
+               t.dataset.dataset_id,
+               "?" if c.flops_per_target is None else f"{c.flops_per_target / 1e6:.3f}",
+               "?" if c.params_non_embedding is None else f"{c.params_non_embedding:,}",
+               "?" if c.total is None else f"{c.total / 1e9:.1f}"]
+        if estimate is not None:
+            e = estimate.trials[t.trial_id]
+            row += [format_seconds(e.train_s), format_seconds(e.eval_s), format_seconds(e.total_s)]
+        rows.append(row)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for r in [header, *rows]:
+        lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+    everything = [*plan.tuning_trials, *plan.trials]
+    known = cast(list[float], [costs[t.trial_id].total for t in everything
+                               if t.trial_id in costs and costs[t.trial_id].total is not None])
+    total = sum(known)
+    lines.append("")
+    lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
+                 + ("" if len(known) == len(everything) else f" ({len(everything) - len(known)} unknown: "
+                    "sample sizes left to the source's defaults or model not countable)"))
+    if estimate is not None:
+        totals = [e.total_s for e in estimate.trials.values() if e.total_s is not None]
+        per_trial = format_seconds(sum(totals) / len(totals)) if totals else "?"
+        if estimate.wall_range_s is None:
+            lines.append(f"estimated wall time: {per_trial} per trial on average (training + evaluation + overhead), "
+                         f"{format_seconds(estimate.wall_s)} for the sweep with {estimate.slots} trial(s) at a time on "
+                         f"{estimate.device}, Ray's start included (calibrated on this machine with this code)")
+        else:
+            lo, hi = estimate.wall_range_s
+            lines.append(f"estimated wall time: UNCALIBRATED, between {format_seconds(lo)} and "
+                         f"{format_seconds(hi)} for the sweep with {estimate.slots} trial(s) at a time on "
+                         f"{estimate.device}, Ray's start included; run the sweep once (or --dry-run --measure) "
+                         "to calibrate")
+            lines.extend(f"  uncalibrated: {u}" for u in estimate.uncalibrated)
+        lines.extend(f"  assumed: {a}" for a in estimate.assumptions)
+    res = sweep.config.resources
+    lines.append(f"resources per trial: cpu={format_value(res.cpu)} gpu={format_value(res.gpu)}; max_concurrent="
+                 f"{sweep.config.max_concurrent or 'as resources allow'}; max_failures={sweep.config.max_failures}")
+    return "\n".join(lines)
