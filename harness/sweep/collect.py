@@ -11,6 +11,8 @@ axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train k
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,16 @@ from core.results_layout import METRICS_FILE, RUNS_DIR, RUNS_FILE, TRIAL_RECORD_
 from core.typed_config import flat_keys
 from harness import runs_columns as C
 
-from .trainable import scalar_metrics
+
+def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat, scalar part of a metrics.json dict (what Tune records and runs.parquet keeps)."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        if isinstance(v, bool) or isinstance(v, (int, str)):
+            out[k] = v
+        elif isinstance(v, float):
+            out[k] = v if math.isfinite(v) else None
+    return out
 
 
 def write_trial_record(run_dir: Path, record: dict[str, Any]) -> None:

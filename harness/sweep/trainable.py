@@ -31,7 +31,6 @@ artifact and results folders at the same paths.
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import time
@@ -46,6 +45,7 @@ from harness.runs_columns import RAY_NODE
 from harness.speed.trial_rates import rate_key, sweep_device, trial_threads_bf16
 
 from . import retry
+from .collect import scalar_metrics, write_trial_record
 from .schema import Sweep
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
@@ -94,17 +94,6 @@ def read_events(sweep_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The flat, scalar part of a metrics.json dict (what Tune records and runs.parquet keeps)."""
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        if isinstance(v, bool) or isinstance(v, (int, str)):
-            out[k] = v
-        elif isinstance(v, float):
-            out[k] = v if math.isfinite(v) else None
-    return out
-
-
 def ray_node() -> str:
     """The Ray node this process runs on (the start of its node id), "" outside Ray."""
     import ray
@@ -135,7 +124,6 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     from harness.config import RunConfig, TrainConfig
     from harness.train import train_run
 
-    from .collect import write_trial_record
     from .plan import resolve_trial
 
     t_start = time.perf_counter()
