@@ -149,10 +149,10 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
     correct_scaling_tests(scaling, comparisons)
     ablations = ablation_analysis(results, progress=progress)
-    arm_facts, protocol_notes = protocol_evidence(results, ablations)
+    arm_facts, arm_pairs, protocol_notes = protocol_evidence(results, ablations)
     head = headline(results, reference)
     res = AnalysisResult(results, scaling, ablations, head, comparisons, reference,
-                         arm_facts=arm_facts, ranks=rank_comparison(results), health=health)
+                         arm_facts=arm_facts, arm_pairs=arm_pairs, ranks=rank_comparison(results), health=health)
     annotate_headline(head, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
     res.data_scaling = data_scaling_analysis(results)

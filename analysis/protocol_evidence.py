@@ -11,9 +11,13 @@ interventions.
 When the arms do not share every target and per-target scores are available, the seed-level AUC statistics
 of that comparison are recomputed on the shared targets only (the per-seed AUCs DeLong computes on them), so
 the comparison is not confounded by a different test set.
+
+The same facts for every two data arms of the sweep (`arm_pairs`; the rank order compares each arm with every
+other) give the report's target line when no comparison varies a data setting.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +30,7 @@ from protocols.errors import DataValidationError
 
 from .ablations import AblationResult
 from .collect import SweepResults
+from .data_settings import arm_columns, arm_label
 from .significance import holm, paired_stats, verdict
 
 
@@ -100,19 +105,47 @@ def arm_facts(results: SweepResults, doc: dict[str, Any] | None, r: AblationResu
     s = _pair(doc, a, b, results.config.split)
     if s is None:
         return None
-    return ArmFacts(a, b, names[a], names[b], results.config.split, int(s["targets_a"]), int(s["targets_b"]),
-                    int(s["shared_targets"]),
+    return _facts(a, b, names[a], names[b], results.config.split, s, notes)
+
+
+def _facts(a: str, b: str, name_a: str, name_b: str, split: str, s: dict[str, Any], notes: list[str]) -> ArmFacts:
+    return ArmFacts(a, b, name_a, name_b, split, int(s["targets_a"]), int(s["targets_b"]), int(s["shared_targets"]),
                     float(s["share_history_differs"]), int(s["targets_history_differs"]),
                     float(s["mean_valid_length_a"]), float(s["mean_valid_length_b"]),
                     float(s["mean_common_events"]), notes)
 
 
-def protocol_evidence(results: SweepResults, ablations: list[AblationResult]) -> tuple[dict[int, ArmFacts], list[str]]:
-    """Facts per ablation index, and warnings. Where the arms do not share every target, replaces the AUC
-    statistics of that comparison by ones on the shared targets (from the per-seed DeLong AUCs)."""
+def arm_pairs(results: SweepResults, doc: dict[str, Any] | None) -> tuple[list[ArmFacts] | None, list[str]]:
+    """Facts of every two datasets the analysed runs use (the data arms the rank order compares), in the
+    analysed split, each named by its arm label; and warnings. None without datasets.json."""
+    runs = results.runs
+    if doc is None:
+        return None, []
+    cols = arm_columns(runs, results.config_columns)
+    if not cols or C.DATASET_ID not in runs.columns:
+        return [], []
+    names = {str(row[C.DATASET_ID]): arm_label(row, cols) for _, row in runs.drop_duplicates(C.DATASET_ID).iterrows()}
+    split = results.config.split
+    out, missing = [], []
+    for a, b in itertools.combinations(sorted(names), 2):
+        s = _pair(doc, a, b, split)
+        if s is None:
+            missing.append(f"{names[a]} / {names[b]}")
+        else:
+            out.append(_facts(a, b, names[a], names[b], split, s, []))
+    warnings = [f"{DATASETS_FILE} holds no {split} facts for {len(missing)} pair(s) of the analysed datasets "
+                f"({'; '.join(missing)}): their target sharing is unknown"] if missing else []
+    return out, warnings
+
+
+def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
+                      ) -> tuple[dict[int, ArmFacts], list[ArmFacts] | None, list[str]]:
+    """Facts per ablation index, facts of every two data arms (`arm_pairs`), and warnings. Where the arms of a
+    comparison do not share every target, replaces the AUC statistics of that comparison by ones on the shared
+    targets (from the per-seed DeLong AUCs)."""
     doc = read_facts(results)
     data = [i for i, r in enumerate(ablations) if r.paired.varies_data and len(r.paired.seeds)]
-    warnings: list[str] = []
+    pairs, warnings = arm_pairs(results, doc)
     if data and doc is None:
         warnings.append(f"no {DATASETS_FILE} in the results folder (written by `recscale sweep`): the target "
                         "sharing and history membership of the compared data arms are unknown")
@@ -144,4 +177,4 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]) ->
         ps = holm([r.metrics["auc"].stats.p_t for r in ablations if "auc" in r.metrics])
         for r, p in zip([r for r in ablations if "auc" in r.metrics], ps):
             r.metrics["auc"].p_holm, r.metrics["auc"].verdict = float(p), verdict(p, cfg.alpha)
-    return facts, warnings
+    return facts, pairs, warnings

@@ -37,10 +37,15 @@ def _delong(r: AblationResult, alpha: float) -> str:
     return f"DeLong p < {alpha:g} in {sum(x.p_value < alpha for x in done)}/{len(done)} seeds"
 
 
-def _targets_line(facts: dict[int, ArmFacts], split: str) -> str:
-    if not facts:
+def _targets_line(res: AnalysisResult, split: str) -> str:
+    """From the compared data arms' facts, else from those of every two data arms (the rank order's)."""
+    facts = list(res.arm_facts.values()) or res.arm_pairs
+    if facts is None:
         return f"- **Targets:** unknown (no {DATASETS_FILE}): the arms may score different {split} targets."
-    seen = {frozenset((f.dataset_a, f.dataset_b)): f for f in facts.values()}
+    if not facts:
+        return (f"- **Targets:** unknown ({DATASETS_FILE} holds no {split} facts for the compared data arms): the "
+                f"arms may score different {split} targets.")
+    seen = {frozenset((f.dataset_a, f.dataset_b)): f for f in facts}
     if all(f.same_targets for f in seen.values()):
         n = sorted({f.shared for f in seen.values()})
         return (f"- **Targets:** every compared pair of data arms scores the same {'/'.join(f'{x:,}' for x in n)} "
@@ -161,13 +166,13 @@ def answer_lines(res: AnalysisResult) -> list[str]:
     split = res.results.config.split
     out = ["## Does the data protocol change the conclusions?", "",
            f"Answer generated from the tables below ({split} split, {res.results.config.alpha:g} level, "
-           "Holm-adjusted):", "", _targets_line(res.arm_facts, split)]
+           "Holm-adjusted):", "", _targets_line(res, split)]
     out += [_comparison_line(res, name, items) for name, items in groups.items()]
     noise = _noise_line(res)
     out += [noise] if noise else []
     if res.ranks is not None:
         out += _ranking_lines(res.ranks)
-        if any(not f.same_targets for f in res.arm_facts.values()):
+        if any(not f.same_targets for f in list(res.arm_facts.values()) or res.arm_pairs or []):
             out.append(f"- _The rank orders and DiDs use {RUNS_FILE}'s metrics, i.e. each arm's own targets; "
                        "the arms above do not all share them._")
     out += [_so_line(res), ""]
@@ -249,16 +254,20 @@ def protocol_section(res: AnalysisResult) -> list[str]:
     return out
 
 
+def _facts_dict(f: ArmFacts) -> dict[str, Any]:
+    return {"dataset_a": f.dataset_a, "dataset_b": f.dataset_b, "split": f.split, "targets_a": f.targets_a,
+            "targets_b": f.targets_b, "shared": f.shared, "dropped": f.dropped,
+            "share_history_differs": f.share_history_differs, "targets_history_differs": f.targets_history_differs,
+            "mean_valid_length_a": f.mean_valid_length_a, "mean_valid_length_b": f.mean_valid_length_b,
+            "mean_common_events": f.mean_common_events, "notes": f.notes}
+
+
 def protocol_dict(res: AnalysisResult) -> dict[str, Any]:
-    """JSON of the protocol section (arm facts per ablation index, rank orders, DiDs)."""
+    """JSON of the protocol section (arm facts per ablation index and of every two data arms, rank orders, DiDs)."""
     rc = res.ranks
-    facts = {str(i): {"comparison": res.ablations[i].label, "dataset_a": f.dataset_a, "dataset_b": f.dataset_b,
-                      "split": f.split, "targets_a": f.targets_a, "targets_b": f.targets_b, "shared": f.shared,
-                      "dropped": f.dropped, "share_history_differs": f.share_history_differs,
-                      "targets_history_differs": f.targets_history_differs,
-                      "mean_valid_length_a": f.mean_valid_length_a, "mean_valid_length_b": f.mean_valid_length_b,
-                      "mean_common_events": f.mean_common_events, "notes": f.notes}
-             for i, f in sorted(res.arm_facts.items())}
+    facts = {str(i): {"comparison": res.ablations[i].label, **_facts_dict(f)} for i, f in sorted(res.arm_facts.items())}
+    pairs = None if res.arm_pairs is None else [{"arm_a": f.arm_a, "arm_b": f.arm_b, **_facts_dict(f)}
+                                                for f in res.arm_pairs]
     ranks = None
     if rc is not None:
         higher = metric_registry.get(rc.metric).higher_is_better
@@ -270,4 +279,4 @@ def protocol_dict(res: AnalysisResult) -> dict[str, Any]:
                           "gap_p": d.gap_p.tolist(), "gap_q": d.gap_q.tolist(), "deltas": d.deltas.tolist(),
                           "mean": d.mean, "sd": d.sd, "ci": list(d.ci), "p": d.p_value, "p_holm": d.p_holm,
                           "verdict": d.verdict, "swaps": d.swaps} for d in rc.did]}
-    return {"arm_facts": facts, "ranks": ranks}
+    return {"arm_facts": facts, "arm_pairs": pairs, "ranks": ranks}

@@ -54,6 +54,8 @@ class AnalysisResult:
     unread_runs: list[str] = field(default_factory=list)
     #: comparisons that vary a data setting: target sharing and history membership, by ablation index
     arm_facts: dict[int, ArmFacts] = field(default_factory=dict)
+    #: target sharing and history membership of every two data arms (None: no datasets.json)
+    arm_pairs: list[ArmFacts] | None = None
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)

@@ -148,6 +148,37 @@ def test_dropped_targets_are_compared_on_the_shared_ones(tmp_path):
     assert "held by one arm only" in (root / "report.md").read_text()
 
 
+ARCH_ONLY = [{"name": "whale vs wukong", "a": {"arch": "whale"}, "b": {"arch": "wukong"}}]
+
+
+@pytest.mark.parametrize("drop_b", [0, 50])
+def test_targets_line_reads_datasets_json_when_no_comparison_varies_data(tmp_path, drop_b):
+    # a sweep with data arms (hence a rank order across them) whose comparisons vary no data setting, as
+    # results/reference/data_scaling: the target sharing comes from datasets.json's pairs of the arms
+    root = make_arms(tmp_path / "sweep", comparisons=ARCH_ONLY, drop_b=drop_b)
+    res = _analyze(root)
+    assert res.arm_facts == {} and res.ranks is not None
+    report = (root / "report.md").read_text()
+    assert "no datasets.json" not in report
+    if drop_b:
+        assert (f"exposure-0s vs author50: {N - drop_b:,} shared, {drop_b:,} held by one arm only" in report
+                and "do not all share them" in report)
+    else:
+        assert f"every compared pair of data arms scores the same {N:,} test targets" in report
+    pairs = json.loads((root / "analysis.json").read_text())["protocol"]["arm_pairs"]
+    assert sorted((p["arm_a"], p["arm_b"], p["shared"], p["dropped"]) for p in pairs) == sorted(
+        [("exposure-0s", "exposure-60s", N, 0), ("exposure-0s", "author50", N - drop_b, drop_b),
+         ("exposure-60s", "author50", N - drop_b, drop_b)])
+
+
+def test_targets_line_says_unknown_only_without_datasets_json(tmp_path):
+    root = make_arms(tmp_path / "sweep", comparisons=ARCH_ONLY, facts=False)
+    res = _analyze(root)
+    assert res.arm_pairs is None
+    assert "- **Targets:** unknown (no datasets.json)" in (root / "report.md").read_text()
+    assert json.loads((root / "analysis.json").read_text())["protocol"]["arm_pairs"] is None
+
+
 def test_published_reference_reruns_delong_from_score_ranks(tmp_path):
     sweep = make_arms(tmp_path / "results" / "arms")
     original = _analyze(sweep)
