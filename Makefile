@@ -44,12 +44,26 @@ demo: setup
 demo-check: setup
 	$(BIN)/recscale reference check results/demo results/reference/demo
 
-# Regenerate every committed CPU reference study (about an hour on a 2-core machine; see README).
-REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens delay_protocol
+# Rerun and republish every committed reference study, results/reference/<name>/ from sweeps/<name>.yaml (hours
+# on a 2-core machine). The MovieLens-100k ones need the data set: they run when RECSCALE_ML100K names a folder
+# holding u.data, u.user and u.item, and are skipped with a one-line message saying so otherwise.
+REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens helix_ablations matched_compute delay_protocol \
+	data_scaling layer_norm_eps
+REFERENCE_SWEEPS_ML100K ?= ml100k layer_norm_eps_ml100k
 references: setup
 	for s in $(REFERENCE_SWEEPS); do \
 	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s --force || exit $$?; \
 	done
+	@ml=$${RECSCALE_ML100K:-}; why=; \
+	if [ -z "$$ml" ]; then why="RECSCALE_ML100K is not set"; \
+	elif [ ! -f "$$ml/u.data" ] || [ ! -f "$$ml/u.user" ] || [ ! -f "$$ml/u.item" ]; then \
+	  why="RECSCALE_ML100K=$$ml lacks u.data, u.user or u.item"; fi; \
+	if [ -n "$$why" ]; then \
+	  echo "make references: skipped $(REFERENCE_SWEEPS_ML100K) (MovieLens-100k data): $$why" >&2; \
+	else for s in $(REFERENCE_SWEEPS_ML100K); do \
+	  echo "$(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s --force"; \
+	  $(BIN)/recscale sweep sweeps/$$s.yaml && $(BIN)/recscale reference publish results/$$s --force || exit $$?; \
+	done; fi
 
 # Both must report zero errors; their configuration (rules, checked packages) is in pyproject.toml.
 lint: setup
