@@ -38,7 +38,8 @@ from .headline import headline
 from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
 from .protocol_evidence import protocol_evidence
 from .rank_comparison import rank_comparison
-from .report import AnalysisResult, render_report, summary_dict
+from .report import render_report, summary_dict
+from .result import AnalysisResult
 from .retry_report import retried_runs
 from .run_health import annotate_headline, assess, healthy
 from .scaling import MIN_SEEDS, scaling_analysis

@@ -4,22 +4,21 @@ difference-in-differences of every model pair between arms. Shown when a sweep v
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from core.results_layout import DATASETS_FILE, RUNS_FILE
 from harness import metric_registry
 
+from .ablations import AblationResult
 from .families import show
 from .protocol_evidence import ArmFacts
 from .rank_comparison import METHOD as DID_METHOD
 from .rank_comparison import RankComparison
+from .result import AnalysisResult
 from .significance import SIGNIFICANT
-
-if TYPE_CHECKING:
-    from .ablations import AblationResult
-    from .report import AnalysisResult
+from .text_format import markdown_table as _table
 
 
 def _d(x: float, fmt: str = "+.4f") -> str:
@@ -222,8 +221,6 @@ def _did_rows(rc: RankComparison) -> list[list[str]]:
 
 def protocol_section(res: AnalysisResult) -> list[str]:
     """Tables behind the answer (empty when the sweep varies no data setting)."""
-    from .report import _table  # the report's table helper
-
     out: list[str] = []
     rows = _facts_rows(res)
     split = res.results.config.split

@@ -6,7 +6,6 @@ checks, reference sensitivity, extrapolations, marginal returns).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,21 +13,16 @@ import numpy as np
 from harness import metric_registry
 
 from .ablations import AblationResult
-from .collect import SweepResults
 from .curves import curves_section
-from .data_scaling import DataScaling, data_scaling_json
+from .data_scaling import data_scaling_json
 from .data_scaling_report import data_scaling_lines, data_scaling_section
-from .expectations import ExpectationResult, expectation_dicts, expectation_section
-from .family_comparison import FamilyComparison
-from .gain_reference import Reference
+from .expectations import expectation_dicts, expectation_section
 from .headline import Headline
 from .powerlaw import CI_METHOD
-from .protocol_evidence import ArmFacts
 from .protocol_report import answer_lines, protocol_dict, protocol_section
-from .rank_comparison import RankComparison
-from .retry_report import RetriedRun, retry_dict, retry_section
+from .result import AnalysisResult
+from .retry_report import retry_dict, retry_section
 from .run_health import health_dict, health_section
-from .scaling import FamilyScaling
 from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
 from .text_format import estimate_text as _est
 from .text_format import markdown_table as _table
@@ -36,36 +30,6 @@ from .text_format import metric_label as _label
 from .text_format import num as _f
 from .text_format import signed_delta as _delta
 from .tuning_report import tuning_dict, tuning_section
-
-
-@dataclass
-class AnalysisResult:
-    results: SweepResults
-    scaling: list[FamilyScaling]
-    ablations: list[AblationResult]
-    headline: Headline | None = None
-    comparisons: list[FamilyComparison] = field(default_factory=list)
-    reference: Reference | None = None
-    plots: dict[str, str] = field(default_factory=dict)  # name -> path relative to the sweep folder
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # scaling notes that are not warnings
-    group_note: str = ""  # why there is no grouped-metric plot
-    #: expected runs (rows of runs.parquet) whose run folder or files could not be read, one message each
-    unread_runs: list[str] = field(default_factory=list)
-    #: comparisons that vary a data setting: target sharing and history membership, by ablation index
-    arm_facts: dict[int, ArmFacts] = field(default_factory=dict)
-    #: target sharing and history membership of every two data arms (None: no datasets.json)
-    arm_pairs: list[ArmFacts] | None = None
-    ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
-    #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
-    expectations: list[ExpectationResult] = field(default_factory=list)
-    health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
-    #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/data_scaling.py)
-    data_scaling: DataScaling | None = None
-    #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
-    tuning: Any = None
-    #: the runs a `retry:` policy trained again (analysis/retry_report.py; None for a sweep without one)
-    retried: list[RetriedRun] | None = None
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:

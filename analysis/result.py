@@ -1,0 +1,48 @@
+"""`AnalysisResult`: everything one analysis of a sweep found, as `analysis.pipeline.analyze` returns it and the
+report modules (`report.py`, `protocol_report.py`) render it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ablations import AblationResult
+from .collect import SweepResults
+from .data_scaling import DataScaling
+from .expectations import ExpectationResult
+from .family_comparison import FamilyComparison
+from .gain_reference import Reference
+from .headline import Headline
+from .protocol_evidence import ArmFacts
+from .rank_comparison import RankComparison
+from .retry_report import RetriedRun
+from .scaling import FamilyScaling
+
+
+@dataclass
+class AnalysisResult:
+    results: SweepResults
+    scaling: list[FamilyScaling]
+    ablations: list[AblationResult]
+    headline: Headline | None = None
+    comparisons: list[FamilyComparison] = field(default_factory=list)
+    reference: Reference | None = None
+    plots: dict[str, str] = field(default_factory=dict)  # name -> path relative to the sweep folder
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # scaling notes that are not warnings
+    group_note: str = ""  # why there is no grouped-metric plot
+    #: expected runs (rows of runs.parquet) whose run folder or files could not be read, one message each
+    unread_runs: list[str] = field(default_factory=list)
+    #: comparisons that vary a data setting: target sharing and history membership, by ablation index
+    arm_facts: dict[int, ArmFacts] = field(default_factory=dict)
+    #: target sharing and history membership of every two data arms (None: no datasets.json)
+    arm_pairs: list[ArmFacts] | None = None
+    ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
+    #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
+    expectations: list[ExpectationResult] = field(default_factory=list)
+    health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
+    #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/data_scaling.py)
+    data_scaling: DataScaling | None = None
+    #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
+    tuning: Any = None
+    #: the runs a `retry:` policy trained again (analysis/retry_report.py; None for a sweep without one)
+    retried: list[RetriedRun] | None = None
