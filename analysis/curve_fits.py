@@ -35,7 +35,8 @@ POWER_LAW = "power law of the gain"
 LOG_LINEAR = "log-linear"
 SATURATING = "saturating"
 #: Forms fitted by an iterative optimiser: their parameters, and what is computed from them, are fixed only
-#: to the optimiser's precision and the fit's conditioning (analysis/output_diff.py compares them looser).
+#: to the optimiser's precision and the fit's conditioning, so a re-analysis on another CPU kind compares
+#: them looser (docs/reproducibility.md).
 #: The L(N, D) surface of analysis/loss_surface.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
 ITERATIVE_FORMS = (SATURATING, LOSS_SURFACE)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
@@ -54,9 +55,8 @@ class Curve:
     identified: bool = True  # False: a saturating fit whose exponent sits at a bound (see fit_saturating)
 
 
-#: least_squares' stopping tolerances: far below the default 1e-8, so that the converged parameters are
-#: fixed to about 1e-12 and do not depend on the BLAS kernel's rounding (re-analysis on another CPU is
-#: compared at 1e-9 relative, analysis/output_diff.py).
+#: least_squares' stopping tolerances, far below the default 1e-8: the cost is fixed to 1e-14 relative, so the
+#: parameters to about its square root (1e-7) times the fit's conditioning (docs/reproducibility.md).
 FIT_TOL = 1e-14
 #: A saturating exponent within this relative distance of ALPHA_BOUNDS counts as at the bound.
 BOUND_SLACK = 1e-6

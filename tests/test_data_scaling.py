@@ -141,7 +141,7 @@ def test_analysis_returns_none_without_an_n_train_column():
 def test_a_reanalysis_compares_the_fit_at_the_optimisers_precision():
     """The data_scaling entry is an iterative fit: moved by 1e-6 relative it is the same analysis (another BLAS
     kernel's rounding can steer L-BFGS-B that far), moved by 1e-3 it is not."""
-    from analysis.output_diff import json_differences
+    from output_diff import json_differences
 
     entry = {"form": "loss surface L(N, D)", "surface": {"alpha": 0.35}, "frontier": [{"n_opt": 1234.5}]}
     near = {"form": entry["form"], "surface": {"alpha": 0.35 * (1 + 1e-6)},

@@ -1,10 +1,10 @@
-"""`analysis.output_diff`: what counts as the same analysis output, checked on hand-made cases where the
+"""`output_diff` (tests/output_diff.py): what counts as the same analysis output, checked on hand-made cases where the
 answer is known (a last-digit kernel difference, a rounding flip, a changed word, a changed count)."""
 from __future__ import annotations
 
 import math
 
-from analysis.output_diff import ABS_TOL, REL_TOL, json_differences, text_differences
+from output_diff import ABS_TOL, REL_TOL, json_differences, text_differences
 
 
 def test_floats_within_the_relative_tolerance_are_the_same_and_beyond_it_differ():
@@ -46,3 +46,16 @@ def test_what_an_iterative_optimiser_fits_is_compared_at_its_own_precision():
     assert json_differences(power, {"form": "power law of the gain", "params": {"slope": 0.178 * (1 + 1e-6)}}) != []
     check = {"forms": [power, sat], "best_margin_se": 0.34038293225250055}
     assert json_differences(check, {"forms": [power, sat], "best_margin_se": 0.34038293660728614}) == []
+
+
+def test_a_held_out_error_is_compared_on_its_predictions_scale():
+    """A held-out cell's error is a prediction (precise to 1e-4 relative) minus an observation: an error of
+    0.006 on a loss of 0.45 moved by 5e-6 (1e-5 of the prediction) is the same fit; moved by 1e-4 of the
+    prediction it is not. Outside an iterative fit the same entry stays at the closed-form tolerance."""
+    cell = {"observed": 0.45, "predicted": 0.456, "error": 0.006}
+    moved = {"observed": 0.45, "predicted": 0.456 + 5e-6, "error": 0.006 + 5e-6}
+    far = {"observed": 0.45, "predicted": 0.456 + 1e-4, "error": 0.006 + 1e-4}
+    fit = {"form": "loss surface L(N, D)"}
+    assert json_differences({**fit, "held_out": [cell]}, {**fit, "held_out": [moved]}) == []
+    assert json_differences({**fit, "held_out": [cell]}, {**fit, "held_out": [far]}) != []
+    assert json_differences({"held_out": [cell]}, {"held_out": [moved]}) != []
