@@ -16,7 +16,8 @@ searched too, as if their files were in this package (relative imports such as `
 MLP` work there), so a model can live outside the repository.
 
 `build(name, spec, cfg)` accepts a config instance, a mapping of overrides (validated against the
-config dataclass) or None for the defaults.
+config dataclass) or None for the defaults; `build(..., attention=kernel)` sets the kernel of the model's
+softmax attentions (`blocks/attention_kernel.py`; "auto" by default, the harness passes `train.attention`).
 
 A model file that cannot be used never stops the others: a file on the model path with the same module
 name as another (a built-in included), a file that fails to import, and a file that registers a name
@@ -37,6 +38,7 @@ from core.registry import Registry
 from core.typed_config import from_dict
 from protocols.schema import FeatureSpec
 
+from .blocks.attention_kernel import set_attention_kernel
 from .contract import check_config_class, supports_request_reuse
 
 #: Modules of this package that hold no model (never imported by discovery).
@@ -123,8 +125,10 @@ def make_config(name: str, cfg: Any = None) -> Any:
     raise TypeError(f"config for {name!r} must be {e.config_cls.__name__} or a mapping, got {type(cfg)}")
 
 
-def build(name: str, spec: FeatureSpec, cfg: Any = None) -> nn.Module:
-    """Instantiate architecture `name` for data described by `spec`."""
+def build(name: str, spec: FeatureSpec, cfg: Any = None, *, attention: str = "auto") -> nn.Module:
+    """Instantiate architecture `name` for data described by `spec`, its softmax attentions computed with the
+    kernel `attention` ("auto" | "sdpa" | "explicit", `blocks/attention_kernel.py`; the harness passes
+    `train.attention`)."""
     e = entry(name)
-    return e.builder(spec, make_config(name, cfg))
+    return set_attention_kernel(e.builder(spec, make_config(name, cfg)), attention)
 

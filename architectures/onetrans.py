@@ -32,6 +32,7 @@ from core.typed_config import ConfigError
 from protocols.schema import Batch, FeatureSpec
 
 from . import register
+from .blocks.attention_kernel import UsesAttentionKernel
 from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.history_select import gather_rows
@@ -90,8 +91,9 @@ class MixedLinear(nn.Module):
         return torch.cat([self.shared(x[:, :S]), ns], dim=1)
 
 
-class OneTransLayer(nn.Module):
-    """Causal mixed-parameter layer; keeps the last `n_seq_out` sequence tokens and all NS tokens as queries."""
+class OneTransLayer(UsesAttentionKernel, nn.Module):
+    """Causal mixed-parameter layer; keeps the last `n_seq_out` sequence tokens and all NS tokens as queries.
+    Its attention runs with the module's `attention_kernel`."""
 
     def __init__(self, ns_tokens: int, width: int, heads: int, hidden: int, seq_outputs: bool = True) -> None:
         super().__init__()
@@ -114,7 +116,8 @@ class OneTransLayer(nn.Module):
         q = split_heads(self.q(normed[:, keep]), self.heads)  # [B, H, Nq, dh], queries only where kept
         causal = keep[:, None] >= torch.arange(S_N, device=x.device)[None, :]  # [Nq, S + N]
         allowed = causal[None, None] & valid[:, None, None, :]  # [B, 1, Nq, S + N]
-        read = merge_heads(attend(q, split_heads(k, self.heads), split_heads(v, self.heads), allowed))  # [B, Nq, W]
+        read = merge_heads(attend(q, split_heads(k, self.heads), split_heads(v, self.heads), allowed,
+                                  kernel=self.attention_kernel))  # [B, Nq, W]
         h = x[:, keep] + self.out(read)
         g, u = self.gate_up(self.norm_ffn(h)).chunk(2, dim=-1)
         h = h + self.down(F.silu(g) * u)

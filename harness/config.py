@@ -59,7 +59,8 @@ class TrainConfig:
         compile: wrap the model in torch.compile.
         attention: kernel of the softmax attentions (architectures/blocks/attention_kernel.py): "auto" =
             fused scaled_dot_product_attention on CUDA, the explicit matmuls on CPU; "sdpa" / "explicit"
-            force one.
+            force one. Passed to `architectures.build(..., attention=)`, which sets it on the model's
+            attention modules; every forward of the run (cost count, steps, evaluation) uses it.
         sparse_embeddings: sparse embedding gradients, updated by SparseAdam (lazy moments, no decay
             on embeddings); dense parameters keep AdamW.
         num_threads: torch intra-op threads; 0 = leave torch's default.

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from architectures.blocks.attention_kernel import attention_kernel
 from core.errors import RecscaleError
 from protocols.schema import widen
 
@@ -59,7 +58,6 @@ def predict(
     device: torch.device,
     bf16: bool = False,
     prefetch: int = 2,
-    attention: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(event_id int64, label float32, score float64 probability) of every target of `split`, in order."""
     was_training = model.training
@@ -68,7 +66,7 @@ def predict(
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     try:
         for batch in dataset.batches(split, batch_size, seed=0, **loader_options(device, prefetch)):
-            with autocast, attention_kernel(attention):
+            with autocast:
                 out = model(move_batch(batch, device))  # [B]
             logits.append(out.float().cpu().numpy())
             event_ids.append(batch["event_id"].numpy())

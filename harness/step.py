@@ -13,8 +13,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from architectures.blocks.attention_kernel import attention_kernel
-
 from .config import TrainConfig
 from .optim import build_optimizers, clip_gradients
 
@@ -31,7 +29,6 @@ class TrainStep:
         self.grad_clip = tc.grad_clip
         self.device_type = device.type
         self.bf16 = tc.use_bf16(device)
-        self.attention = tc.attention
         self.grad_norm: torch.Tensor | None = None  # of the last step (harness/curves.py logs it)
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -40,7 +37,7 @@ class TrainStep:
         return contextlib.nullcontext()
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        with self.autocast(), attention_kernel(self.attention):
+        with self.autocast():  # attentions run with the model's kernel (architectures.build(attention=...))
             logits = self.forward(batch)  # [B]
         loss_sum = F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
         (loss_sum / self.batch_size).backward()

@@ -44,7 +44,6 @@ import torch
 from tqdm import tqdm
 
 import architectures
-from architectures.blocks.attention_kernel import attention_kernel
 from core.errors import RecscaleError
 from core.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
 from harness.runs_columns import DATA_FINGERPRINT
@@ -123,8 +122,8 @@ def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> 
 _COST_CACHE: dict[str, dict[str, float]] = {}
 
 
-def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: str | None = None,
-               attention: str = "auto") -> dict[str, float]:
+def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device,
+               key: str | None = None) -> dict[str, float]:
     """Forward matrix FLOPs per target and parameter split, measured on one validation batch (cached
     under `key` when given: the arch, model config and data fingerprint the count depends on)."""
     from architectures.flops import count_flops, count_params
@@ -135,7 +134,7 @@ def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device, key: 
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), attention_kernel(attention):
+        with torch.no_grad():
             report = count_flops(model, batch)
     finally:
         model.train(was_training)
@@ -216,7 +215,7 @@ class Session:
         """(evaluation table, labels, scores) of every target of `split` with the current weights."""
         tc = self.tc
         return predict(self.step.forward, self.dataset, split, batch_size=tc.eval_batch_size, device=self.device,
-                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches, attention=tc.attention)
+                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches)
 
 
 @dataclass
@@ -333,10 +332,10 @@ def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, s
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
     seed_everything(cfg.seed)
-    model = architectures.build(cfg.arch, dataset.spec, cfg.model_config()).to(device)
+    # the kernel of the softmax attentions is the model's: every forward below (cost, steps, evaluation) uses it
+    model = architectures.build(cfg.arch, dataset.spec, cfg.model_config(), attention=tc.attention).to(device)
     cost = count_cost(model, dataset, device,
-                      key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True),
-                      attention=tc.attention)
+                      key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True))
     step = TrainStep(model, tc, device)
     schedule = LRSchedule(tc.schedule, step.optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
                           steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import architectures
-from architectures.blocks import attention_kernel as AK
+from architectures.blocks.attention_kernel import set_attention_kernel
 from harness.config import load_run_config
 from harness.train import train_run
 from protocols.schema import default_test_spec, random_batch
@@ -52,10 +52,8 @@ def test_fused_attention_on_gpu_equals_explicit(name):
     model = architectures.build(name, SPEC, {"history_len": L, "dim": 16}).cuda().eval()
     batch = {k: v.cuda() for k, v in random_batch(SPEC, 32, min_len=0).items()}
     with torch.no_grad():
-        with AK.attention_kernel("explicit"):
-            explicit = model(batch)
-        with AK.attention_kernel("auto"):  # SDPA on CUDA
-            fused = model(batch)
+        explicit = set_attention_kernel(model, "explicit")(batch)
+        fused = set_attention_kernel(model, "auto")(batch)  # SDPA on CUDA
     assert torch.isfinite(fused).all() and torch.allclose(fused, explicit, rtol=1e-3, atol=1e-4)
 
 

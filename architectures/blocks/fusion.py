@@ -6,8 +6,9 @@
 
 Reads (both return A [B, T, D] for T query tokens and give exactly zero for an empty history):
 - `CrossAttentionRead`: one head of width D; Q = LN(N) W_Q, K = LN(H) W_K, V = LN(H) W_V (no biases),
-  softmax(Q K^T / sqrt(D)) over valid positions only (explicit matmuls, or SDPA when
-  `attention_kernel.py` selects it).
+  softmax(Q K^T / sqrt(D)) over valid positions only: `explicit_cross_attention` (the reference op,
+  explicit matmuls), or `sdpa_attention` where the module's `attention_kernel` selects SDPA
+  (`attention_kernel.py`).
 - `MeanPoolRead`: V = LN(H) W_V averaged over valid positions, the same vector for every query token.
 
 The part of a read that depends on the history only (K and V, or the mean) is split out as `memory(h, valid)`
@@ -21,14 +22,28 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from .attention_kernel import sdpa_attention, use_sdpa
+from .attention_kernel import UsesAttentionKernel, sdpa_attention, use_sdpa
 from .swiglu import SwiGLU
 
 Memory = tuple[torch.Tensor, ...]
 
 
-class CrossAttentionRead(nn.Module):
-    """Single-head softmax cross-attention from T query tokens to the valid history positions."""
+def explicit_cross_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, valid: torch.Tensor,
+                             scale: float, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The reference op: softmax(q k^T * scale) v over valid keys as explicit matmuls; q [B, T, D],
+    k, v [B, L, D], valid [B, L] -> [B, T, D], exactly zero for a row with no valid key. That zero-or-one
+    factor has `dtype` (default q's): the module passes its input's, so under bf16 autocast the read is
+    promoted to the input's float32."""
+    scores = torch.matmul(q, k.transpose(1, 2)) * scale  # [B, T, L]
+    scores = scores.masked_fill(~valid.unsqueeze(1), torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)  # exactly 0 on PAD when any position is valid
+    has_history = valid.any(dim=1).to(dtype or q.dtype)[:, None, None]  # [B, 1, 1]
+    return torch.matmul(weights, v) * has_history  # [B, T, D]; zero read for an empty history
+
+
+class CrossAttentionRead(UsesAttentionKernel, nn.Module):
+    """Single-head softmax cross-attention from T query tokens to the valid history positions, with the
+    module's `attention_kernel`."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -48,13 +63,9 @@ class CrossAttentionRead(nn.Module):
         """n [B, T, D], valid [B, L] -> A [B, T, D]."""
         k, v = memory
         q = self.q(self.query_norm(n))  # [B, T, D]
-        if use_sdpa(q):  # fused kernel (attention_kernel.py), same masking and empty-history rule
+        if use_sdpa(q, self.attention_kernel):  # fused kernel, same masking and empty-history rule
             return sdpa_attention(q, k, v, valid.unsqueeze(1), scale=self.scale)  # [B, T, D]
-        scores = torch.matmul(q, k.transpose(1, 2)) * self.scale  # [B, T, L]
-        scores = scores.masked_fill(~valid.unsqueeze(1), torch.finfo(scores.dtype).min)
-        weights = torch.softmax(scores, dim=-1)  # exactly 0 on PAD when any position is valid
-        has_history = valid.any(dim=1).to(n.dtype)[:, None, None]  # [B, 1, 1]
-        return torch.matmul(weights, v) * has_history  # [B, T, D]; zero read for an empty history
+        return explicit_cross_attention(q, k, v, valid, self.scale, n.dtype)  # [B, T, D]
 
 
 class MeanPoolRead(nn.Module):

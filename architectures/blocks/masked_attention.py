@@ -1,15 +1,18 @@
 """Multi-head softmax attention with key masks, written as explicit matmuls.
 
 Used by HELIX (encoder, MixFormer and decoder cross-attention), OneTrans and the RankMixer+Transformer
-baseline. The score and value products are plain `matmul`s so that fvcore counts them; with the fused
-kernel selected (`attention_kernel.py`: `train.attention`, SDPA by default on CUDA) `attend` calls
-`scaled_dot_product_attention` instead, which fvcore counts through its own handle.
+baseline. `explicit_attend` is the plain PyTorch reference op: the score and value products are plain
+`matmul`s so that fvcore counts them. `attend` takes the kernel as an argument (`attention_kernel.py`):
+under "sdpa", or "auto" on CUDA, it calls `sdpa_attention` (torch's `scaled_dot_product_attention`, which
+fvcore counts through its own handle) instead. The modules calling it hold their kernel in
+`attention_kernel` (`UsesAttentionKernel`, set by `set_attention_kernel`).
 
 Masking rule (the same as WHALE's fusion, `fusion.py`): keys that are not allowed get zero weight exactly, and a
 query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
 multiplied by the allowed mask.
 
-- `attend(q, k, v, allowed)`: the core read on [B, H, N, dh] tensors.
+- `attend(q, k, v, allowed, kernel=...)`: the core read on [B, H, N, dh] tensors; `explicit_attend` its
+  reference form.
 - `split_heads` / `merge_heads`: [B, N, H*dh] <-> [B, H, N, dh].
 - `KVProjection`: LayerNorm'd keys/values projected once (the lazy K/V cache of HELIX); with `kv_heads`
   below the query heads it projects fewer key/value heads (grouped-query attention, GQA).
@@ -25,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention_kernel import sdpa_attention, use_sdpa
+from .attention_kernel import AttentionKernel, UsesAttentionKernel, sdpa_attention, use_sdpa
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -40,18 +43,25 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, N, H * dh)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Softmax attention; `allowed` broadcasts to [B, H, Nq, Nk] (True = may read). Returns [B, H, Nq, dh].
-    k, v may have fewer heads G (H a multiple of G): query head h reads key/value head h // (H / G) (GQA).
-    Runs through SDPA when `attention_kernel.use_sdpa` says so (same masking rule)."""
-    if k.shape[1] != q.shape[1]:  # GQA: each key/value head serves H / G consecutive query heads
-        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))  # [B, H, Nk, dh]
-    if use_sdpa(q):
-        return sdpa_attention(q, k, v, allowed)
+def explicit_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The reference op: softmax attention as explicit matmuls; q [B, H, Nq, dh], k, v [B, H, Nk, dh],
+    `allowed` broadcasting to [B, H, Nq, Nk] -> [B, H, Nq, dh]; a query with no allowed key reads zero."""
     scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B, H, Nq, Nk]
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     weights = F.softmax(scores, dim=-1) * allowed.to(scores.dtype)  # all-masked rows -> 0
     return torch.matmul(weights, v)  # [B, H, Nq, dh]
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, *,
+           kernel: AttentionKernel) -> torch.Tensor:
+    """Softmax attention; `allowed` broadcasts to [B, H, Nq, Nk] (True = may read). Returns [B, H, Nq, dh].
+    k, v may have fewer heads G (H a multiple of G): query head h reads key/value head h // (H / G) (GQA).
+    Runs through SDPA when `use_sdpa(q, kernel)` says so (same masking rule), else `explicit_attend`."""
+    if k.shape[1] != q.shape[1]:  # GQA: each key/value head serves H / G consecutive query heads
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))  # [B, H, Nk, dh]
+    if use_sdpa(q, kernel):
+        return sdpa_attention(q, k, v, allowed)
+    return explicit_attend(q, k, v, allowed)
 
 
 @dataclass
@@ -93,8 +103,9 @@ class KVProjection(nn.Module):
         return KV(split_heads(self.k(h), self.heads), split_heads(self.v(h), self.heads), mask)
 
 
-class QueryRead(nn.Module):
-    """Queries LayerNorm(x) W_Q read a `KV`; the read is projected by W_O. x [B, Nq, W] -> [B, Nq, W]."""
+class QueryRead(UsesAttentionKernel, nn.Module):
+    """Queries LayerNorm(x) W_Q read a `KV`; the read is projected by W_O. x [B, Nq, W] -> [B, Nq, W].
+    The read runs with the module's `attention_kernel`."""
 
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()
@@ -108,7 +119,8 @@ class QueryRead(nn.Module):
         allowed = kv.mask[:, None, None, :]  # [B, 1, 1, Nk]
         if extra_mask is not None:  # e.g. causal [Nq, Nk] or [B, 1, Nq, Nk]
             allowed = allowed & extra_mask
-        return self.out(merge_heads(attend(q, kv.k, kv.v, allowed)))  # [B, Nq, W]
+        read = attend(q, kv.k, kv.v, allowed, kernel=self.attention_kernel)  # [B, H, Nq, dh]
+        return self.out(merge_heads(read))  # [B, Nq, W]
 
 
 class MultiHeadAttention(nn.Module):

@@ -67,7 +67,7 @@ def measure(
         torch.backends.cudnn.allow_tf32 = tc.tf32
     spec = spec or FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)
     torch.manual_seed(seed)
-    model = architectures.build(arch, spec, architectures.make_config(arch, model_overrides or {})).to(device)
+    model = architectures.build(arch, spec, model_overrides or {}, attention=tc.attention).to(device)
     g = torch.Generator().manual_seed(seed)
     batches = [random_batch(spec, tc.batch_size, generator=g, min_len=spec.history_len) for _ in range(4)]
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
