@@ -1,4 +1,4 @@
-"""The parts of the peer benchmark that need no peer (harness/peer_bench.py, harness/peer_hstu.py): the busy
+"""The parts of the peer benchmark that need no peer (tests/bench/peer_bench.py, tests/bench/peer_hstu.py): the busy
 core's life, the paired ratio's interval against simulated step times of known ratio, the FLOP check, and the
 reasons given when the peer is missing."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from harness import peer_hstu as P
-from harness.peer_bench import busy_core, interleaved_seconds, paired_ratio
+from tests.bench import peer_hstu as P
+from tests.bench.peer_bench import busy_core, interleaved_seconds, paired_ratio
 
 
 def _cpu_seconds(pid: int) -> float:

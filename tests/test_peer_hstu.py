@@ -1,5 +1,5 @@
 """Our HSTU layers against generative-recommenders' research HSTU layer, imported from a local checkout
-(harness/peer_hstu.py). Skipped unless RECSCALE_GR_CHECKOUT names one and the `peer` extra is installed.
+(tests/bench/peer_hstu.py). Skipped unless RECSCALE_GR_CHECKOUT names one and the `peer` extra is installed.
 
 With the weights copied, the peer's `SequentialTransductionUnitJagged` stack computes our layer's function:
 the outputs and gradients agree to float32 rounding when both use the same layer-norm eps. The peer's
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import peer_hstu as P
+from tests.bench import peer_hstu as P
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")  # the peer's docstrings
 

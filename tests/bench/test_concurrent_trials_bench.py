@@ -7,7 +7,7 @@ Two tables' worth of rows, in docs/benchmarks/concurrent_trials.md:
   RECSCALE_BENCH_BASE (a git revision, checked out into a temporary worktree and removed afterwards) and
   for this working tree, measured alternately (before, after, before, ...) so that both see the same drift of
   a shared machine; the paired ratio after / before is the median over rounds of the per-round ratio, with a
-  95% bootstrap interval (harness/peer_bench.paired_ratio). Skipped when RECSCALE_BENCH_BASE is not set.
+  95% bootstrap interval (tests/bench/peer_bench.paired_ratio). Skipped when RECSCALE_BENCH_BASE is not set.
 - `test_thread_policies`: this tree's total training targets/s under each way of running the same trials on
   2 cores: 2 trials x 1 thread (the sweep policy, docs/training.md), 2 trials x 2 threads with OpenMP's
   default wait policy, ACTIVE and PASSIVE, and 1 trial at a time x 2 threads; rotated round by round, each row
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.peer_bench import paired_ratio
 from tests.bench import concurrent_trials as CT
+from tests.bench.peer_bench import paired_ratio
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Our HSTU training step side by side with Meta's generative-recommenders (harness/peer_bench.py).
+"""Our HSTU training step side by side with Meta's generative-recommenders (tests/bench/peer_bench.py).
 
 One row per peer (its research HSTU layer, its production STU layer), torch thread count (1, 2) and load
 (quiet, one core kept busy): targets/s of ours and of the peer (median and best over interleaved rounds), the
@@ -11,7 +11,7 @@ sequences of 257 tokens, D = 64, 2 layers of 4 heads x 16, fp32; forward, backwa
 measurement runs in a fresh process with the malloc settings training uses (harness/perf.MALLOC_ENV).
 
 Needs a local checkout of github.com/meta-recsys/generative-recommenders named by RECSCALE_GR_CHECKOUT
-(tested at the commit in harness/peer_hstu.TESTED_COMMIT) and `pip install -e ".[peer]"`; skipped otherwise.
+(tested at the commit in tests/bench/peer_hstu.TESTED_COMMIT) and `pip install -e ".[peer]"`; skipped otherwise.
 On a quiet machine with about 6 GB free (the peers peak near 5.4 GB; 15 to 30 minutes on 2 cores):
 
     RECSCALE_GR_CHECKOUT=/path/to/generative-recommenders make bench ARGS="-k peer_hstu"
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.peer_hstu import FLOP_TOLERANCE, PeerUnavailable, import_peer
 from harness.perf import MALLOC_ENV
+from tests.bench.peer_hstu import FLOP_TOLERANCE, PeerUnavailable, import_peer
 
 REPO = Path(__file__).resolve().parents[2]
 #: Keys of a time measurement that go into the table (the rest: shapes, which the docstring states).
@@ -45,7 +45,7 @@ def _run(*args: str, threads: int = 0) -> dict:
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     extra = shlex.split(os.environ.get("RECSCALE_PEER_BENCH_ARGS", ""))
-    cmd = [sys.executable, "-m", "harness.peer_bench", *args, *extra]
+    cmd = [sys.executable, "-m", "tests.bench.peer_bench", *args, *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=1800)
     if proc.returncode != 0:
         pytest.fail(f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -63,7 +63,7 @@ def peer_available() -> None:
 @pytest.fixture(scope="module")
 def memory_mb(peer_available) -> dict[tuple[str, int], dict]:
     """Peak resident memory of each implementation's process and what its training steps added to the
-    resident memory before them, each alone in a fresh process (harness/peer_bench.py `memory`), at 1 and 2
+    resident memory before them, each alone in a fresh process (tests/bench/peer_bench.py `memory`), at 1 and 2
     threads (ours keeps more with 2: larger blocks)."""
     return {(impl, threads): _run("memory", "--impl", impl, "--threads", str(threads), threads=threads)
             for impl in ("ours", "research", "stu") for threads in (1, 2)}

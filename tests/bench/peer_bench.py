@@ -1,7 +1,9 @@
-"""Side-by-side training step: our HSTU stack against generative-recommenders' (built by harness/peer_hstu.py).
+"""Side-by-side training step: our HSTU stack against generative-recommenders' (built by peer_hstu.py beside it).
 
-    python -m harness.peer_bench time --peer research --threads 2 --load busy [--rounds 15] [--batch 256]
-    python -m harness.peer_bench memory --impl stu [--batch 256]
+From the repository root (a benchmark helper, not part of the package):
+
+    python -m tests.bench.peer_bench time --peer research --threads 2 --load busy [--rounds 15] [--batch 256]
+    python -m tests.bench.peer_bench memory --impl stu [--batch 256]
 
 `time` builds ours and one peer at the same shapes (`peer_hstu.Shapes`; defaults B = 256, N = 257, D = 64,
 2 layers of 4 heads x 16, fp32), first checks that their matrix FLOPs per target match within
@@ -105,7 +107,7 @@ def _peak_rss_bytes() -> int:
 
 
 def _shapes(args: argparse.Namespace) -> Any:
-    from .peer_hstu import Shapes
+    from tests.bench.peer_hstu import Shapes
 
     return Shapes(batch=args.batch, seq_len=args.seq_len, dim=args.dim, num_layers=args.num_layers,
                   num_heads=args.num_heads, head_dim=args.head_dim)
@@ -114,8 +116,8 @@ def _shapes(args: argparse.Namespace) -> Any:
 def measure_time(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from . import peer_hstu as P
-    from .perf import malloc_env_active
+    from harness.perf import malloc_env_active
+    from tests.bench import peer_hstu as P
 
     peer = P.import_peer()
     shapes = _shapes(args)
@@ -141,7 +143,7 @@ def measure_time(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def measure_memory(args: argparse.Namespace) -> dict[str, Any]:
-    from . import peer_hstu as P
+    from tests.bench import peer_hstu as P
 
     peer = P.import_peer() if args.impl != "ours" else None
     shapes = _shapes(args)
@@ -156,7 +158,7 @@ def measure_memory(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness.peer_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.bench.peer_bench", description=__doc__.splitlines()[0])
     p.add_argument("mode", choices=["time", "memory"])
     p.add_argument("--peer", choices=["research", "stu"], default="research", help="time: the peer timed")
     p.add_argument("--impl", choices=["ours", "research", "stu"], default="ours", help="memory: the one measured")
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     import torch
 
-    from .peer_hstu import FlopMismatch, PeerUnavailable
+    from tests.bench.peer_hstu import FlopMismatch, PeerUnavailable
 
     if args.threads:
         torch.set_num_threads(args.threads)
