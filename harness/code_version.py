@@ -11,6 +11,7 @@ misses uncommitted edits and is absent from an installed copy.
 from __future__ import annotations
 
 import hashlib
+import importlib
 from functools import lru_cache
 from pathlib import Path
 from typing import cast
@@ -22,8 +23,6 @@ PACKAGES = ("harness", "protocols", "architectures")
 @lru_cache(maxsize=1)
 def code_version() -> str:
     """12 hex digits of a blake2b over the packages' .py files (relative path and bytes, sorted by path)."""
-    import importlib
-
     digest = hashlib.blake2b(digest_size=6)
     for name in PACKAGES:
         root = Path(cast(str, importlib.import_module(name).__file__)).resolve().parent  # a package: has a file

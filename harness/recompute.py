@@ -16,6 +16,7 @@ from typing import Any
 from core import results_layout as layout
 from core.errors import RecscaleError
 from harness.runs_columns import DATA_FINGERPRINT
+from harness.train import open_dataset
 
 from . import run_folder as RF
 from .evaluate import split_metrics, target_columns
@@ -23,8 +24,6 @@ from .evaluate import split_metrics, target_columns
 
 def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, Any]:
     """{`<split>_auc`, ..., `oracle_<split>_...`, `groups`: {split: {...}}} from the prediction files."""
-    from harness.train import open_dataset
-
     config_path = run_dir / layout.CONFIG_FILE
     config = RF.read_config(run_dir)
     if config is None:

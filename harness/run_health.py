@@ -46,7 +46,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .loss_trend import Trend
+from .metric_registry import all_metrics
 
 OK, DIVERGED, COLLAPSED, UNDERTRAINED = "ok", "diverged", "collapsed", "undertrained"
 #: Every status, in the order they are checked.
@@ -187,8 +190,6 @@ def record(metrics: Mapping[str, Any], model: Any, valid_scores: Any, trend: Tre
     """The health keys `train_run` adds to metrics.json: `weights_finite`, `valid_pred_std` (of the validation
     probabilities), the still-falling measurement and the status fields. Reads the trained model, scores and
     curves only; uses no random state."""
-    import numpy as np
-
     out: dict[str, Any] = {"weights_finite": weights_finite(model),
                            "valid_pred_std": float(np.std(np.asarray(valid_scores, dtype=np.float64))),
                            **trend_fields(trend)}
@@ -198,10 +199,6 @@ def record(metrics: Mapping[str, Any], model: Any, valid_scores: Any, trend: Tre
 def undefined_metrics(split: str, labels: Any) -> dict[str, float]:
     """Flat metrics of a split whose scores are not finite (a diverged run): the counts, and NaN for every
     registered metric, so the run still gets a metrics.json that records it as `diverged`."""
-    import numpy as np
-
-    from .metric_registry import all_metrics
-
     y = np.asarray(labels, dtype=np.float64)
     return {f"{split}_n": int(y.size), f"{split}_positives": int(y.sum()),
             **{f"{split}_{m.name}": math.nan for m in all_metrics()}}

@@ -28,6 +28,8 @@ Renaming a column here breaks reading committed references (results/reference/*/
 """
 from __future__ import annotations
 
+from protocols import parameter_names
+
 TRIAL_ID = "trial_id"
 RUN_DIR = "run_dir"
 STAGE = "stage"
@@ -64,8 +66,6 @@ PARAMS_NON_EMBEDDING = "params_non_embedding"
 def protocol_parameter_columns() -> tuple[str, ...]:
     """The parameters of every registered protocol, sorted (`delay_s`, `history_len`, ...), one column each.
     From the protocol registry, so a protocol added from RECSCALE_PROTOCOL_PATH brings its columns along."""
-    from protocols import parameter_names
-
     return tuple(parameter_names())
 
 

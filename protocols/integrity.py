@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,6 @@ def _progress_bar(folder: Path, entries: dict[str, Any], show: bool) -> Any:
     total = sum(int(e.get("bytes", 0)) for e in entries.values() if isinstance(e, dict))
     if not show or total < PROGRESS_MIN_BYTES:
         return None
-    import sys
-
     from tqdm import tqdm
 
     return tqdm(total=total, unit="B", unit_scale=True, desc=f"verifying {folder.name}", file=sys.stderr,

@@ -29,6 +29,7 @@ from . import register_source
 from .components import SourceDefaults
 from .errors import DataValidationError
 from .log import ExposureLog
+from .movielens import read_movielens
 from .recflow import read_recflow
 from .recflow_format import truth_path
 from .schema import TRUE_P_COLUMN
@@ -108,6 +109,4 @@ def load_synthetic(root: Path | str, *, days: Iterable[str | dt.date] | None = N
 @register_source("movielens100k", defaults=MOVIELENS_DEFAULTS)
 def load_movielens(root: Path | str, **options) -> ExposureLog:
     """MovieLens-100k folder (u.data, u.user, u.item) mapped onto the canonical table."""
-    from .movielens import read_movielens
-
     return read_movielens(root, **options)

@@ -39,6 +39,8 @@ from typing import Any
 
 from core.atomic_write import write_json
 from core.errors import RecscaleError, one_line
+from harness.code_version import code_version
+from harness.fingerprint import PREFIX, machine_fingerprint
 
 CACHE_FILE = "calibration.json"
 
@@ -69,9 +71,6 @@ def machine_key(device: str = "cpu") -> str:
     The fingerprint's `threads` is torch's current setting, which `recscale bench` and trials change before
     they record (their figures are filed per thread count inside the entry); the key takes the thread
     count torch starts with instead, the CPUs this process may use."""
-    from harness.code_version import code_version
-    from harness.fingerprint import PREFIX, machine_fingerprint
-
     fp = machine_fingerprint("cuda:0" if device.startswith("cuda") else "cpu")
     return "|".join([*(f"{k}={fp[PREFIX + k]}" for k in ("cpu", "cpu_flags", "torch", "device")),
                      f"threads={_usable_cpus()}", f"code={code_version()}"])
