@@ -60,10 +60,9 @@ def run_trial_dying_once(config: dict[str, Any], context: Any) -> dict[str, Any]
     """`run_trial`, except that a trial whose run folder name (its trial id) contains DIE_ONCE kills
     its worker (os._exit(3)) after 3 training batches on its first attempt; a marker file in the run
     folder remembers that it happened."""
-    import harness.train
-    from harness.sweep.trainable import run_trial
+    from harness.sweep import retry, trainable
 
-    real_train_run = harness.train.train_run
+    real_train_run = trainable.train_run
 
     def train_run(cfg: Any, out_dir: Any, **kwargs: Any) -> dict[str, Any]:
         marker = Path(out_dir) / FAULT_MARKER
@@ -77,8 +76,9 @@ def run_trial_dying_once(config: dict[str, Any], context: Any) -> dict[str, Any]
         with interrupt_training_after(3, die):
             return real_train_run(cfg, out_dir, **kwargs)
 
-    harness.train.train_run = train_run  # run_trial imports it when called
+    # where run_trial (and train_with_retries, for a sweep with retry:) look train_run up when called
+    trainable.train_run = retry.train_run = train_run
     try:
-        return run_trial(config, context)
+        return trainable.run_trial(config, context)
     finally:
-        harness.train.train_run = real_train_run
+        trainable.train_run = retry.train_run = real_train_run

@@ -46,7 +46,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from . import calibration, trial_rates
+from harness.config import TrainConfig
+
+from . import calibration, matmul, trial_rates
 from .trial_rates import sweep_device, trial_threads_bf16
 
 #: Counted-FLOP utilisation assumed when nothing was measured on this machine (CPU training steps of
@@ -121,8 +123,6 @@ def _matmul_rate(device: str, threads: int, bf16: bool, cal: Mapping[str, Any], 
         return float(cal["matmul"][key])
     import torch
 
-    from . import matmul
-
     if device == "cuda" and not torch.cuda.is_available():
         return None
     dtype = matmul.compute_dtype(bf16)
@@ -186,8 +186,6 @@ def _makespan(durations: list[float], slots: int) -> float:
 
 def estimate_sweep(plan: Any, costs: Mapping[str, Any], *, num_cpus: int | None = None) -> SweepEstimate:
     """Wall-time estimate of every tuning and grid trial of `plan` and of the whole sweep (see the module doc)."""
-    from harness.config import TrainConfig
-
     cfg = plan.sweep.config
     device = sweep_device(cfg.resources)
     cal = calibration.entry(device)

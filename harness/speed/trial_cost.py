@@ -11,7 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+import architectures
+from harness.config import TrainConfig
 from harness.sweep.plan import TrialPlan
+from protocols.schema import default_test_spec, random_batch
 
 
 @dataclass(frozen=True)
@@ -31,11 +36,7 @@ def _model_cost(arch: str, model: Mapping[str, Any], history_len: int) -> tuple[
     """(forward matrix FLOPs per target on a random batch, non-embedding parameters); None where the model
     cannot be built or counted."""
     try:
-        import torch
-
-        import architectures
         from architectures.flops import count_flops, count_params
-        from protocols.schema import default_test_spec, random_batch
 
         spec = default_test_spec(history_len)
         torch.manual_seed(0)
@@ -49,8 +50,6 @@ def _model_cost(arch: str, model: Mapping[str, Any], history_len: int) -> tuple[
 
 def estimate_costs(trials: Iterable[TrialPlan]) -> dict[str, TrialCost]:
     """Trial id -> cost; FLOPs and parameters are counted once per distinct (arch, model config)."""
-    from harness.config import TrainConfig
-
     cache: dict[str, tuple[float | None, int | None]] = {}
     out: dict[str, TrialCost] = {}
     for t in trials:

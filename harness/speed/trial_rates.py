@@ -22,13 +22,19 @@ estimate); a sweep-recorded rate also names the dataset.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+from core.results_layout import DATASETS_FILE
+from core.typed_config import from_dict
+from harness.config import TrainConfig
 
 from . import calibration
 
@@ -99,8 +105,6 @@ def _uses_bf16(train: Mapping[str, Any], device: str) -> bool:
     """Whether a trial with these train settings autocasts to bfloat16 on `device`."""
     import torch
 
-    from harness.config import TrainConfig
-
     return TrainConfig(bf16=train.get("bf16", TrainConfig.bf16)).use_bf16(torch.device(device))
 
 
@@ -119,9 +123,6 @@ def trial_threads_bf16(trial: Any, resources: Any) -> tuple[int, bool]:
 def known_vocabularies(sweep: Any, sweep_dir: Any) -> dict[str, dict[str, int]]:
     """Dataset id -> vocabulary sizes, for the datasets an earlier launch of this sweep prepared whose
     artifacts are still in the sweep's prepared-data folder (read from `sweep_dir/datasets.json`)."""
-    from pathlib import Path
-
-    from core.results_layout import DATASETS_FILE
     from protocols.artifact import PreparedDataset
 
     try:
@@ -152,13 +153,8 @@ def measure_plan_rates(trials: Iterable[Any], resources: Any, flops_of: Mapping[
                        vocab: Mapping[str, Mapping[str, int]], *, progress: bool = True) -> list[str]:
     """Time every distinct configuration among `trials` (of a sweep with these `resources`) now and store
     its rate (dataset-free key). `flops_of`: per trial id. Returns notes for the estimate's assumptions."""
-    import dataclasses
-
     import torch
     from tqdm import tqdm
-
-    from core.typed_config import from_dict
-    from harness.config import TrainConfig
 
     from .throughput import measure
 

@@ -19,6 +19,7 @@ from typing import cast
 
 from core.errors import RecscaleError
 from core.typed_config import ConfigError, from_dict
+from protocols.prepare import PrepareConfig, prepare
 
 from .plan import DatasetPlan
 from .schema import Sweep
@@ -49,8 +50,6 @@ def log_root(sweep: Sweep) -> Path:
 
 def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str, str]:
     """Dataset id -> absolute artifact path, preparing each distinct dataset once."""
-    from protocols.prepare import PrepareConfig, prepare
-
     datasets = list(datasets)
     root = log_root(sweep)
     paths: dict[str, str] = {}

@@ -38,6 +38,7 @@ from typing import Any, cast
 
 import yaml
 from ray import tune
+from tqdm import tqdm
 
 from core import atomic_write
 from core.errors import RecscaleError
@@ -50,6 +51,8 @@ from core.results_layout import (
     SWEEP_FILE,
     TUNING_FILE,
 )
+from harness.speed import calibration
+from harness.speed.trial_rates import record_sweep_rates, sweep_device
 from protocols.output_location import check_writable
 
 from . import interrupt, tuning
@@ -150,8 +153,6 @@ class TrialProgress(tune.Callback):
         return {"total": self.total, "desc": self.desc, "_bar": None}
 
     def _get(self, trials: list, current: Any = None) -> Any:
-        from tqdm import tqdm
-
         if self._bar is None:  # a restored sweep starts at the trials it had already finished
             done = sum(t.status == "TERMINATED" and t is not current for t in trials)
             self._bar = tqdm(total=self.total, initial=done, desc=self.desc, unit="trial", file=sys.stderr,
@@ -325,9 +326,6 @@ def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict
     machine's and code's calibration (for `sweep --dry-run`)."""
     if "overhead_in_trial_s" not in summary:
         return
-    from harness.speed import calibration
-    from harness.speed.trial_rates import record_sweep_rates, sweep_device
-
     device = sweep_device(sweep.config.resources)
     ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]
     try:

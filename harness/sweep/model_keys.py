@@ -19,13 +19,12 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+import architectures
 from core.typed_config import ConfigError
 
 
 @cache
 def _fields(arch: str) -> tuple[str, ...]:
-    import architectures
-
     return tuple(f.name for f in dataclasses.fields(architectures.entry(arch).config_cls))
 
 
@@ -42,8 +41,6 @@ def scope(key: str) -> tuple[str | None, str]:
 
 def flatten(mapping: Any, where: str) -> dict[str, Any]:
     """A model mapping as flat keys: `<field>` and `<arch>.<field>` for the per-architecture mappings."""
-    import architectures
-
     if not isinstance(mapping, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {mapping!r}")
     archs = architectures.names()

@@ -54,6 +54,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -63,6 +64,7 @@ from typing import Any
 
 from core.atomic_write import write_text
 from core.errors import RecscaleError, one_line
+from harness.perf import MALLOC_ENV
 from harness.speed.calibration import cache_dir
 
 from .interrupt import TUNE_ENV
@@ -88,8 +90,6 @@ FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR", "OMP_WAIT_POLICY",
 def worker_env() -> dict[str, str]:
     """Environment for every Ray worker (the job's runtime_env): the glibc malloc settings and the driver's
     FORWARDED_ENV variables that are set."""
-    from harness.perf import MALLOC_ENV
-
     return {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
 
 
@@ -346,8 +346,6 @@ class SessionRecord:
 
 def new_temp_dir() -> tuple[str, str]:
     """A fresh session: (its id, its temporary folder /tmp/rs-XXXXXXXX, created)."""
-    import tempfile
-
     temp_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=TEMP_ROOT)
     return f"{Path(temp_dir).name}-{os.getpid()}-{secrets.token_hex(3)}", temp_dir
 

@@ -32,6 +32,7 @@ from harness import run_folder as RF
 from harness import run_health as H
 from harness import runs_columns as C
 from harness.config import RunConfig
+from harness.train import train_run
 
 from .retry_config import RetrySection
 from .schema import Sweep
@@ -83,8 +84,6 @@ def train_with_retries(cfg: RunConfig, run_dir: Path, policy: RetrySection, *, f
                        on_attempt: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Train `cfg` into `run_dir` under `policy` (see the module docstring); returns the final metrics.json.
     `on_attempt` is called with each attempt's record (and whether it was read back) as it finishes."""
-    from harness.train import train_run
-
     run_dir = Path(run_dir)
     if RF.is_finished(run_dir):  # promoted already: check it is this run (at the rate it ended with), read it back
         shutil.rmtree(run_dir / layout.ATTEMPTS_DIR, ignore_errors=True)  # killed between promotion and clean-up

@@ -69,9 +69,11 @@ from typing import Any, Literal, cast
 
 import yaml
 
+import architectures
 import protocols
 from core.errors import one_line
 from core.typed_config import ConfigError, from_dict, to_dict
+from harness.config import TrainConfig
 from harness.metric_registry import check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
@@ -400,8 +402,6 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
         axes = {"arch": [cfg.arch], **axes}
     elif cfg.arch is not None:
         raise ConfigError("arch: given both at the top level and as grid.arch; keep one")
-    import architectures
-
     for a in axes["arch"]:
         _check_choice("grid.arch" if "arch" in cfg.grid else "arch", a, architectures.names())
     for s in axes.get("seed", []):
@@ -515,8 +515,6 @@ def _check_models(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
     """Every model key must be a field of every architecture it applies to (a shared key: all of them;
     `<arch>.<field>`: that one), no grid axis may set a field another axis sets for the same
     architecture, and values must type-check together, as each architecture's trials combine them."""
-    import architectures
-
     base = model_keys.flatten(cfg.model, "model")
     for key in base:
         model_keys.check_key(_spelled("model", key), key, archs)
@@ -553,8 +551,6 @@ def _check_models(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
 
 
 def _check_train(mapping: Mapping[str, Any], where: str) -> None:
-    from harness.config import TrainConfig
-
     try:
         from_dict(TrainConfig, mapping, prefix="train.")
     except ConfigError as e:
@@ -660,8 +656,6 @@ def _check_search_not_in_grid(key: str, sub: str, axes: Mapping[str, list[Any]],
 
 
 def _check_search_value(where: str, cfg: SweepConfig, sub: str, value: Any, archs: list[str]) -> None:
-    import architectures
-
     base = model_keys.flatten(cfg.model, "model")
     for a in archs:
         if model_keys.applies(sub, a):

@@ -40,6 +40,7 @@ from ray.tune.result import TIMESTEPS_TOTAL
 from core.results_layout import CONFIG_FILE, MLFLOW_ARTIFACTS_DIR, MLFLOW_DB_FILE, MLFLOW_DIR, TRIAL_RECORD_FILE
 from core.typed_config import flat_keys
 from harness import runs_columns as C
+from harness.curves import read_curves
 
 from .collect import flat_record
 from .trainable import TrialContext, search_trial_id
@@ -106,8 +107,6 @@ class SweepMLflowCallback(MLflowLoggerCallback):
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
         from mlflow.entities import Metric
-
-        from harness.curves import read_curves
 
         run_id, trial_id = self._trial_runs[trial], self._trial_id(trial)
         client = self._client()

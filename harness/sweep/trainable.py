@@ -39,13 +39,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from core.errors import RecscaleError
 from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
+from core.typed_config import from_dict
+from harness import run_folder
+from harness.config import RunConfig, TrainConfig
 from harness.runs_columns import RAY_NODE
 from harness.speed.trial_rates import rate_key, sweep_device, trial_threads_bf16
+from harness.train import train_run
 
 from . import retry
 from .collect import scalar_metrics, write_trial_record
+from .plan import resolve_trial
 from .schema import Sweep
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
@@ -116,15 +123,7 @@ def check_dataset_readable(path: Path | str) -> None:
 
 def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     """Tune entry point: train (or finish, or reuse) the trial's run and return its scalar metrics."""
-    import torch
     from ray import tune
-
-    from core.typed_config import from_dict
-    from harness import run_folder
-    from harness.config import RunConfig, TrainConfig
-    from harness.train import train_run
-
-    from .plan import resolve_trial
 
     t_start = time.perf_counter()
     trial_id = None

@@ -37,6 +37,7 @@ import numpy as np
 from core.atomic_write import write_text
 from core.errors import RecscaleError
 from core.results_layout import TUNING_DIR, TUNING_FILE
+from harness.run_folder import json_safe
 
 from ..run_health import REASONS_KEY as HEALTH_REASONS
 from ..run_health import STATUS_KEY as HEALTH_STATUS
@@ -160,8 +161,6 @@ def tuning_dir(sweep_dir: Path) -> Path:
 
 def write_choice(sweep_dir: Path, choice: TuningChoice) -> None:
     """Write tuning.json atomically."""
-    from harness.run_folder import json_safe
-
     write_text(Path(sweep_dir) / TUNING_FILE, json.dumps(json_safe(choice.to_json()), indent=1) + "\n")
 
 
