@@ -16,6 +16,7 @@ import yaml
 
 from core.errors import RecscaleError, one_line
 from core.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions_file
+from harness import run_folder
 from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
@@ -64,8 +65,6 @@ class SweepResults:
 
     def predictions(self, run_dir: str) -> pd.DataFrame | None:
         """`event_id, label, score` of the run's predictions for the analysed split, or None if absent."""
-        from harness import run_folder
-
         path = self.run_path(run_dir) / predictions_file(self.config.split)
         if not path.exists():
             return None
@@ -79,8 +78,6 @@ class SweepResults:
         return frame
 
     def metrics_json(self, run_dir: str) -> dict[str, Any] | None:
-        from harness import run_folder
-
         path = self.run_path(run_dir) / METRICS_FILE
         if not path.exists():
             return None

@@ -26,6 +26,7 @@ import os
 
 from cli.main import relaunch_args
 from core.errors import RecscaleError
+from harness import perf
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.data and not args.arch:
         raise RecscaleError("give --data ARTIFACT (loader), --arch NAME (training step) or both")
-    from harness import perf
-
     if getattr(args, "process_argv", None):  # as `recscale train` does: time the step under the malloc settings
         perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
     import torch

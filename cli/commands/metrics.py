@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from core import results_layout as layout
+from core.results_layout import METRICS_FILE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.results_layout import METRICS_FILE
     from harness import run_folder as RF
     from harness.recompute import compare, leaves, recompute_metrics
 

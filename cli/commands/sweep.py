@@ -23,6 +23,7 @@ from pathlib import Path
 from cli.main import relaunch_args
 from core.errors import RecscaleError
 from core.results_layout import RUNS_FILE, TUNING_FILE
+from harness import perf
 
 #: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; cli.main.exit_without_teardown), so
 #: a Ctrl-C'd sweep is back at the prompt within a few seconds.
@@ -58,8 +59,6 @@ def run(args: argparse.Namespace) -> int:
         raise RecscaleError("--measure goes with --dry-run (a launched sweep records its own rates)")
     if args.dry_run:
         if args.measure and getattr(args, "process_argv", None):  # time steps as trials run them: malloc settings
-            from harness import perf
-
             perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
         return _dry_run(sweep, args)
 
@@ -114,7 +113,7 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
-    from analysis.gain_reference import check_planned
+    from analysis.fits.reference import check_planned
     from harness.speed.sweep_estimate import estimate_sweep
     from harness.speed.trial_cost import estimate_costs
     from harness.sweep.dry_run import format_plan

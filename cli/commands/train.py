@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from cli.main import relaunch_args
+from harness import perf
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.typed_config import ConfigError
-    from harness import perf
 
     if args.config is None and (args.arch is None or args.data is None):
         raise ConfigError("give --arch and --data (or a --config file that names them)")
