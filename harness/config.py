@@ -13,6 +13,7 @@ naming the key and the architecture.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from core.errors import one_line
-from core.typed_config import ConfigError, apply_overrides, from_dict, to_dict
+from core.typed_config import ConfigError, apply_overrides, from_dict, parse_set_options, to_dict
 
 from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
@@ -198,8 +199,6 @@ def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) 
     `sections` are the top-level keys the command takes (`recscale flops` takes only `model`); any other
     is refused naming it. Values are parsed as YAML scalars.
     """
-    from core.typed_config import parse_set_options
-
     out: dict[str, Any] = {}
     for key, value in parse_set_options(items).items():
         if key not in RUN_KEYS:
@@ -225,8 +224,6 @@ def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) 
 
 def check_model_keys(arch: str, model: Any) -> None:
     """Refuse model keys that are not config fields of `arch`, naming the key and the architecture."""
-    import dataclasses
-
     import architectures
 
     if not isinstance(model, Mapping):
