@@ -26,7 +26,6 @@ registry loads and by `recscale list`), naming the files involved; every other m
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,11 +79,6 @@ def register(name: str, *, config: type) -> Callable:
 
 
 _DISCOVERY = Discovery(__name__, __path__, env=MODEL_PATH_ENV, kind="model file", skip=HELPER_MODULES)
-
-
-def add_model_path(directory: str | os.PathLike) -> None:
-    """Search `directory` for model files as well (what `RECSCALE_MODEL_PATH` does at import)."""
-    _DISCOVERY.add_path(directory)
 
 
 def model_modules() -> list[str]:

@@ -25,8 +25,6 @@ from typing import Literal
 
 from core.typed_config import ConfigError
 
-KINDS = ("constant", "cosine", "linear")
-
 
 @dataclass
 class ScheduleConfig:

@@ -26,7 +26,6 @@ another file registered) is skipped and reported by `problems()` and `recscale l
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -68,11 +67,6 @@ def register_source(name: str, *, defaults: SourceDefaults) -> Callable[[F], F]:
 
 
 _DISCOVERY = Discovery(__name__, __path__, env=PROTOCOL_PATH_ENV, kind="protocol/source file")
-
-
-def add_component_path(directory: str | os.PathLike) -> None:
-    """Search `directory` for protocol and source files as well (what `RECSCALE_PROTOCOL_PATH` does)."""
-    _DISCOVERY.add_path(directory)
 
 
 def load_components() -> None:

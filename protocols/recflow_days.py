@@ -24,12 +24,6 @@ def parse_day(text: str | dt.date) -> dt.date:
     return dt.date.fromisoformat(str(text).strip())
 
 
-def day_range(first: str | dt.date, last: str | dt.date) -> tuple[dt.date, ...]:
-    """All days from `first` to `last`, both included."""
-    a, b = parse_day(first), parse_day(last)
-    return tuple(a + dt.timedelta(days=i) for i in range((b - a).days + 1))
-
-
 def day_start_ms(day: dt.date) -> int:
     """Epoch milliseconds of 00:00 Asia/Shanghai on `day`."""
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=SHANGHAI).timestamp() * 1000)
