@@ -34,7 +34,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("compare-delay", "compare_delay", "share of targets whose history membership differs between two delays"),
     ("list", "list_components", "list registered architectures, protocols and sources"),
     ("flops", "flops", "forward matrix FLOPs per target by module, and parameter counts"),
-    ("bench", "bench", "measure loader and training-step throughput here; stores a calibration for --dry-run"),
+    ("bench", "bench", "measure loader and training-step throughput here"),
     ("train", "train", "train and evaluate one run"),
     ("metrics", "metrics", "recompute a run's metrics from its saved predictions and compare"),
     ("sweep", "sweep", "launch a sweep YAML through Ray Tune"),
@@ -58,7 +58,7 @@ def _top_parser() -> argparse.ArgumentParser:
 
 def relaunch_args(argv: list[str]) -> list[str]:
     """The interpreter arguments that run the command line `argv` again in a new process: `-m cli ARGV`
-    (the malloc re-exec of `train`, `bench --measure` and `sweep --dry-run --measure`; harness.perf)."""
+    (the malloc re-exec of `train`, `bench` and `sweep --dry-run`; harness.perf)."""
     return ["-m", __package__ or "cli", *argv]
 
 

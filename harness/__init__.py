@@ -4,8 +4,8 @@ Run configs (`config.py`), the training loop and its step, optimisers and learni
 `step.py`, `optim.py`, `lr_schedule.py`, `stop_signals.py`), evaluation and the metric registry (`evaluate.py`,
 `metrics.py`, `metric_registry.py`, `recompute.py`), checkpoints and the run folder (`checkpoint.py`,
 `run_folder.py`), learning curves and run health (`curves.py`, `loss_trend.py`, `run_health.py`), the machine
-fingerprint and process accounting (`fingerprint.py`, `perf.py`), speed measurement and estimates (`speed/`,
-`code_version.py`), the Ray Tune sweeps (`sweep/`) and the columns of runs.parquet (`runs_columns.py`). FLOP
+fingerprint and process accounting (`fingerprint.py`, `perf.py`), speed measurement and estimates (`speed/`),
+the Ray Tune sweeps (`sweep/`) and the columns of runs.parquet (`runs_columns.py`). FLOP
 and parameter counts are `architectures.flops`; the command line is `cli/`. The side-by-side benchmark against
 generative-recommenders is test code: tests/bench/peer_bench.py and peer_hstu.py.
 """

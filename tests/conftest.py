@@ -31,13 +31,13 @@ ML100K = _ml100k_dir()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def private_calibration_cache(tmp_path_factory):
-    """Every test reads and writes the speed calibration (harness/speed/calibration.py) in its own temporary
-    folder, never the user's cache."""
+def private_cache_dir(tmp_path_factory):
+    """Every test keeps its Ray session records (harness/sweep/ray_sessions.py) in its own temporary folder,
+    never the user's cache."""
     import os
 
     before = os.environ.get("RECSCALE_CACHE_DIR")
-    os.environ["RECSCALE_CACHE_DIR"] = str(tmp_path_factory.mktemp("calibration"))
+    os.environ["RECSCALE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
     yield
     if before is None:
         os.environ.pop("RECSCALE_CACHE_DIR", None)

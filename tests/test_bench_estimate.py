@@ -1,22 +1,22 @@
-"""`recscale bench` (loader and training-step figures, the calibration cache) and the wall-time estimate
-of `recscale sweep --dry-run`, checked against the formulas computed here from the calibration's own
-numbers and a brute-force schedule."""
+"""`recscale bench` (loader and training-step figures) and the wall-time estimate of `recscale sweep
+--dry-run` (training steps timed now): checked against a real training run of the same configuration,
+the formulas computed here from the timed steps, and a brute-force schedule."""
 from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-from pathlib import Path
+import re
 
 import pytest
 
 from architectures.flops import count_flops
 from cli.main import main as cli_main
-from harness.speed import calibration, sweep_estimate
-from harness.speed.sweep_estimate import estimate_sweep, format_seconds
-from harness.speed.trial_cost import estimate_costs
+from harness.config import RunConfig, TrainConfig
+from harness.speed import sweep_estimate
+from harness.speed.sweep_estimate import estimate_sweep
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
+from harness.train import train_run
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 
 SWEEP = """
@@ -31,13 +31,7 @@ max_concurrent: 2
 """
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RECSCALE_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache" / calibration.CACHE_FILE
-
-
-def test_bench_reports_loader_and_training_and_stores_a_calibration(tiny_artifact, cache, capsys):  # noqa: F811
+def test_bench_reports_loader_and_training(tiny_artifact, capsys):  # noqa: F811
     rc = cli_main(["bench", "--data", str(tiny_artifact), "--arch", "wukong", "--set", "dim=8",
                    "--set", "train.num_threads=1", "--steps", "2", "--batches", "3", "--json"])
     assert rc == 0
@@ -54,13 +48,9 @@ def test_bench_reports_loader_and_training_and_stores_a_calibration(tiny_artifac
     spec = PreparedDataset.open(tiny_artifact).spec
     model = architectures.build("wukong", spec, architectures.make_config("wukong", {"dim": 8})).eval()
     assert out["flops_per_target"] == count_flops(model, random_batch(spec, 4, min_len=spec.history_len)).per_target
-    stored = json.loads(cache.read_text())[calibration.machine_key("cpu")]
-    assert stored["train"]["wukong/cpu/1"]["targets_per_s"] == out["train_targets_per_s"]
-    assert stored["matmul"]["cpu/1"] == out["matmul_flops_per_s"]
-    assert stored["loader"][f"L={spec.history_len}/B=256/cpu"]["targets_per_s"] == out["loader_targets_per_s"]
 
 
-def test_a_bf16_bench_is_measured_against_the_bf16_matmul_rate_and_filed_apart(cache, capsys):
+def test_a_bf16_bench_is_measured_against_the_bf16_matmul_rate(capsys):
     rc = cli_main(["bench", "--arch", "wukong", "--set", "dim=8", "--set", "train.num_threads=1",
                    "--set", "train.bf16=true", "--steps", "2", "--json"])
     assert rc == 0
@@ -68,9 +58,6 @@ def test_a_bf16_bench_is_measured_against_the_bf16_matmul_rate_and_filed_apart(c
     assert out["bf16"] is True and out["matmul_dtype"] == "bfloat16"
     assert out["utilisation"] == pytest.approx(3 * out["flops_per_target"] * out["train_targets_per_s"]
                                                / out["matmul_flops_per_s"])
-    stored = json.loads(cache.read_text())[calibration.machine_key("cpu")]
-    assert stored["matmul"] == {"cpu/1/bf16": out["matmul_flops_per_s"]}  # never under the fp32 key
-    assert list(stored["train"]) == ["wukong/cpu/1/bf16"]
 
 
 def test_matmul_rate_times_products_for_at_least_the_asked_seconds():
@@ -91,12 +78,12 @@ def test_bench_needs_something_to_measure(capsys):
     assert "--data" in capsys.readouterr().err
 
 
-def test_bench_takes_the_set_spellings_of_train(cache, capsys):
+def test_bench_takes_the_set_spellings_of_train(capsys):
     """`bench --set` parses like `train --set`: a bare key is a model field, training keys need `train.`,
     and a field the architecture lacks is refused naming it (exit 2, before anything is measured)."""
-    assert cli_main(["bench", "--arch", "wukong", "--set", "num_threads=1", "--no-save"]) == 2
+    assert cli_main(["bench", "--arch", "wukong", "--set", "num_threads=1"]) == 2
     assert "for training write train.num_threads" in capsys.readouterr().err
-    assert cli_main(["bench", "--arch", "wukong", "--set", "model.num_heads=2", "--no-save"]) == 2
+    assert cli_main(["bench", "--arch", "wukong", "--set", "model.num_heads=2"]) == 2
     err = capsys.readouterr().err
     assert "num_heads" in err and "wukong" in err
 
@@ -110,160 +97,92 @@ def _makespan(durations: list[float], slots: int) -> float:
     return max(ends)
 
 
-def test_dry_run_estimate_follows_the_calibration(cache, capsys):
-    u, rate, overhead = 0.2, 1.0e10, 0.7
-    calibration.record("cpu", "matmul", "cpu/1", rate)
-    calibration.record("cpu", "train", "whale/cpu/1", {"targets_per_s": 1.0, "utilisation": u, "flops_per_target": 1.0})
-    calibration.record("cpu", "train", "wukong/cpu/1",
-                       {"targets_per_s": 1.0, "utilisation": 2 * u, "flops_per_target": 1.0})
-    calibration.record("cpu", "sweep", "overhead_in_trial_s", {"value": overhead})
-    calibration.record("cpu", "sweep", "ray_start_s", {"value": 3.0})
-    plan = plan_sweep(parse_sweep(SWEEP))
-    costs = estimate_costs(plan.trials)
-    est = estimate_sweep(plan, costs, num_cpus=4)
-    assert est.slots == 2  # 4 CPUs / 1 per trial, capped by max_concurrent
-    totals = []
-    for t in plan.trials:
-        f = costs[t.trial_id].flops_per_target
-        util = u if t.arch == "whale" else 2 * u
-        train_s = 1000 * 3 * f / (util * rate)
-        e = est.trials[t.trial_id]
-        assert e.train_s == pytest.approx(train_s) and e.eval_s == pytest.approx(300 * f / (util * rate))
-        assert e.overhead_s == overhead
-        totals.append(e.total_s)
-    assert est.wall_s == pytest.approx(_makespan(totals, 2) + 3.0)  # Ray's start as the last sweep measured it
-    assert not any("assumed (no sweep" in a for a in est.assumptions)
-    # rates from bench utilisations, not from the trials' own configurations: uncalibrated, a range around it
-    assert not est.calibrated and est.uncalibrated == [
-        "6 of 6 trial(s) without a rate measured for their configuration (rate from bench of this architecture)"]
-    lo, hi = est.wall_range_s
-    low, high = sweep_estimate.RATE_SPREAD["bench of this architecture"]
-    works = [e.train_s + e.eval_s for e in est.trials.values()]
-    assert lo == pytest.approx(_makespan([w * low + overhead for w in works], 2) + 3.0)
-    assert hi == pytest.approx(_makespan([w * high + overhead for w in works], 2) + 3.0)
-    assert lo < est.wall_s < hi
+def test_timed_steps_predict_a_real_training_run(tiny_artifact, tmp_path):  # noqa: F811
+    """The estimate's training rate (steps timed on random batches) against a real training run of the same
+    configuration on the prepared data, with the same vocabularies, thread and batch size: within a factor
+    (the two are timed at different moments of a shared machine)."""
+    from protocols.artifact import PreparedDataset
+    from tests.fixtures_data import TINY_HISTORY_LEN, TINY_SPLITS
 
-    path = cache.parent.parent / "est.yaml"
-    path.write_text(SWEEP)
-    assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4", "--json"]) == 0
+    sizes = ", ".join(f"{k}: {v}" for k, v in TINY_SPLITS.items())
+    plan = plan_sweep(parse_sweep(f"""
+name: est
+data: {{source: synthetic, scale: tiny, history_len: {TINY_HISTORY_LEN}, {sizes}}}
+model: {{dim: 8}}
+train: {{batch_size: 64}}
+grid: {{arch: [whale], seed: [0]}}
+resources: {{cpu: 1, gpu: 0}}
+"""))
+    (trial,) = plan.trials
+    vocab = {trial.dataset.dataset_id: dict(PreparedDataset.open(tiny_artifact).spec.vocab_sizes)}
+    est = estimate_sweep(plan, num_cpus=1, vocab=vocab)
+    assert est.notes[0].startswith("1 configuration(s) timed now on cpu") and "synth --scale small" not in est.notes[0]
+    e = est.trials[trial.trial_id]
+    steps = -(-TINY_SPLITS["n_train"] // 64)
+    estimated_rate = steps * 64 / e.train_s
+    train = TrainConfig(batch_size=64, device="cpu", num_threads=1)
+    metrics = train_run(RunConfig(arch="whale", data=str(tiny_artifact), model=dict(trial.model), train=train),
+                        tmp_path / "run", progress=False)
+    ratio = estimated_rate / metrics["train_targets_per_s"]
+    assert 1 / 3 < ratio < 3, (estimated_rate, metrics["train_targets_per_s"])
+    # evaluation: valid and test targets at 3x the training rate
+    assert e.eval_s == pytest.approx((TINY_SPLITS["n_valid"] + TINY_SPLITS["n_test"]) / (3 * steps * 64 / e.train_s))
+
+
+def test_dry_run_times_each_configuration_once_and_packs_the_trials(tmp_path, capsys):
+    path = tmp_path / "est.yaml"
+    path.write_text(SWEEP.replace("seed: [0, 1, 2]", "seed: [0, 1, 2]\n  model.dim: [4, 8]")
+                    + "analysis:\n  scaling:\n    reference: {arch: wukong, model.dim: 8}\n")
+    assert cli_main(["sweep", str(path), "--dry-run", "--json", "--num-cpus", "4",
+                     "--results", str(tmp_path / "results")]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["estimated_wall_s"] == pytest.approx(est.wall_s)
-    assert out["estimated_wall_range_s"] == pytest.approx(list(est.wall_range_s)) and out["calibrated"] is False
-    assert out["estimate"]["concurrent_trials"] == 2
-    assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4"]) == 0
-    text = capsys.readouterr().out
-    assert f"estimated wall time: UNCALIBRATED, between {format_seconds(lo)} and {format_seconds(hi)}" in text
-    assert "2 trial(s) at a time on cpu" in text
-    # the overhead seen from outside the trials (Ray's scheduling included), when recorded, wins
-    calibration.record("cpu", "sweep", "overhead_per_trial_s", {"value": 1.1})
-    assert {e.overhead_s for e in estimate_sweep(plan, costs, num_cpus=4).trials.values()} == {1.1}
+    notes = out["estimate"]["notes"]
+    assert notes[0].startswith("4 configuration(s) timed now on cpu")  # arch x width; seeds share a configuration
+    assert "synth --scale small" in notes[0]  # nothing prepared under --results
+    assert out["estimate"]["concurrent_trials"] == 2  # 4 CPUs / 1 per trial, capped by max_concurrent
+    by_config: dict[tuple, set] = {}
+    for t in out["trials"]:
+        by_config.setdefault((t["arch"], t["model.dim"]), set()).add(t["estimated_train_s"])
+        step_s = t["estimated_train_s"] / 4  # ceil(1000 / 256) steps: one epoch of batch 256
+        assert step_s > 0
+        assert t["estimated_eval_s"] == pytest.approx(300 * step_s / 256 / 3)
+        assert t["estimated_total_s"] == pytest.approx(t["estimated_train_s"] + t["estimated_eval_s"]
+                                                       + sweep_estimate.OVERHEAD_S)
+    assert len(by_config) == 4 and all(len(v) == 1 for v in by_config.values())
+    wall = _makespan([t["estimated_total_s"] for t in out["trials"]], 2) + sweep_estimate.START_S
+    assert out["estimated_wall_s"] == pytest.approx(wall)
+    lo, hi = sweep_estimate.RANGE
+    assert out["estimated_wall_range_s"] == pytest.approx([wall * lo, wall * hi]) and hi / lo <= 4
+    assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4", "--results", str(tmp_path / "results")]) == 0
+    captured = capsys.readouterr()
+    assert re.search(r"estimated wall time: [0-9.]+ s \(between [0-9.]+ s and [0-9.]+ s\) for the sweep with 2 "
+                     r"trial\(s\) at a time on cpu", captured.out)  # timed again: another number
+    assert "timing training steps" in captured.err  # progress while timing
 
 
-def test_dry_run_estimates_bf16_trials_from_bf16_calibration_and_fp32_trials_from_fp32(cache):
-    u32, r32, u16, r16 = 0.2, 1.0e10, 0.05, 4.0e10
-    calibration.record("cpu", "matmul", "cpu/1", r32)
-    calibration.record("cpu", "matmul", "cpu/1/bf16", r16)
-    for arch in ("whale", "wukong"):
-        calibration.record("cpu", "train", f"{arch}/cpu/1", {"utilisation": u32})
-        calibration.record("cpu", "train", f"{arch}/cpu/1/bf16", {"utilisation": u16})
-    for extra, u, r in (("", u32, r32), ("train: {bf16: true}\n", u16, r16)):
-        plan = plan_sweep(parse_sweep(SWEEP + extra))
-        costs = estimate_costs(plan.trials)
-        est = estimate_sweep(plan, costs, num_cpus=2)
-        for t in plan.trials:
-            f = costs[t.trial_id].flops_per_target
-            assert est.trials[t.trial_id].train_s == pytest.approx(1000 * 3 * f / (u * r))
+def test_a_gpu_sweep_without_cuda_times_nothing(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    plan = plan_sweep(parse_sweep(SWEEP.replace("resources: {cpu: 1, gpu: 0}", "resources: {cpu: 1, gpu: 0.5}")))
+    est = estimate_sweep(plan, num_cpus=2)
+    assert est.wall_s is None and est.wall_range_s is None and "nothing timed" in est.notes[0]
 
 
-def test_dry_run_without_calibration_says_what_it_assumed(cache):
-    plan = plan_sweep(parse_sweep(SWEEP))
-    est = estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=1)
-    ray_start = sweep_estimate.ASSUMED_RAY_START_S
-    assert est.slots == 1 and est.wall_s == pytest.approx(sum(e.total_s for e in est.trials.values()) + ray_start)
-    text = "\n".join(est.assumptions)
-    assert "measured now" in text and "utilisation 0.1 assumed" in text and "overhead per trial" in text
-    # uncalibrated: says why, and the range spans the assumed utilisation's spread, overhead and Ray start ranges
-    assert not est.calibrated and len(est.uncalibrated) == 2
-    assert "no sweep of this code has run on this machine" in est.uncalibrated[0]
-    works = [e.train_s + e.eval_s for e in est.trials.values()]
-    (low, high), (o_lo, o_hi) = sweep_estimate.RATE_SPREAD["assumed utilisation"], sweep_estimate.OVERHEAD_RANGE_S
-    r_lo, r_hi = sweep_estimate.RAY_START_RANGE_S
-    assert est.wall_range_s == pytest.approx((sum(w * low + o_lo for w in works) + r_lo,
-                                              sum(w * high + o_hi for w in works) + r_hi))
+def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(tmp_path, tiny_artifact):  # noqa: F811
+    from core.results_layout import DATASETS_FILE
+    from harness.speed.sweep_estimate import known_vocabularies
+    from protocols.artifact import PreparedDataset
 
-
-def _record_a_sweep(plan, rate: float) -> None:
-    """What a finished sweep records: every configuration's rate, the overhead and Ray's start."""
-    from harness.speed import trial_rates
-
-    for t in plan.trials:
-        key = trial_rates.rate_key(t, "cpu", 1, False, dataset=True)
-        calibration.record("cpu", trial_rates.SECTION, key, {"targets_per_s": rate, "source": "sweep est",
-                                                             "trials": 3, "concurrent_trials": 2})
-    calibration.record("cpu", "sweep", "overhead_per_trial_s", {"value": 1.5})
-    calibration.record("cpu", "sweep", "ray_start_s", {"value": 4.0})
-
-
-def test_after_a_sweep_the_estimate_is_calibrated_and_one_number(cache, capsys):
-    plan = plan_sweep(parse_sweep(SWEEP))
-    _record_a_sweep(plan, 500.0)
-    est = estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=2)
-    assert est.calibrated and est.wall_range_s is None
-    per_trial = 1000 / 500.0 + 300 / (3 * 500.0) + 1.5
-    assert est.wall_s == pytest.approx(3 * per_trial + 4.0)  # 6 trials, 2 at a time, then Ray's start
-    path = cache.parent.parent / "est.yaml"
-    path.write_text(SWEEP)
-    assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "2"]) == 0
-    text = capsys.readouterr().out
-    assert f"{format_seconds(est.wall_s)} for the sweep with 2 trial(s) at a time on cpu, Ray's start included " \
-           "(calibrated on this machine with this code)" in text and "UNCALIBRATED" not in text
-
-
-def test_calibration_is_filed_by_machine_fingerprint_and_code_version(cache, monkeypatch):
-    """Another clone's code (another code version) or another machine's fingerprint never lends its sweep
-    overhead or rates: they are filed under another key, and the estimate is uncalibrated again."""
-    from harness import code_version
-    from harness.fingerprint import machine_fingerprint
-
-    key = calibration.machine_key("cpu")
-    fp = machine_fingerprint("cpu")
-    for field in ("cpu", "cpu_flags", "torch", "device"):
-        assert f"{field}={fp['env_' + field]}|" in key
-    assert key.endswith(f"|code={code_version.code_version()}")
-    plan = plan_sweep(parse_sweep(SWEEP))
-    _record_a_sweep(plan, 500.0)
-    assert estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=2).calibrated
-
-    stored = json.loads(cache.read_text())
-    other_code = key.rsplit("|code=", 1)[0] + "|code=0123456789ab"
-    cache.write_text(json.dumps({other_code: stored[key]}))  # the same figures, recorded by other code
-    est = estimate_sweep(plan, estimate_costs(plan.trials), num_cpus=2)
-    assert not est.calibrated and est.wall_range_s is not None
-    assert any("overhead per trial 2.0 s assumed" in a for a in est.assumptions)
-
-
-def test_code_version_follows_the_sources(tmp_path, monkeypatch):
-    """The version is a hash of the packages' sources: equal for the same files, different after an edit."""
-    import importlib
-    import shutil
-    import sys
-
-    from harness import code_version
-
-    first = code_version.code_version()
-    assert len(first) == 12 and first == code_version.code_version()
-    clone = tmp_path / "clone"
-    for name in code_version.PACKAGES:
-        src = Path(importlib.import_module(name).__file__).parent
-        shutil.copytree(src, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from harness.code_version import code_version; "
-             "print(code_version())")
-    same = subprocess.run([sys.executable, "-c", probe, str(clone)], capture_output=True, text=True, cwd=tmp_path)
-    assert same.stdout.strip() == first, same.stderr
-    with (clone / "harness" / "train.py").open("a") as fh:
-        fh.write("\n# an edit\n")
-    edited = subprocess.run([sys.executable, "-c", probe, str(clone)], capture_output=True, text=True, cwd=tmp_path)
-    assert edited.stdout.strip() not in ("", first), edited.stderr
+    sweep = parse_sweep(SWEEP.replace("n_test: 100}", f"n_test: 100, out: {tiny_artifact.parent}}}"))
+    sweep_dir = tmp_path / "est"
+    assert known_vocabularies(sweep, sweep_dir) == {}  # never launched
+    sweep_dir.mkdir()
+    (sweep_dir / DATASETS_FILE).write_text(json.dumps({"datasets": {
+        "d-here": {"artifact": tiny_artifact.name}, "d-gone": {"artifact": "synthetic-exposure-0000"}}}))
+    vocab = dict(PreparedDataset.open(tiny_artifact).spec.vocab_sizes)
+    assert known_vocabularies(sweep, sweep_dir) == {"d-here": vocab}
 
 
 def test_makespan_matches_brute_force_over_orders():

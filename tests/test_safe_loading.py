@@ -88,21 +88,6 @@ def test_a_genuine_checkpoint_still_resumes(finished_run, tmp_path):  # noqa: F8
     assert (run / "metrics.json").read_bytes() != b""
 
 
-def test_calibration_cache_with_a_payload_is_refused(tmp_path):
-    marker = tmp_path / "ran"
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "calibration.json").write_bytes(pickle.dumps(Payload(marker)))
-    sweep = tmp_path / "est.yaml"
-    sweep.write_text("name: est\ndata: {source: synthetic, scale: tiny, history_len: 8, n_train: 1000, "
-                     "n_valid: 200, n_test: 100}\nmodel: {dim: 8}\ngrid: {arch: [wukong], seed: [0]}\n")
-    line = assert_refused(recscale("sweep", str(sweep), "--dry-run", "--results", str(tmp_path / "res"),
-                                   env={"RECSCALE_CACHE_DIR": str(cache)}), cache / "calibration.json", marker)
-    assert "calibration" in line
-    pickle.loads((cache / "calibration.json").read_bytes())
-    assert marker.exists()
-
-
 def test_artifact_manifest_with_a_payload_is_refused(tiny_artifact, tmp_path):  # noqa: F811
     marker = tmp_path / "ran"
     art = tmp_path / "art"

@@ -5,11 +5,9 @@ and states it as a ratio to this machine's memory-copy rate of the same bytes. -
 times training steps (`harness.step.TrainStep`, the training loop's step) on schema-valid random batches
 with full histories (vocabularies from --data when given), and reports targets/s, the counted-FLOP
 utilisation against a matmul rate measured in the same run in the step's own dtype (bfloat16 when
-train.bf16 autocasts, else float32), peak memory and the device.
-Every figure is also stored in this machine's calibration cache (harness/speed/calibration.py:
-$RECSCALE_CACHE_DIR, else $XDG_CACHE_HOME/recscale, else ~/.cache/recscale), which
-`recscale sweep --dry-run` uses to estimate wall time; --no-save leaves it alone. Like `recscale train`, the
-command re-executes itself once under the glibc malloc settings of harness/perf.py.
+train.bf16 autocasts, else float32), peak memory and the device. Like `recscale train`, the command
+re-executes itself once under the glibc malloc settings of harness/perf.py. (`recscale sweep --dry-run`
+times its own trials' steps the same way: harness/speed/sweep_estimate.py.)
 
 examples:
   recscale bench --data artifacts/synthetic-exposure-<hash>
@@ -42,7 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="profile STEPS more steps (default 3) and show where their time goes: matrix products "
                              "(time, achieved GFLOP/s, the utilisation ceiling they set) and the costliest other "
                              "operators (harness/speed/step_breakdown.py)")
-    parser.add_argument("--no-save", action="store_true", help="do not write the calibration cache")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -55,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
 
     from core.typed_config import apply_overrides
     from harness.config import TrainConfig, check_model_keys, parse_set
-    from harness.speed import calibration
     from harness.train import resolve_device
 
     over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
@@ -108,20 +104,6 @@ def run(args: argparse.Namespace) -> int:
         if "breakdown" in result:
             out["breakdown"] = result["breakdown"]
             out["utilisation_if_only_products"] = result["utilisation_if_only_products"]
-    if not args.no_save:
-        dev = device.type
-        if out["loader_targets_per_s"] is not None:
-            calibration.record(dev, "loader", calibration.loader_key(out["loader_history_len"], tc.batch_size, dev),
-                               {"targets_per_s": out["loader_targets_per_s"]})
-        if out["train_targets_per_s"] is not None:
-            calibration.record(dev, "matmul", calibration.matmul_key(dev, threads, out["bf16"]),
-                               out["matmul_flops_per_s"])
-            path = calibration.record(dev, "train", calibration.train_key(args.arch, dev, threads, out["bf16"]), {
-                "targets_per_s": out["train_targets_per_s"], "utilisation": out["utilisation"],
-                "flops_per_target": out["flops_per_target"], "model": model_over, "batch_size": tc.batch_size})
-        else:
-            path = calibration.cache_path()
-        out["calibration_file"] = str(path)
     if args.json:
         print(json.dumps(out, indent=1, default=str))
         return 0
@@ -139,8 +121,6 @@ def run(args: argparse.Namespace) -> int:
               f"{out['peak_memory_bytes'] / 2**20:,.0f} MiB ({out['peak_memory_kind']})")
     if "breakdown" in out:
         _print_breakdown(out)
-    if "calibration_file" in out:
-        print(f"calibration stored in {out['calibration_file']}")
     return 0
 
 

@@ -6,8 +6,7 @@ Interrupt with Ctrl-C and continue later with --resume: finished trials are not 
 (token authentication, Tuner.restore hints) are kept out of the terminal unless --verbose.
 
 examples:
-  recscale sweep sweeps/demo.yaml --dry-run        # trial table and estimated compute, runs nothing
-  recscale sweep sweeps/demo.yaml --dry-run --measure   # ... with each configuration's rate timed now
+  recscale sweep sweeps/demo.yaml --dry-run        # trial table, compute and wall time (steps timed now)
   recscale sweep sweeps/demo.yaml                  # run it here
   recscale sweep sweeps/demo.yaml --resume         # continue an interrupted sweep
   recscale sweep sweeps/demo.yaml --address 10.0.0.1:6379   # join a cluster started with `ray start --head`
@@ -21,7 +20,6 @@ import sys
 from pathlib import Path
 
 from cli.main import relaunch_args
-from core.errors import RecscaleError
 from core.results_layout import RUNS_FILE, TUNING_FILE
 from harness import perf
 
@@ -37,10 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", metavar="ADDR",
                         help="join an existing Ray cluster (host:port, or 'auto') instead of starting one here")
     parser.add_argument("--dry-run", action="store_true",
-                        help="validate, print datasets, trials, the estimated compute and wall time, and exit")
-    parser.add_argument("--measure", action="store_true",
-                        help="with --dry-run: time a few training steps of every distinct trial configuration now "
-                             "and estimate from those rates (stored in this machine's calibration)")
+                        help="validate, print datasets, trials, the estimated compute and wall time (from a few "
+                             "training steps of every distinct configuration, timed now: seconds), and exit")
     parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
     parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
@@ -55,10 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.schema import load_sweep
 
     sweep = load_sweep(args.file)
-    if args.measure and not args.dry_run:
-        raise RecscaleError("--measure goes with --dry-run (a launched sweep records its own rates)")
     if args.dry_run:
-        if args.measure and getattr(args, "process_argv", None):  # time steps as trials run them: malloc settings
+        if getattr(args, "process_argv", None):  # time steps as trials run them: under the malloc settings
             perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
         return _dry_run(sweep, args)
 
@@ -114,22 +108,15 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.fits.reference import check_planned
-    from harness.speed.sweep_estimate import estimate_sweep
+    from harness.speed.sweep_estimate import estimate_sweep, known_vocabularies
     from harness.speed.trial_cost import estimate_costs
     from harness.sweep.dry_run import format_plan
     from harness.sweep.plan import plan_sweep
 
     plan = plan_sweep(sweep)
     costs = estimate_costs([*plan.tuning_trials, *plan.trials])
-    notes: list[str] = []
-    if args.measure:
-        from harness.speed.trial_rates import known_vocabularies, measure_plan_rates
-
-        notes = measure_plan_rates(plan.trials, sweep.config.resources,
-                                   {k: c.flops_per_target for k, c in costs.items()},
-                                   known_vocabularies(sweep, args.results / sweep.name), progress=not args.json)
-    estimate = estimate_sweep(plan, costs, num_cpus=args.num_cpus)
-    estimate.assumptions[:0] = notes
+    estimate = estimate_sweep(plan, num_cpus=args.num_cpus, progress=not args.json,
+                              vocab=known_vocabularies(sweep, args.results / sweep.name))
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
     if args.json:
@@ -145,11 +132,9 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
                                    "estimated_total_s": estimate.trials[t.trial_id].total_s}
                                   for t in plan.tuning_trials]} if plan.tuning_trials else {}),
             "estimated_wall_s": estimate.wall_s,
-            "estimated_wall_range_s": estimate.wall_range_s,  # (low, high) when uncalibrated, else null
-            "calibrated": estimate.calibrated,
+            "estimated_wall_range_s": estimate.wall_range_s,  # (low, high), null when the point is unknown
             "estimate": {"device": estimate.device, "concurrent_trials": estimate.slots,
-                         "threads_per_trial": estimate.threads, "assumptions": estimate.assumptions,
-                         "uncalibrated": estimate.uncalibrated},
+                         "threads_per_trial": estimate.threads, "notes": estimate.notes},
             "scaling_reference": reference,
         }, indent=1, default=str))
     else:

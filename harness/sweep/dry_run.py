@@ -87,18 +87,12 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     if estimate is not None:
         totals = [e.total_s for e in estimate.trials.values() if e.total_s is not None]
         per_trial = format_seconds(sum(totals) / len(totals)) if totals else "?"
-        if estimate.wall_range_s is None:
-            lines.append(f"estimated wall time: {per_trial} per trial on average (training + evaluation + overhead), "
-                         f"{format_seconds(estimate.wall_s)} for the sweep with {estimate.slots} trial(s) at a time on "
-                         f"{estimate.device}, Ray's start included (calibrated on this machine with this code)")
-        else:
-            lo, hi = estimate.wall_range_s
-            lines.append(f"estimated wall time: UNCALIBRATED, between {format_seconds(lo)} and "
-                         f"{format_seconds(hi)} for the sweep with {estimate.slots} trial(s) at a time on "
-                         f"{estimate.device}, Ray's start included; run the sweep once (or --dry-run --measure) "
-                         "to calibrate")
-            lines.extend(f"  uncalibrated: {u}" for u in estimate.uncalibrated)
-        lines.extend(f"  assumed: {a}" for a in estimate.assumptions)
+        lo, hi = estimate.wall_range_s or (None, None)
+        lines.append(f"estimated wall time: {format_seconds(estimate.wall_s)} (between {format_seconds(lo)} and "
+                     f"{format_seconds(hi)}) for the sweep with {estimate.slots} trial(s) at a time on "
+                     f"{estimate.device}, {per_trial} per trial on average (training + evaluation + overhead), "
+                     "from training steps timed now on this machine")
+        lines.extend(f"  {n}" for n in estimate.notes)
     res = sweep.config.resources
     lines.append(f"resources per trial: cpu={format_value(res.cpu)} gpu={format_value(res.gpu)}; max_concurrent="
                  f"{sweep.config.max_concurrent or 'as resources allow'}; max_failures={sweep.config.max_failures}")

@@ -51,8 +51,6 @@ from core.results_layout import (
     SWEEP_FILE,
     TUNING_FILE,
 )
-from harness.speed import calibration
-from harness.speed.trial_rates import record_sweep_rates, sweep_device
 from protocols.output_location import check_writable
 
 from . import interrupt, tuning
@@ -321,23 +319,6 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
     return out
 
 
-def _remember_timings(sweep: Sweep, sweep_dir: Path, since: float, summary: dict[str, Any]) -> None:
-    """Keep the measured per-trial overhead, Ray's start-up and every configuration's training rate in this
-    machine's and code's calibration (for `sweep --dry-run`)."""
-    if "overhead_in_trial_s" not in summary:
-        return
-    device = sweep_device(sweep.config.resources)
-    ends = [e for e in read_events(sweep_dir) if e["time"] >= since and e["event"] == "end"]
-    try:
-        for key in ("overhead_in_trial_s", "overhead_per_trial_s", "ray_start_s"):
-            if key in summary:
-                calibration.record(device, "sweep", key, {"value": summary[key], "sweep": sweep.name,
-                                                          "trials": summary["trials_trained"]})
-        record_sweep_rates(device, sweep.name, ends, int(summary.get("trial_slots", 1)))
-    except (OSError, calibration.CalibrationError) as e:  # an unwritable or damaged cache never fails a finished sweep
-        print(f"recscale sweep: timings not kept for estimates: {e}", file=sys.stderr)
-
-
 def run_sweep(
     sweep: Sweep,
     *,
@@ -417,7 +398,6 @@ def run_sweep(
     timings["total_s"] = time.perf_counter() - t0
     summary = _summary(sweep_dir, since, timings)
     atomic_write.write_text(sweep_dir / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
-    _remember_timings(sweep, sweep_dir, since, summary)
     return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
                         interrupted=stage.interrupted, summary=summary, tuning=tuning_count)
 

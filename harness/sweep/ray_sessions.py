@@ -30,9 +30,10 @@ When its driver ends normally it shuts Ray down and removes the folder. After `k
 Ray's GCS and raylet die with it (kernel fate sharing), but Ray's agents and workers linger for about a
 minute and the temporary folder stays for good. So, while a session is open:
 
-- a record `<cache>/ray_sessions/<session>.json` (`harness.speed.calibration.cache_dir()`: per user, outside the
-  repository) names the session, this host, the driver's pid and its start time (as /proc gives it, so a
-  reused pid is not mistaken for the driver) and the temporary folder;
+- a record `<cache>/ray_sessions/<session>.json` (`records_dir()`: `$RECSCALE_CACHE_DIR`, else
+  `$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale`; per user, outside the repository) names the session,
+  this host, the driver's pid and its start time (as /proc gives it, so a reused pid is not mistaken for the
+  driver) and the temporary folder;
 - every process of the session carries `RECSCALE_RAY_SESSION=<session>` in its environment: the driver sets
   it before `ray.init`, and the GCS, the raylet, its agents and every worker inherit it.
 
@@ -65,7 +66,6 @@ from typing import Any
 from core.atomic_write import write_text
 from core.errors import RecscaleError, one_line
 from harness.perf import MALLOC_ENV
-from harness.speed.calibration import cache_dir
 
 from .interrupt import TUNE_ENV
 
@@ -307,7 +307,9 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
 def records_dir() -> Path:
-    return cache_dir() / RECORDS
+    if os.environ.get("RECSCALE_CACHE_DIR"):
+        return Path(os.environ["RECSCALE_CACHE_DIR"]) / RECORDS
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "recscale" / RECORDS
 
 
 def process_start(pid: int) -> str | None:

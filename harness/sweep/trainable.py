@@ -19,10 +19,9 @@ returns its saved metrics without training again, and one with no checkpoint yet
 
 Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON object a line: trial,
 event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
-trainable and training seconds, and at the end the trial configuration's calibration key and training
-rate); the launcher reads it for the per-trial overhead and the rates `--dry-run` estimates from
-(`trial_rates.py`), and tests count restarts with it. (Tests that kill a worker wrap `run_trial`
-themselves; nothing here is test-only.)
+trainable and training seconds, and at the end the training rate); the launcher reads it for the
+per-trial timings of sweep_summary.json, and tests count restarts with it. (Tests that kill a worker wrap
+`run_trial` themselves; nothing here is test-only.)
 
 Before training, a trial checks that its prepared dataset can be read on the node it runs on and
 records that node (`ray_node`, a runs.parquet column): a cluster's nodes must share the driver's
@@ -47,7 +46,7 @@ from core.typed_config import from_dict
 from harness import run_folder
 from harness.config import RunConfig, TrainConfig
 from harness.runs_columns import RAY_NODE
-from harness.speed.trial_rates import rate_key, sweep_device, trial_threads_bf16
+from harness.speed.sweep_estimate import trial_threads
 from harness.train import train_run
 
 from . import retry
@@ -140,7 +139,7 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     log_event(sweep_dir, trial=trial.trial_id, event="start")
 
     resources = context.sweep.config.resources
-    threads, bf16 = trial_threads_bf16(trial, resources)  # train.num_threads, else the sweep's CPUs per trial
+    threads = trial_threads(trial, resources)  # train.num_threads, else the sweep's CPUs per trial
     train = from_dict(TrainConfig, trial.train, prefix="train.")
     train.num_threads = threads
     torch.set_num_threads(train.num_threads)
@@ -164,7 +163,6 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
 
     trainable_s = time.perf_counter() - t_start
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
-              rate_key=rate_key(trial, sweep_device(resources), threads, bf16, dataset=True),
               train_targets_per_s=None if reused or resume else metrics.get("train_targets_per_s"),
               trainable_s=trainable_s, train_run_s=None if reused else metrics.get("wall_s"),
               train_loop_s=None if reused else metrics.get("train_seconds"),
