@@ -1,16 +1,6 @@
-"""Model settings of a sweep: keys for every architecture, and keys scoped to one architecture.
+"""Model settings of a sweep: keys for every architecture and keys scoped to one (docs/sweeps.md, "Model keys").
 
-A model mapping (the `model:` section, or one entry of a `grid.model` list) holds config fields, which
-apply to every architecture of the sweep (each one must have the field), and per-architecture mappings
-under an architecture's name, which apply to that architecture only:
-
-    model: {dim: 16, helix: {mix_tokens: 4}, onetrans: {num_heads: 4}}
-
-A grid axis or search key is `model.<field>` (every architecture) or `model.<arch>.<field>` (that one).
-Inside the planner both are kept as flat keys, `<field>` and `<arch>.<field>`. A field an architecture
-lacks is never dropped: it is refused when the sweep is loaded, naming the key and the architecture.
-Within one mapping the per-architecture value wins over the shared one (`{dim: 16, helix: {dim: 32}}`
-runs HELIX at 32 and the others at 16).
+Inside the planner a `model.<field>` / `model.<arch>.<field>` key is kept flat, as `<field>` / `<arch>.<field>`.
 """
 from __future__ import annotations
 

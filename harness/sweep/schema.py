@@ -1,60 +1,10 @@
-"""The sweep YAML schema: typed sections, validated when the file is loaded.
+"""The sweep YAML schema: the typed sections of a sweep file (`SweepConfig`), their validation when the file
+is loaded (`load_sweep`), and the grid-axis vocabulary the planner shares (`axis_settings`, data axis fields,
+bundles).
 
-A sweep file names its data, the base training and model settings, and either grid axes or an
-Optuna search (followed by a grid at the chosen point):
-
-    name: demo                      # results go to results/<name>/
-    data:                           # protocols.prepare.PrepareConfig fields + scale, synth_seed, cache
-      source: synthetic             # a registered source (recscale list)
-      scale: small                  # synthetic only: generate this scale into <cache>/synthetic/
-      protocol: exposure            # a registered protocol
-      delay_s: 60
-      history_len: 32
-      n_train: 60000                # a count or `all`; unset: the source's default (scaled
-      n_valid: 10000                #   reference sizes for recflow/synthetic, all for movielens100k)
-      n_test: 20000
-      seed: 42                      # target sampling seed
-      split: {test_start: 2024-02-12}  # any of train_start, valid_start, test_start, test_end,
-                                    #   timezone; unset keys: the source's default split
-    arch: whale                     # default architecture when the grid has no `arch` axis
-    train: {batch_size: 256}        # harness.config.TrainConfig fields
-    model: {dim: 16, hstu: {num_heads: 2}}  # fields every architecture has; <arch>: {...} for one only
-    grid:                           # the cartesian product of these lists is run
-      arch: [wukong, hstu, whale]
-      seed: [0, 1, 2]
-      model.dim: [16, 32]           # model.<field> (every architecture) or model.<arch>.<field>
-      delay_s: [0, 60]              # shorthand for data.delay_s (also: protocol, task, any protocol
-                                    # parameter); any other PrepareConfig field but source/root/out
-                                    # as data.<field>
-      # data:                       # or: a list of arms, each setting several fields together
-      #   - {name: exposure-0s, protocol: exposure, delay_s: 0}
-      #   - {name: author50, protocol: author50}
-    tuning:                         # optional: a learning rate chosen per setting on validation first
-      param: train.lr               #   (harness/sweep/tuning_config.py, harness/sweep/tuning.py)
-      grid: {log_min: 1.0e-4, log_max: 1.0e-2, points: 5}
-      seeds: [0]
-      metric: valid_auc
-    retry:                          # optional: retrain an unhealthy run at a lower learning rate
-      when: [diverged, collapsed]   #   (harness/sweep/retry_config.py, harness/sweep/retry.py; default: none)
-      lr_factor: 0.5
-      max_retries: 2
-    search:                         # optional: an Optuna search first, then the grid at its best point
-      space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}, model.dim: {choice: [16, 32, 64]}}
-      metric: valid_auc
-      mode: max
-      num_samples: 8
-    resources: {cpu: 1, gpu: 0}     # per trial; gpu may be a fraction; custom: {name: amount} for
-                                    # resources the cluster's nodes declare (ray start --resources)
-    max_concurrent: 2
-    max_failures: 2                 # retries of a trial whose worker dies
-    keep_checkpoints: false         # keep each finished trial's checkpoint.pt (default: removed; see
-                                    # harness.train.train_run's final_checkpoint)
-    tracking: mlflow                # optional: every trial's metrics and config also go to an MLflow store
-                                    #   in results/<name>/mlflow/ (the `tracking` extra;
-                                    #   harness/sweep/tracking_config.py, harness/sweep/tracking.py)
-    analysis: {...}                 # passed through untouched to `recscale analyze`
-
-Errors name the offending key and list the valid values. Nothing here starts Ray or touches data.
+Every key, its default and its rules are documented once, in docs/sweeps.md ("The sweep file"). Errors name
+the offending key and list the valid values. Nothing here starts Ray or reads the log (only that `data.root`
+exists is checked).
 """
 from __future__ import annotations
 
@@ -115,20 +65,8 @@ _ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
 @dataclass(frozen=True)
 class DataSection(PrepareConfig):
-    """Where the data comes from and how it is prepared: every `protocols.prepare.PrepareConfig` field
-    (with its default and validation there: source, protocol, the protocol's parameters by name such
-    as delay_s and history_len, n_train, n_valid, n_test, seed, split, ...), plus what only a sweep needs.
-
-    Sweep-specific attributes:
-        root: folder of the log; `${VAR}` is expanded from the environment. For `synthetic` it may be
-            left out when `scale` is given: the log is then generated into `<cache>/synthetic/`.
-        out: where prepared datasets go; None = `<cache>/prepared`.
-        scale: synthetic scale to generate (`protocols.synthetic.SCALES`: tiny, small, medium, full).
-        synth_seed: seed of the synthetic generator.
-        cache: folder holding generated logs and prepared datasets (relative to the working directory).
-        prepare: further PrepareConfig fields (e.g. `split`), an older spelling of setting them in the
-            section itself; validated at load, and applied over the section's own values.
-    """
+    """A sweep's `data:` section: every PrepareConfig field plus what only a sweep needs (root optional with
+    `scale`, out, scale, synth_seed, cache, prepare); docs/sweeps.md, "The data section is a PrepareConfig"."""
 
     root: str | None = None  # type: ignore[assignment]
     out: str | None = None  # type: ignore[assignment]
@@ -204,7 +142,7 @@ class SearchSection:
 
 @dataclass
 class SweepConfig:
-    """A whole sweep file (see the module docstring)."""
+    """A whole sweep file (docs/sweeps.md, "The sweep file")."""
 
     name: str
     data: DataSection = field(default_factory=DataSection)
