@@ -19,9 +19,9 @@ from protocols.errors import DataValidationError
 
 from .collect import SweepResults
 from .comparisons import PairedRuns, default_comparisons, pair_runs
-from .delong import DeLongResult, delong_paired
 from .score_ranks import ScoreRanks
-from .significance import PairedStats, holm, paired_stats, verdict
+from .stats.delong import DeLongResult, delong_paired
+from .stats.paired import PairedStats, holm, paired_stats, verdict
 
 
 @dataclass

@@ -118,7 +118,7 @@ class ScalingConfig:
 
 @dataclass
 class DataScalingConfig:
-    """The L(N, D) fit of a sweep that varies `data.n_train` (analysis/data_scaling.py): the loss-like
+    """The L(N, D) fit of a sweep that varies `data.n_train` (analysis/fits/data_scaling.py): the loss-like
     `metric` (logloss or ne) on `split` (validation by default, as in Chinchilla)."""
 
     metric: Literal["logloss", "ne"] = "logloss"

@@ -1,4 +1,4 @@
-"""The data-scaling figures (analysis/data_scaling.py): IsoFLOP curves and the compute-optimal frontier.
+"""The data-scaling figures (analysis/fits/data_scaling.py): IsoFLOP curves and the compute-optimal frontier.
 
 IsoFLOP: the fitted loss against N along curves of fixed training compute C = 6 N D (D = C / 6N), one colour
 per C on a log colour scale, each curve's minimum (N*(C)) marked; the measured cells' seed means are drawn
@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors
 
-from .data_scaling import DataScaling
 from .data_scaling_report import bound_text
-from .loss_surface import FLOPS_PER_PARAM_TARGET
+from .fits.data_scaling import DataScaling
+from .fits.surface import FLOPS_PER_PARAM_TARGET
 from .plots import apply_style, save_figure
 from .text_format import metric_label
 

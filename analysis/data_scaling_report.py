@@ -1,4 +1,4 @@
-"""The report's "Data as a compute axis" section (analysis/data_scaling.py): the L(N, D) fit with seed-bootstrap
+"""The report's "Data as a compute axis" section (analysis/fits/data_scaling.py): the L(N, D) fit with seed-bootstrap
 intervals, the held-out check, the compute-optimal N*(C), D*(C) at a few computes, what the study can detect,
 and the figures. Words follow the intervals: an exponent whose interval reaches its bound or spans more
 than a factor 10 is "not determined"; frontier rows outside the measured compute say "extrapolated".
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data_scaling import UNDETERMINED, DataScaling
-from .loss_surface import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, HUBER_DELTA
+from .fits.data_scaling import UNDETERMINED, DataScaling
+from .fits.surface import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, HUBER_DELTA
 from .text_format import markdown_table, metric_label, num
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.

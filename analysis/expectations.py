@@ -9,7 +9,7 @@ A sweep's `analysis.expectations` lists pairwise claims, each with where it came
 Each claim reads "runs matching `a` beat runs matching `b` on `metric` (default auc)". Its runs are paired
 like a comparison (`analysis.comparisons.pair_runs`: by seed and every setting both sides carry, one
 stratum per distinct setting), and the per-seed deltas A - B go through the paired t-test of
-`analysis.significance`. Holm's correction runs over every claim stratum of the report. The outcome:
+`analysis.stats.paired`. Holm's correction runs over every claim stratum of the report. The outcome:
 
 - **holds**: the Holm-adjusted p-value is below alpha and the mean delta favours A;
 - **does not hold**: the Holm-adjusted p-value is below alpha and the mean delta favours B (reversed);
@@ -27,7 +27,7 @@ from harness import metric_registry
 from .collect import SweepResults
 from .comparisons import PairedRuns, pair_runs
 from .config import ComparisonConfig, ExpectationConfig
-from .significance import PairedStats, holm, paired_stats
+from .stats.paired import PairedStats, holm, paired_stats
 
 HOLDS = "holds"
 REVERSED = "does not hold"

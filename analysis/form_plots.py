@@ -1,4 +1,4 @@
-"""The form figure: each family's metric against compute with the three fitted forms (analysis/curve_fits.py).
+"""The form figure: each family's metric against compute with the three fitted forms (analysis/fits/forms.py).
 
 One panel per family: seeds as small dots, seed means as large markers, and the power law of the gain, the
 log-linear and the saturating curve drawn over the measured range and a factor 10 beyond it (dashed), so a
@@ -12,11 +12,10 @@ from typing import cast
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .curve_fits import FORMS
-from .form_check import FormCheck
-from .ladder import Ladder
+from .fits.form_check import FormCheck
+from .fits.forms import FORMS, Ladder
+from .fits.scaling import FamilyScaling
 from .plots import apply_style, save_figure
-from .scaling import FamilyScaling
 from .text_format import metric_label
 
 STYLES = {FORMS[0]: ("tab:blue", "power law of gain"), FORMS[1]: ("tab:green", "log-linear"),

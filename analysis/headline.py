@@ -24,7 +24,7 @@ import pandas as pd
 
 from .collect import PARAMS_COLUMN, SweepResults
 from .families import context_columns, family_columns, show, size_columns
-from .gain_reference import Reference, reference_rows
+from .fits.reference import Reference, reference_rows
 
 
 @dataclass

@@ -27,13 +27,14 @@ from core import results_layout as layout
 from .ablations import ablation_analysis, delong_coverage
 from .collect import load_results, run_folders_absent, unreadable_runs
 from .curves import plot_learning_curves
-from .data_scaling import data_scaling_analysis
 from .data_scaling_plots import plot_frontier, plot_isoflop
 from .expectations import evaluate_expectations
 from .families import family_columns, labelled_columns, size_columns
-from .family_comparison import family_comparisons
+from .fits.data_scaling import data_scaling_analysis
+from .fits.family_comparison import correct_scaling_tests, family_comparisons
+from .fits.reference import resolve_reference
+from .fits.scaling import MIN_SEEDS, scaling_analysis
 from .form_plots import plot_forms
-from .gain_reference import resolve_reference
 from .headline import headline
 from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
 from .protocol_evidence import protocol_evidence
@@ -42,8 +43,6 @@ from .report import render_report, summary_dict
 from .result import AnalysisResult
 from .retry_report import retried_runs
 from .run_health import annotate_headline, assess, healthy
-from .scaling import MIN_SEEDS, scaling_analysis
-from .scaling_tests import correct_scaling_tests
 from .tuning_report import load_tuning, tuning_warnings
 
 

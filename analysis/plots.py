@@ -20,9 +20,9 @@ from harness.runs_columns import protocol_parameter_columns  # noqa: E402
 
 from .ablations import AblationResult  # noqa: E402
 from .collect import SweepResults  # noqa: E402
-from .papers import HELIX_CTR  # noqa: E402
-from .scaling import FamilyScaling  # noqa: E402
-from .significance import SIGNIFICANT  # noqa: E402
+from .fits.papers import HELIX_CTR  # noqa: E402
+from .fits.scaling import FamilyScaling  # noqa: E402
+from .stats.paired import SIGNIFICANT  # noqa: E402
 
 DELTA_SCALE = 1e3  # deltas are drawn in units of 1e-3
 DPI = 150

@@ -31,7 +31,7 @@ from protocols.errors import DataValidationError
 from .ablations import AblationResult
 from .collect import SweepResults
 from .data_settings import arm_columns, arm_label
-from .significance import holm, paired_stats, verdict
+from .stats.paired import holm, paired_stats, verdict
 
 
 @dataclass

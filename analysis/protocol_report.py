@@ -17,7 +17,7 @@ from .protocol_evidence import ArmFacts
 from .rank_comparison import METHOD as DID_METHOD
 from .rank_comparison import RankComparison
 from .result import AnalysisResult
-from .significance import SIGNIFICANT
+from .stats.paired import SIGNIFICANT
 from .text_format import markdown_table as _table
 
 

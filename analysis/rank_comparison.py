@@ -28,7 +28,7 @@ from harness import runs_columns as C
 from .collect import SweepResults
 from .data_settings import arm_columns, arm_label
 from .families import labelled_columns, show
-from .significance import holm, verdict
+from .stats.paired import holm, verdict
 
 LEVEL = 0.95
 METHOD = (f"per-seed difference-in-differences, mean with a {LEVEL:.0%} t interval over seeds, one-sample t-test, "

@@ -14,11 +14,11 @@ from harness import metric_registry
 
 from .ablations import AblationResult
 from .curves import curves_section
-from .data_scaling import data_scaling_json
 from .data_scaling_report import data_scaling_lines, data_scaling_section
 from .expectations import expectation_dicts, expectation_section
+from .fits.data_scaling import data_scaling_json
+from .fits.powerlaw import CI_METHOD
 from .headline import Headline
-from .powerlaw import CI_METHOD
 from .protocol_report import answer_lines, protocol_dict, protocol_section
 from .result import AnalysisResult
 from .retry_report import retry_dict, retry_section

@@ -7,15 +7,15 @@ from typing import Any
 
 from .ablations import AblationResult
 from .collect import SweepResults
-from .data_scaling import DataScaling
 from .expectations import ExpectationResult
-from .family_comparison import FamilyComparison
-from .gain_reference import Reference
+from .fits.data_scaling import DataScaling
+from .fits.family_comparison import FamilyComparison
+from .fits.reference import Reference
+from .fits.scaling import FamilyScaling
 from .headline import Headline
 from .protocol_evidence import ArmFacts
 from .rank_comparison import RankComparison
 from .retry_report import RetriedRun
-from .scaling import FamilyScaling
 
 
 @dataclass
@@ -40,7 +40,7 @@ class AnalysisResult:
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)
     health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
-    #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/data_scaling.py)
+    #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/fits/data_scaling.py)
     data_scaling: DataScaling | None = None
     #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
     tuning: Any = None

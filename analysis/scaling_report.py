@@ -1,7 +1,7 @@
 """The scaling part of report.md and analysis.json: fits with the seed as the unit, their forms, held-out
 checks, reference sensitivity, extrapolations, marginal returns and the family comparisons.
 
-Words follow the Holm-corrected p-values (analysis/scaling_tests.py): "differs" only below alpha after the
+Words follow the Holm-corrected p-values (analysis/fits/family_comparison.py): "differs" only below alpha after the
 correction, and "no significant difference" is never written as "no difference". R² is shown only for fits
 of at least three sizes.
 """
@@ -13,21 +13,28 @@ import numpy as np
 
 from core.results_layout import RUNS_FILE
 
-from .axes import UNIT_NAMES
-from .curve_fits import ALPHA_BOUNDS, N_PARAMS
-from .extrapolation import REACH, SEARCH_REACH, TARGET_STEP
-from .family_comparison import CROSSOVER_REACH, GAIN_EFFECT, SLOPE_EFFECT, Estimate, FamilyComparison, PairedContrast
-from .family_comparison import METHOD as COMPARISON_METHOD
-from .form_check import FormCheck, FormResult
-from .marginal_returns import METHOD as MARGINAL_METHOD
-from .marginal_returns import STEP_EFFECT, MarginalReturns
-from .papers import HELIX_CTR, HELIX_CVR_SLOPE
-from .powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
-from .reference_sensitivity import slope_range
-from .scaling import FamilyScaling
-from .scaling_tests import ALPHA
-from .seed_bootstrap import METHOD as BOOTSTRAP_METHOD
-from .seed_bootstrap import SeedInterval
+from .fits.axes import UNIT_NAMES
+from .fits.extrapolation import REACH, SEARCH_REACH, TARGET_STEP
+from .fits.family_comparison import (
+    ALPHA,
+    CROSSOVER_REACH,
+    GAIN_EFFECT,
+    SLOPE_EFFECT,
+    Estimate,
+    FamilyComparison,
+    PairedContrast,
+)
+from .fits.family_comparison import METHOD as COMPARISON_METHOD
+from .fits.form_check import FormCheck, FormResult
+from .fits.forms import ALPHA_BOUNDS, N_PARAMS
+from .fits.marginal_returns import METHOD as MARGINAL_METHOD
+from .fits.marginal_returns import STEP_EFFECT, MarginalReturns
+from .fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
+from .fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
+from .fits.reference import slope_range
+from .fits.scaling import FamilyScaling
+from .stats.bootstrap import METHOD as BOOTSTRAP_METHOD
+from .stats.bootstrap import SeedInterval
 from .text_format import estimate_text as _est
 from .text_format import markdown_table as _table
 from .text_format import metric_label as _label

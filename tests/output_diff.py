@@ -12,7 +12,7 @@ tests/test_reference_results.py re-analyses references under forced other kernel
   in a summation order, 1e-16 to 1e-12 relative; REL_TOL = 1e-9 is three orders above that and far below
   any change of an input (a metric moved by 1e-6 moves the outputs by more). ABS_TOL = 1e-12 covers
   quantities that cancel to about zero (a difference of two equal means);
-- what an iterative optimiser fits (`analysis.curve_fits.ITERATIVE_FORMS`: the saturating curve and the
+- what an iterative optimiser fits (`analysis.fits.forms.ITERATIVE_FORMS`: the saturating curve and the
   loss surface): the subtree of any entry whose `form` is one, and of a form check whose `forms` include
   one. An optimiser fixes the objective, not the parameters: near the minimum the objective changes with
   the square of a parameter's error, so parameters are fixed to about the square root of the objective's
@@ -34,7 +34,7 @@ import math
 import re
 from typing import Any
 
-from analysis.curve_fits import ITERATIVE_FORMS
+from analysis.fits.forms import ITERATIVE_FORMS
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-12

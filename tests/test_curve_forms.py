@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.axes import Convention
-from analysis.curve_fits import LOG_LINEAR, SATURATING, fit_saturating
-from analysis.extrapolation import TARGET_STEP, compute_for_gain
-from analysis.form_check import check_forms
-from analysis.ladder import Ladder
-from analysis.significance import minimum_detectable_effect, seeds_for_power
+from analysis.fits.axes import Convention
+from analysis.fits.extrapolation import TARGET_STEP, compute_for_gain
+from analysis.fits.form_check import check_forms
+from analysis.fits.forms import LOG_LINEAR, SATURATING, Ladder, fit_saturating
+from analysis.stats.paired import minimum_detectable_effect, seeds_for_power
 
 X = np.geomspace(1e-4, 1e-1, 6)  # [P] training GFLOPs
 

@@ -1,4 +1,5 @@
-"""The L(N, D) fit (analysis/loss_surface.py, analysis/data_scaling.py) against known surfaces, and its pipeline wiring.
+"""The L(N, D) fit (analysis/fits/surface.py, analysis/fits/data_scaling.py) against known surfaces, and its
+pipeline wiring.
 
 Known truth: L = 0.40 + 3.0 / N^0.35 + 8.0 / D^0.28 on a 4 x 5 grid of sizes like sweeps/data_scaling.yaml's,
 3 seeds, multiplicative noise of 0.2% (about the seed noise of the synthetic log's LogLoss) plus a per-seed
@@ -14,8 +15,8 @@ import pytest
 import yaml
 from scipy import optimize
 
-from analysis.data_scaling import N_TRAIN_COLUMN, data_scaling_analysis, surface_points
-from analysis.loss_surface import FLOPS_PER_PARAM_TARGET, Surface, fit_surface
+from analysis.fits.data_scaling import N_TRAIN_COLUMN, data_scaling_analysis, surface_points
+from analysis.fits.surface import FLOPS_PER_PARAM_TARGET, Surface, fit_surface
 from analysis.pipeline import analyze
 
 TRUE = Surface(E=0.40, A=3.0, B=8.0, alpha=0.35, beta=0.28)

@@ -18,12 +18,12 @@ import yaml
 from scipy import stats
 
 from analysis.collect import load_results
-from analysis.gain_reference import resolve_reference
+from analysis.fits.marginal_returns import STILL_GROWING, marginal_returns
+from analysis.fits.reference import resolve_reference
+from analysis.fits.scaling import scaling_analysis
 from analysis.headline import headline
-from analysis.marginal_returns import STILL_GROWING, marginal_returns
 from analysis.pipeline import analyze
 from analysis.report import terminal_summary
-from analysis.scaling import scaling_analysis
 
 SEEDS = np.array([0, 1, 2, 3, 4])
 TOKENS = [(2, 1), (4, 2), (8, 4), (16, 8), (32, 16)]  # sorted as tuples: (16, 8) < (2, 1) < (32, 16) < ...

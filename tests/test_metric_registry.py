@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import brier_score_loss, log_loss, roc_auc_score
 
-from analysis.axes import Convention
 from analysis.config import analysis_config
-from analysis.marginal_returns import marginal_returns
+from analysis.fits.axes import Convention
+from analysis.fits.marginal_returns import marginal_returns
 from analysis.pipeline import analyze
 from core.typed_config import ConfigError, from_dict
 from harness import evaluate, metric_registry

@@ -12,9 +12,9 @@ from scipy import stats
 
 from analysis.collect import SweepResults, config_columns
 from analysis.config import analysis_config
-from analysis.gain_reference import resolve_reference
-from analysis.powerlaw import fit_power_law
-from analysis.scaling import scaling_analysis
+from analysis.fits.powerlaw import fit_power_law
+from analysis.fits.reference import resolve_reference
+from analysis.fits.scaling import scaling_analysis
 
 SLOPE, INTERCEPT = 0.085, -4.733  # HELIX's CTR fit, used as the truth
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.significance import (
+from analysis.stats.paired import (
     NOISE,
     SIGNIFICANT,
     UNTESTABLE,

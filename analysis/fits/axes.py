@@ -24,7 +24,7 @@ import numpy as np
 from harness import metric_registry
 from harness.metric_registry import MetricSpec
 
-from .config import ScalingConfig
+from ..config import ScalingConfig
 
 #: Training FLOPs per sample as a multiple of forward FLOPs per target (forward + backward at 2x forward).
 TRAINING_MULTIPLIER = 3.0

@@ -1,43 +1,24 @@
-"""Family against family, paired by seed: slope difference, gain at matched compute (iso-FLOP), crossover.
-
-Two families fitted on the same reference, metric and axes, in the same data setting, share their seeds;
-seed s of A and seed s of B share that seed's reference run and data order, so every contrast is taken per
-seed and the seed is the replicate (analysis/powerlaw.py's per-seed lines):
-
-- slope difference d_s = b_A,s - b_B,s; its mean, t interval and one-sample t-test with df = seeds - 1;
-- the same for the reference-free log-linear slope (metric per e-fold of compute, analysis/curve_fits.py),
-  which does not move with the reference run;
-- at x*, the geometric middle of the overlap of the two measured ranges: per seed the fitted gain of each
-  family, their ratio (t interval of the per-seed log contrast) and difference (t interval of the per-seed
-  difference), the gains' own t intervals on ln g, and the metric itself (reference + mean gain);
-- the crossover compute where the mean lines meet, x_c = exp(-(a_A - a_B) / (b_A - b_B)), with a seed-bootstrap
-  interval (analysis/seed_bootstrap.py; seeds drawn jointly for both families). It is "not determined" when
-  that interval leaves the measured range of the two families by more than CROSSOVER_REACH (a factor 10) at
-  either end, or the lines are parallel in more than 2.5% of the draws; otherwise it reads inside or outside
-  (extrapolated) the measured range.
-
-p-values are Holm-corrected over the comparisons of the report per test (analysis/report.py sets
-`p_holm`); words follow the corrected p. Each comparison states the seeds a paired t-test needs for 80%
-power at a stated effect (a slope difference of HELIX's whole CTR slope, 0.085; a gain difference of 0.001)
-given the observed sd of the per-seed differences.
-"""
+"""Family against family, paired by seed: slope differences, gain at matched compute (iso-FLOP), crossover
+(docs/analysis.md, "Family comparisons"); and Holm's correction over each family of scaling tests the report
+puts words on (`correct_scaling_tests`: the lack-of-fit F tests of analysis/fits/form_check.py, and per metric
+each kind of family contrast; marginal-return steps are corrected in analysis/fits/marginal_returns.py)."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
 from scipy import stats
 
+from ..config import ScalingConfig
+from ..stats.bootstrap import SeedInterval, seed_interval
+from ..stats.paired import holm, seeds_for_power
 from .axes import UNIT_NAMES, Convention
-from .config import ScalingConfig
-from .curve_fits import fit_log_linear
+from .forms import fit_log_linear
 from .papers import HELIX_CTR
 from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
 from .scaling import FamilyScaling
-from .seed_bootstrap import SeedInterval, seed_interval
-from .significance import seeds_for_power
 
 METHOD = ("paired by seed: per-seed differences of the per-seed lines, t intervals and t-tests with df = seeds - 1; "
           "crossover by seed bootstrap")
@@ -254,3 +235,20 @@ def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, line
 def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[FamilyComparison], list[str]]:
     pairs, notes = comparison_pairs(fams, cfg)
     return [compare_families(a, b) for a, b in pairs], notes
+
+
+ALPHA = 0.05
+CONTRASTS = ("slope_diff", "log_linear_diff", "diff")
+
+
+def correct_scaling_tests(scaling: list[FamilyScaling], comparisons: list[FamilyComparison]) -> None:
+    """Set `lof_p_holm` on every form result and `p_holm` on every comparison contrast, in place."""
+    forms = [r for f in scaling if f.forms is not None for r in f.forms.forms]
+    for r, p in zip(forms, holm([r.lof_p for r in forms])):
+        r.lof_p_holm = float(p)
+    for metric in {c.metric for c in comparisons}:
+        mine = [c for c in comparisons if c.metric == metric]
+        for name in CONTRASTS:
+            present = [c for c in mine if getattr(c, name) is not None]
+            for c, p in zip(present, holm([getattr(c, name).p_value for c in present])):
+                setattr(c, name, replace(getattr(c, name), p_holm=float(p)))

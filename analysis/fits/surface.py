@@ -33,7 +33,7 @@ import numpy as np
 from scipy import optimize
 from scipy.special import logsumexp
 
-#: The fit's name in analysis.json (`form`): an iterative fit (analysis/curve_fits.py ITERATIVE_FORMS), so a
+#: The fit's name in analysis.json (`form`): an iterative fit (analysis/fits/forms.py ITERATIVE_FORMS), so a
 #: re-analysis compares it at the optimiser's precision (docs/reproducibility.md).
 FORM = "loss surface L(N, D)"
 #: Huber threshold on log-space residuals (Hoffmann et al. 2022, approach 3).

@@ -9,7 +9,7 @@ log2(FLOPs(next) / FLOPs(prev)) (a constant factor per step, so its interval is 
 p-value the same).
 
 The steps of one ladder are one family of tests: their paired t p-values are Holm-corrected over the
-ladder's testable steps (analysis/significance.py `holm`), and the words follow the corrected p. A step
+ladder's testable steps (analysis/stats/paired.py `holm`), and the words follow the corrected p. A step
 *improves* when its Holm-adjusted p is below alpha and its mean lies on the better side of 0 (above for AUC,
 below for LogLoss), and *worsens* when it is significant on the worse side; the printed interval is the
 per-step (unadjusted) one. The verdict is "still growing at the largest point" when the top step improves;
@@ -17,7 +17,7 @@ else "returns diminish from <point>", the end of the last step that improves (no
 significant); else "no step improves significantly (n paired seeds)". Non-significant steps below a
 significant one and significantly worse steps are noted, not hidden. Each step also states the seeds a paired
 t-test needs for 80% power at STEP_EFFECT (0.001 in the metric's units) given its observed sd. This module takes plain
-arrays; analysis/scaling.py calls it for every family and metric.
+arrays; analysis/fits/scaling.py calls it for every family and metric.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from scipy import stats
 
 from harness import metric_registry
 
-from .significance import holm, seeds_for_power
+from ..stats.paired import holm, seeds_for_power
 
 LEVEL = 0.95
 ALPHA = 0.05

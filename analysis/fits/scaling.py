@@ -1,25 +1,25 @@
 """Scaling-law fits: ln(gain) against ln(compute), per architecture family, against an external reference.
 
 A family is one architecture at one setting of everything that is not a model size (analysis/families.py);
-its points are its model sizes. The gain of a size over the reference (analysis/gain_reference.py: one
+its points are its model sizes. The gain of a size over the reference (analysis/fits/reference.py: one
 architecture at one fixed size, outside every fitted family, in the family's data setting) is paired by
 seed: dAUC = AUC - AUC_ref (or dAUC / AUC_ref), and the relative loss gain (L_ref - L) / L_ref for LogLoss
 (NE gives the same relative gain on a shared test set). Seeds without a reference run are left out and
-named. The x axis and unit follow `analysis.scaling` (analysis/axes.py); the fit and its interval are
-analysis/powerlaw.py's (the seed as the unit). Every per-seed point the logarithm cannot take is listed with
+named. The x axis and unit follow `analysis.scaling` (analysis/fits/axes.py); the fit and its interval are
+analysis/fits/powerlaw.py's (the seed as the unit). Every per-seed point the logarithm cannot take is listed with
 its reason, never dropped silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored
 as tuples):
 each distinct value is a point, and points are ordered by FLOPs, never by the setting's own order.
 
-Beside the power law of the gain, every family's ladder (analysis/ladder.py) is fitted in the metric itself
+Beside the power law of the gain, every family's ladder (analysis/fits/forms.py) is fitted in the metric itself
 with the log-linear and saturating forms and each form checked on held-out sizes and for lack of fit
-(analysis/form_check.py); the compute needed for a further gain is read off each form with a seed-bootstrap
-interval (analysis/extrapolation.py); and the slope is refitted against every setting of the reference
-architecture the sweep contains (analysis/reference_sensitivity.py).
+(analysis/fits/form_check.py); the compute needed for a further gain is read off each form with a seed-bootstrap
+interval (analysis/fits/extrapolation.py); and the slope is refitted against every setting of the reference
+architecture the sweep contains (analysis/fits/reference.py).
 
 Every point also carries the metric per seed, the share of the oracle gap it closes when the runs record
 an oracle AUC (analysis/headline.py's `oracle_gap_share`, the headline table's definition), and every family
-the marginal returns between its consecutive points (analysis/marginal_returns.py).
+the marginal returns between its consecutive points (analysis/fits/marginal_returns.py).
 """
 from __future__ import annotations
 
@@ -31,18 +31,17 @@ import pandas as pd
 
 from harness import metric_registry
 
+from ..collect import SweepResults
+from ..families import context_columns, family_columns, labelled_columns, show, size_columns
+from ..headline import oracle_gap_share
 from .axes import Convention
-from .collect import SweepResults
 from .extrapolation import ComputeForGain, extrapolations
-from .families import context_columns, family_columns, labelled_columns, show, size_columns
 from .form_check import FormCheck, check_forms
-from .gain_reference import Reference, reference_rows
-from .headline import oracle_gap_share
-from .ladder import Ladder
+from .forms import Ladder
 from .marginal_returns import MarginalReturns, marginal_returns
 from .papers import HELIX_CTR, HELIX_CVR_SLOPE, PaperComparison, compare_with_helix
 from .powerlaw import PowerLawFit, fit_power_law
-from .reference_sensitivity import ReferenceSlope, slopes_by_reference
+from .reference import Reference, ReferenceSlope, reference_rows, slopes_by_reference
 
 #: The AUC of no skill: a run at or below it did not learn and is left out of every fit (and named).
 CHANCE = {"auc": 0.5}
@@ -58,7 +57,7 @@ class ScalingPoint:
     family: str
     setting: dict[str, Any]  # size columns of this point
     flops: float  # forward FLOPs per target (as measured)
-    x: float  # the fit's axis value (analysis/axes.py)
+    x: float  # the fit's axis value (analysis/fits/axes.py)
     seeds: np.ndarray  # [S] seeds paired with the reference
     gain_per_seed: np.ndarray  # [S], NaN where the size has no run for that seed
     value_per_seed: np.ndarray | None = None  # [S] the metric itself (e.g. test AUC), NaN where missing

@@ -9,19 +9,19 @@ training targets the run saw (`train_targets`, else its `data.n_train`), L = the
 with its reason, never dropped silently.
 
 Method:
-- the surface E + A/N^alpha + B/D^beta is fitted to every point (analysis/loss_surface.py: Huber loss of
+- the surface E + A/N^alpha + B/D^beta is fitted to every point (analysis/fits/surface.py: Huber loss of
   log residuals, grid of starts, L-BFGS-B);
-- intervals: seed bootstrap (analysis/seed_bootstrap.py): seeds are drawn with replacement, every point of a
+- intervals: seed bootstrap (analysis/stats/bootstrap.py): seeds are drawn with replacement, every point of a
   drawn seed comes along, the whole fit is redone; intervals for E, A, B, alpha, beta, the exponent
   beta/(alpha+beta) of N*(C), and N*(C), D*(C) at each compute of the frontier grid;
-- compute-optimal frontier for C = 6 N D (analysis/loss_surface.py states the convention); the report also
+- compute-optimal frontier for C = 6 N D (analysis/fits/surface.py states the convention); the report also
   gives, per model size, the project's counted training FLOPs (3 x forward FLOPs per target x D,
-  analysis/axes.py) over 6 N D, so a reader can move the frontier onto that axis;
+  analysis/fits/axes.py) over 6 N D, so a reader can move the frontier onto that axis;
 - form check on held-out sizes: refit without the largest D (and, separately, without the largest N) and
   predict the seed-mean loss of every left-out cell; errors are set against the seed standard error of that
   cell's mean;
 - detectable effect: the smallest loss difference between two neighbouring training-set sizes (same N) that a
-  paired t-test over the seeds detects at the configured power (analysis/significance.py), from the median
+  paired t-test over the seeds detects at the configured power (analysis/stats/paired.py), from the median
   seed SD of those paired differences.
 """
 from __future__ import annotations
@@ -35,13 +35,13 @@ import pandas as pd
 
 from harness import runs_columns as C
 
-from .collect import PARAMS_COLUMN, SweepResults
+from ..collect import PARAMS_COLUMN, SweepResults
+from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
+from ..stats.bootstrap import SeedInterval, seed_interval
+from ..stats.paired import minimum_detectable_effect
 from .family_comparison import Estimate
-from .loss_surface import FLOPS_PER_PARAM_TARGET, HUBER_DELTA, Surface, fit_surface
-from .loss_surface import FORM as LOSS_SURFACE_FORM
-from .seed_bootstrap import METHOD as BOOTSTRAP_METHOD
-from .seed_bootstrap import SeedInterval, seed_interval
-from .significance import minimum_detectable_effect
+from .surface import FLOPS_PER_PARAM_TARGET, HUBER_DELTA, Surface, fit_surface
+from .surface import FORM as LOSS_SURFACE_FORM
 
 N_TRAIN_COLUMN = "data.n_train"
 TARGETS_COLUMN = "train_targets"
@@ -52,7 +52,7 @@ PARAMS = ("E", "A", "B", "alpha", "beta")
 FRONTIER_REACH = 10.0
 FRONTIER_POINTS = 25
 #: A seed resample whose fit is not determined (an exponent at its bound) counts at this value, the upper end
-#: of every interval (analysis/seed_bootstrap.py); the report prints an end this large as "undetermined".
+#: of every interval (analysis/stats/bootstrap.py); the report prints an end this large as "undetermined".
 UNDETERMINED = 1e30
 
 
@@ -177,7 +177,7 @@ def _detectable(points: pd.DataFrame, alpha: float, power: float) -> tuple[float
 
 
 def _counted_ratio(runs: pd.DataFrame) -> dict[float, float]:
-    """Per N: the project's counted training FLOPs per target (3 x forward, analysis/axes.py) over 6 N."""
+    """Per N: the project's counted training FLOPs per target (3 x forward, analysis/fits/axes.py) over 6 N."""
     if FORWARD_FLOPS_COLUMN not in runs.columns or PARAMS_COLUMN not in runs.columns:
         return {}
     from .axes import TRAINING_MULTIPLIER

@@ -1,17 +1,14 @@
-"""The reference a scaling gain is measured against: one architecture at one fixed size, outside every
-fitted family.
+"""The reference a scaling gain is measured against (one architecture at one fixed size, outside every fitted
+family), and how much a power-law slope depends on it (docs/analysis.md, "Reference" and "Reference
+sensitivity").
 
-The gain of a family (dAUC, relative LogLoss gain) is measured against the runs matching
-`analysis.scaling.reference` (default `{arch: <baseline>}`) in the family's data setting, paired by seed. A
-reference inside a fitted family would make one member the zero point and turn the fitted quantity
-AUC(C) - AUC(C_member) into something that is not a power law, so it is refused, as is a selector that matches
-several architectures or several model settings. Fitted families default to every architecture except the
-reference's. The same check runs on finished runs (`recscale analyze`) and on a sweep's planned trials
-(`recscale sweep FILE --dry-run`), whose config columns are the same.
-"""
+`resolve_reference` refuses a reference inside a fitted family (its member would be the zero point, and
+AUC(C) - AUC(C_member) is no power law) and a selector matching several architectures or model settings; the
+same check runs on a sweep's planned trials (`check_planned`, `recscale sweep FILE --dry-run`).
+`slopes_by_reference` refits the power law against every setting of the reference architecture in the sweep."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,11 +16,12 @@ import pandas as pd
 
 from core.errors import RecscaleError
 
-from .collect import config_columns, default_baseline, hashable_lists
-from .comparisons import select
-from .config import AnalysisConfig, analysis_config
-from .data_settings import is_data_column
-from .families import show, size_columns
+from ..collect import config_columns, default_baseline, hashable_lists
+from ..comparisons import select
+from ..config import AnalysisConfig, analysis_config
+from ..data_settings import is_data_column
+from ..families import show, size_columns
+from .powerlaw import fit_power_law
 
 KEY = "analysis.scaling.reference"
 
@@ -139,3 +137,60 @@ def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None)
     n_sizes = {a: len(_settings(g, [c for c in sizes if g[c].notna().any()])) for a, g in fitted.groupby("arch")}
     per = ", ".join(f"{a} ({n} size{'s' if n != 1 else ''})" for a, n in n_sizes.items())
     return f"scaling reference {ref.description}; fitted against it: {per}"
+
+
+@dataclass(frozen=True)
+class ReferenceSlope:
+    reference: str  # e.g. "wukong (dim=8)"
+    is_chosen: bool  # the configured reference
+    slope: float
+    ci: tuple[float, float]
+    n_seeds: int  # seeds with a line
+    n_dropped: int  # per-seed points the logarithm could not take
+
+
+def _reference_settings(runs: pd.DataFrame, ref: Reference) -> list[dict]:
+    keys = [k for k in ref.size_keys if k in runs.columns] or [c for c in ref.setting if c in runs.columns]
+    rows = runs[runs["arch"] == ref.arch]
+    if not keys:
+        return [{}]
+    distinct = rows[keys].astype(object).drop_duplicates()
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()}
+            for rec in distinct.to_dict("records")]
+
+
+def _matches(runs: pd.DataFrame, arch: str, setting: dict) -> np.ndarray:
+    mask = (runs["arch"] == arch).to_numpy().copy()
+    for k, v in setting.items():
+        mask &= runs[k].astype(str).to_numpy() == str(v)
+    return mask
+
+
+def slopes_by_reference(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame, context: list[str],
+                        column: str, seeds: np.ndarray, x: np.ndarray, values: np.ndarray, labels: list[str],
+                        gain_of) -> list[ReferenceSlope]:
+    """The power-law slope of one family and metric against every setting of the reference architecture.
+
+    `values` [P, S] the family's metric per size and seed (`seeds` [S]), `x` [P] its compute axis, `gain_of`
+    (values, ref) -> gains. Settings whose runs share no seed with the family are skipped."""
+    out = []
+    for setting in sorted(_reference_settings(runs, ref), key=lambda s: [str(v) for v in s.values()]):
+        alt = replace(ref, mask=_matches(runs, ref.arch, setting), setting=setting)
+        rows, _ = reference_rows(runs, alt, family_rows, context)
+        by_seed = rows.groupby("seed")[column].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
+        if not np.isfinite(by_seed).any():
+            continue
+        fit, _, _ = fit_power_law(x, gain_of(values, by_seed[None, :]), labels=labels, seeds=seeds)
+        name = ref.arch + (" (" + ", ".join(f"{k.removeprefix('model.')}={show(v)}" for k, v in setting.items())
+                           + ")" if setting else "")
+        chosen = all(str(ref.setting.get(k)) == str(v) for k, v in setting.items())
+        nan = float("nan")
+        out.append(ReferenceSlope(name, chosen, nan if fit is None else fit.slope,
+                                  (nan, nan) if fit is None else fit.slope_ci, 0 if fit is None else fit.n_seeds,
+                                  0 if fit is None else len(fit.dropped)))
+    return out
+
+
+def slope_range(slopes: list[ReferenceSlope]) -> tuple[float, float]:
+    finite = [s.slope for s in slopes if np.isfinite(s.slope)]
+    return (min(finite), max(finite)) if finite else (float("nan"), float("nan"))

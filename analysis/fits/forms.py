@@ -1,35 +1,26 @@
-"""The three functional forms a scaling ladder is fitted with, each as a plain function of per-seed points.
+"""The three functional forms a scaling ladder is fitted with, and the ladder they are fitted on
+(docs/analysis.md, "Three forms, held out and tested").
 
-Points are (ln C, y, seed) with C the compute on the fit's axis. Every form returns a `Curve` that predicts y
-at any C, so held-out checks and extrapolations treat them alike.
-
-  power law of the gain  ln g = a + b ln C on the positive per-seed gains over the reference (the papers'
-                         convention): the mean of the per-seed OLS lines (analysis/powerlaw.py's estimate);
-                         y = the metric at reference value + gain (`to_value`).
-  log-linear             y = a + b ln C, ordinary least squares. b is the metric per e-fold of compute and
-                         needs no reference run.
-  saturating             y = y_inf + s A C^(-alpha), A >= 0, s = -1 when higher is better (AUC rises to
-                         AUC_inf), +1 when lower is better (a loss falls to E). Robust non-linear least squares
-                         (scipy.optimize.least_squares, soft-L1 loss with its scale set to the seed noise,
-                         analytic Jacobian). Starts: on a grid of exponents the linear parameters are solved
-                         exactly for each exponent (variable projection); the N_STARTS exponents with the
-                         smallest squared error start a joint refinement each, and the lowest robust cost wins.
-                         A fit whose exponent ends at a bound of ALPHA_BOUNDS does not identify its parameters
-                         (at the lower bound y_inf and A trade off along a flat valley; at the upper one the
-                         curve is a step): it still predicts, but its parameters are NaN and the report says
-                         "not identified".
-"""
+Points are (ln C, y, seed) with C the compute on the fit's axis; every form returns a `Curve` that predicts y at
+any C, so held-out checks and extrapolations treat them alike: the power law of the gain (the mean of the per-seed
+lines of analysis/fits/powerlaw.py, y = reference value + gain), log-linear (OLS) and saturating (robust
+least squares from variable-projection starts; an exponent at a bound of ALPHA_BOUNDS leaves the parameters
+"not identified"). A `Ladder` holds one family's metric per size and seed, the reference per seed and the compute
+axis; `fit(form, sizes, seeds)` fits a form on a subset of sizes and a multiset of seeds and caches the result,
+so leave-one-size-out checks, seed bootstraps and extrapolations share their fits."""
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import optimize
 
-from .loss_surface import FORM as LOSS_SURFACE
+from .axes import Convention
 from .powerlaw import seed_lines
+from .surface import FORM as LOSS_SURFACE
 
 POWER_LAW = "power law of the gain"
 LOG_LINEAR = "log-linear"
@@ -37,7 +28,7 @@ SATURATING = "saturating"
 #: Forms fitted by an iterative optimiser: their parameters, and what is computed from them, are fixed only
 #: to the optimiser's precision and the fit's conditioning, so a re-analysis on another CPU kind compares
 #: them looser (docs/reproducibility.md).
-#: The L(N, D) surface of analysis/loss_surface.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
+#: The L(N, D) surface of analysis/fits/surface.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
 ITERATIVE_FORMS = (SATURATING, LOSS_SURFACE)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
 N_PARAMS = {POWER_LAW: 2, LOG_LINEAR: 2, SATURATING: 3}
@@ -130,3 +121,84 @@ def fit_saturating(lx: np.ndarray, y: np.ndarray, *, higher_is_better: bool, sca
         curve.identified = False
         curve.params = {k: float("nan") for k in curve.params}
     return curve
+
+
+@dataclass
+class Ladder:
+    metric: str
+    labels: list[str]  # [P] ordered by compute
+    x: np.ndarray  # [P] compute on the fit's axis
+    values: np.ndarray  # [P, S] the metric per size and seed, NaN where missing
+    ref: np.ndarray  # [S] the reference metric per seed
+    seeds: np.ndarray  # [S]
+    higher_is_better: bool
+    convention: Convention
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def lx(self) -> np.ndarray:
+        return np.log(self.x)
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
+
+    def gains(self) -> np.ndarray:
+        return self.convention.gain_of(self.metric, self.values, self.ref[None, :])  # [P, S]
+
+    def size_means(self) -> np.ndarray:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmean(self.values, axis=1)  # [P]
+
+    def seed_sd(self) -> float:
+        """Pooled within-size sample sd of the metric over seeds (the seed noise of one run)."""
+        dev, df = 0.0, 0
+        for row in self.values:
+            ok = row[np.isfinite(row)]
+            if len(ok) >= 2:
+                dev += float(((ok - ok.mean()) ** 2).sum())
+                df += len(ok) - 1
+        return float(np.sqrt(dev / df)) if df else float("nan")
+
+    def points(self, sizes: tuple[int, ...], seeds: tuple[int, ...]):
+        """(ln x, metric, gain, seed position) of the finite points of `sizes` x `seeds` (seeds may repeat;
+        a repeated seed gets its own position so that per-seed lines stay separate)."""
+        lx, y, g, who = [], [], [], []
+        gains = self.gains()
+        for k, j in enumerate(seeds):
+            for p in sizes:
+                if np.isfinite(self.values[p, j]):
+                    lx.append(np.log(self.x[p]))
+                    y.append(self.values[p, j])
+                    g.append(gains[p, j])
+                    who.append(k)
+        return np.array(lx), np.array(y), np.array(g), np.array(who)
+
+    def fit(self, form: str, sizes: tuple[int, ...] | None = None,
+            seeds: tuple[int, ...] | None = None) -> Curve | None:
+        sizes = tuple(range(len(self.x))) if sizes is None else tuple(sizes)
+        seeds = tuple(range(self.n_seeds)) if seeds is None else tuple(sorted(int(s) for s in seeds))
+        key = (form, sizes, seeds)
+        if key not in self._cache:
+            self._cache[key] = self._fit(form, sizes, seeds)
+        return self._cache[key]
+
+    def _fit(self, form: str, sizes: tuple[int, ...], seeds: tuple[int, ...]) -> Curve | None:
+        lx, y, g, who = self.points(sizes, seeds)
+        if len(lx) == 0:
+            return None
+        if form == LOG_LINEAR:
+            return fit_log_linear(lx, y)
+        if form == SATURATING:
+            return fit_saturating(lx, y, higher_is_better=self.higher_is_better, scale=self.seed_sd())
+        ref_mean = float(np.mean(self.ref[list(seeds)]))
+        return fit_power_law_gain(lx, g, who, lambda gain: self.convention.value_of(self.metric, gain, ref_mean))
+
+    def predict(self, form: str, at_lx: float, sizes: tuple[int, ...] | None = None,
+                seeds: tuple[int, ...] | None = None) -> float:
+        curve = self.fit(form, sizes, seeds)
+        return float("nan") if curve is None else float(curve.predict(np.array(at_lx)))
+
+
+__all__ = ["LOG_LINEAR", "POWER_LAW", "SATURATING", "Ladder"]

@@ -1,9 +1,9 @@
 """Does a functional form hold on this ladder? Held-out errors against seed noise, lack of fit, best form.
 
-For each form of analysis/curve_fits.py (power law of the gain, log-linear, saturating), on one family's
-ladder (analysis/ladder.py):
+For each form of analysis/fits/forms.py (power law of the gain, log-linear, saturating), on one family's
+ladder (analysis/fits/forms.py):
 
-- parameters fitted on every seed and size, with seed-bootstrap intervals (analysis/seed_bootstrap.py);
+- parameters fitted on every seed and size, with seed-bootstrap intervals (analysis/stats/bootstrap.py);
 - leave-one-size-out: refit without a size and predict its seed-mean metric; the errors (predicted -
   observed) are set against the seed noise of a size mean, SE = pooled within-size seed sd / sqrt(seeds);
   the largest-compute size left out is the extrapolation check. A form needs 2 other sizes (3 for the
@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from .curve_fits import FORMS, N_PARAMS, POWER_LAW
-from .ladder import Ladder
-from .seed_bootstrap import SeedInterval, seed_interval
+from ..stats.bootstrap import SeedInterval, seed_interval
+from .forms import FORMS, N_PARAMS, POWER_LAW, Ladder
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class FormResult:
     lof_p: float = float("nan")
     lof_p_holm: float = float("nan")  # set by the report over every form test
     notes: list[str] = field(default_factory=list)
-    identified: bool = True  # False: the fit predicts but does not determine its parameters (curve_fits)
+    identified: bool = True  # False: the fit predicts but does not determine its parameters (analysis/fits/forms.py)
 
     @property
     def n_params(self) -> int:
