@@ -1,15 +1,6 @@
-"""Run configuration: `TrainConfig` (optimiser, schedule, execution options) and `RunConfig`
-(architecture + model overrides + prepared dataset + training + seed).
-
-Defaults follow the seed's training rules: AdamW, lr 1e-3, weight decay 1e-5 on every
-parameter including the embedding tables, gradient-norm clip 1.0, batch 256, one epoch, ID masking
-with p = 0.05, no early stopping. A run of more than one epoch evaluates the validation set after every
-epoch and tests the best one (`select_epoch`). Configs are loaded from YAML and `--set key=value` overrides through
-`core.typed_config`, so unknown keys and wrong types are refused with the key named.
-
-`parse_set` is the one `--set` parser of `recscale train` and `recscale flops`: both take a model field as
-`model.<field>=V` or, for short, `<field>=V`; `check_model_keys` refuses a field the architecture lacks,
-naming the key and the architecture.
+"""Run configuration: `TrainConfig` and `RunConfig` (architecture, model overrides, prepared dataset, training,
+seed), loaded from YAML and `--set` overrides through `core.typed_config`, and `parse_set`, the one `--set`
+parser of `recscale train` and `recscale flops`. Keys, defaults and the seed's training rules: docs/training.md.
 """
 from __future__ import annotations
 
@@ -30,57 +21,11 @@ from .metric_registry import check_split_metric
 
 @dataclass
 class TrainConfig:
-    """How one model is trained and evaluated.
-
-    Attributes:
-        lr: AdamW learning rate.
-        weight_decay: AdamW decoupled weight decay.
-        decay_embeddings: apply weight decay to embedding tables too (the seed does; with lr 1e-3 and
-            1e-5 the shrink over one epoch is ~1e-4, so this mainly matters for long runs).
-        grad_clip: max global gradient norm (0 disables clipping).
-        batch_size: training targets per step; the last, partial batch is kept.
-        eval_batch_size: targets per forward pass during evaluation (results do not depend on it
-            beyond float rounding).
-        epochs: full passes over the training targets.
-        id_mask_prob: probability of replacing a known user/device/video/author id by UNK in training.
-        early_stopping_patience: stop after this many epochs without a better validation metric and
-            keep the best epoch's weights; 0 = off (the seed's rule: a fixed number of epochs).
-        early_stopping_metric: validation metric watched by early stopping and by `select_epoch`,
-            `valid_<name>` of a registered metric (harness/metric_registry.py), improved in that metric's
-            direction.
-        select_epoch: which epoch's weights are evaluated and tested when `epochs` > 1: "best_valid" (the
-            default) evaluates the validation set after every epoch and keeps the epoch with the best
-            `early_stopping_metric`; "last" keeps the last epoch (the rule before, which let extra epochs
-            overfit silently). metrics.json records the chosen epoch (`selected_epoch`). One-epoch runs
-            have one epoch to choose and evaluate nothing extra.
-        device: "auto" = cuda when available, else cpu.
-        bf16: autocast matmuls to bfloat16; metrics stay fp32. "auto" = on for CUDA devices that support
-            bf16, off elsewhere (so CPU runs stay fp32); true / false force it.
-        tf32: let CUDA fp32 matmuls and convolutions use TF32 tensor cores (no effect on CPU).
-        compile: wrap the model in torch.compile.
-        attention: kernel of the softmax attentions (architectures/blocks/attention_kernel.py): "auto" =
-            fused scaled_dot_product_attention on CUDA, the explicit matmuls on CPU; "sdpa" / "explicit"
-            force one. Passed to `architectures.build(..., attention=)`, which sets it on the model's
-            attention modules; every forward of the run (cost count, steps, evaluation) uses it.
-        sparse_embeddings: sparse embedding gradients, updated by SparseAdam (lazy moments, no decay
-            on embeddings); dense parameters keep AdamW.
-        num_threads: torch intra-op threads; 0 = leave torch's default.
-        checkpoint_every_batches: also write a resumable checkpoint every N training batches (0 = off).
-        checkpoint_every_s: write a resumable checkpoint when this many seconds passed since the last.
-        prefetch_batches: batches the loader assembles ahead of the step in background threads
-            (0 = assemble in the training thread); never changes the batches or their order.
-        loader_workers: threads assembling those batches.
-        log_every_steps: write a learning-curve point (train loss, learning rate, gradient norm, throughput) to
-            the run folder's TensorBoard event files every N optimiser steps (harness/curves.py); 0 = off.
-        eval_every_steps: also evaluate the validation split every N optimiser steps (global steps) during
-            training and log its metrics to the curves, where the still-falling health check reads them
-            (harness/loss_trend.py); 0 = off (validation only after the epochs that need it). Evaluation
-            uses no random state and leaves the weights, the optimisers and the data order alone, so it
-            changes no trained number; needs `log_every_steps` > 0.
-        recipe: "seed" (default) = the seed's rules: AdamW at a constant `lr`, `schedule` left at its defaults;
-            "custom" = `schedule` applies (harness/lr_schedule.py). Study YAMLs say which they use.
-        schedule: warm-up and decay of the learning rate (`recipe: custom` only).
-    """
+    """How one model is trained and evaluated: every `train.` key and its default (docs/training.md, the run
+    config and "Training rules"); `__post_init__` checks the ranges. Units: targets (`batch_size`,
+    `eval_batch_size`), optimiser steps (`log_every_steps`, `eval_every_steps`), batches and seconds
+    (`checkpoint_every_batches`, `checkpoint_every_s`). 0 turns off grad_clip, early stopping,
+    `checkpoint_every_batches`, `log_every_steps` and `eval_every_steps`; `num_threads: 0` is torch's default."""
 
     lr: float = 1e-3
     weight_decay: float = 1e-5
@@ -162,11 +107,7 @@ RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.ch
 
 @dataclass
 class RunConfig:
-    """One run: architecture, its config overrides, a prepared dataset artifact, training, seed.
-
-    `seed` drives model initialisation, training order and ID masking (same config + seed + data ->
-    identical metrics on CPU).
-    """
+    """One run: architecture, its config overrides, a prepared dataset artifact, training, seed (docs/training.md)."""
 
     arch: str
     data: str

@@ -1,31 +1,11 @@
-"""`train_run`: train one model on a prepared dataset, evaluate it and write its run folder.
-
-Training rules (the seed's, `harness.config.TrainConfig`): AdamW (fused where supported), global
-gradient-norm clip, BCE-with-logits where every target weighs 1 / batch_size (so the last, partial
-batch gets no extra weight), data order and ID masking from the dataset's batch loader, everything
-seeded from the run seed. Evaluation predicts every valid and test target with the final weights of a
-one-epoch run; a longer run validates after every epoch and is evaluated with its best validation
-epoch's weights (`TrainConfig.select_epoch`, "last" for the final ones; early stopping keeps the best
-too). metrics.json records that epoch as `selected_epoch`. Metrics are computed on the full sets.
-
-Resumable: a checkpoint (model, optimisers, position inside the epoch, RNG states) is written every
-`checkpoint_every_batches` batches / `checkpoint_every_s` seconds and at each epoch end; a run killed
-mid-epoch and resumed gives bitwise-identical metrics on CPU (tests/test_train_run.py interrupts a
-run from outside, through the dataset's batch iterator, and resumes it).
-
-Run folders are never mixed: without `resume` a folder holding any run file is refused; with `resume`
-the config and data are compared with the folder's (config.yaml and the recorded data fingerprint,
-then the checkpoint's) even when no checkpoint was written yet, and the run says "resuming from epoch
-e, batch k" or "no checkpoint: starting fresh" on stderr. Stale temporary files of killed writers are
-removed when a run starts or resumes.
-
-Signals: SIGINT / SIGTERM finish the current batch, write the checkpoint and raise `TrainingInterrupted`;
-a second one raises `TrainingAborted` at once (harness/stop_signals.py).
+"""`train_run`: train one model on a prepared dataset, evaluate it and write its run folder. The training rules,
+evaluation and epoch selection, checkpoints, resume, the run-folder checks and signals: docs/training.md.
 
 `train_run` is a sequence of named steps over one `Session` (the state a session of a run shares): check
 the run folder, build the model and optimisers, resume from the checkpoint (or record a fresh start),
 train the epochs (validating after each when an epoch is to be selected), select the epoch, evaluate,
-write the outputs.
+write the outputs. A first SIGINT / SIGTERM ends it with `TrainingInterrupted` after the checkpoint, a second
+with `TrainingAborted` at once (harness/stop_signals.py).
 """
 from __future__ import annotations
 
