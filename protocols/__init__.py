@@ -1,28 +1,9 @@
 """Data side of recscale: sources, validation, synthetic log, splits, legal histories, encoding,
-prepared artifacts and the batch loader.
-
-Registries (what each entry must provide: `protocols/components.py`):
-    PROTOCOLS  name -> history protocol class, a frozen dataclass of its parameters (`exposure`, `author50`)
-    SOURCES    name -> `components.SourceEntry`: load(root, **options) -> ExposureLog plus its defaults, the
-               split and target counts (`recflow`, `synthetic`, `movielens100k`)
-
-    @protocols.register("recent_window")
-    @dataclass(frozen=True)
-    class RecentWindowProtocol:
-        history_len: int = 64
-        window_s: float = 3600.0
-        def build(self, log, request_rows, *, timeline=None, progress=False) -> HistoryIndex: ...
-
-    @protocols.register_source("mylog", defaults=SourceDefaults(...))
-    def load_mylog(root, **options) -> ExposureLog: ...
-
-Discovery (`core.discovery`): every module of this package is imported on first use of the
-registries (`load_components`, `protocol_names`, `source_names`, ...) except subpackages (`synthetic/`)
-and private modules (`_*`), so a protocol or a source is added by one new file; nothing else changes.
-Folders listed in the environment variable `RECSCALE_PROTOCOL_PATH` (os.pathsep-separated) are searched
-too, as if their files were in this package, so a protocol or a source can live outside the repository.
-A file that cannot be used (it fails to import, is named like another module, or registers a name
-another file registered) is skipped and reported by `problems()` and `recscale list`, naming the files.
+prepared artifacts and the batch loader. This module owns the two registries, PROTOCOLS (name -> history
+protocol dataclass) and SOURCES (name -> `components.SourceEntry`), filled by discovery of this package's
+modules (not `synthetic/` nor `_*`) and of `RECSCALE_PROTOCOL_PATH`. Adding one in one file, the contract
+(`protocols/components.py`) and how unusable files are reported: docs/protocols.md, "Adding a protocol or a
+source in one file".
 """
 from __future__ import annotations
 

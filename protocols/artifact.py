@@ -1,22 +1,7 @@
-"""`PreparedDataset`: read a prepared artifact and assemble batches of the batch schema
-(`protocols/schema.py`).
-
-Every batch is built by fancy indexing into memory-mapped arrays: target rows -> their encoded
-inputs and request index -> the request's history rows -> the encoded exposure table. No Python
-runs per sample.
-
-Order: the training split is visited by local day ascending, shuffled inside each day with a
-generator seeded by (seed, epoch); valid and test keep their stored order (ascending event_id).
-ID masking (training only): each known (code >= 2) user, device, video and author id of the
-candidate, and each video and author id at a valid history position, becomes UNK with probability
-`id_mask_prob`, drawn from a generator seeded by (seed, epoch, batch index). Labels, feedback,
-times, numeric inputs and PAD are never touched. Batch k therefore depends only on
-(seed, epoch, k), and resuming at `start_batch` reproduces the remaining batches bit for bit.
-
-Opening checks the manifest (parses, required keys, its own checksum) and that every recorded file exists
-with its recorded size (`protocols.integrity`; cheap, no file is read). `open(verify=True)` (training and
-evaluation: `recscale train` unless `--no-verify`) checks every file's checksum too; `recscale verify` and
-`prepare` before it reuses an artifact do the same. A manifest without integrity records is refused.
+"""`PreparedDataset`: read a prepared artifact (memory-mapped; the manifest and file sizes checked on open,
+every checksum with `open(verify=True)`, `protocols.integrity`) and assemble batches of the batch schema
+(`protocols/schema.py`) by gathers from the arrays, with no Python per sample. Batch k depends only on
+(seed, epoch, k). Order, ID masking, resuming, prefetch and narrow types: docs/protocols.md, "Batch loader".
 """
 from __future__ import annotations
 
@@ -143,16 +128,9 @@ class PreparedDataset:
         narrow: bool = False,
         pin_memory: bool = False,
     ) -> Iterator[dict[str, torch.Tensor]]:
-        """Batches of the batch schema (`protocols.schema.Batch`).
-
-        `id_mask_prob=None` uses DEFAULT_ID_MASK_PROB on the training split; valid and test are
-        never masked, whatever is passed. `prefetch` > 0 assembles up to that many batches ahead in
-        `workers` background threads (`protocols.prefetch`); the batches and their order are the same. `narrow` ships
-        integer fields
-        in the narrowest type that holds them (`narrow_dtypes`; `protocols.schema.widen` restores the
-        schema's types, e.g. on the GPU after the copy); `pin_memory` puts every tensor in page-locked
-        memory so that copies to a CUDA device can be non-blocking (CUDA builds only).
-        """
+        """Batches of the batch schema (`protocols.schema.Batch`) from `start_batch` on; the options: docs/protocols.md,
+        "Batch loader". Valid and test are never masked, whatever `id_mask_prob` says; `protocols.schema.widen`
+        restores `narrow` fields to the schema's types; `pin_memory` needs a CUDA build."""
         if batch_size < 1:
             raise RecscaleError(f"batch_size must be >= 1, got {batch_size}")
         p = (DEFAULT_ID_MASK_PROB if id_mask_prob is None else float(id_mask_prob)) if split == "train" else 0.0

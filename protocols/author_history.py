@@ -1,23 +1,6 @@
-"""The `author50` history: RecFlow's seq_effective_50 arrays linked back to exposure rows.
-
-Each target request r has (in the file of its day) an int64 [50, 10] array whose rows are
-[video, author, cat2, cat1, upload_type, upload_ts, duration, request_ts, playing_time, request_id],
-right-aligned with zero padding (a row is present when request_ts > 0). Every present row is linked
-to an exposure with the same (request_id, video_id).
-
-A pair can occur more than once in a log (the same video shown twice in one request, with different
-feedback). Such an entry is disambiguated with everything the array carries: first the candidates
-whose other eight fields (author, categories, upload type and time, duration, request time, playing
-time) all equal the array row's; among the best of those, the effective-view one (the arrays hold
-effective views only); a tie that remains (identical rows) takes the candidates in log order, the
-k-th occurrence of the pair in one array getting the k-th tied candidate, so two entries do not
-collapse onto one exposure. Every entry that needed this is counted in the coverage.
-
-A linked row enters the history only when it is an effective view of the target's own user, strictly
-before the target's request time, and not already in that history; the rest are counted and dropped.
-Kept rows are encoded exactly like exposure-protocol history (their fields come from the exposure
-table), ordered by (request_timestamp, request_id, event_id) and left-aligned. Coverage is reported,
-never assumed: requests without an array, and rows that do not link, are counted.
+"""The `author50` history: RecFlow's seq_effective_50 arrays (int64 [50, 10] per request, right-aligned, zero
+padded) linked back to exposure rows. The linking, disambiguation and keep rules and the coverage counted in the
+manifest: docs/protocols.md, "`author50` protocol". Coverage is reported, never assumed.
 """
 from __future__ import annotations
 

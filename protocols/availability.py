@@ -1,13 +1,7 @@
-"""Per-user timeline of the exposure log and the feedback availability time of each request.
-
-`UserTimeline` sorts every exposure by (user, request_timestamp, request_id, event_id) once. In that
-order the exposures of one request are contiguous, so the availability time
-
-    a_r = t_r + sum of playing_time over all of r's exposures + delay_ms
-
-is one segmented sum. The timeline also answers "where do user u's events before time t end?"
-with a single `searchsorted` on a composite (user rank, time) key, which is what the vectorised
-legal-history search and the author-50 linker build on.
+"""Per-user timeline of the exposure log and the feedback availability time a_r of each request (one segmented
+sum over the sorted exposures; docs/protocols.md, "Legal history"). "Where do user u's events before t end?" is
+a single `searchsorted` on a composite (user rank, time) key, which the legal-history search and the author-50
+linker build on.
 """
 from __future__ import annotations
 

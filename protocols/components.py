@@ -1,23 +1,7 @@
 """What a history protocol and a data source must provide to be registered (`protocols.register`,
-`protocols.register_source`), checked when they register.
-
-A history protocol is a frozen dataclass whose fields are its parameters, each with its default (the only
-place a parameter and its default are defined). Every protocol has `history_len: int` (the artifact's
-history length L, which a sweep needs before preparing). Parameters are plain scalars (int, float, str,
-bool): a prepare config or a sweep sets them by name (`delay_s: 0`), they are part of the artifact's key,
-and each becomes a runs.parquet column and a data setting of the analysis.
-
-    build(log, request_rows, *, timeline=None, progress=False) -> HistoryIndex   (required)
-    ensure_inputs(source, root, *, progress=False) -> None                     (optional hook)
-    RULES_VERSION: ClassVar[int]                                               (optional)
-
-`ensure_inputs` runs before the log is read: a protocol that needs input files beyond the exposure log
-makes them there where it can (author50 writes a synthetic log's author-50 pickles) and otherwise leaves
-the source's reader to report what is missing. `RULES_VERSION` enters the artifact key, so artifacts
-built under older rules of the protocol are never reused.
-
-A source is a function `load(root, **options) -> ExposureLog` registered together with its defaults
-(`SourceDefaults`): the split and target counts a prepare config gets for the keys it leaves unset.
+`protocols.register_source`), checked when they register; the contract in words: docs/protocols.md, "Adding a
+protocol or a source in one file". A protocol's dataclass fields are the only place its parameters and their
+defaults are defined.
 """
 from __future__ import annotations
 

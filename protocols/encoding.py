@@ -1,18 +1,6 @@
-"""Categorical vocabularies and numeric features, fit on training inputs only.
-
-Vocabularies (one per field): PAD = 0, UNK = 1, known raw ids from 2 in ascending raw-id order.
-User and context fields (user, device, age, gender, province) are fit on the training targets;
-video-side fields (video, author, category levels, upload type) on the training targets plus every
-event of their histories. Valid and test only apply the fitted dictionaries, so an id seen only
-there encodes to UNK. Feedback 0/1 is encoded 2/3 (PAD stays 0).
-
-Numeric features (8, in three groups; see protocols.schema.NUM_GROUPS):
-    duration:  log1p(duration_s) standardised, duration-missing flag (duration <= 0)
-    time:      sin/cos of 2*pi*hour/24 and of 2*pi*weekday/7 in the split's time zone (not standardised)
-    video age: log1p(age_days) standardised, age-missing flag (upload time <= 0 or after the request)
-Both log features are filled with the training-target mean of their valid observations, then
-standardised with the training-target mean and standard deviation of the valid observations
-(centred only, when that standard deviation is 0). Missing flags keep their 0/1 value.
+"""Categorical vocabularies and numeric features, fit on training inputs only; valid and test only apply them.
+The codes (PAD 0, UNK 1, known ids from 2), which exposures each vocabulary is fit on, the 8 numeric features
+(groups: protocols.schema.NUM_GROUPS) and their standardisation: docs/protocols.md, "Encoding".
 """
 from __future__ import annotations
 

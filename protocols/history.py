@@ -1,19 +1,10 @@
-"""History protocols, registered in `protocols.PROTOCOLS`: `exposure` and `author50`.
+"""History protocols, registered in `protocols.PROTOCOLS`: `exposure` (protocols/legal_history.py) and
+`author50` (protocols/author_history.py), each a frozen dataclass of its parameters.
 
-A protocol turns target requests into a history index matrix: int32 [R, L] of exposure-log rows
-(PAD_ROW = -1 where empty), valid entries left-aligned in ascending (request_timestamp, request_id,
-event_id) order. The matrix is computed once per unique target request and shared by that
-request's targets; everything downstream (encoding, artifacts, batches) is protocol-agnostic.
-
-- `exposure` (protocols/legal_history.py): the whole exposure log is the history source; an event is
-  legal for target (u, t, r) when u_e = u, r_e != r, t_e < t and a_{r_e} < t, with
-  a_r = t_r + summed playing_time of r + delay. Keep the L most recent legal events (default L=128,
-  delay 60 s).
-- `author50` (protocols/author_history.py): RecFlow's seq_effective_50 arrays of the target request,
-  linked back to exposure rows (default and maximum L=50; no delay parameter). Its `ensure_inputs` hook
-  writes a synthetic log's author-50 pickles before the log is read.
-
-What a protocol must provide: protocols/components.py; how to add one in one file: docs/protocols.md.
+A protocol turns target requests into a history index matrix: int32 [R, L] of exposure-log rows (PAD_ROW = -1
+where empty), valid entries left-aligned in ascending (request_timestamp, request_id, event_id) order, computed
+once per unique target request; everything downstream is protocol-agnostic. The rules of each protocol:
+docs/protocols.md, "Legal history" and "`author50` protocol"; the contract: protocols/components.py.
 """
 from __future__ import annotations
 

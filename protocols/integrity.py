@@ -1,27 +1,9 @@
-"""Integrity records of a prepared artifact: every file's size and checksum, and a self-check of the manifest.
-
-`prepare` records, in manifest.json,
-
-    "integrity": {"algorithm": "blake2b-128", "files": {"history.npy": {"bytes": 123, "blake2b": "..."}, ...}}
-    "manifest_blake2b": "..."   blake2b-128 of the manifest's canonical JSON without this key
-
-for every file of the artifact folder except manifest.json itself (paths relative to the folder, `/`
-separated, e.g. `vocab/user_id.npy`). Three levels of checking use them:
-
-- `read_manifest` (every open): the manifest parses, has its required keys, and matches its own checksum;
-- `check_files(..., checksums=False)` (every open, cheap): every recorded file exists with its size;
-- `check_files(..., checksums=True)` (`recscale verify`, `prepare` before reusing an artifact, and
-  `train` / a sweep's driver before training or evaluating on it, unless `--no-verify`): every file's
-  checksum too, with a progress bar on stderr when the files hold at least `PROGRESS_MIN_BYTES`.
-
-A problem raises `ArtifactDamagedError` (exit 2 from the CLI) naming the file and what is wrong.
-
-Run folders use the same record (`record_of`, `file_problems`): metrics.json, written last, holds the
-"integrity" record of the run's prediction files (harness/run_folder.py).
-
-A manifest without these records (an artifact prepared before recscale wrote them) is damaged like any
-other: it does not open, and `prepare` rebuilds it under the same folder name (the name does not depend
-on the records).
+"""Integrity records of a prepared artifact and the checks that read them: the manifest's `integrity` (size and
+blake2b-128 of every other file, paths relative to the folder and `/`-separated) and `manifest_blake2b` (its own
+checksum over its canonical JSON without that key). `read_manifest` and `check_files(checksums=False)` run on
+every open; `check_files(checksums=True)` on verify, prepare's reuse and train. Which command checks what, and
+the messages: docs/protocols.md, "Integrity". Run folders use the same record for their prediction files
+(`record_of`, `file_problems`; harness/run_folder.py).
 """
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""Vectorised legal exposure history (the `exposure` protocol's core).
-
-For a target request (u, t, r) an event e is legal when u_e = u, r_e != r, t_e < t and a_{r_e} < t.
-Because a_r >= t_r (playing time and delay are non-negative), a_{r_e} < t already implies t_e < t
-and hence r_e != r (all exposures of r share t). We still bound the search to events with t_e < t,
-so all four conditions hold by construction.
-
-Search: in the user timeline the user's events with t_e < t are the sorted positions [lo, hi).
-We look at a window of the W positions just below hi, mark the legal ones (a < t), and keep the
-L most recent legal positions. A row whose window holds fewer than L legal events and does not yet
-reach lo (recent events still pending, older ones legal) is searched again with a window four
-times larger, until it is complete or covers the user's whole past. Work is done in chunks of
-target requests so memory stays bounded (about chunk * W * 30 bytes).
+"""Vectorised legal exposure history (the `exposure` protocol's core): the rule and the windowed search are in
+docs/protocols.md, "Legal history". Since a_r >= t_r, a_{r_e} < t implies t_e < t and r_e != r; the search is
+still bounded to t_e < t, so all four conditions hold by construction. Target requests are processed in chunks,
+so memory stays about chunk * W * 30 bytes.
 """
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""Statistics a user checks first on an exposure log (what `recscale inspect` prints).
-
-All computations are vectorised over the whole log. Two are worth defining precisely:
-- unseen-video share of a day: share of the day's exposures whose video_id appears on no earlier day;
-  `test_unseen_vs_train`: share of test-period exposures whose video_id appears nowhere in the training
-  period (default split: train < 2024-02-08, test >= 2024-02-12, Asia/Shanghai).
-- delay-sensitive share: share of target exposures whose legal history differs between two extra delays
-  A < B. With a_r = t_r + sum of playing_time over request r, an event of request r is legal for a target
-  at time t iff t_r < t and a_r + delay < t; the two sets differ iff some earlier request r of the same user
-  has a_r + A < t <= a_r + B (ignoring the truncation to the most recent L events). Computed exactly with
-  interval stabbing on (user, time) keys.
+"""Statistics a user checks first on an exposure log (what `recscale inspect` prints; docs/data.md), all
+vectorised over the whole log. The delay-sensitive share (targets whose legal history differs between extra
+delays A < B) is exact interval stabbing on (user, time) keys: the sets differ iff some earlier request r of
+the same user has a_r + A < t <= a_r + B (ignoring the truncation to the most recent L events).
 """
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""MovieLens-100k (`u.data`, `u.user`, `u.item`) mapped onto the canonical exposure table.
-
-Mapping (MovieLens has no exposures, sessions, authors or watch times; the choices below are ours):
-- one exposure per rating; one request per (user, timestamp); request_id = rank of (timestamp, user);
-  request_timestamp = timestamp * 1000 (ms);
-- long_view = rating >= 4, effective_view = rating >= 3; playing_time = 0, duration = 0 (missing);
-- user_id = user - 1, device_id = user_id; age = bucket of age (<18, 18-24, 25-34, 35-44, 45-49,
-  50-55, 56+ -> 0..6); gender M -> 1, F -> 2; province = first character of the zip code (0-9, 10 for
-  non-numeric codes);
-- video_id = item - 1; author_id = video_id (no authors); category_level_one = first listed genre
-  (0..18 in u.item's order), category_level_two = index of the item's full genre combination (sorted);
-  upload_type = 0; upload_timestamp = release date (00:00 UTC, seconds; 0 when unknown);
-- files: one per calendar day (Asia/Shanghai, as RecFlow) that has ratings; rows sorted by (timestamp,
-  user, item); event_id = (file_index << 32) + record_index as for RecFlow.
+"""MovieLens-100k (`u.data`, `u.user`, `u.item`) mapped onto the canonical exposure table (MovieLens has no
+exposures, sessions, authors or watch times; the mapping is ours): docs/data.md, "MovieLens-100k".
 """
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""Background prefetch: compute `fn(key)` for a sequence of keys in worker threads, ahead of the
-consumer, and yield the results in key order.
-
-`prefetch_map(fn, keys, depth=d, workers=w)` keeps at most `d` + 1 results in flight (submitted but not
-yet handed over: a bounded window), computed by `w` threads. Results come back in the order of `keys`
-whatever the number of workers, so when `fn(key)` depends on `key` only (a batch is a function of
-(seed, epoch, batch index)) the output is identical to `map(fn, keys)`. An exception raised by
-`fn(key)` is raised in the consumer at that key's position. When the consumer stops early (breaks
-out of its loop, or the generator is closed or collected), pending work is cancelled and the workers
-are joined.
-
-Batch assembly is numpy gathers, ufuncs and torch conversions, which release the GIL, so the
-workers overlap with the model's compute and with each other.
+"""Background prefetch: `prefetch_map(fn, keys, depth=d, workers=w)` computes `fn(key)` in `w` threads with at most
+d + 1 results in flight and yields them in key order (docs/protocols.md, "Batch loader"), so with `fn(key)`
+depending on `key` only the output equals `map(fn, keys)`. An exception is raised at its key's position; a
+consumer that stops early cancels pending work and joins the workers. Batch assembly (numpy gathers, ufuncs,
+torch conversions) releases the GIL, so the workers overlap with the model's compute and with each other.
 """
 from __future__ import annotations
 

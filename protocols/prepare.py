@@ -1,30 +1,11 @@
-"""`prepare`: turn an exposure log into a content-addressed prepared dataset (artifact folder).
+"""`prepare`: turn an exposure log into a content-addressed prepared dataset (artifact folder), and
+`PrepareConfig`, every preparation setting.
 
-Pipeline: load the source -> split by request time -> sample targets per split (nested, seeded) ->
-history index matrix once per unique target request (registered protocol) -> vocabularies and
-numeric statistics fit on training inputs -> encoded arrays + manifest, written to a temporary
-folder and renamed into place. The folder name is a hash of (source fingerprint, protocol,
-protocol parameters, resolved target counts, seed, split, format version), so preparing twice with
-the same inputs finds the folder, verifies it and does nothing else.
-
-Integrity (`protocols.integrity`): the manifest records every file's size and blake2b checksum and its
-own checksum. Before reusing an existing folder, prepare verifies all of them; a damaged artifact (a manifest
-without integrity records counts as damaged) is rebuilt in a temporary folder and
-swapped into place (the damaged folder is renamed aside first, then removed), with a note on stderr. It
-is never handed back. The folder name does not depend on the integrity records.
-
-Artifact layout (`ARTIFACT_FILES` documents every file):
-    manifest.json
-    history.npy            int32 [R, L]   log rows of each target request's history, -1 = PAD
-    exposure_item.npy      int32 [N+1, 5] encoded video, author, cat1, cat2, upload_type of every exposure
-    exposure_feedback.npy  int8  [N+1, 2] effective_view, long_view encoded 2/3
-    exposure_ts.npy        int64 [N+1]    request_timestamp (ms)
-    (the three exposure arrays end with an all-zero PAD row at index N)
-    exposure_event_id.npy  int64 [N]      event_id of every exposure (for `recscale histories`)
-    {split}_cat.npy        int32 [n, 10]  encoded categorical inputs of each target
-    {split}_num.npy        float32 [n, 8] numeric inputs of each target
-    {split}_targets.parquet               one row per target, in evaluation order (ascending event_id)
-    vocab/{field}.npy      int64          raw ids of each vocabulary (code = position + 2)
+Pipeline: load the source -> split by request time -> sample targets per split -> history index once per
+unique target request (the registered protocol) -> vocabularies and numeric statistics fit on training
+inputs -> encoded arrays + manifest, written to a temporary folder and renamed into place. The folder key,
+the integrity checks before reuse and the file layout (`ARTIFACT_FILES`): docs/protocols.md, "Prepared
+dataset (artifact)".
 """
 from __future__ import annotations
 
@@ -94,43 +75,11 @@ ARTIFACT_FILES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """Every data-preparation setting and its default, defined once.
-
-    `recscale prepare` (flags and `--set key=value`), `recscale compare-delay` and a sweep's `data:`
-    section (`harness.sweep.schema.DataSection` extends this class) all take these fields.
-
-    Attributes:
-        source: registered source (`recscale list`): recflow, synthetic, movielens100k.
-        root: folder of the log.
-        protocol: registered history protocol (`recscale list`): exposure, author50.
-        protocol_params: the protocol parameters this config sets, given by name like the fields
-            (`delay_s: 0`, `history_len: 50`; see below).
-        n_train, n_valid, n_test: targets per split: a count, `all` (every exposure of the split), or
-            None = the source's default (`protocols.components.SourceDefaults.sizes`: the reference
-            sizes scaled to the log for recflow/synthetic, every exposure for movielens100k).
-        seed: target sampling seed.
-        task: the target label, a binary feedback column of the log (`TASKS`): `long_view` (the default,
-            the seed's task) or `effective_view`. On synthetic logs the true probability (oracle) is
-            P(long_view), so it is kept only for the `long_view` task.
-        split: split boundaries and time zone (`protocols.split.SplitSettings`); keys left unset come
-            from the source's default split (`protocols.sources`). A complete `SplitConfig` is accepted too.
-        vocabulary: which exposures the categorical vocabularies are fit on (`VOCABULARY_RULES`):
-            `train_inputs` = the training targets and the events in their histories (the default of a single
-            prepare; the vocabularies then depend on the protocol, its delay and history length);
-            `train_window` = every exposure of the log before the end of the training split, whatever
-            the protocol, delay, history length or data size, so that arms of a data axis get identical
-            embedding tables. None = `train_inputs` here; a sweep whose grid varies the history
-            (the protocol or any protocol parameter) resolves None to `train_window` (harness/sweep/schema.py).
-        out: folder that receives the artifact folder.
-
-    Protocol parameters are the fields of the registered protocol's own dataclass (`protocols.history`;
-    `recscale list` shows them), which also holds their defaults: exposure takes `history_len` (128) and
-    `delay_s` (60 s), author50 `history_len` (50). A key that is neither a field here nor a parameter of
-    any registered protocol is refused, naming the protocol and its parameters; a value is checked by
-    the protocol's dataclass; a parameter of another registered protocol is ignored (so a sweep can set
-    `delay_s` beside an author50 arm), and None means the protocol's default. `protocol_config()` is the
-    protocol's dataclass with the values given.
-    """
+    """Every data-preparation setting and its default, defined once: `recscale prepare`, `recscale compare-delay`
+    and a sweep's `data:` section (`harness.sweep.schema.DataSection` extends this class) take these fields.
+    Each key, the protocol parameters given by name (kept in `protocol_params`, typed by the protocol's
+    dataclass) and their rules: docs/protocols.md, "Settings: `PrepareConfig`". `split` also accepts a complete
+    `SplitConfig`; `vocabulary: None` is `train_inputs` here (a sweep may resolve it, harness/sweep/schema.py)."""
 
     EXTRA_KEYS_FIELD: ClassVar[str] = "protocol_params"
 

@@ -1,17 +1,7 @@
-"""RecFlow reader: `<root>/realshow/YYYY-MM-DD.feather|.parquet` -> validated `ExposureLog`.
-
-Every rule is checked on the whole log before anything is returned (and callers write nothing before
-that), and a broken log raises `DataValidationError` naming the file, the 1-based record index, the
-field and the offending value:
-- each expected day (default: 37 days 2024-01-13 .. 2024-02-18) has exactly one file; empty or
-  unreadable files are errors; files of other days are ignored;
-- column names are stripped of whitespace (the released files spell ` category_level_two`); every
-  canonical column is present once, with an integer type, without nulls, and fits int64;
-- effective_view and long_view are 0 or 1; playing_time >= 0;
-- each request_id has a single user_id and a single request_timestamp across the whole log;
-- each request_timestamp falls inside its file's day in Asia/Shanghai.
-Rows keep file order; event_id = (file_index << 32) + record_index (file_index from 0 in date order,
-record_index from 1). The fingerprint hashes the bytes of the files read (stable across copies).
+"""RecFlow reader: `<root>/realshow/YYYY-MM-DD.feather|.parquet` -> validated `ExposureLog`. Every rule is checked
+on the whole log before anything is returned (callers write nothing before that); a broken log raises
+`DataValidationError` naming the file, the 1-based record, the field and the value. The rules, event ids and
+fingerprint: docs/data.md, "RecFlow files and validation".
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Target sampling: uniform without replacement over the exposures of each split.
-
-One seeded permutation is drawn per (seed, split) over that split's exposure rows (in log order);
-a sample of size n is its first n entries. Hence, for the same log, split and seed, a sample of
-size n1 is always contained in the sample of size n2 > n1: a larger training set keeps the smaller
-one and adds new targets drawn uniformly from the rest.
-
-Default sizes are the reference sizes (3,000,000 / 100,000 / 200,000 on RecFlow's 38,245,315
-exposures) scaled by the log's exposure count relative to RecFlow, rounded, at least 1, and capped at
-the number of exposures the split holds. A log the size of RecFlow therefore gets exactly the
-reference sizes, and a 1/100 log gets 30,000 / 1,000 / 2,000. That is the default of the recflow and
-synthetic sources; a source may instead declare `all` (every exposure of each split is a target, as
-MovieLens-100k does; see `protocols.sources`). `n_<split>: all` asks for that explicitly.
+"""Target sampling: uniform without replacement over the exposures of each split, as the prefix of one seeded
+permutation per (seed, split), so samples of one seed are nested; and the default sizes (the reference sizes
+scaled to the log). Both rules: docs/protocols.md, "Targets".
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""Registered data sources: name -> load(root, **options) -> ExposureLog.
-
-- `recflow`: the real RecFlow files (`protocols.recflow.read_recflow`).
-- `synthetic`: a log written by `recscale synth`: the same reader plus `true_p` from
-  `synthetic_truth/YYYY-MM-DD.feather` (row-aligned with each realshow file).
-- `movielens100k`: MovieLens-100k mapped onto the canonical table (`protocols.movielens`).
-
-Each source registers with its defaults (`protocols.components.SourceDefaults`, one registry entry): the
-split a prepare config gets for the keys it leaves unset, and the target counts it gets for `n_train` /
-`n_valid` / `n_test` left unset.
-
-| source | default split | default target counts |
-|---|---|---|
-| recflow, synthetic | the RecFlow seed's dates (`SplitConfig()`: 2024-01-13 / 02-08 / 02-12 / 02-19, Asia/Shanghai) | the reference sizes scaled to the log (`protocols.sampling`) |
-| movielens100k | from the log's own dates (`tail_split`, UTC): test = the last 21 days, valid = the 21 days before, train = all earlier days | every exposure of each split |
+"""Registered data sources (`recflow`, `synthetic`, `movielens100k`): name -> load(root, **options) ->
+ExposureLog, each registered with its default split and target counts (`SourceDefaults`). What each reads:
+docs/data.md; their defaults: docs/protocols.md, "Sources declare their defaults".
 """  # noqa: E501  (a markdown table: its rows cannot wrap)  # noqa: E501  (a markdown table: its rows cannot wrap)
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""Time split of an exposure log into train / valid / test by request time.
-
-Boundaries are calendar dates (or ISO date-times) in a named time zone, converted to epoch
-milliseconds with `zoneinfo`; each split is the left-closed, right-open interval [start, end) of
-`request_timestamp`. The three intervals are contiguous, so no exposure can fall into two splits.
-
-`SplitConfig` is a complete split (its defaults are the RecFlow seed's dates in Asia/Shanghai).
-`SplitSettings` is what a prepare config or a sweep's `data.split` gives: any subset of the same
-keys; the unset ones come from the source's default split (`protocols.sources`), which for a log
-without fixed dates is derived from the log's own date range by `tail_split`. This module also owns
-local calendar parts (day, hour, weekday) of timestamps, used for the training order and the
-time-cycle features.
+"""Time split of an exposure log into train / valid / test by request time (docs/protocols.md, "Time split"),
+and local calendar parts (day, hour, weekday) of timestamps, used for the training order and the time-cycle
+features. `SplitConfig` is a complete split (defaults: the RecFlow seed's dates in Asia/Shanghai);
+`SplitSettings` any subset of its keys, the rest from the source's default (`protocols.sources`, `tail_split`).
 """
 from __future__ import annotations
 

@@ -1,19 +1,10 @@
-"""The planted label model: true P(long_view), labels, effective_view and playing_time.
-
-    logit p = b + a <theta_u(day), psi_v> + beta log1p(S_u,v(t)) + gamma cos(2 pi (hour - peak(c1_v)) / 24)
-                - delta z(log duration_v) + q_v
-    S_u,v(t) = sum over earlier requests' exposures j of u with effective_view_j = 1 of
-               exp(-(t - t_j) / tau) * (1[c2_j = c2_v] + kappa 1[c1_j = c1_v])
-
-S is a candidate-dependent, recency-weighted read of the user's positively received history: which past
-events count depends on the candidate's category, and recent ones count more (mean pooling cannot
-express it). Because labels feed S, requests are simulated in rounds: round k handles the k-th request of
-every user at once (exposures are pre-sorted so each round is one contiguous slice), using per-user state
-H[u, c] = sum_j exp(t_j / tau) 1[c_j = c] (log-time trick: no per-round decay of the whole state).
-effective_view = long_view OR Bernoulli(sigmoid(b_ev + logit p)). The intercepts b and b_ev are calibrated
-on a pilot subset of users so that the label rates match `SignalConfig`.
-playing_time / duration: long_view -> 1 + Exponential(0.25) (capped at 3); effective_view only ->
-Uniform[0.3, 1); neither -> Uniform[0.02, 0.3).
+"""The planted label model: true P(long_view), labels, effective_view and playing_time (the formula, with S the
+recency-weighted, candidate-category-dependent sum over the user's earlier effective views, and the
+playing-time rules: docs/data.md, "Generative model"). Because labels feed S, requests are simulated in rounds:
+round k handles the k-th request of every user at once (exposures are pre-sorted so each round is one
+contiguous slice), using per-user state H[u, c] = sum_j exp(t_j / tau) 1[c_j = c] (log-time trick: no
+per-round decay of the whole state). The intercepts b and b_ev are calibrated on a pilot subset of users so
+that the label rates match `SignalConfig`.
 """
 from __future__ import annotations
 

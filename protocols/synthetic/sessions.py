@@ -7,11 +7,8 @@ Request times do not depend on labels; the availability rule a_r = t_r + sum(pla
 decides, per target, whether the previous requests of a session are already legal history.
 Requests falling after the last day are dropped. Each request shows n ~ `exposures_per_request_probs` videos.
 
-Every day holds at least one request: a day that the Poisson draws leave without any (only a log with
-very few users can have one, e.g. `tiny` with seed 7) gets one single-request session of a user drawn
-by activity, at a diurnal time of that day. The reader refuses an empty day file and RecFlow has no
-empty day, so the generator never writes one. No random number is drawn when no day is empty, so a
-log that never had an empty day is unchanged bit for bit.
+Every day holds at least one request (the reader refuses an empty day file; the rule: docs/data.md, "The
+synthetic log"); no random number is drawn for it when no day is empty.
 """
 from __future__ import annotations
 
