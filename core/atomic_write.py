@@ -1,14 +1,9 @@
-"""Atomic file writes: a file is either its previous content or the complete new one, never half-written.
+"""Atomic file writes: a file is either its previous content or the complete new one (docs/contracts.md).
 
-Every writer goes through `atomic_write(path, write)`: `write` fills a temporary file beside `path`
-(`.<name>.tmp.<pid>`, same folder so the rename stays on one file system), which is then renamed onto
-`path` with `os.replace` (atomic on POSIX). An error or an abort (KeyboardInterrupt, SystemExit) during
-the write removes the temporary file and leaves `path` as it was. A process killed outright (SIGKILL)
-can leave the temporary file behind; `temporary_glob(name)` is the pattern that finds such leftovers
-(`harness.run_folder.clean_stale_temporaries` removes them from run folders).
-
-Folders that must appear all at once (a prepared artifact, a synthetic log, a published reference) are
-built in a temporary folder and renamed by their writers; this module covers single files.
+`atomic_write(path, write)` fills `.<name>.tmp.<pid>` beside `path` (same file system) and `os.replace`s it onto
+`path`; an error or an abort (KeyboardInterrupt, SystemExit) removes the temporary file. A SIGKILL can leave
+it behind: `temporary_glob(name)` finds such leftovers (`harness.run_folder.clean_stale_temporaries`). Folders
+that must appear all at once are built aside and renamed by their writers; this module covers single files.
 """
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """Discovery of component files: every module of a package, and of the folders an environment variable
-names, is imported once so that its `@register(...)` decorators fill the registries.
-
-Used by `architectures` (models, `RECSCALE_MODEL_PATH`) and `protocols` (history protocols and sources,
-`RECSCALE_PROTOCOL_PATH`). The folders of the variable (os.pathsep-separated) are appended to the
-package's `__path__`, so their files import as if they were in the package (relative imports such as
-`from .history import HistoryIndex` work there) and a component can live outside the repository.
-
-A file that cannot be used never stops the others. Each of these is skipped and reported (`problems()`,
-printed once on stderr when discovery runs, and by `recscale list`), naming the files involved:
-- a file on the path with the same module name as another (a built-in included), which it would hide;
-- a file that fails to import (any exception, e.g. a missing dependency or a syntax error);
-- a file that registers a name another file registered already (the registry's error names both).
+names (os.pathsep-separated, appended to the package's `__path__` so their files import as if in the package),
+is imported once so that its `@register(...)` decorators fill the registries. Used by `architectures`
+(`RECSCALE_MODEL_PATH`) and `protocols` (`RECSCALE_PROTOCOL_PATH`). A file that cannot be used (a module name
+another file has, an import that fails, a name registered twice) is skipped and reported by `problems()`
+(docs/protocols.md, "Adding a protocol or a source in one file").
 """
 from __future__ import annotations
 
