@@ -18,7 +18,7 @@
         helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
       data_scaling: {metric: logloss, split: valid}   # the L(N, D) fit when the grid varies data.n_train
       metrics: [auc, logloss, ne, gauc, uauc]   # registered metrics (harness/metric_registry.py); default: all
-      expectations:                    # claims from other studies, checked here (analysis/expectations.py)
+      expectations:                    # claims from other studies, checked here (analysis/compare/expectations.py)
         - {claim: WHALE beats MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}, source: demo reference}
 
 Runs of a comparison are paired by seed and by every other config value both sides carry.

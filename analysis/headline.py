@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .collect import PARAMS_COLUMN, SweepResults
-from .families import context_columns, family_columns, show, size_columns
+from .columns import context_columns, family_columns, show, size_columns
 from .fits.reference import Reference, reference_rows
 
 

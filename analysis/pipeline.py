@@ -24,26 +24,34 @@ import pandas as pd
 
 from core import results_layout as layout
 
-from .ablations import ablation_analysis, delong_coverage
 from .collect import load_results, run_folders_absent, unreadable_runs
-from .curves import plot_learning_curves
-from .data_scaling_plots import plot_frontier, plot_isoflop
-from .expectations import evaluate_expectations
-from .families import family_columns, labelled_columns, size_columns
+from .columns import family_columns, labelled_columns, size_columns
+from .compare.ablations import ablation_analysis, delong_coverage
+from .compare.expectations import evaluate_expectations
+from .compare.protocol import protocol_evidence, rank_comparison
 from .fits.data_scaling import data_scaling_analysis
 from .fits.family_comparison import correct_scaling_tests, family_comparisons
 from .fits.reference import resolve_reference
 from .fits.scaling import MIN_SEEDS, scaling_analysis
-from .form_plots import plot_forms
 from .headline import headline
-from .plots import group_frame, plot_forest, plot_groups, plot_scaling, plot_seed_strip, plot_settings
-from .protocol_evidence import protocol_evidence
-from .rank_comparison import rank_comparison
-from .report import render_report, summary_dict
+from .report.curves import plot_learning_curves
+from .report.plots import (
+    group_frame,
+    plot_forest,
+    plot_forms,
+    plot_frontier,
+    plot_groups,
+    plot_isoflop,
+    plot_scaling,
+    plot_seed_strip,
+    plot_settings,
+)
+from .report.retry import retried_runs
+from .report.summary import summary_dict
+from .report.tuning import load_tuning, tuning_warnings
+from .report.writer import render_report
 from .result import AnalysisResult
-from .retry_report import retried_runs
 from .run_health import annotate_headline, assess, healthy
-from .tuning_report import load_tuning, tuning_warnings
 
 
 def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
@@ -88,7 +96,7 @@ def _make_plots(res: AnalysisResult, out: Path) -> None:
     if groups.empty:
         res.group_note = (f"No run folder with {layout.METRICS_FILE} `groups` (a results folder with only "
                           f"{layout.RUNS_FILE} has none): no grouped-metric plot.")
-    if res.health is not None:  # every run, unhealthy ones dashed (analysis/curves.py)
+    if res.health is not None:  # every run, unhealthy ones dashed (analysis/report/curves.py)
         made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
     res.plots = {k: f"{layout.PLOTS_DIR}/{p.name}" for k, p in made.items() if p is not None}
 

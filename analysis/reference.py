@@ -1,38 +1,41 @@
-"""Committed reference studies: copy a finished sweep's shareable files into `results/reference/<sweep>/`,
-and analyse the copy there (`analysis.reproduction` compares a fresh run of the sweep with it).
+"""Committed reference studies: publish a finished sweep's shareable files into `results/reference/<sweep>/`
+and analyse the copy there; and judge whether a fresh run of the sweep reproduced it (docs/reproducibility.md).
 
-A reference folder holds `sweep.yaml`, `runs.parquet`, for a sweep that varies a data setting also
-`datasets.json` (target sharing and history membership of its datasets) and `score_ranks_<split>.parquet`
-(the score order of the runs its data comparisons compare: all DeLong's test needs), and what
-`recscale analyze` writes from those (`analysis.json`, `report.md`, `plots/`): never run folders,
-checkpoints or predictions, so that `recscale analyze` on a copy of the folder reproduces its
-analysis.json. What the analysis would measure from run folders (the still-falling check of runs that did not
-record it) is measured at publishing and written into the copy of runs.parquet. Run folders are left out on
-purpose (hundreds of MB of checkpoints); other analyses that need per-target predictions (DeLong of
-architecture comparisons) say so in the reference's warnings.
-"""
+A reference folder holds `sweep.yaml`, `runs.parquet`, where the sweep varies a data setting also
+`datasets.json` and `score_ranks_<split>.parquet` (all DeLong's test needs), and what `recscale analyze` writes
+from those: never run folders, checkpoints or predictions, so that analysing a copy reproduces its analysis.json.
+What the analysis would measure from run folders (the still-falling check) is measured at publishing and written
+into the copy of runs.parquet.
+
+`compare_with_reference` matches the two runs tables by `trial_id` and compares `REPRODUCED_COLUMNS` trial by
+trial: **bit-exact**, **within tolerance** (every difference within `seed_noise_tolerance`: `fraction` x the
+setting's seed SD, floored at the median per-setting SD, since an SD from three seeds is rough; and no
+systematic shift, a one-sample t-test of the differences in SD units at SHIFT_ALPHA), or **NOT reproduced**."""
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from core.errors import RecscaleError
 from core.results_layout import DATASETS_FILE, TUNING_FILE
+from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 
-from .collect import RUNS_FILE, SWEEP_FILE, load_results
-from .comparisons import default_comparisons, pair_runs
+from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
+from .compare.pairing import default_comparisons, pair_runs
+from .compare.score_ranks import ranks_file, write_score_ranks
 from .pipeline import replace_path
 from .run_health import record_trends
-from .score_ranks import ranks_file, write_score_ranks
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
 #: Inputs a reference holds when its sweep has them: the datasets' facts and the tuning stage's choice (every
 #: tuning trial's validation metric), written by `recscale sweep`, and the score ranks of the data comparisons'
-#: runs, written here (`analysis.score_ranks`).
+#: runs, written here (`analysis.compare.score_ranks`).
 OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, ranks_file("test"), ranks_file("valid"))
 
 
@@ -81,3 +84,173 @@ def _write_ranks(sweep_dir: Path, out: Path) -> None:
             for r in (*p.rows_a, *p.rows_b)]
     if rows and results.config.delong:
         write_score_ranks(results, rows, out / ranks_file(results.config.split))
+
+
+#: Per-run columns that must agree between a fresh sweep and its reference for it to count as reproduced.
+REPRODUCED_COLUMNS = ("test_auc", "test_logloss")
+#: Default tolerance as a multiple of the trial's setting's seed standard deviation.
+DEFAULT_SD_FRACTION = 2.0
+#: Level of the one-sample t-test for a systematic shift of the standardised differences, per metric.
+SHIFT_ALPHA = 0.01
+#: Fewest differing trials the shift test needs.
+SHIFT_MIN_TRIALS = 5
+BIT_EXACT, WITHIN_TOLERANCE, NOT_REPRODUCED = "bit-exact", "within tolerance", "NOT reproduced"
+
+
+@dataclass
+class MetricAgreement:
+    """How one metric of the matched trials agrees."""
+
+    metric: str
+    largest: float  # largest |fresh - reference| over the matched trials (nan when none matched)
+    worst_trial: str  # the trial with that difference
+    worst_setting_sd: float  # seed SD of the worst trial's setting in the reference (nan when not defined)
+    worst_tolerance: float  # the worst trial's tolerance
+    beyond: list[tuple[str, float, float]] = field(default_factory=list)  # (trial, |difference|, tolerance)
+    floor_sd: float = float("nan")  # the median per-setting seed SD, the floor of every setting's SD
+    median_in_sd: float = float("nan")  # median |difference| / setting seed SD
+    shift_p: float | None = None  # p of the systematic-shift test (None: too few differing trials)
+
+    @property
+    def shifted(self) -> bool:
+        return self.shift_p is not None and self.shift_p < SHIFT_ALPHA
+
+
+@dataclass
+class ReproductionCheck:
+    """Per-trial agreement of a fresh sweep with its reference, with the machines each ran on."""
+
+    matched: int  # trials present in both
+    missing: list[str]  # reference trials the fresh sweep lacks
+    extra: list[str]  # fresh trials the reference lacks
+    metrics: dict[str, MetricAgreement]
+    tolerance_rule: str  # the rule in words, for the printout
+    fingerprint_differences: list[tuple[str, str, str]]  # (key, fresh, reference) where the machines differ
+
+    @property
+    def exact(self) -> bool:
+        return not self.missing and not self.extra and all(m.largest == 0.0 for m in self.metrics.values())
+
+    @property
+    def verdict(self) -> str:
+        if self.exact:
+            return BIT_EXACT
+        if self.missing or self.extra or any(m.beyond or m.shifted for m in self.metrics.values()):
+            return NOT_REPRODUCED
+        return WITHIN_TOLERANCE
+
+
+def _read_runs(folder: Path) -> pd.DataFrame:
+    """The sweep's runs table as `recscale analyze` reads it (`collect.read_runs`: damaged files and missing
+    arch/seed named), with the trial id and the compared metrics checked too, indexed by trial id."""
+    path = folder / RUNS_FILE
+    table = read_runs(path)
+    missing = [c for c in ("trial_id", *REPRODUCED_COLUMNS) if c not in table.columns]
+    if missing:
+        raise RecscaleError(f"{path}: column {missing[0]!r} missing")
+    if table["trial_id"].duplicated().any():
+        raise RecscaleError(f"{path}: trial_id {table['trial_id'][table['trial_id'].duplicated()].iloc[0]!r} "
+                            "appears twice")
+    return table.set_index("trial_id")
+
+
+def seed_noise_tolerance(reference: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series, float]:
+    """(seed SD used, the setting's own seed SD, the floor) per reference trial (indexed like `reference`)
+    for `metric`, by the rule in the module docstring; the tolerance is a multiple of the first."""
+    settings = [c for c in config_columns(reference.reset_index()) if c in reference.columns]
+    values = reference[metric].astype(np.float64)
+    keys = [reference[c].astype(str) for c in settings]
+    if settings:
+        sd = values.groupby(keys, dropna=False).transform(lambda v: v.std(ddof=1) if v.notna().sum() >= 2 else np.nan)
+        per_setting = sd.groupby(keys, dropna=False).first()
+    else:
+        sd = pd.Series(values.std(ddof=1) if values.notna().sum() >= 2 else np.nan, index=values.index)
+        per_setting = sd.iloc[:1]
+    positive = per_setting[per_setting > 0]
+    floor = float(positive.median()) if len(positive) else 0.0
+    return sd.where(sd > floor, floor), sd, floor
+
+
+def _shift_p(standardised: pd.Series) -> float | None:
+    """p of a one-sample t-test of the standardised signed differences against zero (None when fewer than
+    SHIFT_MIN_TRIALS differ, or they are not finite)."""
+    from scipy import stats
+
+    x = standardised.to_numpy(dtype=np.float64)
+    if not np.isfinite(x).all() or np.count_nonzero(x) < SHIFT_MIN_TRIALS:
+        return None
+    return float(stats.ttest_1samp(x, 0.0).pvalue)
+
+
+def _fingerprints(table: pd.DataFrame) -> dict[str, str]:
+    """Each `env_*` column's distinct values, joined ("" for a table that predates fingerprints)."""
+    return {c[len(FINGERPRINT_PREFIX):]: " | ".join(sorted({str(v) for v in table[c].dropna()}))
+            for c in table.columns if c.startswith(FINGERPRINT_PREFIX)}
+
+
+def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str, *,
+                           sd_fraction: float = DEFAULT_SD_FRACTION,
+                           absolute: float | None = None) -> ReproductionCheck:
+    """Match the two runs tables by `trial_id` and judge how far their `REPRODUCED_COLUMNS` differ."""
+    fresh, ref = _read_runs(Path(fresh_dir)), _read_runs(Path(reference_dir))
+    both = ref.index.intersection(fresh.index)
+    agreements = {}
+    for col in REPRODUCED_COLUMNS:
+        sd_used, sd, floor = seed_noise_tolerance(ref, col)
+        tol = sd_fraction * sd_used if absolute is None else pd.Series(absolute, index=ref.index)
+        d = (fresh.loc[both, col].astype(np.float64) - ref.loc[both, col].astype(np.float64)).abs()
+        d = d.fillna(np.inf).where(~(fresh.loc[both, col].isna() & ref.loc[both, col].isna()), 0.0)
+        if len(d):
+            worst = str(d.idxmax())
+            scale = sd_used.loc[both].where(sd_used.loc[both] > 0)
+            standardised = (fresh.loc[both, col].astype(np.float64) - ref.loc[both, col].astype(np.float64)) / scale
+            agreements[col] = MetricAgreement(
+                col, float(d.max()), worst, float(sd[worst]), float(tol[worst]),
+                [(str(t), float(d[t]), float(tol[t])) for t in d.index if d[t] > tol[t]],
+                floor_sd=floor, median_in_sd=float((d / scale).median()), shift_p=_shift_p(standardised))
+        else:
+            agreements[col] = MetricAgreement(col, float("nan"), "", float("nan"), float("nan"))
+    rule = (f"|difference| <= {absolute:g}" if absolute is not None else
+            f"|difference| <= {sd_fraction:g} x the seed SD of the trial's setting in the reference (at least "
+            "the median setting's), "
+            f"and no systematic shift (one-sample t-test of the differences in SD units, p < {SHIFT_ALPHA:g})")
+    ff, fr = _fingerprints(fresh), _fingerprints(ref)
+    fp_diff = [(k, ff.get(k, "(not recorded)"), fr.get(k, "(not recorded)")) for k in sorted({*ff, *fr})
+               if ff.get(k) != fr.get(k)]
+    return ReproductionCheck(
+        matched=len(both), missing=sorted(set(ref.index) - set(fresh.index)),
+        extra=sorted(set(fresh.index) - set(ref.index)), metrics=agreements, tolerance_rule=rule,
+        fingerprint_differences=fp_diff,
+    )
+
+
+def check_lines(check: ReproductionCheck, *, exact: bool = False) -> list[str]:
+    """The printout of `recscale reference check`, its last line the verdict."""
+    lines = [f"{check.matched} trial(s) in both; {len(check.missing)} missing from the fresh sweep; "
+             f"{len(check.extra)} not in the reference"]
+    lines += [f"  missing: {t}" for t in check.missing] + [f"  not in the reference: {t}" for t in check.extra]
+    if not check.exact:
+        lines.append(f"tolerance: {check.tolerance_rule}")
+    for m in check.metrics.values():
+        line = f"  {m.metric}: largest |fresh - reference| = {m.largest:.3g}"
+        if m.largest > 0:
+            line += (f" ({m.worst_trial}; its setting's seed SD {m.worst_setting_sd:.3g}, median setting's "
+                     f"{m.floor_sd:.3g}, tolerance {m.worst_tolerance:.3g})")
+        lines.append(line)
+        if m.largest > 0 and np.isfinite(m.median_in_sd):
+            shift = "" if m.shift_p is None else f"; systematic shift p = {m.shift_p:.2g}"
+            lines.append(f"    median |difference| = {m.median_in_sd:.2g} seed SD{shift}"
+                         + ("  <- shifted" if m.shifted else ""))
+        lines += [f"    beyond tolerance: {t} {m.metric} differs by {d:.3g} (tolerance {tol:.3g})"
+                  for t, d, tol in m.beyond]
+    if not check.exact:
+        if check.fingerprint_differences:
+            lines.append("where the two ran differs (fresh vs reference):")
+            lines += [f"  {k}: {a or '(none)'} vs {b or '(none)'}" for k, a, b in check.fingerprint_differences]
+        else:
+            lines.append("the two runs record the same machine and software fingerprint")
+    verdict = check.verdict
+    if exact and verdict == WITHIN_TOLERANCE:
+        verdict = f"NOT reproduced bit-exactly (--exact); {WITHIN_TOLERANCE} otherwise"
+    lines.append(verdict)
+    return lines

@@ -1,21 +1,20 @@
 """`AnalysisResult`: everything one analysis of a sweep found, as `analysis.pipeline.analyze` returns it and the
-report modules (`report.py`, `protocol_report.py`) render it."""
+report modules (analysis/report/) render it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ablations import AblationResult
 from .collect import SweepResults
-from .expectations import ExpectationResult
+from .compare.ablations import AblationResult
+from .compare.expectations import ExpectationResult
+from .compare.protocol import ArmFacts, RankComparison
 from .fits.data_scaling import DataScaling
 from .fits.family_comparison import FamilyComparison
 from .fits.reference import Reference
 from .fits.scaling import FamilyScaling
 from .headline import Headline
-from .protocol_evidence import ArmFacts
-from .rank_comparison import RankComparison
-from .retry_report import RetriedRun
+from .report.retry import RetriedRun
 
 
 @dataclass
@@ -44,5 +43,5 @@ class AnalysisResult:
     data_scaling: DataScaling | None = None
     #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
     tuning: Any = None
-    #: the runs a `retry:` policy trained again (analysis/retry_report.py; None for a sweep without one)
+    #: the runs a `retry:` policy trained again (analysis/report/retry.py; None for a sweep without one)
     retried: list[RetriedRun] | None = None

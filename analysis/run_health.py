@@ -102,7 +102,6 @@ def _why_kept(e: Exclusion) -> str:
             if e.status not in FAILED else "USED in the analysis: every run of its setting failed")
 
 
-
 def _str(v: Any) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
 
@@ -252,11 +251,3 @@ def health_section(health: RunHealth | None) -> list[str]:
                 f"{'**' + _why_kept(e) + '**' if e.kept else 'left out'} |" for e in health.excluded]
         out.append("")
     return out
-
-
-def health_dict(health: RunHealth) -> dict[str, Any]:
-    """analysis.json's `run_health`."""
-    return {"counts": health.counts, "derived_rows": health.derived_rows, "unchecked": health.unchecked,
-            "still_falling_unchecked": dict(health.falling_unchecked),
-            "still_falling_checked_here": health.falling_here,
-            "excluded": [dataclasses.asdict(e) for e in health.excluded]}

@@ -1,4 +1,4 @@
-"""The L(N, D) fit (analysis/fits/surface.py, analysis/fits/data_scaling.py) against known surfaces, and its
+"""The L(N, D) fit (analysis/fits/data_scaling.py) against known surfaces, and its
 pipeline wiring.
 
 Known truth: L = 0.40 + 3.0 / N^0.35 + 8.0 / D^0.28 on a 4 x 5 grid of sizes like sweeps/data_scaling.yaml's,
@@ -15,8 +15,14 @@ import pytest
 import yaml
 from scipy import optimize
 
-from analysis.fits.data_scaling import N_TRAIN_COLUMN, data_scaling_analysis, surface_points
-from analysis.fits.surface import FLOPS_PER_PARAM_TARGET, Surface, fit_surface
+from analysis.fits.data_scaling import (
+    FLOPS_PER_PARAM_TARGET,
+    N_TRAIN_COLUMN,
+    Surface,
+    data_scaling_analysis,
+    fit_surface,
+    surface_points,
+)
 from analysis.pipeline import analyze
 
 TRUE = Surface(E=0.40, A=3.0, B=8.0, alpha=0.35, beta=0.28)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.reproduction import compare_with_reference
+from analysis.reference import compare_with_reference
 from harness.fingerprint import fingerprint_differences, machine_fingerprint
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.reference import publish_reference
-from analysis.reproduction import compare_with_reference
+from analysis.reference import compare_with_reference, publish_reference
 from cli.main import main
 from core.errors import RecscaleError
 

@@ -1,47 +1,141 @@
-"""Data as a compute axis: the L(N, D) fit of a sweep that varies `data.n_train`, and its compute-optimal frontier.
+"""Data as a compute axis: the loss surface L(N, D) = E + A / N^alpha + B / D^beta, its fit (Chinchilla's
+approach 3), and the compute-optimal frontier of a sweep that varies `data.n_train` (docs/analysis.md, "Data as
+a compute axis"; `data_scaling_analysis` returns None for other sweeps).
 
-Only a sweep whose runs.parquet has a `data.n_train` column with more than one value gets this section
-(`data_scaling_analysis` returns None otherwise, so other analyses are unchanged).
+The fit minimises the Huber loss (HUBER_DELTA) of log residuals, sum_i Huber(LSE(a - alpha ln N_i,
+b - beta ln D_i, e) - ln L_i) with A = e^a, B = e^b, E = e^e, on N and D divided by their geometric means: the
+N_STARTS best points of a grid each start an L-BFGS-B refinement run to float precision (GTOL; what a
+re-analysis on another CPU is compared at, docs/reproducibility.md). An exponent at a bound of
+EXPONENT_BOUNDS leaves the surface not `identified`. For C = FLOPS_PER_PARAM_TARGET N D (6 N D):
 
-Points: every run is one point (N, D, L): N = non-embedding parameters (`params_non_embedding`), D = the
-training targets the run saw (`train_targets`, else its `data.n_train`), L = the configured loss
-(`analysis.data_scaling`: validation LogLoss by default). A run without a positive finite N, D or L is listed
-with its reason, never dropped silently.
+    N*(C) = G (C/6)^(beta/(alpha+beta)),   D*(C) = G^-1 (C/6)^(alpha/(alpha+beta)),
+    G = (alpha A / (beta B))^(1/(alpha+beta)).
 
-Method:
-- the surface E + A/N^alpha + B/D^beta is fitted to every point (analysis/fits/surface.py: Huber loss of
-  log residuals, grid of starts, L-BFGS-B);
-- intervals: seed bootstrap (analysis/stats/bootstrap.py): seeds are drawn with replacement, every point of a
-  drawn seed comes along, the whole fit is redone; intervals for E, A, B, alpha, beta, the exponent
-  beta/(alpha+beta) of N*(C), and N*(C), D*(C) at each compute of the frontier grid;
-- compute-optimal frontier for C = 6 N D (analysis/fits/surface.py states the convention); the report also
-  gives, per model size, the project's counted training FLOPs (3 x forward FLOPs per target x D,
-  analysis/fits/axes.py) over 6 N D, so a reader can move the frontier onto that axis;
-- form check on held-out sizes: refit without the largest D (and, separately, without the largest N) and
-  predict the seed-mean loss of every left-out cell; errors are set against the seed standard error of that
-  cell's mean;
-- detectable effect: the smallest loss difference between two neighbouring training-set sizes (same N) that a
-  paired t-test over the seeds detects at the configured power (analysis/stats/paired.py), from the median
-  seed SD of those paired differences.
-"""
+Every run is one point (N = `params_non_embedding`, D = `train_targets` else `data.n_train`, L = the configured
+loss), and one without a positive finite N, D or L is listed with its reason; intervals come from the seed
+bootstrap (analysis/stats/bootstrap.py), the held-out check refits without the largest D (and N), and the
+detectable effect is a paired t-test's between neighbouring D at the configured power."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import asdict, dataclass, field
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
+from scipy.special import logsumexp
 
 from harness import runs_columns as C
 
 from ..collect import PARAMS_COLUMN, SweepResults
-from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
-from ..stats.bootstrap import SeedInterval, seed_interval
+from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
 from ..stats.paired import minimum_detectable_effect
-from .family_comparison import Estimate
-from .surface import FLOPS_PER_PARAM_TARGET, HUBER_DELTA, Surface, fit_surface
-from .surface import FORM as LOSS_SURFACE_FORM
+
+#: The fit's name in analysis.json (`form`): an iterative fit (analysis/fits/forms.py ITERATIVE_FORMS), so a
+#: re-analysis compares it at the optimiser's precision (docs/reproducibility.md).
+FORM = "loss surface L(N, D)"
+#: Huber threshold on log-space residuals (Hoffmann et al. 2022, approach 3).
+HUBER_DELTA = 1e-3
+EXPONENT_BOUNDS = (1e-3, 4.0)
+#: A fitted exponent within this relative distance of a bound counts as at the bound.
+BOUND_SLACK = 1e-4
+N_STARTS = 8
+#: Training FLOPs per parameter per target in C = 6 N D.
+FLOPS_PER_PARAM_TARGET = 6.0
+_EXPONENT_GRID = (0.05, 0.15, 0.3, 0.5, 0.8, 1.2, 2.0)
+_E_SHARES = (0.5, 0.8, 0.9, 0.97, 0.995)      # E as a share of the smallest observed loss
+_AB_SHARES = (1e-3, 1e-2, 0.05, 0.2, 0.6)     # A (B) at the geometric-mean size, as a share of the mean loss
+#: L-BFGS-B stops on a projected gradient below GTOL or when its line search can no longer decrease the
+#: objective. Its relative-decrease rule is off (ftol=0): it measures the decrease against max(|f|, 1), and this
+#: objective is about 1e-5, so any ftol > 0 stopped it at a relative precision of ftol / 1e-5 (1e-7 at the former
+#: 1e-12), which left the parameters fixed to only about 3e-4 relative and moved them with the CPU's kernels.
+GTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A fitted L(N, D); N and D in their own units (parameters, targets)."""
+
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+    identified: bool = True
+    objective: float = float("nan")
+
+    def predict(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
+        n, d = np.asarray(n, dtype=np.float64), np.asarray(d, dtype=np.float64)
+        return self.E + self.A * n ** -self.alpha + self.B * d ** -self.beta
+
+    @property
+    def n_exponent(self) -> float:
+        """a in N*(C) ~ C^a: beta / (alpha + beta)."""
+        return self.beta / (self.alpha + self.beta)
+
+    def n_opt(self, c: np.ndarray | float) -> np.ndarray:
+        """Compute-optimal N for training compute C = 6 N D."""
+        g = (self.alpha * self.A / (self.beta * self.B)) ** (1.0 / (self.alpha + self.beta))
+        return g * (np.asarray(c, dtype=np.float64) / FLOPS_PER_PARAM_TARGET) ** self.n_exponent
+
+    def d_opt(self, c: np.ndarray | float) -> np.ndarray:
+        """Compute-optimal D for C = 6 N D (= C / (6 N*(C)))."""
+        c = np.asarray(c, dtype=np.float64)
+        return c / (FLOPS_PER_PARAM_TARGET * self.n_opt(c))
+
+    def params(self) -> dict[str, float]:
+        return {k: v for k, v in asdict(self).items() if k in ("E", "A", "B", "alpha", "beta")}
+
+
+def _objective(theta: np.ndarray, ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> tuple[float, np.ndarray]:
+    """Huber loss of log residuals and its gradient in theta = (a, b, e, alpha, beta)."""
+    a, b, e, alpha, beta = theta
+    terms = np.stack([a - alpha * ln_n, b - beta * ln_d, np.full_like(ln_n, e)])
+    lse = logsumexp(terms, axis=0)
+    r = lse - ln_l
+    huber = np.where(np.abs(r) <= HUBER_DELTA, 0.5 * r ** 2, HUBER_DELTA * (np.abs(r) - 0.5 * HUBER_DELTA))
+    dr = np.clip(r, -HUBER_DELTA, HUBER_DELTA)  # d huber / d r
+    w = np.exp(terms - lse)  # softmax weights: d lse / d term
+    grad = np.array([np.sum(dr * w[0]), np.sum(dr * w[1]), np.sum(dr * w[2]),
+                     np.sum(dr * w[0] * -ln_n), np.sum(dr * w[1] * -ln_d)])
+    return float(huber.sum()), grad
+
+
+def _grid_starts(ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> np.ndarray:
+    """The N_STARTS grid points with the lowest objective, as rows (a, b, e, alpha, beta)."""
+    low, mean = float(np.exp(ln_l.min())), float(np.exp(ln_l).mean())
+    grid = np.array(list(itertools.product(
+        np.log(np.array(_AB_SHARES) * mean), np.log(np.array(_AB_SHARES) * mean), np.log(np.array(_E_SHARES) * low),
+        _EXPONENT_GRID, _EXPONENT_GRID)))
+    a, b, e, alpha, beta = (grid[:, i:i + 1] for i in range(5))
+    lse = np.logaddexp(np.logaddexp(a - alpha * ln_n, b - beta * ln_d), e)
+    r = np.abs(lse - ln_l)
+    cost = np.where(r <= HUBER_DELTA, 0.5 * r ** 2, HUBER_DELTA * (r - 0.5 * HUBER_DELTA)).sum(axis=1)
+    return grid[np.argsort(cost, kind="stable")[:N_STARTS]]
+
+
+def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | None:
+    """Fit L(N, D) to every point (N_i, D_i, L_i); None with fewer than 2 distinct N or D or < 6 points."""
+    n, d, loss = (np.asarray(v, dtype=np.float64) for v in (n, d, loss))
+    if len(loss) < 6 or len(np.unique(n)) < 2 or len(np.unique(d)) < 2:
+        return None
+    n0, d0 = float(np.exp(np.log(n).mean())), float(np.exp(np.log(d).mean()))
+    ln_n, ln_d, ln_l = np.log(n / n0), np.log(d / d0), np.log(loss)
+    bounds = [(None, None)] * 3 + [EXPONENT_BOUNDS] * 2
+    best: Any = None  # scipy OptimizeResult; _grid_starts yields at least one start
+    for start in _grid_starts(ln_n, ln_d, ln_l):
+        res = optimize.minimize(_objective, start, args=(ln_n, ln_d, ln_l), jac=True, method="L-BFGS-B",
+                                bounds=bounds, options={"ftol": 0.0, "gtol": GTOL, "maxiter": 20000})
+        if best is None or res.fun < best.fun:
+            best = res
+    a, b, e, alpha, beta = (float(v) for v in best.x)
+    lo, hi = EXPONENT_BOUNDS
+    inside = all(lo * (1 + BOUND_SLACK) < x < hi * (1 - BOUND_SLACK) for x in (alpha, beta))
+    return Surface(E=float(np.exp(e)), A=float(np.exp(a) * n0 ** alpha), B=float(np.exp(b) * d0 ** beta),
+                   alpha=alpha, beta=beta, identified=inside, objective=float(best.fun))
+
 
 N_TRAIN_COLUMN = "data.n_train"
 TARGETS_COLUMN = "train_targets"
@@ -236,24 +330,3 @@ def data_scaling_analysis(results: SweepResults) -> DataScaling | None:
     out.measured_c = (float(c.min()), float(c.max()))
     out.frontier = _frontier(fits, out.surface, points, *out.measured_c)
     return out
-
-
-def data_scaling_json(ds: DataScaling | None) -> dict[str, Any] | None:
-    if ds is None:
-        return None
-    s = ds.surface
-    return {
-        "form": LOSS_SURFACE_FORM, "metric": ds.metric, "split": ds.split, "n_points": len(ds.points),
-            "n_seeds": ds.n_seeds,
-        "dropped": ds.dropped, "notes": ds.notes,
-        "method": {"fit": f"Huber (delta {HUBER_DELTA:g}) on log residuals, grid of starts, L-BFGS-B",
-                   "intervals": BOOTSTRAP_METHOD, "compute": f"C = {FLOPS_PER_PARAM_TARGET:g} N D"},
-        "surface": None if s is None else {**s.params(), "identified": s.identified},
-        "intervals": {k: {"value": e.value, "lo": e.lo, "hi": e.hi} for k, e in ds.intervals.items()},
-        "frontier": ds.frontier.to_dict(orient="records"),
-        "measured_compute": list(ds.measured_c),
-        "held_out": [{"left_out": h.left_out, "n": h.n, "d": h.d, "observed": h.observed, "predicted": h.predicted,
-                      "error": h.error, "se": h.se} for h in ds.held_out],
-        "counted_training_flops_over_6nd": {str(int(n)): r for n, r in ds.counted_ratio.items()},
-        "seed_sd_neighbouring_d": ds.seed_sd, "detectable_difference": ds.detectable,
-    }

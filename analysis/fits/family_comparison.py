@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 
 from ..config import ScalingConfig
-from ..stats.bootstrap import SeedInterval, seed_interval
+from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
 from ..stats.paired import holm, seeds_for_power
 from .axes import UNIT_NAMES, Convention
 from .forms import fit_log_linear
@@ -27,13 +27,6 @@ CROSSOVER_REACH = 10.0
 #: Effects the power statement is sized for.
 SLOPE_EFFECT = HELIX_CTR["slope"]
 GAIN_EFFECT = 0.001
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float
-    lo: float
-    hi: float
 
 
 @dataclass(frozen=True)

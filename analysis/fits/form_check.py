@@ -12,7 +12,7 @@ ladder (analysis/fits/forms.py):
   F = [S * sum_i (mean_i - fit_i)^2 / (P - k)] / [sum_is (y_is - mean_i)^2 / (N - P)], k the form's parameters
   (the power law's are tested in gain units, the others in metric units). A seed effect shared by all sizes
   inflates pure error, so the test is conservative; its p-values are Holm-corrected over every form test of
-  the report (analysis/report.py) before words are put on them;
+  the report (analysis/report/writer.py) before words are put on them;
 - the best form is the one with the smallest root-mean-square leave-one-size-out error, over the sizes every
   compared form could predict; the report says by how many seed SEs it beats the next.
 """

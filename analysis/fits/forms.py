@@ -19,8 +19,8 @@ import numpy as np
 from scipy import optimize
 
 from .axes import Convention
+from .data_scaling import FORM as LOSS_SURFACE
 from .powerlaw import seed_lines
-from .surface import FORM as LOSS_SURFACE
 
 POWER_LAW = "power law of the gain"
 LOG_LINEAR = "log-linear"
@@ -28,7 +28,7 @@ SATURATING = "saturating"
 #: Forms fitted by an iterative optimiser: their parameters, and what is computed from them, are fixed only
 #: to the optimiser's precision and the fit's conditioning, so a re-analysis on another CPU kind compares
 #: them looser (docs/reproducibility.md).
-#: The L(N, D) surface of analysis/fits/surface.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
+#: The L(N, D) surface of analysis/fits/data_scaling.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
 ITERATIVE_FORMS = (SATURATING, LOSS_SURFACE)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
 N_PARAMS = {POWER_LAW: 2, LOG_LINEAR: 2, SATURATING: 3}

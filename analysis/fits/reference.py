@@ -17,10 +17,9 @@ import pandas as pd
 from core.errors import RecscaleError
 
 from ..collect import config_columns, default_baseline, hashable_lists
-from ..comparisons import select
+from ..columns import is_data_column, show, size_columns
+from ..compare.pairing import select
 from ..config import AnalysisConfig, analysis_config
-from ..data_settings import is_data_column
-from ..families import show, size_columns
 from .powerlaw import fit_power_law
 
 KEY = "analysis.scaling.reference"

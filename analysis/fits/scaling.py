@@ -1,6 +1,6 @@
 """Scaling-law fits: ln(gain) against ln(compute), per architecture family, against an external reference.
 
-A family is one architecture at one setting of everything that is not a model size (analysis/families.py);
+A family is one architecture at one setting of everything that is not a model size (analysis/columns.py);
 its points are its model sizes. The gain of a size over the reference (analysis/fits/reference.py: one
 architecture at one fixed size, outside every fitted family, in the family's data setting) is paired by
 seed: dAUC = AUC - AUC_ref (or dAUC / AUC_ref), and the relative loss gain (L_ref - L) / L_ref for LogLoss
@@ -32,7 +32,7 @@ import pandas as pd
 from harness import metric_registry
 
 from ..collect import SweepResults
-from ..families import context_columns, family_columns, labelled_columns, show, size_columns
+from ..columns import context_columns, family_columns, labelled_columns, show, size_columns
 from ..headline import oracle_gap_share
 from .axes import Convention
 from .extrapolation import ComputeForGain, extrapolations

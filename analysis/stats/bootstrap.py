@@ -27,6 +27,15 @@ METHOD = "seed bootstrap (seeds resampled with replacement, whole fit redone; sc
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A value with a 95% interval."""
+
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
 class SeedInterval:
     lo: float
     hi: float

@@ -11,7 +11,7 @@ and exits 2.
 `check` compares a fresh sweep with its reference trial by trial (test AUC and LogLoss) and says which
 kind of reproduction it saw: "bit-exact"; "within tolerance" (by default every difference at most twice
 the seed standard deviation of the trial's setting in the reference, and no systematic shift of the
-differences: analysis/reproduction.py and docs/reproducibility.md give the rule and why); or "NOT
+differences: analysis/reference.py and docs/reproducibility.md give the rule and why); or "NOT
 reproduced", naming the trials and metrics that differ. When it is not bit-exact it prints where the two sweeps ran
 (CPU, instruction sets, BLAS and its kernel, library versions, threads, device) where they differ.
 Exit 0 for the first two (only the first with --exact), 1 otherwise.
@@ -35,7 +35,7 @@ DEFAULT_ROOT = Path("results/reference")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from analysis.reproduction import DEFAULT_SD_FRACTION
+    from analysis.reference import DEFAULT_SD_FRACTION
 
     sub = parser.add_subparsers(dest="action", required=True, metavar="{publish,check}")
     pub = sub.add_parser("publish", help="copy a finished sweep into a reference folder and analyse it there")
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.reproduction import BIT_EXACT, WITHIN_TOLERANCE, check_lines, compare_with_reference
+    from analysis.reference import BIT_EXACT, WITHIN_TOLERANCE, check_lines, compare_with_reference
 
     if args.action == "publish":
         return _publish(args)
@@ -70,9 +70,8 @@ def run(args: argparse.Namespace) -> int:
 def _publish(args: argparse.Namespace) -> int:
     from analysis.collect import RUNS_FILE
     from analysis.pipeline import analyze
-    from analysis.reference import publish_reference
-    from analysis.report import terminal_summary
-    from analysis.reproduction import check_lines, compare_with_reference
+    from analysis.reference import check_lines, compare_with_reference, publish_reference
+    from analysis.report.writer import terminal_summary
 
     out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name
     if (out / RUNS_FILE).is_file() and not args.force:

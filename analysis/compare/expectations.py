@@ -7,7 +7,7 @@ A sweep's `analysis.expectations` lists pairwise claims, each with where it came
          source: "synthetic demo reference (planted candidate-dependent history term)"}
 
 Each claim reads "runs matching `a` beat runs matching `b` on `metric` (default auc)". Its runs are paired
-like a comparison (`analysis.comparisons.pair_runs`: by seed and every setting both sides carry, one
+like a comparison (`analysis.compare.pairing.pair_runs`: by seed and every setting both sides carry, one
 stratum per distinct setting), and the per-seed deltas A - B go through the paired t-test of
 `analysis.stats.paired`. Holm's correction runs over every claim stratum of the report. The outcome:
 
@@ -24,10 +24,10 @@ import numpy as np
 
 from harness import metric_registry
 
-from .collect import SweepResults
-from .comparisons import PairedRuns, pair_runs
-from .config import ComparisonConfig, ExpectationConfig
-from .stats.paired import PairedStats, holm, paired_stats
+from ..collect import SweepResults
+from ..config import ComparisonConfig, ExpectationConfig
+from ..stats.paired import PairedStats, holm, paired_stats
+from .pairing import PairedRuns, pair_runs
 
 HOLDS = "holds"
 REVERSED = "does not hold"
@@ -109,12 +109,3 @@ def expectation_section(items: list[ExpectationResult], split: str, alpha: float
                      f"{_num(r.stats.p_t, '.3g')} | {_num(r.p_holm, '.3g')} | **{r.outcome}** |")
     notes = sorted({f"- {r.label}: {n}" for r in items for n in r.paired.notes})
     return lines + [""] + (["Notes:", "", *notes, ""] if notes else [])
-
-
-def expectation_dicts(items: list[ExpectationResult]) -> list[dict]:
-    """JSON-ready summary of every claim stratum."""
-    return [{"claim": r.expectation.claim, "source": r.expectation.source, "metric": r.expectation.metric,
-             "a": r.expectation.a, "b": r.expectation.b, "stratum": r.paired.stratum,
-             "seeds": [int(s) for s in r.paired.seeds], "deltas": list(r.stats.deltas),
-             "a_better": int(r.a_better.sum()), "mean": r.stats.mean, "std": r.stats.std, "p_t": r.stats.p_t,
-             "p_holm": r.p_holm, "outcome": r.outcome, "notes": list(r.paired.notes)} for r in items]

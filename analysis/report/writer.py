@@ -1,35 +1,31 @@
 """report.md (tables + plot links), the machine-readable summary, and the terminal summary.
 
 Order, headline first: the per-architecture table; the comparisons (gain over the baseline, Holm verdicts);
-the scaling fits and the family comparisons (analysis/scaling_report.py: seed-unit slopes, forms, held-out
+the scaling fits and the family comparisons (analysis/report/scaling.py: seed-unit slopes, forms, held-out
 checks, reference sensitivity, extrapolations, marginal returns).
 """
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from harness import metric_registry
 
-from .ablations import AblationResult
+from ..compare.expectations import expectation_section
+from ..fits.powerlaw import CI_METHOD
+from ..headline import Headline
+from ..result import AnalysisResult
+from ..run_health import health_section
 from .curves import curves_section
-from .data_scaling_report import data_scaling_lines, data_scaling_section
-from .expectations import expectation_dicts, expectation_section
-from .fits.data_scaling import data_scaling_json
-from .fits.powerlaw import CI_METHOD
-from .headline import Headline
-from .protocol_report import answer_lines, protocol_dict, protocol_section
-from .result import AnalysisResult
-from .retry_report import retry_dict, retry_section
-from .run_health import health_dict, health_section
-from .scaling_report import comparison_json, family_comparison_section, family_json, scaling_section
-from .text_format import estimate_text as _est
-from .text_format import markdown_table as _table
-from .text_format import metric_label as _label
-from .text_format import num as _f
-from .text_format import signed_delta as _delta
-from .tuning_report import tuning_dict, tuning_section
+from .data_scaling import data_scaling_lines, data_scaling_section
+from .protocol import answer_lines, protocol_section
+from .retry import retry_section
+from .scaling import family_comparison_section, scaling_section
+from .text import estimate_text as _est
+from .text import markdown_table as _table
+from .text import metric_label as _label
+from .text import num as _f
+from .text import signed_delta as _delta
+from .tuning import tuning_section
 
 
 def _pm(pair: tuple[float, float], fmt: str = ".4f") -> str:
@@ -291,57 +287,3 @@ def _marginal_lines(res: AnalysisResult) -> list[str]:
     for family in _cut(list(by_family), 8, more, "families"):
         out.append(f"  {family[:28]:<28} " + "; ".join(by_family[family]))
     return out + more
-
-
-# ----------------------------------------------------------------------------------------------
-# JSON
-
-
-def _abl(r: AblationResult) -> dict[str, Any]:
-    return {
-        "comparison": r.paired.comparison, "stratum": r.paired.stratum, "seeds": r.paired.seeds.tolist(),
-        **({"error": r.paired.error} if r.paired.error else {}),
-        "metrics": {m: {"n": mc.stats.n, "deltas": list(mc.stats.deltas), "mean": mc.stats.mean,
-                        "std": mc.stats.std, "ci": [mc.stats.ci_low, mc.stats.ci_high], "p_t": mc.stats.p_t,
-                        "p_wilcoxon": mc.stats.p_wilcoxon, "p_permutation": mc.stats.p_permutation,
-                        "p_holm": mc.p_holm, "mde": mc.stats.mde, "verdict": mc.verdict,
-                        "notes": list(mc.stats.notes)} for m, mc in r.metrics.items()},
-        "delong": [{"seed": d.seed, "note": d.note, **({} if d.result is None else {
-            "auc_a": d.result.auc_a, "auc_b": d.result.auc_b, "z": d.result.z, "p": d.result.p_value})}
-            for d in r.delong],
-    }
-
-
-def _headline(h: Headline | None) -> dict[str, Any] | None:
-    if h is None:
-        return None
-    return {"reference": h.reference, "notes": h.notes, "rows": [
-        {"label": r.label, "setting": r.setting, "n_seeds": r.n_seeds, "auc_mean": r.auc[0], "auc_sd": r.auc[1],
-         "logloss_mean": r.logloss[0], "logloss_sd": r.logloss[1], "flops_per_target": r.flops_per_target,
-         "params_non_embedding": r.params_non_embedding, "oracle_auc": r.oracle_auc,
-         "share_oracle_gap": r.share_oracle_gap, "is_reference": r.is_reference,
-         **({"health": r.health} if h.has_health else {})} for r in h.rows]}
-
-
-def summary_dict(res: AnalysisResult) -> dict[str, Any]:
-    """JSON-ready summary of every number in the report."""
-    ref = res.reference
-    return {"sweep": res.results.name, "runs": len(res.results.runs), "baseline": res.results.baseline,
-            "reference": None if ref is None else {"selector": ref.selector, "arch": ref.arch,
-                                                   "setting": ref.setting, "families": ref.families},
-            "headline": _headline(res.headline),
-            "scaling": [family_json(f) for f in res.scaling], "scaling_notes": res.notes,
-            "family_comparisons": [comparison_json(c) for c in res.comparisons],
-            "ablations": [_abl(r) for r in res.ablations], **_protocol_json(res), "plots": res.plots,
-            "warnings": res.warnings, **({"run_health": health_dict(res.health)} if res.health is not None else {}),
-            **({"expectations": expectation_dicts(res.expectations)} if res.expectations else {}),
-            **({"data_scaling": data_scaling_json(res.data_scaling)} if res.data_scaling is not None else {}),
-            **({"tuning": tuning_dict(res.tuning)} if res.tuning is not None else {}),
-            **({"retried_runs": retry_dict(res.retried)} if res.retried is not None else {})}
-
-
-def _protocol_json(res: AnalysisResult) -> dict[str, Any]:
-    """The protocol section's keys, only for a sweep that varies a data setting (other summaries unchanged)."""
-    if not res.arm_facts and res.ranks is None:
-        return {}
-    return {"protocol": protocol_dict(res)}

@@ -7,39 +7,37 @@ of at least three sizes.
 """
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
 from core.results_layout import RUNS_FILE
 
-from .fits.axes import UNIT_NAMES
-from .fits.extrapolation import REACH, SEARCH_REACH, TARGET_STEP
-from .fits.family_comparison import (
+from ..fits.axes import UNIT_NAMES
+from ..fits.extrapolation import REACH, SEARCH_REACH, TARGET_STEP
+from ..fits.family_comparison import (
     ALPHA,
     CROSSOVER_REACH,
     GAIN_EFFECT,
     SLOPE_EFFECT,
-    Estimate,
-    FamilyComparison,
     PairedContrast,
 )
-from .fits.family_comparison import METHOD as COMPARISON_METHOD
-from .fits.form_check import FormCheck, FormResult
-from .fits.forms import ALPHA_BOUNDS, N_PARAMS
-from .fits.marginal_returns import METHOD as MARGINAL_METHOD
-from .fits.marginal_returns import STEP_EFFECT, MarginalReturns
-from .fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
-from .fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
-from .fits.reference import slope_range
-from .fits.scaling import FamilyScaling
-from .stats.bootstrap import METHOD as BOOTSTRAP_METHOD
-from .stats.bootstrap import SeedInterval
-from .text_format import estimate_text as _est
-from .text_format import markdown_table as _table
-from .text_format import metric_label as _label
-from .text_format import num as _f
-from .text_format import signed_delta as _delta
+from ..fits.family_comparison import METHOD as COMPARISON_METHOD
+from ..fits.form_check import FormCheck, FormResult
+from ..fits.forms import ALPHA_BOUNDS, N_PARAMS
+from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
+from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
+from ..fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
+from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
+from ..fits.reference import slope_range
+from ..fits.scaling import FamilyScaling
+from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
+from ..stats.bootstrap import SeedInterval
+from .text import estimate_text as _est
+from .text import markdown_table as _table
+from .text import metric_label as _label
+from .text import num as _f
+from .text import signed_delta as _delta
 
 #: Held-out RMSE beyond this many seed SEs of a size mean is lack of fit (2 SE: about the 95% range of a mean).
 HELD_OUT_LIMIT = 2.0
@@ -361,97 +359,3 @@ def family_comparison_section(res) -> list[str]:
             *_table(["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
                      "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
                     _comparison_rows(res)), "", *_comparison_words(res), ""]
-
-
-# ----------------------------------------------------------------------------------------------
-# JSON
-
-
-def _interval_json(i: SeedInterval | None) -> dict[str, float] | None:
-    return None if i is None else {"lo": i.lo, "hi": i.hi, "undefined_share": i.undefined_share,
-                                   "n_seeds": i.n_seeds}
-
-
-def _estimate(e: Estimate | None) -> dict[str, float] | None:
-    return None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi}
-
-
-def _contrast_json(c: PairedContrast | None) -> dict[str, Any] | None:
-    return None if c is None else {**cast(dict[str, float], _estimate(c.estimate)), "p_value": c.p_value,
-                                   "p_holm": c.p_holm, "sd": c.sd,
-                                   "n_seeds": c.n_seeds, "effect": c.effect, "seeds_for_80_power": c.seeds_for_80}
-
-
-def marginal_json(m: MarginalReturns | None) -> dict[str, Any] | None:
-    if m is None:
-        return None
-    return {"metric": m.metric, "verdict": m.verdict, "diminish_from": m.diminish_from, "level": m.level,
-            "method": m.method, "notes": m.notes, "steps": [
-                {"start": s.start, "end": s.end, "flops_ratio": s.flops_ratio, "doublings": s.doublings,
-                 "n_seeds": s.n, "seeds": [int(x) for x in s.seeds], "deltas": s.deltas.tolist(), "mean": s.mean,
-                 "sd": s.sd, "ci": list(s.ci), "p_value": s.p_value, "p_holm": s.p_holm,
-                 "per_doubling": s.per_doubling, "per_doubling_ci": list(s.per_doubling_ci), "improves": s.improves,
-                 "worsens": s.worsens, "seeds_for_80_power": s.seeds_for_80} for s in m.steps]}
-
-
-def _forms_json(c: FormCheck | None) -> dict[str, Any] | None:
-    if c is None:
-        return None
-    return {"seed_sd": c.seed_sd, "seed_se": c.seed_se, "best": c.best, "best_margin_se": c.best_margin_se,
-            "compared_on": c.compared_on, "forms": [
-                {"form": r.form, "identified": r.identified, "params": r.params,
-                 "intervals": {k: _interval_json(v) for k, v in r.intervals.items()},
-                 "held_out": [{"label": h.label, "observed": h.observed, "predicted": h.predicted, "error": h.error}
-                              for h in r.held_out], "rmse": r.rmse,
-                 "largest": None if r.largest is None else {"label": r.largest.label, "error": r.largest.error},
-                 "lack_of_fit": {"F": r.lof_f, "df": list(r.lof_df), "p": r.lof_p, "p_holm": r.lof_p_holm,
-                                 "words": lack_of_fit_words(r, c.seed_se)}, "notes": r.notes} for r in c.forms]}
-
-
-def family_json(f: FamilyScaling) -> dict[str, Any]:
-    fit = f.fit
-    return {
-        "family": f.family, "arch": f.arch, "metric": f.metric, "gain": f.gain_label, "reference": f.reference,
-        "reference_value": f.ref_value, "n_seeds": f.n_seeds, **f.convention.record(), "notes": f.notes,
-        "points": [{"label": p.label, "setting": p.setting, "flops_per_target": p.flops, "x": p.x, "gain": p.gain,
-                    "gain_per_seed": dict(zip(map(int, p.seeds), p.gain_per_seed.tolist())),
-                    "value_per_seed": None if p.value_per_seed is None else
-                    dict(zip(map(int, p.seeds), p.value_per_seed.tolist())),
-                    "n_seeds": p.n_seeds, "oracle_gap_closed": p.oracle_gap_closed} for p in f.points],
-        "not_learned": f.not_learned,
-        "marginal_returns": marginal_json(f.marginal),
-        "excluded_sizes": [p.label for p in f.excluded],
-        "helix_ctr": None if f.helix is None else {"comparable": f.helix.comparable, "reason": f.helix.reason,
-                                                   "inside_ci": f.helix.inside_ci},
-        "fit": None if fit is None else {
-            "slope": fit.slope, "intercept": fit.intercept, "slope_se": fit.slope_se,
-            "intercept_se": fit.intercept_se, "slope_ci": list(fit.slope_ci), "ci_method": fit.ci_method,
-            "df": fit.df, "n_points": fit.n_points, "n_obs": fit.n_obs, "n_seeds": fit.n_seeds,
-            "r2": fit.r2, "r2_means": fit.r2_means,
-                                         "slope_ci_per_point_pseudo_replicated": list(fit.slope_ci_per_point),
-            "x_axis": f.convention.x_axis, "x_unit": f.convention.x_unit,
-            "seed_slopes": {str(k): v for k, v in fit.seed_slopes.items()},
-            "seed_intercepts": {str(k): v for k, v in fit.seed_intercepts.items()},
-            "dropped_points": [{"label": d.label, "seed": d.seed, "gain": d.gain, "reason": d.reason}
-                               for d in fit.dropped]},
-        "reference_sensitivity": [{"reference": s.reference, "chosen": s.is_chosen, "slope": s.slope,
-                                   "slope_ci": list(s.ci), "n_seeds": s.n_seeds, "n_dropped": s.n_dropped}
-                                  for s in f.reference_slopes],
-        "reference_slope_range": list(slope_range(f.reference_slopes)) if f.reference_slopes else None,
-        "forms": _forms_json(f.forms),
-        "compute_for_further_gain": [{"form": e.form, "step": e.step, "x": e.x, "interval": _interval_json(e.interval),
-                                      "determined": e.determined, "words": e.words} for e in f.extrapolations],
-    }
-
-
-def comparison_json(c: FamilyComparison) -> dict[str, Any]:
-    return {"a": c.a, "b": c.b, "metric": c.metric, "gain": c.convention.gain_label(c.metric),
-            "reference": c.reference, **c.convention.record(), "method": c.method, "seeds": c.seeds,
-            "slope_a": c.slope_a, "slope_b": c.slope_b, "slope_diff": _contrast_json(c.slope_diff),
-            "log_linear_slope_diff": _contrast_json(c.log_linear_diff), "iso_x": c.iso_x,
-            "gain_a": _estimate(c.gain_a), "gain_b": _estimate(c.gain_b), "diff": _contrast_json(c.diff),
-            "ratio": _estimate(c.ratio), "value_a": c.value_a, "value_b": c.value_b,
-            "crossover_x": c.crossover_x, "crossover_interval": _interval_json(c.crossover_interval),
-            "crossover": c.crossover, "words": [contrast_words(c.slope_diff, "power-law slope"),
-                                                contrast_words(c.log_linear_diff, "log-linear slope"),
-                                                contrast_words(c.diff, "gain at x*")], "notes": c.notes}

@@ -16,8 +16,8 @@ import pandas as pd
 from core import results_layout as layout
 from harness.curves import read_curves
 
-from .collect import SweepResults
-from .families import family_columns, show, size_columns
+from ..collect import SweepResults
+from ..columns import family_columns, show, size_columns
 
 LOSS, VALID = "train/loss", "valid/ne"
 

@@ -23,7 +23,7 @@ from core.atomic_write import write_parquet
 from core.results_layout import score_ranks_file
 from protocols.errors import DataValidationError
 
-from .collect import SweepResults
+from ..collect import SweepResults
 
 ranks_file = score_ranks_file
 

@@ -10,7 +10,7 @@ section.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ import pandas as pd
 from harness import run_health as H
 from harness import runs_columns as C
 
-from .text_format import markdown_table
+from .text import markdown_table
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,3 @@ def retry_section(retried: list[RetriedRun] | None) -> list[str]:
     rows = [[r.trial, r.setting, str(r.seed), r.path, r.status] for r in retried]
     return head + markdown_table(["run", "setting", "seed", "learning rate → status, per attempt", "final status"],
                                  rows) + [""]
-
-
-def retry_dict(retried: list[RetriedRun]) -> list[dict[str, Any]]:
-    """analysis.json's `retried_runs`."""
-    return [asdict(r) for r in retried]

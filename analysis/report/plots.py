@@ -1,28 +1,36 @@
-"""Seaborn figures of a report, written as PNG: scaling fits, ablation forest and seed strip plots,
-grouped metrics and protocol / delay comparisons. Each function returns the path it wrote or None when the
-sweep has nothing to show for it."""
+"""The report's figures, written as PNG (docs/analysis.md, "Plots"): scaling fits and the three forms per family,
+ablation forest and seed strips, grouped metrics, protocol / delay settings, and the data-scaling IsoFLOP
+curves and frontier. Each function returns the path it wrote, or None when the sweep has nothing to show for it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import colors
+
+from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
+from ..fits.form_check import FormCheck
+from ..fits.forms import FORMS, Ladder
+from ..fits.scaling import FamilyScaling
+from .data_scaling import bound_text
+from .text import metric_label
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness import metric_registry  # noqa: E402
 from harness.runs_columns import protocol_parameter_columns  # noqa: E402
 
-from .ablations import AblationResult  # noqa: E402
-from .collect import SweepResults  # noqa: E402
-from .fits.papers import HELIX_CTR  # noqa: E402
-from .fits.scaling import FamilyScaling  # noqa: E402
-from .stats.paired import SIGNIFICANT  # noqa: E402
+from ..collect import SweepResults  # noqa: E402
+from ..compare.ablations import AblationResult  # noqa: E402
+from ..fits.papers import HELIX_CTR  # noqa: E402
+from ..stats.paired import SIGNIFICANT  # noqa: E402
 
 DELTA_SCALE = 1e3  # deltas are drawn in units of 1e-3
 DPI = 150
@@ -306,4 +314,125 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
         ax.set_ylabel(f"{results.config.split} AUC")
         ax.set_title(f"{results.config.split} AUC by {c} (dots: seeds, diamonds: mean)")
         ax.legend(fontsize=8, title="arch")
+    return save_figure(fig, path)
+
+
+STYLES = {FORMS[0]: ("tab:blue", "power law of gain"), FORMS[1]: ("tab:green", "log-linear"),
+          FORMS[2]: ("tab:red", "saturating")}
+BEYOND = 10.0
+
+
+def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | None:
+    fams = [f for f in fits if f.metric == metric and f.ladder is not None and f.forms is not None]
+    if not fams:
+        return None
+    apply_style()
+    cols = min(3, len(fams))
+    rows = int(np.ceil(len(fams) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows + 0.6), squeeze=False)
+    for ax, fam in zip(axes.ravel(), fams):
+        ladder = cast(Ladder, fam.ladder)  # plotted families have a ladder and forms
+        for p in range(len(ladder.x)):
+            v = ladder.values[p][np.isfinite(ladder.values[p])]
+            ax.scatter(np.full(len(v), ladder.x[p]), v, s=12, color="grey", alpha=0.6, lw=0)
+        ax.scatter(ladder.x, ladder.size_means(), s=50, color="black", zorder=3)
+        inside = np.linspace(ladder.lx.min(), ladder.lx.max(), 80)
+        beyond = np.linspace(ladder.lx.max(), ladder.lx.max() + np.log(BEYOND), 40)
+        for form in FORMS:
+            curve = ladder.fit(form)
+            if curve is None:
+                continue
+            colour, name = STYLES[form]
+            ax.plot(np.exp(inside), curve.predict(inside), color=colour, lw=1.6, label=name)
+            ax.plot(np.exp(beyond), curve.predict(beyond), color=colour, lw=1.2, ls="--")
+        ax.set_xscale("log")
+        ax.set_title(f"{fam.family}\nbest held out: {cast(FormCheck, fam.forms).best or '–'}", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel(fam.convention.x_label, fontsize=7)
+        ax.set_ylabel(metric_label(metric), fontsize=8)
+        lo, hi = np.nanmin(ladder.values), np.nanmax(ladder.values)
+        pad = 0.5 * (hi - lo) if hi > lo else 0.01
+        ax.set_ylim(lo - pad, hi + pad)
+    for ax in axes.ravel()[len(fams):]:
+        ax.axis("off")
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(f"{metric_label(metric)} against compute: three forms (solid: measured range; dashed: up to "
+                 f"{BEYOND:g}x beyond)", fontsize=10)
+    return save_figure(fig, path, bottom=0.08)
+
+
+N_ISO = 6
+
+
+def _iso_levels(ds: DataScaling) -> np.ndarray:
+    lo, hi = ds.measured_c
+    return np.geomspace(lo, hi, N_ISO)
+
+
+def plot_isoflop(ds: DataScaling | None, path: Path) -> Path | None:
+    if ds is None or ds.surface is None or not ds.surface.identified:
+        return None
+    apply_style()
+    s, pts = ds.surface, ds.points
+    cmap, norm = plt.get_cmap("viridis"), colors.LogNorm(*ds.measured_c)
+    d_lo, d_hi = pts["d"].min(), pts["d"].max()
+    n_grid = np.geomspace(pts["n"].min() / 10, pts["n"].max() * 10, 200)
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for c in _iso_levels(ds):
+        d = c / (FLOPS_PER_PARAM_TARGET * n_grid)
+        loss = s.predict(n_grid, d)
+        inside = (d >= d_lo) & (d <= d_hi)
+        colour = cmap(norm(c))
+        ax.plot(n_grid, np.where(inside, loss, np.nan), color=colour, lw=1.8)
+        ax.plot(n_grid, loss, color=colour, lw=1.0, ls=":")
+        n_opt = float(s.n_opt(c))
+        if not n_grid[0] <= n_opt <= n_grid[-1]:
+            continue  # the minimum lies off the panel (far outside the measured sizes)
+        ax.scatter([n_opt], [s.predict(n_opt, s.d_opt(c))], marker="*", s=110, color=colour, edgecolor="black",
+                   lw=0.6, zorder=4)
+    c_pts = FLOPS_PER_PARAM_TARGET * pts["n"] * pts["d"]
+    ax.scatter(pts["n"], pts["loss"], c=c_pts, cmap=cmap, norm=norm, s=9, alpha=0.5, lw=0)
+    cells = pts.groupby(["n", "d"])["loss"].mean().reset_index()
+    ax.scatter(cells["n"], cells["loss"], c=FLOPS_PER_PARAM_TARGET * cells["n"] * cells["d"], cmap=cmap, norm=norm,
+               s=45, edgecolor="black", lw=0.6, zorder=3)
+    ax.set_xscale("log")
+    ax.set_xlim(n_grid[0], n_grid[-1])
+    lo, hi = pts["loss"].min(), pts["loss"].max()
+    ax.set_ylim(lo - 0.3 * (hi - lo), hi + 0.3 * (hi - lo))
+    ax.set_xlabel("N, non-embedding parameters")
+    ax.set_ylabel(f"{ds.split} {metric_label(ds.metric)}")
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="C = 6 N D (FLOPs)")
+    ax.set_title("IsoFLOP curves of the fitted L(N, D) (solid: D within the measured range; star: N*(C));\n"
+                 "points: measured seed means (large) and seeds (small), coloured by their own 6 N D", fontsize=8)
+    return save_figure(fig, path)
+
+
+def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
+    if ds is None or ds.frontier.empty:
+        return None
+    apply_style()
+    f, pts = ds.frontier, ds.points
+    cells = pts.groupby(["n", "d"]).size().reset_index()
+    c_cells = FLOPS_PER_PARAM_TARGET * cells["n"] * cells["d"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, key, label, measured in ((axes[0], "n", "N*(C), non-embedding parameters", cells["n"]),
+                                     (axes[1], "d", "D*(C), training targets", cells["d"])):
+        values = np.concatenate([f[f"{key}_opt"].to_numpy(), measured.to_numpy()])
+        lim = (values.min() / 10, values.max() * 10)  # a band reaching "undetermined" runs off the panel
+        ax.fill_between(f["c"], np.clip(f[f"{key}_lo"], *lim), np.clip(f[f"{key}_hi"], *lim), color="tab:blue",
+                        alpha=0.2, label="95% seed-bootstrap band")
+        ax.set_ylim(*lim)
+        ax.plot(f["c"], f[f"{key}_opt"], color="tab:blue", lw=2, label="fit")
+        ax.scatter(c_cells, measured, s=22, color="grey", label="measured cells")
+        ax.axhspan(measured.min(), measured.max(), color="tab:orange", alpha=0.08, label="measured sizes")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("training compute C = 6 N D (FLOPs)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7, loc="upper left")
+    a = ds.intervals.get("n_exponent")
+    text = "" if a is None else (f": N* ~ C^{a.value:.2f} [{bound_text(a.lo, '.2f')}, {bound_text(a.hi, '.2f')}], "
+                                 f"D* ~ C^{1 - a.value:.2f}")
+    fig.suptitle(f"Compute-optimal allocation from L(N, D){text}", fontsize=10)
     return save_figure(fig, path)

@@ -4,21 +4,18 @@ difference-in-differences of every model pair between arms. Shown when a sweep v
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from core.results_layout import DATASETS_FILE, RUNS_FILE
 from harness import metric_registry
 
-from .ablations import AblationResult
-from .families import show
-from .protocol_evidence import ArmFacts
-from .rank_comparison import METHOD as DID_METHOD
-from .rank_comparison import RankComparison
-from .result import AnalysisResult
-from .stats.paired import SIGNIFICANT
-from .text_format import markdown_table as _table
+from ..columns import show
+from ..compare.ablations import AblationResult
+from ..compare.protocol import METHOD as DID_METHOD
+from ..compare.protocol import ArmFacts, RankComparison
+from ..result import AnalysisResult
+from ..stats.paired import SIGNIFICANT
+from .text import markdown_table as _table
 
 
 def _d(x: float, fmt: str = "+.4f") -> str:
@@ -249,31 +246,3 @@ def protocol_section(res: AnalysisResult) -> list[str]:
                          "verdict", "order"], _did_rows(rc)), ""]
         out += [f"_{n}_" for n in rc.notes] + ([""] if rc.notes else [])
     return out
-
-
-def _facts_dict(f: ArmFacts) -> dict[str, Any]:
-    return {"dataset_a": f.dataset_a, "dataset_b": f.dataset_b, "split": f.split, "targets_a": f.targets_a,
-            "targets_b": f.targets_b, "shared": f.shared, "dropped": f.dropped,
-            "share_history_differs": f.share_history_differs, "targets_history_differs": f.targets_history_differs,
-            "mean_valid_length_a": f.mean_valid_length_a, "mean_valid_length_b": f.mean_valid_length_b,
-            "mean_common_events": f.mean_common_events, "notes": f.notes}
-
-
-def protocol_dict(res: AnalysisResult) -> dict[str, Any]:
-    """JSON of the protocol section (arm facts per ablation index and of every two data arms, rank orders, DiDs)."""
-    rc = res.ranks
-    facts = {str(i): {"comparison": res.ablations[i].label, **_facts_dict(f)} for i, f in sorted(res.arm_facts.items())}
-    pairs = None if res.arm_pairs is None else [{"arm_a": f.arm_a, "arm_b": f.arm_b, **_facts_dict(f)}
-                                                for f in res.arm_pairs]
-    ranks = None
-    if rc is not None:
-        higher = metric_registry.get(rc.metric).higher_is_better
-        ranks = {"metric": rc.metric, "arms": rc.arms, "method": DID_METHOD, "notes": rc.notes,
-                 "order": {a: [{"model": m, "mean": float(rc.means.at[m, a]), "n_seeds": int(rc.n_seeds.at[m, a])}
-                               for m in rc.order(a, higher_is_better=higher)] for a in rc.arms},
-                 "kendall": [{"a": p, "b": q, "tau": t, "p": pv} for p, q, t, pv in rc.kendall],
-                 "did": [{"x": d.x, "y": d.y, "arm_p": d.arm_p, "arm_q": d.arm_q, "seeds": d.seeds.tolist(),
-                          "gap_p": d.gap_p.tolist(), "gap_q": d.gap_q.tolist(), "deltas": d.deltas.tolist(),
-                          "mean": d.mean, "sd": d.sd, "ci": list(d.ci), "p": d.p_value, "p_holm": d.p_holm,
-                          "verdict": d.verdict, "swaps": d.swaps} for d in rc.did]}
-    return {"arm_facts": facts, "arm_pairs": pairs, "ranks": ranks}

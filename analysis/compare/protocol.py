@@ -1,20 +1,13 @@
-"""Evidence beside each comparison that varies a data setting: do the two arms score the same targets, and
-how much did their histories actually change?
+"""Does the data protocol change the conclusions? The evidence beside each comparison that varies a data setting,
+and the rank order of the models per data arm with the difference-in-differences of every model pair between
+arms (docs/analysis.md, "Data protocols").
 
-Read from the sweep folder's `datasets.json` (written by `recscale sweep` from the prepared artifacts;
-`harness.sweep.dataset_facts`), for the analysed split: targets of each arm, targets both share (same
-event_id) and the ones dropped by one side, the share of shared targets whose history membership differs,
-the mean valid history length of each arm and the mean number of history events both hold. An AUC effect is
-read against these: a delay that changes 17% of histories and one that changes all of them are different
-interventions.
-
-When the arms do not share every target and per-target scores are available, the seed-level AUC statistics
-of that comparison are recomputed on the shared targets only (the per-seed AUCs DeLong computes on them), so
-the comparison is not confounded by a different test set.
-
-The same facts for every two data arms of the sweep (`arm_pairs`; the rank order compares each arm with every
-other) give the report's target line when no comparison varies a data setting.
-"""
+`protocol_evidence` reads the sweep's `datasets.json` (`harness.sweep.dataset_facts`): targets each arm scores
+and shares, how many histories changed, mean history lengths, for every compared pair and every two arms
+(`arm_pairs`); where arms do not share every target and scores exist, that comparison's seed-level AUC
+statistics are recomputed on the shared targets. `rank_comparison` orders models per arm by seed-mean metric
+(Kendall's tau between arms) and tests each per-seed DiD_s = (M[X,P,s] - M[Y,P,s]) - (M[X,Q,s] - M[Y,Q,s]) with
+a one-sample t-test, Holm over every DiD of the report."""
 from __future__ import annotations
 
 import itertools
@@ -23,15 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from scipy import stats
 
 from core.results_layout import DATASETS_FILE
 from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
+from ..collect import SweepResults
+from ..columns import arm_columns, arm_label, labelled_columns, show
+from ..stats.paired import holm, paired_stats, verdict
 from .ablations import AblationResult
-from .collect import SweepResults
-from .data_settings import arm_columns, arm_label
-from .stats.paired import holm, paired_stats, verdict
 
 
 @dataclass
@@ -178,3 +173,142 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
         for r, p in zip([r for r in ablations if "auc" in r.metrics], ps):
             r.metrics["auc"].p_holm, r.metrics["auc"].verdict = float(p), verdict(p, cfg.alpha)
     return facts, pairs, warnings
+
+
+LEVEL = 0.95
+METHOD = (f"per-seed difference-in-differences, mean with a {LEVEL:.0%} t interval over seeds, one-sample t-test, "
+          "Holm over every DiD of the report")
+
+
+@dataclass
+class DiD:
+    """(X − Y) under arm P minus (X − Y) under arm Q, per seed."""
+
+    x: str
+    y: str
+    arm_p: str
+    arm_q: str
+    seeds: np.ndarray  # [S]
+    gap_p: np.ndarray  # [S] X − Y under P
+    gap_q: np.ndarray  # [S] X − Y under Q
+    mean: float = float("nan")
+    sd: float = float("nan")
+    ci: tuple[float, float] = (float("nan"), float("nan"))
+    p_value: float = float("nan")
+    p_holm: float = float("nan")
+    verdict: str = ""
+
+    @property
+    def deltas(self) -> np.ndarray:
+        return self.gap_p - self.gap_q
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def swaps(self) -> bool:
+        """The seed-mean order of X and Y differs between the two arms."""
+        return bool(np.sign(self.gap_p.mean()) != np.sign(self.gap_q.mean()))
+
+
+@dataclass
+class RankComparison:
+    metric: str
+    arms: list[str]
+    models: list[str]
+    means: pd.DataFrame  # [model, arm] seed-mean metric
+    n_seeds: pd.DataFrame  # [model, arm]
+    did: list[DiD] = field(default_factory=list)
+    kendall: list[tuple[str, str, float, float]] = field(default_factory=list)  # (P, Q, tau, p)
+    notes: list[str] = field(default_factory=list)
+
+    def order(self, arm: str, *, higher_is_better: bool = True) -> list[str]:
+        """Models measured under `arm`, best first."""
+        return list(self.means[arm].dropna().sort_values(ascending=not higher_is_better, kind="stable").index)
+
+
+def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:
+    """Fill mean, sd, t interval and p of `d` from its per-seed deltas."""
+    x = d.deltas
+    d.mean = float(x.mean()) if len(x) else float("nan")
+    if len(x) >= 2:
+        d.sd = float(x.std(ddof=1))
+        half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1)) * d.sd / np.sqrt(len(x))
+        d.ci = (d.mean - half, d.mean + half)
+        d.p_value = float(stats.ttest_1samp(x, 0.0).pvalue) if d.sd > 0 else float("nan")
+    return d
+
+
+def _arm_order(results: SweepResults, labels: list[str]) -> list[str]:
+    """The sweep's own order of its data bundles (grid.data in sweep.yaml), else sorted labels."""
+    from core.results_layout import SWEEP_FILE
+
+    from ..collect import _read_sweep_doc
+
+    grid = _read_sweep_doc(results.root / SWEEP_FILE).get("grid") or {}
+    named = [str(v["name"]) for v in grid.get("data", []) if isinstance(v, dict) and "name" in v]
+    first = [n for n in named if n in labels]
+    return first + sorted(set(labels) - set(first))
+
+
+def rank_comparison(results: SweepResults, metric: str = "auc") -> RankComparison | None:
+    """Rank orders and DiDs across the data arms of `results` (None with fewer than two arms or models)."""
+    runs, cfg = results.runs, results.config
+    arm_cols = arm_columns(runs, results.config_columns)
+    col = results.metric_column(metric)
+    if not arm_cols or col not in runs.columns:
+        return None
+    model_cols = [c for c in results.config_columns if c not in arm_cols and c != C.DATASET_ID
+                  and not c.startswith("data.") and c not in (C.PROTOCOL, *C.protocol_parameter_columns())]
+    varying = labelled_columns(runs, model_cols)  # settings that vary within an architecture label a model
+    frame = pd.DataFrame({
+        "arm": runs.apply(lambda r: arm_label(r, arm_cols), axis=1),
+        "model": runs["arch"].astype(str) + runs[varying].apply(
+            lambda r: "".join(f", {c}={show(v)}" for c,
+                              v in r.items()), axis=1) if varying else runs["arch"].astype(str),
+        "seed": runs["seed"].astype(int), "value": runs[col].astype(float)})
+    frame = frame[np.isfinite(frame["value"])]
+    arms = _arm_order(results, sorted(frame["arm"].unique()))
+    if len(arms) < 2 or frame["model"].nunique() < 2:
+        return None
+    notes = []
+    dup = frame.duplicated(["arm", "model", "seed"], keep=False)
+    if dup.any():
+        notes.append(f"{int(dup.sum())} runs share arm, model and seed (another setting varies): their mean is used")
+    cell = frame.groupby(["model", "arm", "seed"])["value"].mean()  # [model, arm, seed]
+    means = cell.groupby(["model", "arm"]).mean().unstack("arm")[arms]
+    means = means[means.notna().sum(axis=1) >= 2]  # a model measured under one arm only has no between-arm gap
+    arms = [a for a in arms if means[a].notna().sum() >= 2]
+    if len(arms) < 2 or len(means) < 2:
+        return None
+    means = means[arms]
+    counts = cell.groupby(["model", "arm"]).size().unstack("arm").loc[means.index, arms]
+    higher = _higher_is_better(metric)
+    models = list(means[arms[0]].sort_values(ascending=not higher, kind="stable").index)
+    out = RankComparison(metric, arms, models, means.loc[models], counts.loc[models], notes=notes)
+    for p, q in itertools.combinations(arms, 2):
+        both = means[[p, q]].dropna()
+        if len(both) >= 2:
+            tau, pv = stats.kendalltau(both[p], both[q])
+            out.kendall.append((p, q, float(tau), float(pv)))
+        for x, y in itertools.combinations(models, 2):
+            try:
+                table = pd.DataFrame({k: cell.loc[(m, a)] for k, (m, a) in
+                                      {"xp": (x, p), "yp": (y, p), "xq": (x, q), "yq": (y, q)}.items()}).dropna()
+            except KeyError:
+                continue
+            if table.empty:
+                continue
+            out.did.append(did_stats(DiD(x, y, p, q, table.index.to_numpy(dtype=np.int64),
+                                         (table["xp"] - table["yp"]).to_numpy(),
+                                         (table["xq"] - table["yq"]).to_numpy())))
+    for d, ph in zip(out.did, holm([d.p_value for d in out.did])):
+        d.p_holm, d.verdict = float(ph), verdict(ph, cfg.alpha)
+    return out
+
+
+def _higher_is_better(metric: str) -> bool:
+    from harness import metric_registry
+
+    return metric_registry.get(metric).higher_is_better

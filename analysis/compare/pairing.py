@@ -6,7 +6,7 @@ architecture-specific width, is not a pairing key). Each distinct value of the p
 reported as its own comparison, so seed deltas never mix different sizes or protocols.
 
 A comparison that varies a data setting (protocol, delay, history length) compares two datasets: it pairs on
-seed and every other setting whatever the dataset's name or id (`analysis.data_settings.DATASET_IDENTITY`),
+seed and every other setting whatever the dataset's name or id (`analysis.columns.DATASET_IDENTITY`),
 and a setting only one side has (`delay_s` is empty under author50) is a stratum of that side, not a key.
 A comparison that finds no pair is an error (`PairedRuns.error`), reported as such, never a silent n = 0.
 """
@@ -21,10 +21,9 @@ import pandas as pd
 from core.results_layout import RUNS_FILE
 from core.typed_config import ConfigError
 
-from .collect import SweepResults
-from .config import ComparisonConfig
-from .data_settings import DATASET_IDENTITY, varies_data
-from .families import show
+from ..collect import SweepResults
+from ..columns import DATASET_IDENTITY, show, varies_data
+from ..config import ComparisonConfig
 
 
 @dataclass

@@ -10,13 +10,12 @@ table) could not be chosen; a setting where every value had one (`fallback`) is 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from core.results_layout import RUNS_FILE
 from harness.runs_columns import TUNED
 from harness.sweep.tuning import TuningChoice, read_choice
 
-from .text_format import markdown_table, num
+from .text import markdown_table, num
 
 
 def load_tuning(root: Path) -> TuningChoice | None:
@@ -66,12 +65,3 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
             f"measurement run of a setting trained at its chosen value ({RUNS_FILE}'s `{TUNED}` column names the "
             "key). A choice at the grid's edge is listed under Warnings.",
             "", *markdown_table(header, rows), ""]
-
-
-def tuning_dict(choice: TuningChoice) -> dict[str, Any]:
-    """analysis.json's `tuning`: tuning.json's choice without the per-trial rows."""
-    return {"param": choice.param, "metric": choice.metric, "mode": choice.mode, "grid": choice.grid,
-            "seeds": choice.seeds,
-            "settings": [{"setting": s.setting, "point": s.point, "chosen": s.chosen, "edge": s.edge,
-                          "means": s.means, "healthy": s.healthy, "fallback": s.fallback}
-                         for s in choice.settings]}

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fits.data_scaling import UNDETERMINED, DataScaling
-from .fits.surface import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, HUBER_DELTA
-from .text_format import markdown_table, metric_label, num
+from ..fits.data_scaling import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, HUBER_DELTA, UNDETERMINED, DataScaling
+from .text import markdown_table, metric_label, num
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
 FRONTIER_STEP = 4

@@ -1,18 +1,21 @@
-"""Which columns make a model size and which make a family.
+"""Which columns of runs.parquet make a model size, a family, a data setting and a data arm (docs/analysis.md,
+"Families and sizes" and "Data protocols").
 
-A family is one architecture at one value of every setting that is not a size (protocol, delay, ablation
-switches, ...); its points are its model sizes. Size columns are `analysis.scaling.size_by`, or by default
-every numeric (non-boolean) model.* column plus `model.size` (named sizes such as HELIX's S / M / L).
-A model.* column whose value is fixed by the size within each architecture and changes with it (a head width
-that follows the model width, the name of a model bundle) is an attribute of the size, not a family key.
-These functions take a plain runs table, so a sweep's planned trials (`--dry-run`) and its finished runs
-form families the same way.
-"""
+Size columns are `analysis.scaling.size_by`, or by default every numeric model.* column plus `model.size`; a
+model.* column that follows the size within each architecture is an attribute of the size, not a family key.
+A family is one architecture at one value of every other setting. A data setting
+(`harness.runs_columns.data_setting_columns()` or a `data.*` column) changes the prepared dataset; `data.name`
+and `dataset_id` identify the dataset as a whole, so a comparison that varies a data setting never pairs on
+them; a data arm is one value of the data columns a sweep varies. The functions take a plain runs table, so
+planned trials (`--dry-run`) and finished runs are read alike."""
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
 from core.typed_config import ConfigError
+from harness import runs_columns as C
 
 #: A named-size column counts as a size even though it is not numeric.
 NAMED_SIZE_COLUMN = "model.size"
@@ -78,3 +81,29 @@ def context_columns(family_cols: list[str]) -> list[str]:
     """Family columns shared by every architecture (data and training settings, not model.* options):
     a family and its reference must agree on them."""
     return [c for c in family_cols if c != "arch" and not c.startswith("model.")]
+
+
+#: Columns naming a whole dataset; never pairing keys of a comparison that varies a data setting.
+DATASET_IDENTITY = (C.DATA_NAME, C.DATASET_ID)
+
+
+def is_data_column(column: str) -> bool:
+    return column in C.data_setting_columns() or column in DATASET_IDENTITY or column.startswith(C.DATA_PREFIX)
+
+
+def varies_data(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when selectors `a` and `b` of a comparison differ in a data setting."""
+    return any(is_data_column(k) for k in (*a, *b))
+
+
+def arm_columns(runs: pd.DataFrame, config_columns: list[str]) -> list[str]:
+    """Data columns that take more than one value in `runs` (empty: a single data arm)."""
+    cols = [c for c in config_columns if is_data_column(c) and c != C.DATASET_ID]
+    return [c for c in cols if runs[c].nunique(dropna=False) > 1]
+
+
+def arm_label(row: pd.Series, columns: list[str]) -> str:
+    """`data.name` when the sweep names its data bundles, else the varied settings (n/a where empty)."""
+    if C.DATA_NAME in columns and pd.notna(row[C.DATA_NAME]):
+        return str(row[C.DATA_NAME])
+    return ", ".join(f"{c}={'n/a' if pd.isna(row[c]) else show(row[c])}" for c in columns)

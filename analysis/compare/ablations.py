@@ -17,11 +17,11 @@ from core.results_layout import RUNS_FILE, predictions_file
 from harness import metric_registry
 from protocols.errors import DataValidationError
 
-from .collect import SweepResults
-from .comparisons import PairedRuns, default_comparisons, pair_runs
+from ..collect import SweepResults
+from ..stats.delong import DeLongResult, delong_paired
+from ..stats.paired import PairedStats, holm, paired_stats, verdict
+from .pairing import PairedRuns, default_comparisons, pair_runs
 from .score_ranks import ScoreRanks
-from .stats.delong import DeLongResult, delong_paired
-from .stats.paired import PairedStats, holm, paired_stats, verdict
 
 
 @dataclass
