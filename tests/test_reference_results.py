@@ -106,7 +106,7 @@ def test_reanalysis_under_other_kernels_is_the_same_within_tolerance(name, tmp_p
         analyze(here, progress=False, plots=False)
     other = _copy_inputs(folder, tmp_path / "other")
     proc = subprocess.run([sys.executable, "-c", _ANALYSE_AND_NAME_KERNELS, str(other)],
-                          env={**os.environ, **other_kernels()}, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **other_kernels()}, capture_output=True, text=True, timeout=900,
                           cwd=REFERENCE_ROOT.parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] != kernels()  # the child really ran other kernels
