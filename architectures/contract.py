@@ -1,42 +1,8 @@
 """The model contract: what every registered architecture takes, is configured by and reports.
 
-A model family is one file under `architectures/` (found automatically, see `architectures/__init__.py`)
-holding a config dataclass and a builder registered with `@architectures.register(name, config=Cfg)`:
-
-    @dataclass
-    class MyConfig:
-        dim: int = 64
-        num_layers: int = 2
-        history_len: int = 128          # required: the most recent history events the model reads
-        reuse_requests: bool = False    # optional: only in models that support request reuse
-
-        def __post_init__(self) -> None:  # value checks from blocks/config_checks.py
-            check_choices(self)
-            require_positive(self, "dim", "num_layers", "history_len")
-
-    @architectures.register("mine", config=MyConfig)
-    class Mine(nn.Module):
-        def __init__(self, spec: FeatureSpec, cfg: MyConfig) -> None: ...
-        def forward(self, batch: Batch) -> torch.Tensor: ...     # logits [B]
-
-The contract, checked by `check_config_class` when a model registers and by
-tests/test_model_conformance.py for every registered model:
-
-- Config: a dataclass whose every field has a default (so `Cfg()` is the reference configuration),
-  with an int field `history_len`. A batch whose history is longer is cut inside the model to the
-  `history_len` most recent valid events (`blocks/history_window.py`), so one prepared dataset serves
-  a sweep over history length and `recscale flops` sizes its batch from `cfg.history_len`.
-- Request reuse: a model that can compute its candidate-independent (history) side once per request
-  declares the bool field `reuse_requests` (default False) and nothing else does; no other field name
-  starting with `reuse` is accepted. With it on, outputs equal those with it off whenever the
-  candidates of a request carry the same history (`blocks/request_reuse.py`).
-- Forward: `forward(batch: Batch) -> logits [B]` (float). `protocols.schema.Batch` is the batch
-  schema as a type; a model reads only `ModelInputs` keys (never `label` or `event_id`), gives the
-  same logits whatever PAD history positions hold, and runs on an empty history.
-- History: a model that reads no history at all sets the class attribute `reads_history = False`
-  (Wukong); for every other model changing a valid history event changes the logits.
-- Accounting: the forward pass is traceable by `architectures.flops.count_flops`; embedding parameters
-  are exactly the `nn.Embedding` weights.
+The contract (config fields, request reuse, forward signature, history, accounting) and how to add a
+model: docs/architectures.md, "Adding a model" and "The model contract". `check_config_class` checks the
+config part when a model registers; tests/test_model_conformance.py checks the rest for every model.
 """
 from __future__ import annotations
 

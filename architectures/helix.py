@@ -31,31 +31,9 @@ Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are 
   not state the packing order); a learned vector marks each event's sequence.
 - `history_len` keeps the most recent events of longer histories.
 
-Ablation switches (config values):
-- `interaction`: `mptf` | `self_attention` (MPTF with Mixup replaced by multi-head self-attention over the
-  mix tokens; the per-token SwiGLU's hidden width is narrowed by the attention's parameter count / (3 T W),
-  so non-embedding parameters match MPTF's; FLOPs stay within 5% at every named size);
-- `cross_attention_kv`: `sequence` | `mix_and_sequence` (keys/values = [mix tokens; sequence], as OneTrans);
-- `kv_cache`: `last_layer` (one projection of the last encoder layer) | `per_layer` (decoder layer r
-  projects its own K/V from encoder layer ceil((r + 1) * E / R) - 1, so depths need not match);
-- `compression`: `gather_truncate` | `uniform_pool` | `segment_pool`;
-- `gate_up_norm`: `rms` | `softcap` | `none`;
-- `kv_heads`: key/value heads of every attention (default `num_heads`; fewer: grouped-query attention,
-  each key/value head shared by num_heads / kv_heads query heads; W_K, W_V shrink, score FLOPs do not);
-- `layerscale`: `false` | `true` (a learnable per-channel scale, initialised to 0.1, on the attention and
-  FFN residual branches of every encoder layer; `blocks/helix_encoder.py`);
-- `mix_tokens_map`: `segment` | `dense` (one linear map from all 13 flattened tokens to T x W);
-- `reuse_requests`: run steps 3 (and the history tokenizer) once per unique `request_idx`. Exact when the
-  candidates of a request share their history, as at evaluation; training-time ID masking of history
-  events is drawn per target, so there the reuse path reads the first candidate's masked history.
-
-`ablation` names a one-switch variant (`ABLATIONS`: self_attention, mix_and_sequence_kv, per_layer_cache,
-uniform_pool, segment_pool, softcap, no_gate_up_norm, gqa, layerscale, dense_mix_map) so that a sweep runs
-every ablation on one grid axis.
-
-Named sizes `size` = S / M / L / XL (plus XS, a CPU smoke size for 32-event histories) scale width, depths, heads and
-encoder tokens together
-(`SIZES`); any explicit value (`dim`, `num_layers`, ...) overrides the preset.
+Ablation switches (`interaction`, `cross_attention_kv`, `kv_cache`, `compression`, `gate_up_norm`,
+`kv_heads`, `layerscale`, `mix_tokens_map`, `reuse_requests`; `ablation` names a one-switch variant from
+`ABLATIONS`) and named sizes (`SIZES`: XS, S, M, L, XL): docs/helix.md, "Switches" and "Named sizes".
 """
 from __future__ import annotations
 

@@ -12,14 +12,9 @@ Statuses, checked in this order (the first that applies wins):
   0.5: |AUC - 0.5| < `AUC_NOISE_Z` standard errors of the AUC of an uninformative score (Hanley & McNeil
   1982 at AUC = 0.5, which is the Mann-Whitney null: SE^2 = (n_pos + n_neg + 1) / (12 n_pos n_neg)).
 - `undertrained`: validation NE not below `NE_MAX` (no better than the base rate), or its held-out loss
-  still falling fast at the end (`still_falling`): harness/loss_trend.py measures the relative fall per
-  tenth of the run over the last 30 % of its steps, on the validation NE when the run evaluated validation
-  at least three times (`train.eval_every_steps`, or several validated epochs), else on the training loss of
-  a one-epoch run (a progressive-validation estimate: every batch's loss is computed before the model has
-  trained on it); a multi-epoch run has no held-out training curve and needs the evaluations. A run fails
-  when that fall exceeds `FALLING_FAST` and the lower end of its 90 % interval is above 0 (falling at all,
-  told apart from window-to-window noise). metrics.json and runs.parquet record the fall, its lower end and
-  the curve it was measured on (`loss_fall`, `loss_fall_low`, `loss_fall_curve`), or why it was not.
+  still falling fast at the end (`still_falling`): its relative fall per tenth of the run, measured by
+  harness/loss_trend.py on the curve docs/training.md ("Run health") describes, exceeds `FALLING_FAST` and
+  the lower end of its 90 % interval is above 0 (falling at all, told apart from window-to-window noise).
 - `ok`: none of the above.
 
 Calibration of `FALLING_FAST` (2 % per tenth of the run), on MovieLens-100k and the matched-compute study

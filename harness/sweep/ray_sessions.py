@@ -23,26 +23,15 @@ Where Ray has no public API, and what is used instead:
   chooses the temporary folder of the Ray it starts (`ray start --temp-dir` is the command-line one).
 Ray's public `ray.init`, `ray.cluster_resources` and `ray.shutdown` do the rest.
 
-Records of local sessions, and removal of the ones a killed driver left behind:
-
-A sweep without --address starts Ray itself (`ray_session`) in a fresh `/tmp/rs-XXXXXXXX` folder.
-When its driver ends normally it shuts Ray down and removes the folder. After `kill -9` of the driver,
-Ray's GCS and raylet die with it (kernel fate sharing), but Ray's agents and workers linger for about a
-minute and the temporary folder stays for good. So, while a session is open:
-
-- a record `<cache>/ray_sessions/<session>.json` (`records_dir()`: `$RECSCALE_CACHE_DIR`, else
-  `$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale`; per user, outside the repository) names the session,
-  this host, the driver's pid and its start time (as /proc gives it, so a reused pid is not mistaken for the
-  driver) and the temporary folder;
-- every process of the session carries `RECSCALE_RAY_SESSION=<session>` in its environment: the driver sets
-  it before `ray.init`, and the GCS, the raylet, its agents and every worker inherit it.
-
-A session is stale when its record is of this host and its driver is gone. `remove_stale()` (run by every
-sweep before it starts a local Ray, and by `recscale clean`) then ends the processes whose environment
-carries exactly that session's variable (SIGTERM, SIGKILL after STOP_GRACE_S), removes the recorded
-folder when it is a `/tmp/rs-*` folder, and deletes the record. Nothing is ever found by process name: a
-Ray cluster started otherwise (`ray start`, another tool, another user), a session whose driver still runs
-and every folder no record names are left alone. A record that cannot be read is reported and kept.
+Records of local sessions, and removal of what a killed driver left (what is left, and what is never touched:
+docs/reliability.md, last table; docs/sweeps.md, "Interruptions, failures, resume"): while a session is open,
+a record `<cache>/ray_sessions/<session>.json` (`records_dir()`: `$RECSCALE_CACHE_DIR`, else
+`$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale`) names it, this host, the driver's pid and start time (as
+/proc gives it, so a reused pid is not mistaken for the driver) and the temporary folder, and every process
+of the session inherits `RECSCALE_RAY_SESSION=<session>` (set before `ray.init`). A session is stale when
+its record is of this host and its driver is gone; `remove_stale()` then ends the processes carrying exactly
+that variable (SIGTERM, SIGKILL after STOP_GRACE_S), removes the recorded folder if it is a `/tmp/rs-*` one,
+and deletes the record. A record that cannot be read is reported and kept.
 """
 from __future__ import annotations
 
