@@ -8,12 +8,8 @@
 What a model must provide is the contract of `architectures/contract.py`; shared layers live in
 `architectures/blocks/`, FLOP and parameter accounting in `architectures/flops.py`.
 
-Discovery: every module of this package is imported on first use of the registry (`names`, `entry`,
-`build`, `make_config`) except subpackages (`blocks/`), private modules (`_*`) and the helpers in
-`HELPER_MODULES`. A model family is therefore added by one new file with `@register(...)`; nothing else
-changes. Directories listed in the environment variable `RECSCALE_MODEL_PATH` (os.pathsep-separated) are
-searched too, as if their files were in this package (relative imports such as `from .blocks.mlp import
-MLP` work there), so a model can live outside the repository.
+Discovery (first use of the registry; subpackages, `_*` modules and `HELPER_MODULES` skipped) and
+`RECSCALE_MODEL_PATH`: docs/architectures.md, "Adding a model".
 
 `build(name, spec, cfg)` accepts a config instance, a mapping of overrides (validated against the
 config dataclass) or None for the defaults; `build(..., attention=kernel)` sets the kernel of the model's

@@ -1,11 +1,6 @@
 """Launching a sweep through Ray Tune: datasets first, then an optional Optuna search, then the grid.
 
-Layout of `results/<sweep>/` (names in `core.results_layout`): `sweep.yaml` (the file as
-written), `runs/<trial>/` (run folders), `runs.parquet`, `trials.jsonl` (trial start/end events),
-`sweep_summary.json` (timings), `search_best.json`, `tuning.json` and `tuning/` (the tuning stage's choice and
-trials), `datasets.json` (what each prepared dataset holds and how every two differ:
-`harness.sweep.dataset_facts`), and Ray's experiment storage under `ray/<stage>/` (`stage` = `tuning`,
-`search` or `grid`), and with `tracking: mlflow` an MLflow store under `mlflow/` (`harness.sweep.tracking`).
+Layout of `results/<sweep>/`: docs/sweeps.md, "What a sweep writes" (names in `core.results_layout`).
 
 - Every distinct dataset is prepared in the driver before Ray starts any trial.
 - The grid is one `tune.Tuner` whose param space is one `tune.grid_search` over the distinct grid
