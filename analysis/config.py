@@ -1,27 +1,6 @@
 """Typed `analysis:` section of a sweep YAML (optional; every field has a default).
 
-    analysis:
-      baseline: wukong                 # reference architecture (default: the one with the least compute)
-      comparisons:                     # default: every architecture vs the baseline
-        - {name: WHALE vs MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}}
-        - {name: delay 0 s vs 60 s, vary: {delay_s: [0, 60]}, where: {arch: whale}}
-      scaling:
-        reference: {arch: wukong, model.dim: 64}   # one architecture at one fixed size, outside every
-                                       # fitted family (default: {arch: <baseline>})
-        size_by: [model.dim, model.num_layers]   # columns that make a model size (default: numeric model.*
-                                       # columns and model.size)
-        families: [whale, helix]       # architectures to fit (default: all but the reference's)
-        x_axis: forward                # forward FLOPs per target, or training = 3 x forward (per sample)
-        x_unit: flops                  # flops or gflops
-        gain: absolute                 # absolute dAUC, or relative dAUC / AUC_ref (LogLoss gain is relative)
-        compare: [[whale, hstu]]       # family pairs to compare (default: every pair in the same context)
-        helix_reference: true          # compare with HELIX's published CTR fit where the convention matches
-      data_scaling: {metric: logloss, split: valid}   # the L(N, D) fit when the grid varies data.n_train
-      metrics: [auc, logloss, ne, gauc, uauc]   # registered metrics (harness/metric_registry.py); default: all
-      expectations:                    # claims from other studies, checked here (analysis/compare/expectations.py)
-        - {claim: WHALE beats MeanPool, a: {arch: whale}, b: {arch: whale_meanpool}, source: demo reference}
-
-Runs of a comparison are paired by seed and by every other config value both sides carry.
+Keys, defaults and an example: docs/analysis.md, *Configuration*.
 """
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
 """The headline table: one row per architecture and model setting, read straight from runs.parquet.
 
-Per row: test AUC and LogLoss mean and sample sd over seeds, the number of seeds, forward FLOPs per target,
-non-embedding parameters (`params_non_embedding`, when the column exists), and on synthetic logs the share
-of the oracle gap closed (`oracle_gap_share`, the one definition, also used for every scaling point),
-
-    share = mean_s(AUC_s - AUC_ref,s) / mean_s(AUC_oracle,s - AUC_ref,s),
-
-over the seeds s that the row and the scaling reference (in the row's data setting) share, with AUC_oracle
-the AUC of the true probabilities on the same test targets (`oracle_<split>_auc`, which every run on a
-synthetic log records): 0 is the reference, 1 would be the oracle. It is a ratio of seed means, not a mean
-of per-seed ratios: among rows with the same seeds it is an affine function of the mean AUC (it orders rows
-as the AUC column does) and one seed whose reference nearly reaches the oracle cannot blow it up.
-Rows are labelled by the settings that vary in the sweep (size attributes such as a head width that follows
-the width are implied by the size and not repeated).
+Columns and the oracle-gap share (`oracle_gap_share`, the one definition, also used for every scaling point):
+docs/analysis.md, *The report, in order*, item 1.
 """
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """Run health in the analysis: which runs of runs.parquet learned, and the sweep analysed without the rest.
 
-Each run's status is the one `train_run` recorded (`health_status`, `health_reasons`; harness/run_health.py
-owns the criteria and thresholds). A runs.parquet written before that column existed (the committed
-references) gets the status derived from the columns it has (`valid_ne`, `valid_auc`, `valid_n`,
-`valid_positives`, `train_loss`), and the criteria whose inputs are missing are named (`unchecked`).
-The still-falling check (harness/loss_trend.py) needs the run's learning curve: a run that recorded it
-unchecked, or predates it, is checked here from the TensorBoard event files of its run folder when the
-folder is present; otherwise it stays unchecked with the reason ("no curve": a published reference keeps
-runs.parquet, not its run folders), and the report counts the reasons.
-
-Failed runs (`collapsed`, `diverged`: the run broke, whatever the recipe could have done) are left out of
-everything the analysis computes (headline means, scaling fits, comparisons, expectations) when their
-setting (architecture and config, all but the seed) has a run that did not fail; each is listed with its
-reason. A setting whose runs all failed keeps them, since leaving it out would silently remove it (and maybe
-the gain reference) from the study. `undertrained` runs (validation NE not below the threshold, or still
-falling) are listed and kept: they are what the recipe gives at that setting (a small data budget, a short
-run), and leaving out only the seeds of a setting that learned least would bias its mean upwards, the
-selection an honest comparison must not make. The study then answers for its recipe, and the report says
-which settings it did not train far enough. `recscale analyze --strict` fails when any run is unhealthy.
+The criteria and thresholds are harness/run_health.py's; this module reads the recorded status, derives it
+for older runs.parquet files, measures the still-falling check from event files, and decides which runs the
+analysis leaves out and why: docs/analysis.md, *Run health*.
 """
 from __future__ import annotations
 

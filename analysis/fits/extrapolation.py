@@ -1,17 +1,7 @@
 """Compute needed for a further gain, read off each fitted form, with a seed-bootstrap interval.
 
-Target: a further gain of TARGET_STEP (0.1%, the size of gain the industrial ranking papers call significant)
-of the largest measured size's seed-mean metric, in the better direction (up for AUC, down for LogLoss), over
-the fitted curve's own value at the largest size. For each form of analysis/fits/forms.py the compute C at
-which the fitted curve reaches its value there plus that step is found by a
-bracketed root search on ln C (scipy.optimize.brentq), from the largest measured size up to
-SEARCH_REACH (1e6) times it; a curve that never gets there (a saturating form whose asymptote lies short of
-the target, a flat or falling line) gives +inf.
-
-The interval is the seed bootstrap of that compute (analysis/stats/bootstrap.py: seeds drawn with
-replacement, the form refitted, the step held fixed). The reading is "not determined" when the upper end of
-the interval lies more than REACH (a factor 10) beyond the largest measured compute, or the target is
-unreachable in more than 2.5% of the draws: the data then do not pin the extrapolation down.
+Root search on ln C (brentq) up to SEARCH_REACH times the largest compute (+inf when out of reach); "not
+determined" per REACH and the 2.5% rule. docs/analysis.md, *Scaling fits* (Compute for a further gain).
 """
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
 """Does a functional form hold on this ladder? Held-out errors against seed noise, lack of fit, best form.
 
-For each form of analysis/fits/forms.py (power law of the gain, log-linear, saturating), on one family's
-ladder (analysis/fits/forms.py):
-
-- parameters fitted on every seed and size, with seed-bootstrap intervals (analysis/stats/bootstrap.py);
-- leave-one-size-out: refit without a size and predict its seed-mean metric; the errors (predicted -
-  observed) are set against the seed noise of a size mean, SE = pooled within-size seed sd / sqrt(seeds);
-  the largest-compute size left out is the extrapolation check. A form needs 2 other sizes (3 for the
-  saturating form) to predict one;
-- lack of fit: the classic F test of the seed-mean residuals against pure error,
-  F = [S * sum_i (mean_i - fit_i)^2 / (P - k)] / [sum_is (y_is - mean_i)^2 / (N - P)], k the form's parameters
-  (the power law's are tested in gain units, the others in metric units). A seed effect shared by all sizes
-  inflates pure error, so the test is conservative; its p-values are Holm-corrected over every form test of
-  the report (analysis/report/writer.py) before words are put on them;
-- the best form is the one with the smallest root-mean-square leave-one-size-out error, over the sizes every
-  compared form could predict; the report says by how many seed SEs it beats the next.
+Per form of analysis/fits/forms.py: bootstrap intervals, leave-one-size-out errors in seed SEs, the
+lack-of-fit F test (Holm-corrected later, in analysis/report/writer.py), the best form.
+docs/analysis.md, *Scaling fits* (Three forms).
 """
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """Marginal returns along a family's compute ladder: what each step up in compute buys, and where that stops.
 
-The points of one family (its model sizes, or any other size axis such as HELIX's retained tokens), ordered
-by FLOPs, form a ladder. For each step from one point to the next the change in the metric is paired by
-seed, delta_s = metric(next, s) - metric(prev, s), over the seeds both points have. Per step: mean and sample
-sd of the deltas, the t interval of their mean (mean +- t(0.975, n - 1) * sd / sqrt(n), from
-scipy.stats.ttest_rel), and the paired t-test p-value; and the same per doubling of compute, delta /
-log2(FLOPs(next) / FLOPs(prev)) (a constant factor per step, so its interval is the scaled one and its
-p-value the same).
-
-The steps of one ladder are one family of tests: their paired t p-values are Holm-corrected over the
-ladder's testable steps (analysis/stats/paired.py `holm`), and the words follow the corrected p. A step
-*improves* when its Holm-adjusted p is below alpha and its mean lies on the better side of 0 (above for AUC,
-below for LogLoss), and *worsens* when it is significant on the worse side; the printed interval is the
-per-step (unadjusted) one. The verdict is "still growing at the largest point" when the top step improves;
-else "returns diminish from <point>", the end of the last step that improves (no step above it is
-significant); else "no step improves significantly (n paired seeds)". Non-significant steps below a
-significant one and significantly worse steps are noted, not hidden. Each step also states the seeds a paired
-t-test needs for 80% power at STEP_EFFECT (0.001 in the metric's units) given its observed sd. This module takes plain
-arrays; analysis/fits/scaling.py calls it for every family and metric.
+Seed-paired step deltas, per-doubling values, Holm over one ladder's steps and the verdict:
+docs/analysis.md, *Scaling fits* (Marginal returns). Takes plain arrays; analysis/fits/scaling.py calls it for
+every family and metric.
 """
 from __future__ import annotations
 

@@ -33,7 +33,6 @@ class PublishedLaw(TypedDict):
 HELIX_CTR: PublishedLaw = {"slope": 0.085, "intercept": -4.733, "r2": 0.925, "metric": "auc",
              "convention": Convention(x_axis="training", x_unit="gflops", gain="absolute")}
 HELIX_CVR_SLOPE = 0.132
-HELIX_CVR_R2 = 0.994
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,8 @@
 """Power-law fit of a gain against compute with the seed as the unit of replication.
 
-Model: ln(gain) = intercept + slope * ln(x), natural logarithms. The sizes of one seed are not independent
-points: they share that seed's reference run, initialisation stream and batch order. So each seed is fitted
-alone (ordinary least squares over its own sizes), and the family's slope and intercept are the means of the
-per-seed values. The slope's interval is the t interval of that mean, mean +- t(0.975, S - 1) * sd / sqrt(S)
-over the S seeds that have a line (at least two sizes with a positive gain): the seed is the replicate, so
-df = S - 1 (2 with 3 seeds). With every seed at every size this mean slope equals the pooled OLS slope; only
-the interval differs. The plotted band is the same t interval of the mean per-seed line, point by point.
-
-The pooled per-point regression (every seed's gain at every size as one independent point, df = n - 2) is
-kept only as `slope_ci_per_point`, labelled pseudo-replicated, so a reader can see what the old interval was;
-nothing is decided on it.
-
-Every point left out is listed with its reason (`dropped`): a run that did not learn (named by the caller,
-e.g. a test AUC at or below chance: it is not a data point) and a seed whose gain at a size is <= 0 (no
-logarithm). A seed's line uses its remaining sizes;
-a size none of whose seeds has a positive gain is `excluded` whole. R^2 is reported only with at least three
-sizes (two points always lie on a line).
+ln(gain) = intercept + slope * ln(x), natural logarithms; each seed fitted alone, the family's line the mean of
+the per-seed lines, t interval with df = seeds - 1. The pooled per-point interval is kept only as
+`slope_ci_per_point` (pseudo-replicated, never decided on). docs/analysis.md, *Scaling fits*.
 """
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
 """Scaling-law fits: ln(gain) against ln(compute), per architecture family, against an external reference.
 
-A family is one architecture at one setting of everything that is not a model size (analysis/columns.py);
-its points are its model sizes. The gain of a size over the reference (analysis/fits/reference.py: one
-architecture at one fixed size, outside every fitted family, in the family's data setting) is paired by
-seed: dAUC = AUC - AUC_ref (or dAUC / AUC_ref), and the relative loss gain (L_ref - L) / L_ref for LogLoss
-(NE gives the same relative gain on a shared test set). Seeds without a reference run are left out and
-named. The x axis and unit follow `analysis.scaling` (analysis/fits/axes.py); the fit and its interval are
-analysis/fits/powerlaw.py's (the seed as the unit). Every per-seed point the logarithm cannot take is listed with
-its reason, never dropped silently. A size column may hold list-valued settings (HELIX's `model.retained_tokens`, stored
-as tuples):
-each distinct value is a point, and points are ordered by FLOPs, never by the setting's own order.
-
-Beside the power law of the gain, every family's ladder (analysis/fits/forms.py) is fitted in the metric itself
-with the log-linear and saturating forms and each form checked on held-out sizes and for lack of fit
-(analysis/fits/form_check.py); the compute needed for a further gain is read off each form with a seed-bootstrap
-interval (analysis/fits/extrapolation.py); and the slope is refitted against every setting of the reference
-architecture the sweep contains (analysis/fits/reference.py).
-
-Every point also carries the metric per seed, the share of the oracle gap it closes when the runs record
-an oracle AUC (analysis/headline.py's `oracle_gap_share`, the headline table's definition), and every family
-the marginal returns between its consecutive points (analysis/fits/marginal_returns.py).
+Per family: the seed-paired gain points (list-valued sizes ordered by FLOPs), the power law
+(analysis/fits/powerlaw.py), the forms and their checks (fits/forms.py, fits/form_check.py), the compute for a
+further gain (fits/extrapolation.py), reference sensitivity (fits/reference.py), the oracle-gap share per
+point and the marginal returns (fits/marginal_returns.py). What each means: docs/analysis.md, *Scaling fits*.
 """
 from __future__ import annotations
 
