@@ -89,18 +89,23 @@ class Surface:
         return {k: v for k, v in asdict(self).items() if k in ("E", "A", "B", "alpha", "beta")}
 
 
+def _huber(r: np.ndarray) -> np.ndarray:
+    """The Huber loss (threshold HUBER_DELTA) of each residual."""
+    a = np.abs(r)
+    return np.where(a <= HUBER_DELTA, 0.5 * a ** 2, HUBER_DELTA * (a - 0.5 * HUBER_DELTA))
+
+
 def _objective(theta: np.ndarray, ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> tuple[float, np.ndarray]:
     """Huber loss of log residuals and its gradient in theta = (a, b, e, alpha, beta)."""
     a, b, e, alpha, beta = theta
     terms = np.stack([a - alpha * ln_n, b - beta * ln_d, np.full_like(ln_n, e)])
     lse = logsumexp(terms, axis=0)
     r = lse - ln_l
-    huber = np.where(np.abs(r) <= HUBER_DELTA, 0.5 * r ** 2, HUBER_DELTA * (np.abs(r) - 0.5 * HUBER_DELTA))
     dr = np.clip(r, -HUBER_DELTA, HUBER_DELTA)  # d huber / d r
     w = np.exp(terms - lse)  # softmax weights: d lse / d term
     grad = np.array([np.sum(dr * w[0]), np.sum(dr * w[1]), np.sum(dr * w[2]),
                      np.sum(dr * w[0] * -ln_n), np.sum(dr * w[1] * -ln_d)])
-    return float(huber.sum()), grad
+    return float(_huber(r).sum()), grad
 
 
 def _grid_starts(ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> np.ndarray:
@@ -111,8 +116,7 @@ def _grid_starts(ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> np.nda
         _EXPONENT_GRID, _EXPONENT_GRID)))
     a, b, e, alpha, beta = (grid[:, i:i + 1] for i in range(5))
     lse = np.logaddexp(np.logaddexp(a - alpha * ln_n, b - beta * ln_d), e)
-    r = np.abs(lse - ln_l)
-    cost = np.where(r <= HUBER_DELTA, 0.5 * r ** 2, HUBER_DELTA * (r - 0.5 * HUBER_DELTA)).sum(axis=1)
+    cost = _huber(lse - ln_l).sum(axis=1)
     return grid[np.argsort(cost, kind="stable")[:N_STARTS]]
 
 
