@@ -8,7 +8,8 @@
   against a float64 reference; its blocks, at 1 and 2 threads, the largest aligned ones within the budget
   (found by search).
 - Whole models (WHALE, HSTU, Shallow-hybrid) with the fast paths against the same models with the plain
-  forms: bit-identical logits and parameter gradients at one thread, so committed CPU results do not move.
+  forms (`HSTUKernel(fast=False)`): bit-identical logits and parameter gradients at one thread, so committed
+  CPU results do not move.
 - `time_bucket` at every bucket boundary against the closed form evaluated in Python floats.
 """
 from __future__ import annotations
@@ -20,17 +21,12 @@ import pytest
 import torch
 
 import architectures
-from architectures.blocks import hstu as hstu_block
 from architectures.blocks import pointwise_attention as PA
-from architectures.blocks.hstu import MASKED, time_bucket
+from architectures.blocks.hstu import MASKED, HSTUEncoder, HSTUKernel, set_hstu_kernel, time_bucket
 from architectures.blocks.table_lookup import table_lookup
 from protocols.schema import default_test_spec, random_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def _plain_lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return table[index]
 
 
 def test_table_lookup_values_and_gradient_bit_identical_at_one_thread():
@@ -82,14 +78,13 @@ def _attention_inputs(B: int, H: int, N: int, d: int, seed: int):
     (70, 9, 1),  # maps of 162 elements: blocks of 32 targets (whole 64-element groups), ragged last block
     (7, 9, 1 << 20),  # a single block
 ])
-def test_blocked_attention_bit_identical_to_explicit(monkeypatch, B, N, block_elements, keep_activated_mib):
-    monkeypatch.setattr(PA, "BLOCK_ELEMENTS", block_elements)
-    monkeypatch.setattr(PA, "KEEP_ACTIVATED_MIB", keep_activated_mib)
+def test_blocked_attention_bit_identical_to_explicit(B, N, block_elements, keep_activated_mib):
+    settings = {"block_elements": block_elements, "keep_activated_mib": keep_activated_mib}
     H, d = 2, 4
     fast_in = _attention_inputs(B, H, N, d, seed=2)
     plain_in = [t.detach().clone().requires_grad_() for t in fast_in]
     grad = torch.randn(B, H, N, d, generator=torch.Generator().manual_seed(3))
-    fast = PA.pointwise_attention(*fast_in)
+    fast = PA.pointwise_attention(*fast_in, **settings)
     plain = PA.explicit_pointwise_attention(*plain_in)
     assert torch.equal(fast, plain)
     fast.backward(grad)
@@ -97,7 +92,7 @@ def test_blocked_attention_bit_identical_to_explicit(monkeypatch, B, N, block_el
     for a, b in zip(fast_in, plain_in):
         assert torch.equal(a.grad, b.grad)
     with torch.no_grad():
-        assert torch.equal(PA.pointwise_attention(*fast_in), plain)
+        assert torch.equal(PA.pointwise_attention(*fast_in, **settings), plain)
     assert torch.equal(fast[0, :, 3], torch.zeros(H, d))  # a query that reads nothing reads exactly zero
 
 
@@ -118,39 +113,37 @@ def test_block_size_within_budget_and_aligned(threads):
         assert size == (max(fits) if fits else min(aligned))
 
 
-def test_blocked_attention_matches_float64_reference(monkeypatch):
-    monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 2 * 2 * 9 * 9)
+def test_blocked_attention_matches_float64_reference():
     q, k, v, bias = _attention_inputs(5, 2, 9, 4, seed=4)
-    out = PA.pointwise_attention(q, k, v, bias)
+    out = PA.pointwise_attention(q, k, v, bias, block_elements=2 * 2 * 9 * 9)
     q64, k64, v64, b64 = (t.detach().double().numpy() for t in (q, k, v, bias))
     s = np.einsum("bhnd,bhmd->bhnm", q64, k64) + b64[:, None]
     ref = np.einsum("bhnm,bhmd->bhnd", s / (1 + np.exp(-np.clip(s, -700, 700))), v64)
     np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
-#: (arch, model settings, batch, L, BLOCK_ELEMENTS): small blocks with a ragged last one, and the demo's
+#: (arch, model settings, batch, L, block_elements): small blocks with a ragged last one, and the demo's
 #: width-4 setting at its batch size with the default blocks.
 MODEL_CASES = [
     ("whale", {"dim": 16}, 40, 24, 4 * 2 * 24 * 24),
     ("hstu", {"dim": 16}, 40, 24, 4 * 2 * 24 * 24),
     ("shallow_hybrid", {"dim": 16}, 40, 24, 4 * 2 * 24 * 24),
-    ("whale_meanpool", {"dim": 4, "num_heads": 2, "head_dim": 2}, 256, 16, PA.BLOCK_ELEMENTS),
-    ("hstu", {"dim": 8, "num_heads": 2, "head_dim": 4}, 256, 16, PA.BLOCK_ELEMENTS),
+    ("whale_meanpool", {"dim": 4, "num_heads": 2, "head_dim": 2}, 256, 16, None),
+    ("hstu", {"dim": 8, "num_heads": 2, "head_dim": 4}, 256, 16, None),
 ]
 
 
 @pytest.mark.parametrize(("arch", "settings", "B", "L", "block_elements"), MODEL_CASES)
-def test_models_bit_identical_with_and_without_cpu_fast_paths(monkeypatch, arch, settings, B, L, block_elements):
+def test_models_bit_identical_with_and_without_cpu_fast_paths(arch, settings, B, L, block_elements):
     spec = default_test_spec(history_len=L)
     batch = random_batch(spec, B, generator=torch.Generator().manual_seed(5), min_len=1)
 
     def step(fast: bool):
-        monkeypatch.setattr(hstu_block, "pointwise_attention",
-                            PA.pointwise_attention if fast else PA.explicit_pointwise_attention)
-        monkeypatch.setattr(hstu_block, "table_lookup", table_lookup if fast else _plain_lookup)
-        monkeypatch.setattr(PA, "BLOCK_ELEMENTS", block_elements)
         torch.manual_seed(0)
         model = architectures.build(arch, spec, architectures.make_config(arch, {**settings, "history_len": L}))
+        kernels = [m.kernel for m in model.modules() if isinstance(m, HSTUEncoder)]
+        assert kernels and all(k == HSTUKernel() for k in kernels)  # built with the fast ops by default
+        set_hstu_kernel(model, HSTUKernel(fast=fast, block_elements=block_elements))
         logits = model(batch)
         logits.square().sum().backward()
         return logits.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
@@ -191,28 +184,25 @@ def _spans_brute_force(mask: torch.Tensor, chunks: int) -> list[tuple[int, int, 
 
 @pytest.mark.parametrize("keep_activated_mib", [PA.KEEP_ACTIVATED_MIB, 0])
 @pytest.mark.parametrize("layout", ["causal", "anti-causal", "window", "none-read"])
-def test_key_spans_and_attention_over_them_at_two_threads(monkeypatch, layout, keep_activated_mib):
+def test_key_spans_and_attention_over_them_at_two_threads(layout, keep_activated_mib):
     B, H, N, d = 6, 2, 13, 4
     i, j = torch.arange(N).unsqueeze(1), torch.arange(N).unsqueeze(0)
     base = {"causal": j <= i, "anti-causal": j >= i, "window": (i - j).abs() <= 2,
             "none-read": (j <= i) & (i < 9)}[layout]  # none-read: queries 9.. read nothing in any target
     mask = base.expand(B, N, N) & (torch.rand(B, N, N, generator=torch.Generator().manual_seed(6)) < 0.8)
-    monkeypatch.setattr(PA, "BLOCK_ELEMENTS", 2 * H * 4 * N)  # several blocks of targets
-    monkeypatch.setattr(PA, "MIN_SPAN_KEYS", 0)  # spans at this small N, which they would not pay at
-    monkeypatch.setattr(PA, "MIN_SKIPPED", 0.0)
-    monkeypatch.setattr(PA, "KEEP_ACTIVATED_MIB", keep_activated_mib)
+    settings = {"block_elements": 2 * H * 4 * N, "keep_activated_mib": keep_activated_mib}  # several blocks
+    pays = {"min_keys": 0, "min_skipped": 0.0}  # spans at this small N, which they would not pay at
     torch.set_num_threads(2)
     try:
-        spans = PA.key_spans(mask)
+        spans = PA.key_spans(mask, **pays)
         assert spans == _spans_brute_force(mask, PA.QUERY_CHUNKS)
-        with PA.every_pair():
-            assert PA.key_spans(mask) is None
+        assert PA.key_spans(mask, every_pair=True, **pays) is None
         fast_in = _masked_inputs(B, H, N, d, mask, seed=7)
-        fast = PA.pointwise_attention(*fast_in, spans)
+        fast = PA.pointwise_attention(*fast_in, spans, **settings)
         grad = torch.randn(fast.shape, generator=torch.Generator().manual_seed(8))
         fast.backward(grad)
         with torch.no_grad():
-            no_grad_out = PA.pointwise_attention(*fast_in, spans)
+            no_grad_out = PA.pointwise_attention(*fast_in, spans, **settings)
     finally:
         torch.set_num_threads(1)
     # against the explicit form in float64 (autograd), which computes every pair
@@ -268,11 +258,10 @@ def test_flop_counts_do_not_depend_on_the_thread_count():
     assert counts[:2] == counts[2:]
 
 
-def test_silu_maps_kept_only_within_their_budget(monkeypatch):
+def test_silu_maps_kept_only_within_their_budget():
     B, H, N, d = 8, 2, 16, 4
     inputs = _attention_inputs(B, H, N, d, seed=9)
     layer_mib = B * H * N * N * 4 / (1 << 20)  # the layer's fp32 score maps
     for budget, maps_per_piece in ((layer_mib, 2), (layer_mib / 2, 1)):
-        monkeypatch.setattr(PA, "KEEP_ACTIVATED_MIB", budget)
-        node = PA.pointwise_attention(*inputs).grad_fn
+        node = PA.pointwise_attention(*inputs, keep_activated_mib=budget).grad_fn
         assert len(node.saved_tensors) == 3 + maps_per_piece * len(node.pieces), budget  # q, k^T, v, then maps

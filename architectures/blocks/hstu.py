@@ -21,14 +21,19 @@ only on timestamps and validity, so they are built once per batch and shared by 
   each other); dt = t_i - t_j.
 - `sequence_layout`: HSTU-only's item/action/candidate sequence: causal over positions, and (GR's convention)
   the time bucket of query i uses the time of the next valid position, dt = t_{i+1} - t_j.
+
+The kernels are the encoder's `kernel` (`HSTUKernel`, set on a whole model by `set_hstu_kernel`), passed to
+every layer: the CPU fast ops (`pointwise_attention.py`, `table_lookup.py`) or the plain reference ops.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .pointwise_attention import Span, key_spans, pointwise_attention
+from .pointwise_attention import Span, explicit_pointwise_attention, key_spans, pointwise_attention
 from .table_lookup import table_lookup
 
 DEFAULT_NUM_BUCKETS = 128
@@ -39,6 +44,28 @@ DEFAULT_LAYER_NORM_EPS = 1e-5
 #: Additive score bias of a masked pair. sigmoid(MASKED + s) is exactly 0 in float32 for any |s| < 1e29, so
 #: SiLU gives -0.0 and a zero gradient there: the same as multiplying by a 0/1 mask, without the extra pass.
 MASKED = -1e30
+
+
+@dataclass(frozen=True)
+class HSTUKernel:
+    """How an HSTU encoder computes its attention and time bias; the defaults are what every committed result
+    trained with."""
+
+    #: The CPU fast ops (`pointwise_attention`, `table_lookup`); False: the plain reference ops
+    #: (`explicit_pointwise_attention`, `table[index]`), bit-identical at one thread (tests/test_cpu_kernels.py).
+    fast: bool = True
+    #: Every (query, key) pair computed at any thread count (no `key_spans`): the nominal matrix FLOPs.
+    every_pair: bool = False
+    #: Elements of one block's score map at most; None: `block_budget_mib` at torch's thread count.
+    block_elements: int | None = None
+
+
+def set_hstu_kernel(model: nn.Module, kernel: HSTUKernel) -> nn.Module:
+    """Set `kernel` on every HSTU encoder of `model` (itself included); returns `model`."""
+    for module in model.modules():
+        if isinstance(module, HSTUEncoder):
+            module.kernel = kernel
+    return model
 
 
 def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
@@ -94,13 +121,15 @@ class RelativeBias(nn.Module):
         self.position = nn.Parameter(torch.empty(2 * max_len - 1).normal_(std=0.02))
         self.time = nn.Parameter(torch.empty(num_buckets + 1).normal_(std=0.02))
 
-    def forward(self, buckets: torch.Tensor) -> torch.Tensor:
+    def forward(self, buckets: torch.Tensor, fast: bool = True) -> torch.Tensor:
+        """buckets [B, N, N]; `fast`: the time table read with `table_lookup` (else `table[index]`)."""
         N = buckets.shape[-1]
         if N > self.max_len:
             raise ValueError(f"sequence of {N} positions exceeds the bias tables' max_len {self.max_len}")
         pos = torch.arange(N, device=buckets.device)
         offset = pos.unsqueeze(0) - pos.unsqueeze(1) + (self.max_len - 1)  # [N, N]: j - i, shifted
-        return self.position[offset] + table_lookup(self.time, buckets)  # [B, N, N]
+        time = table_lookup(self.time, buckets) if fast else self.time[buckets]  # [B, N, N]
+        return self.position[offset] + time
 
 
 class HSTULayer(nn.Module):
@@ -117,9 +146,9 @@ class HSTULayer(nn.Module):
         self.bias = RelativeBias(max_len, num_buckets)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, mask_bias: torch.Tensor, buckets: torch.Tensor,
-                spans: list[Span] | None = None) -> torch.Tensor:
+                spans: list[Span] | None = None, kernel: HSTUKernel = HSTUKernel()) -> torch.Tensor:
         """x [B, N, D]; valid [B, N]; mask_bias [B, N, N] (0 where read, MASKED elsewhere); buckets [B, N, N];
-        spans: the read mask's `key_spans` (None: every pair)."""
+        spans: the read mask's `key_spans` (None: every pair); kernel: the ops that compute it."""
         B, N, _ = x.shape
         H, d = self.num_heads, self.head_dim
         uvqk = F.silu(self.uvqk(F.layer_norm(x, (self.dim,), eps=self.eps)))  # [B, N, 4 H d]
@@ -130,19 +159,26 @@ class HSTULayer(nn.Module):
         k = k.view(B, N, H, d).transpose(1, 2)
         v = v.view(B, N, H, d).transpose(1, 2)
         # SiLU(MASKED + anything finite) is exactly -0.0 with a zero gradient: masking costs no extra pass
-        attn = pointwise_attention(q, k, v, self.bias(buckets) + mask_bias, spans)  # [B, H, N, d]
+        bias = self.bias(buckets, kernel.fast) + mask_bias  # [B, N, N]
+        if kernel.fast:
+            attn = pointwise_attention(q, k, v, bias, spans, block_elements=kernel.block_elements)  # [B, H, N, d]
+        else:
+            attn = explicit_pointwise_attention(q, k, v, bias)  # [B, H, N, d]
         attn = attn.transpose(1, 2).reshape(B, N, H * d) / self.max_len  # [B, N, H d]
         y = x + self.out(F.layer_norm(attn, (H * d,), eps=self.eps) * u)  # [B, N, D]
         return y * valid.unsqueeze(-1).to(y.dtype)
 
 
 class HSTUEncoder(nn.Module):
-    """A stack of HSTU layers sharing one read mask and bucket matrix; `forward` returns every layer's output."""
+    """A stack of HSTU layers sharing one read mask and bucket matrix; `forward` returns every layer's output,
+    computed with the encoder's `kernel`."""
 
     def __init__(self, dim: int, num_layers: int, *, num_heads: int, head_dim: int, max_len: int,
-                 num_buckets: int = DEFAULT_NUM_BUCKETS, eps: float = DEFAULT_LAYER_NORM_EPS) -> None:
+                 num_buckets: int = DEFAULT_NUM_BUCKETS, eps: float = DEFAULT_LAYER_NORM_EPS,
+                 kernel: HSTUKernel = HSTUKernel()) -> None:
         super().__init__()
         self.max_len = max_len
+        self.kernel = kernel
         self.layers = nn.ModuleList(
             [HSTULayer(dim, num_heads=num_heads, head_dim=head_dim, max_len=max_len, num_buckets=num_buckets,
                        eps=eps)
@@ -153,9 +189,9 @@ class HSTUEncoder(nn.Module):
                 buckets: torch.Tensor) -> list[torch.Tensor]:
         """x [B, N, D] (0 at PAD), valid [B, N], mask [B, N, N] -> outputs of layers 1..num_layers, each [B, N, D]."""
         mask_bias = mask_to_bias(mask, x.dtype)  # [B, N, N]
-        spans = key_spans(mask)  # query ranges and the keys they read (None at one thread)
+        spans = key_spans(mask, every_pair=self.kernel.every_pair)  # query ranges, their keys (None at one thread)
         outs = []
         for layer in self.layers:
-            x = layer(x, valid, mask_bias, buckets, spans)
+            x = layer(x, valid, mask_bias, buckets, spans, self.kernel)
             outs.append(x)
         return outs

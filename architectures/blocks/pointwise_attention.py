@@ -20,7 +20,7 @@ targets times one query range over its keys only. Every pair left out is masked 
 explicit form's SiLU gives -0.0 and a zero gradient, so only the rounding changes (the sums are split
 differently). For HSTU's causal mask with 4 ranges, the maps shrink to 5/8 of the full ones, in compute and
 in the memory kept. `recscale flops` and every FLOP count stay those of the full maps (`key_spans` gives
-None under a jit trace, and `every_pair()` turns spans off), so compute axes do not depend on threads.
+None under a jit trace, and with `every_pair=True`), so compute axes do not depend on threads.
 Spans are off at one thread, where every committed CPU result trained, to keep those results bit-identical.
 
 Block size. Each block's products and element-wise passes are OpenMP regions, and with more than one thread
@@ -53,13 +53,14 @@ FLOPs: under `torch.no_grad` (which is how fvcore traces models) the blocked for
 so fvcore counts the same batched products, block by block, for the same total.
 
 The blocked form is used on CPU only; on CUDA the explicit form runs (its kernels are not cache-bound in
-the same way, and `torch.compile` can fuse it there).
+the same way, and `torch.compile` can fuse it there). `explicit_pointwise_attention` is the plain reference
+op beside it (tests/test_cpu_kernels.py compares the two). Every setting is an argument of the op, with the
+defaults every committed result trained with; an HSTU encoder passes those of its `HSTUKernel` (`hstu.py`).
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -68,8 +69,6 @@ import torch.nn.functional as F
 #: (the module docstring says how they were chosen).
 ONE_THREAD_BUDGET_MIB = 4
 MANY_THREADS_BUDGET_MIB = 64
-#: Elements of one block's score map at most, when set (tests set it); None: from `block_budget_mib`.
-BLOCK_ELEMENTS: int | None = None
 #: Every block but the last holds a multiple of this many map elements. torch's element-wise CPU kernels
 #: (SiLU among them) run a vectorised loop over whole groups of 2 vectors (at most 32 floats) and a scalar
 #: loop over the remainder, which rounds differently; blocks whose sizes are multiples of 64 put every
@@ -95,35 +94,23 @@ KEEP_ACTIVATED_MIB = 32
 Span = tuple[int, int, int, int]
 
 
-_every_pair = False
-
-
-@contextmanager
-def every_pair() -> Iterator[None]:
-    """Within the block, `key_spans` gives None: every (query, key) pair is computed, as at one thread (for
-    counting the nominal matrix FLOPs of the function, as a peer computes them)."""
-    global _every_pair
-    before, _every_pair = _every_pair, True
-    try:
-        yield
-    finally:
-        _every_pair = before
-
-
 def block_budget_mib(threads: int) -> int:
     """MiB of one block's fp32 score map at `threads` torch threads."""
     return ONE_THREAD_BUDGET_MIB if threads <= 1 else MANY_THREADS_BUDGET_MIB
 
 
-def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS) -> list[Span] | None:
+def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS, *, every_pair: bool = False,
+              min_keys: int = MIN_SPAN_KEYS, min_skipped: float = MIN_SKIPPED) -> list[Span] | None:
     """The query ranges of a read mask [B, N, N] (query i, key j) and, for each, the smallest key range that
-    holds every key one of its queries reads in any target; None where spans are not used: one torch thread
-    (where the full maps keep results bit-identical to the explicit form), not on CPU, under a jit trace, or
-    where they would not pay (`MIN_SPAN_KEYS`, `MIN_SKIPPED`). Keys outside a range are masked for every query
-    of the range, so leaving them out changes no value beyond rounding."""
+    holds every key one of its queries reads in any target; None where spans are not used: `every_pair` (every
+    (query, key) pair computed, as at one thread: the nominal matrix FLOPs, as a peer computes them), one
+    torch thread (where the full maps keep results bit-identical to the explicit form), not on CPU, under a
+    jit trace, or where they would not pay (fewer than `min_keys` keys, less than `min_skipped` of the pairs
+    left out). Keys outside a range are masked for every query of the range, so leaving them out changes no
+    value beyond rounding."""
     N = mask.shape[-1]
-    if (_every_pair or mask.device.type != "cpu" or torch.get_num_threads() <= 1 or torch.jit.is_tracing()
-            or N < MIN_SPAN_KEYS):
+    if (every_pair or mask.device.type != "cpu" or torch.get_num_threads() <= 1 or torch.jit.is_tracing()
+            or N < min_keys):
         return None  # under a jit trace (fvcore) too: FLOP counts are those of the full maps at any thread count
     reads = mask.any(dim=0)  # [N, N]: query i reads key j in some target
     bounds = [round(c * N / chunks) for c in range(chunks + 1)]
@@ -135,16 +122,17 @@ def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS) -> list[Span] | No
         k0, k1 = (int(keys[0]), int(keys[-1]) + 1) if len(keys) else (0, 0)
         spans.append((r0, r1, k0, k1))
     kept = sum((r1 - r0) * (k1 - k0) for r0, r1, k0, k1 in spans)
-    return spans if kept <= (1 - MIN_SKIPPED) * N * mask.shape[-2] else None
+    return spans if kept <= (1 - min_skipped) * N * mask.shape[-2] else None
 
 
-def _block_size(q: torch.Tensor, num_keys: int, num_queries: int | None = None) -> int:
+def _block_size(q: torch.Tensor, num_keys: int, num_queries: int | None = None,
+                block_elements: int | None = None) -> int:
     """Targets per block for queries q [B, H, Nq, d] over `num_keys` keys (maps of `num_queries` rows, Nq when
-    None): at most the budget's map elements (BLOCK_ELEMENTS, else `block_budget_mib` at torch's thread count),
-    in a multiple of the targets whose maps fill whole ALIGN_ELEMENTS groups (at least one such multiple)."""
+    None): at most `block_elements` map elements (None: `block_budget_mib` at torch's thread count), in a
+    multiple of the targets whose maps fill whole ALIGN_ELEMENTS groups (at least one such multiple)."""
     per_target = q.shape[1] * (num_queries or q.shape[2]) * num_keys
     unit = ALIGN_ELEMENTS // math.gcd(per_target, ALIGN_ELEMENTS)
-    elements = BLOCK_ELEMENTS or block_budget_mib(torch.get_num_threads()) * (1 << 20) // 4
+    elements = block_elements or block_budget_mib(torch.get_num_threads()) * (1 << 20) // 4
     size = elements // max(per_target, 1)
     return max(unit, size - size % unit)
 
@@ -176,16 +164,17 @@ def _one_full_map_per_block(pieces: list[Piece], num_queries: int, num_keys: int
     return bool(pieces) and all(span == (0, num_queries, 0, num_keys) for _, span in pieces)
 
 
-def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None) -> Iterator[Piece]:
-    """(target slice, span) of every piece of the work, block by block, skipping spans with no keys; one full
-    span per block when `spans` is None."""
+def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None,
+            block_elements: int | None = None) -> Iterator[Piece]:
+    """(target slice, span) of every piece of the work, block by block (`_block_size`), skipping spans with no
+    keys; one full span per block when `spans` is None."""
     full = spans is None
     spans = [(0, q.shape[2], 0, kt.shape[3])] if spans is None else [s for s in spans if s[3] > s[2]]
     if not spans:
         return
     rows, keys = max(((r1 - r0, k1 - k0) for r0, r1, k0, k1 in spans), key=lambda rk: rk[0] * rk[1])
     B = q.shape[0]
-    step = _block_size(q, keys, None if full else rows)
+    step = _block_size(q, keys, None if full else rows, block_elements)
     if not full:  # equal blocks, not full ones and a ragged rest: no near-empty last block
         blocks = -(-B // step)
         step = -(-B // blocks)
@@ -194,12 +183,12 @@ def _pieces(q: torch.Tensor, kt: torch.Tensor, spans: list[Span] | None) -> Iter
             yield slice(s, s + step), span
 
 
-def _keeps_activated(q: torch.Tensor, pieces: list[Piece]) -> bool:
-    """Whether the layer's maps, every piece's [b, H, n, m] for q [B, H, N, d], take at most `KEEP_ACTIVATED_MIB`
+def _keeps_activated(q: torch.Tensor, pieces: list[Piece], budget_mib: float) -> bool:
+    """Whether the layer's maps, every piece's [b, H, n, m] for q [B, H, N, d], take at most `budget_mib`
     (their SiLU is then kept too)."""
     B, H = q.shape[0], q.shape[1]
     elements = sum((min(t.stop, B) - t.start) * H * (r1 - r0) * (k1 - k0) for t, (r0, r1, k0, k1) in pieces)
-    return elements * q.element_size() <= KEEP_ACTIVATED_MIB * (1 << 20)
+    return elements * q.element_size() <= budget_mib * (1 << 20)
 
 
 def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, pieces: list[Piece],
@@ -221,11 +210,11 @@ def blocked_forward(q: torch.Tensor, kt: torch.Tensor, v: torch.Tensor, bias: to
 
 class _BlockedPointwiseAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias, spans):
+    def forward(ctx, q, k, v, bias, spans, block_elements, keep_activated_mib):
         q, kt, v = _operands(q, k, v)  # one copy each, not one per block
-        pieces = list(_pieces(q, kt, spans))
+        pieces = list(_pieces(q, kt, spans, block_elements))
         kept: list[torch.Tensor] = []
-        ctx.keeps_activated = _keeps_activated(q, pieces)
+        ctx.keeps_activated = _keeps_activated(q, pieces, keep_activated_mib)
         out = blocked_forward(q, kt, v, bias, pieces, kept, ctx.keeps_activated)
         ctx.save_for_backward(q, kt, v, *kept)
         ctx.pieces = pieces  # the backward's pieces are the forward's
@@ -260,7 +249,7 @@ class _BlockedPointwiseAttention(torch.autograd.Function):
             else:
                 dv[t, :, k0:k1] += dv_piece
                 dk[t, :, k0:k1] += dk_piece
-        return dq, dk, dv, dbias, None
+        return dq, dk, dv, dbias, None, None, None
 
 
 def explicit_pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
@@ -271,12 +260,15 @@ def explicit_pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 
 
 def pointwise_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
-                        spans: list[Span] | None = None) -> torch.Tensor:
+                        spans: list[Span] | None = None, *, block_elements: int | None = None,
+                        keep_activated_mib: float = KEEP_ACTIVATED_MIB) -> torch.Tensor:
     """SiLU(q k^T + bias) v: q, k [B, H, N, d], v [B, H, N, dv], bias [B, N, N] (shared by heads) -> [B, H, N, dv].
-    `spans` (from `key_spans` of the read mask) restricts each query range to the keys it can read."""
+    `spans` (from `key_spans` of the read mask) restricts each query range to the keys it can read;
+    `block_elements` caps a block's map (None: `block_budget_mib`); a layer whose maps take at most
+    `keep_activated_mib` keeps their SiLU for the backward."""
     if q.device.type != "cpu":
         return explicit_pointwise_attention(q, k, v, bias)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, bias)):
-        return _BlockedPointwiseAttention.apply(q, k, v, bias, spans)
+        return _BlockedPointwiseAttention.apply(q, k, v, bias, spans, block_elements, keep_activated_mib)
     q, kt, v = _operands(q, k, v)
-    return blocked_forward(q, kt, v, bias, list(_pieces(q, kt, spans)))
+    return blocked_forward(q, kt, v, bias, list(_pieces(q, kt, spans, block_elements)))

@@ -37,7 +37,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,8 +46,14 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from architectures.blocks.hstu import DEFAULT_NUM_BUCKETS, HSTUEncoder, HSTULayer, sequence_layout
-from architectures.blocks.pointwise_attention import every_pair
+from architectures.blocks.hstu import (
+    DEFAULT_NUM_BUCKETS,
+    HSTUEncoder,
+    HSTUKernel,
+    HSTULayer,
+    sequence_layout,
+    set_hstu_kernel,
+)
 
 #: Environment variable naming the local generative-recommenders checkout.
 CHECKOUT_ENV = "RECSCALE_GR_CHECKOUT"
@@ -256,8 +261,12 @@ def matrix_flops(impl: Impl, *, nominal: bool = True) -> int:
     thread count (with more than one thread it leaves out key ranges no query of a range reads, see
     `pointwise_attention.key_spans`)."""
     impl.module.zero_grad(set_to_none=True)
-    with FlopCounterMode(display=False) as counter, every_pair() if nominal else nullcontext():
-        train_step(impl)
+    set_hstu_kernel(impl.module, HSTUKernel(every_pair=nominal))  # ours only: a peer holds no HSTUEncoder
+    try:
+        with FlopCounterMode(display=False) as counter:
+            train_step(impl)
+    finally:
+        set_hstu_kernel(impl.module, HSTUKernel())
     impl.module.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 
