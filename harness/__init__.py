@@ -1,7 +1,7 @@
 """Harness: one run and many.
 
-Run configs (`config.py`), the training loop and its step, optimisers and learning-rate schedule (`train.py`,
-`step.py`, `optim.py`, `lr_schedule.py`, `stop_signals.py`), evaluation and the metric registry (`evaluate.py`,
+Run configs (`config.py`), the training recipe with its stop signals (`train.py`), the step and its optimisers
+(`step.py`), the learning-rate schedule (`lr_schedule.py`), evaluation and the metric registry (`evaluate.py`,
 `metrics.py`, `metric_registry.py`, `recompute.py`), checkpoints and the run folder (`checkpoint.py`,
 `run_folder.py`), learning curves and run health (`curves.py`, `loss_trend.py`, `run_health.py`), the machine
 fingerprint and process accounting (`fingerprint.py`, `perf.py`), speed measurement and estimates (`speed/`),

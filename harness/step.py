@@ -1,8 +1,11 @@
-"""One optimisation step (forward, loss, backward, clip, optimiser update), shared by the training
-loop and the throughput benchmark so both measure the same work.
+"""One optimisation step (forward, loss, backward, clip, optimiser update) with its optimisers, and the device
+it runs on: shared by the training loop (harness/train.py) and the step timings (harness/speed/), so both
+measure the same work. The loss, the optimisers (dense and sparse mode) and the clipping: docs/training.md.
 
-The loss is BCE-with-logits summed over the batch and divided by the nominal batch size: every
-target weighs the same 1 / batch_size, including those of the last, partial batch.
+The loss is BCE-with-logits summed over the batch and divided by the nominal batch size: every target weighs
+the same 1 / batch_size, including those of the last, partial batch. Clipping computes what
+`torch.nn.utils.clip_grad_norm_` does, except that on CPU it skips the multiplication by exactly 1.0 when the
+norm is within the bound (the same bits; a pass over every gradient, the embedding tables' included, saved).
 """
 from __future__ import annotations
 
@@ -13,8 +16,28 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from core.errors import RecscaleError
+
 from .config import TrainConfig
-from .optim import build_optimizers, clip_gradients
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RecscaleError("train.device=cuda but no CUDA device is available")
+    return torch.device(name)
+
+
+def place(tc: TrainConfig) -> torch.device:
+    """The device `tc` trains on, with torch's TF32 switches (CUDA) and thread count set as `tc` asks."""
+    device = resolve_device(tc.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tc.tf32
+        torch.backends.cudnn.allow_tf32 = tc.tf32
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    return device
 
 
 class TrainStep:
@@ -46,3 +69,56 @@ class TrainStep:
             opt.step()
             opt.zero_grad(set_to_none=True)
         return loss_sum.detach()
+
+
+def _adamw(params: list, tc: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    try:
+        return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # fused kernel not available for this device / dtype
+        return torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, foreach=device.type != "cpu")
+
+
+def build_optimizers(model: nn.Module, tc: TrainConfig, device: torch.device) -> list[torch.optim.Optimizer]:
+    """The optimisers stepping every trainable parameter of `model` exactly once: one AdamW (embeddings in a
+    no-decay group with `decay_embeddings=false`), or with `sparse_embeddings` SparseAdam for the tables."""
+    emb_modules = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    emb = list({id(p): p for m in emb_modules for p in m.parameters(recurse=False)}.values())  # each once
+    emb_ids = {id(p) for p in emb}
+    dense = [p for p in model.parameters() if p.requires_grad and id(p) not in emb_ids]
+    if tc.sparse_embeddings:
+        for module in emb_modules:
+            module.sparse = True
+        return [_adamw(dense, tc, device), torch.optim.SparseAdam(emb, lr=tc.lr)]
+    if tc.decay_embeddings:
+        return [_adamw(dense + emb, tc, device)]
+    groups = [{"params": dense}, {"params": emb, "weight_decay": 0.0}]
+    return [_adamw(groups, tc, device)]
+
+
+@torch.no_grad()
+def clip_gradients(model: nn.Module, max_norm: float) -> torch.Tensor | None:
+    """Scale all gradients so their global L2 norm (dense and sparse together) is at most `max_norm`; returns
+    the norm before (a tensor: with dense gradients on CUDA no device synchronisation happens here)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if max_norm <= 0 or not grads:
+        return None
+    dense = [g for g in grads if not g.is_sparse]
+    sparse = [g for g in grads if g.is_sparse]
+    if not sparse:
+        total = torch.nn.utils.get_total_norm(dense, foreach=True)
+        if total.device.type == "cpu" and bool(max_norm / (total + 1e-6) >= 1.0):
+            return total  # torch would multiply every gradient by exactly 1.0: a pass over them for nothing
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_norm, total, foreach=True)
+        return total
+    squares = [torch.nn.utils.get_total_norm(dense, foreach=True) ** 2] if dense else []
+    for p in model.parameters():
+        if p.grad is not None and p.grad.is_sparse:
+            p.grad = p.grad.coalesce()  # duplicate rows summed, so the norm is that of the dense gradient
+            squares.append(p.grad._values().pow(2).sum())
+    total = torch.sqrt(torch.stack(squares).sum())
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(coef)
+    return total

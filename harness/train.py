@@ -1,11 +1,8 @@
-"""`train_run`: train one model on a prepared dataset, evaluate it and write its run folder. The training rules,
-evaluation and epoch selection, checkpoints, resume, the run-folder checks and signals: docs/training.md.
-
-`train_run` is a sequence of named steps over one `Session` (the state a session of a run shares): check
-the run folder, build the model and optimisers, resume from the checkpoint (or record a fresh start),
-train the epochs (validating after each when an epoch is to be selected), select the epoch, evaluate,
-write the outputs. A first SIGINT / SIGTERM ends it with `TrainingInterrupted` after the checkpoint, a second
-with `TrainingAborted` at once (harness/stop_signals.py).
+"""`train_run`: the recipe of one run, top to bottom: open the data, check the run folder, build the model and
+optimisers, resume (or record a fresh start), train the epochs, select the epoch, evaluate, write metrics.json.
+Resume, stop signals, checkpoints and timing are calls from that sequence (the `Session` and `Meter` methods,
+`StopSignals`), not logic inside the batch loop. The training rules, evaluation and epoch selection,
+checkpoints, resume, the run-folder checks and signals: docs/training.md.
 """
 from __future__ import annotations
 
@@ -13,7 +10,9 @@ import copy
 import json
 import math
 import random
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,165 +46,7 @@ from .loss_trend import trend_of
 from .lr_schedule import LRSchedule
 from .metric_registry import check_split_metric
 from .speed import matmul
-from .step import TrainStep
-from .stop_signals import StopSignals, TrainingAborted, TrainingInterrupted, where
-
-
-def say(message: str) -> None:
-    print(f"recscale: {message}", file=sys.stderr, flush=True)
-
-
-def check_same_run(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> None:
-    """Refuse to resume `out_dir` when its config.yaml or recorded data fingerprint differ from this run's
-    (checked even when no checkpoint exists yet; the checkpoint, when there is one, is checked too)."""
-    saved = RF.read_config(out_dir)
-    if saved is not None:
-        diffs = config_differences(saved, RF.normalised_config(config))
-        if diffs:
-            raise ResumeRefused(
-                f"{out_dir / CONFIG_FILE}: refusing to resume: the config differs from the run folder's:\n  "
-                + "\n  ".join(diffs)
-            )
-    saved_fp = RF.read_data_fingerprint(out_dir)
-    if saved_fp is not None and saved_fp != data_fingerprint:
-        raise ResumeRefused(
-            f"{out_dir}: refusing to resume: the run started on data {saved_fp}, this run uses {data_fingerprint}"
-        )
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RecscaleError("train.device=cuda but no CUDA device is available")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> Any:
-    """The prepared dataset at `path`; `verify` checks every file's checksum against the manifest first."""
-    from protocols.artifact import PreparedDataset
-
-    if not Path(path).exists():
-        raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
-    return PreparedDataset.open(Path(path), verify=verify, progress=progress)
-
-
-#: Forward FLOPs and parameter counts of (architecture, model config, data fingerprint) already counted in
-#: this process: a sweep worker that trains the same model on the same data again (another seed) reuses
-#: them instead of tracing the model once more.
-_COST_CACHE: dict[str, dict[str, float]] = {}
-
-
-def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device,
-               key: str | None = None) -> dict[str, float]:
-    """Forward matrix FLOPs per target and parameter split, measured on one validation batch (cached
-    under `key` when given: the arch, model config and data fingerprint the count depends on)."""
-    from architectures.flops import count_flops, count_params
-
-    if key is not None and key in _COST_CACHE:
-        return dict(_COST_CACHE[key])
-    batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            report = count_flops(model, batch)
-    finally:
-        model.train(was_training)
-    params = count_params(model)
-    cost = {
-        "flops_per_target": float(report.per_target),
-        "params_embedding": int(params["embedding"]),
-        "params_non_embedding": int(params["non_embedding"]),
-    }
-    if key is not None:
-        _COST_CACHE[key] = dict(cost)
-    return cost
-
-
-def _is_better(metric: str, value: float, best: float | None) -> bool:
-    """Whether the validation metric `metric` (`valid_<name>`) improved, in the registered direction."""
-    if best is None:
-        return True
-    return check_split_metric("train.early_stopping_metric", metric).is_better(value, best)
-
-
-@dataclass
-class Session:
-    """What the steps of one session of a run share (a resumed run has several sessions).
-
-    `position` and `best_state` are what a checkpoint saves; the rest is rebuilt by every session."""
-
-    cfg: RunConfig
-    out_dir: Path
-    config: dict[str, Any]  # run_config_dict(cfg): what config.yaml and every checkpoint hold
-    dataset: Any  # protocols.artifact.PreparedDataset
-    device: torch.device
-    model: torch.nn.Module
-    step: TrainStep  # the optimisers and the training step
-    schedule: LRSchedule
-    cost: dict[str, float]  # count_cost's FLOPs per target and parameter split
-    started: float  # time.perf_counter() when this session started
-    position: Position = field(default_factory=Position)
-    best_state: dict[str, torch.Tensor] | None = None  # weights of the best validation epoch so far
-    wall_before: float = 0.0  # wall seconds of earlier sessions of a resumed run
-    setup_seconds: float = 0.0
-    matmul_rate: float = math.nan
-    saved_at: str | None = None  # what checkpoint.pt holds (for the message of a second signal) ...
-    writing: bool = False  # ... and whether one is being written
-    stop: StopSignals = field(default_factory=StopSignals)
-
-    @property
-    def tc(self) -> TrainConfig:
-        return self.cfg.train
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.out_dir / CHECKPOINT_FILE
-
-    @property
-    def validates(self) -> bool:
-        """Whether every epoch is validated: for early stopping, or to test the best epoch of several."""
-        return bool(self.tc.early_stopping_patience) or self.selects_best
-
-    @property
-    def selects_best(self) -> bool:
-        return self.tc.epochs > 1 and self.tc.select_epoch == "best_valid"
-
-    def checkpoint(self) -> None:
-        self.position.wall_seconds = self.wall_before + time.perf_counter() - self.started
-        self.writing = True
-        save_checkpoint(self.checkpoint_path, config=self.config, data_fingerprint=self.dataset.fingerprint,
-                        model=self.model, optimizers=self.step.optimizers, position=self.position,
-                        best_model_state=self.best_state)
-        self.saved_at, self.writing = where(self.position), False
-
-    def stop_if_signalled(self) -> None:
-        """Raise `TrainingInterrupted` when a signal arrived (its checkpoint is written by then)."""
-        if self.stop.signum is not None:
-            raise TrainingInterrupted(self.stop.signum, self.out_dir, self.position)
-
-    def predict(self, split: str) -> tuple[Any, np.ndarray, np.ndarray]:
-        """(evaluation table, labels, scores) of every target of `split` with the current weights."""
-        tc = self.tc
-        return predict(self.step.forward, self.dataset, split, batch_size=tc.eval_batch_size, device=self.device,
-                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches)
-
-
-@dataclass
-class Evaluation:
-    """The evaluation of the selected weights on every prediction split."""
-
-    metrics: dict[str, Any]  # arch, seed, data fingerprint and every split's flat metrics
-    groups: dict[str, Any]  # per split: metrics of the target groups
-    scores: dict[str, np.ndarray]  # per split: the predicted probabilities
-    seconds: float
+from .step import TrainStep, place
 
 
 def train_run(
@@ -255,8 +96,7 @@ def train_run(
         select_epoch(session, final_checkpoint=final_checkpoint)
         evaluation = evaluate(session)
         if not session.validates:  # else every epoch's validation is logged already
-            curves.evaluation(session.schedule.step_of(session.position.epoch, session.position.batch),
-                              evaluation.metrics)
+            curves.evaluation(session.global_step, evaluation.metrics)
     except TrainingAborted as e:
         raise TrainingAborted(e.signum, out_dir, session.saved_at, during_write=session.writing) from None
     finally:
@@ -267,6 +107,8 @@ def train_run(
         print(summary_line(result, out_dir), file=sys.stderr)
     return RF.read_metrics(out_dir)
 
+
+# -- the run folder: refuse to mix runs, return a finished one, prepare a new one --------------------------------
 
 def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *, resume: bool) -> None:
     """Refuse to mix runs: a new run in a folder holding one, or a resume of a missing folder or another run."""
@@ -281,6 +123,24 @@ def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *
         )
     if resume:
         check_same_run(out_dir, config, data_fingerprint)
+
+
+def check_same_run(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> None:
+    """Refuse to resume `out_dir` when its config.yaml or recorded data fingerprint differ from this run's
+    (checked even when no checkpoint exists yet; the checkpoint, when there is one, is checked too)."""
+    saved = RF.read_config(out_dir)
+    if saved is not None:
+        diffs = config_differences(saved, RF.normalised_config(config))
+        if diffs:
+            raise ResumeRefused(
+                f"{out_dir / CONFIG_FILE}: refusing to resume: the config differs from the run folder's:\n  "
+                + "\n  ".join(diffs)
+            )
+    saved_fp = RF.read_data_fingerprint(out_dir)
+    if saved_fp is not None and saved_fp != data_fingerprint:
+        raise ResumeRefused(
+            f"{out_dir}: refusing to resume: the run started on data {saved_fp}, this run uses {data_fingerprint}"
+        )
 
 
 def finished_metrics(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> dict[str, Any]:
@@ -302,16 +162,15 @@ def prepare_folder(out_dir: Path, *, resume: bool) -> bool:
     return resume
 
 
+# -- set-up and resume ------------------------------------------------------------------------------------------
+
 def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, started: float) -> Session:
     """Device, seeded model, its counted cost, optimisers and learning-rate schedule: a fresh session."""
     tc = cfg.train
-    device = resolve_device(tc.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = tc.tf32
-        torch.backends.cudnn.allow_tf32 = tc.tf32
-    if tc.num_threads:
-        torch.set_num_threads(tc.num_threads)
-    seed_everything(cfg.seed)
+    device = place(tc)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed % 2**32)
+    torch.manual_seed(cfg.seed)
     # the kernel of the softmax attentions is the model's: every forward below (cost, steps, evaluation) uses it
     model = architectures.build(cfg.arch, dataset.spec, cfg.model_config(), attention=tc.attention).to(device)
     cost = count_cost(model, dataset, device,
@@ -321,6 +180,39 @@ def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, s
                           steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))
     return Session(cfg=cfg, out_dir=out_dir, config=config, dataset=dataset, device=device, model=model, step=step,
                    schedule=schedule, cost=cost, started=started)
+
+
+#: Forward FLOPs and parameter counts of (architecture, model config, data fingerprint) already counted in
+#: this process: a sweep worker that trains the same model on the same data again (another seed) reuses
+#: them instead of tracing the model once more.
+_COST_CACHE: dict[str, dict[str, float]] = {}
+
+
+def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device,
+               key: str | None = None) -> dict[str, float]:
+    """Forward matrix FLOPs per target and parameter split, measured on one validation batch (cached
+    under `key` when given: the arch, model config and data fingerprint the count depends on)."""
+    from architectures.flops import count_flops, count_params
+
+    if key is not None and key in _COST_CACHE:
+        return dict(_COST_CACHE[key])
+    batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            report = count_flops(model, batch)
+    finally:
+        model.train(was_training)
+    params = count_params(model)
+    cost = {
+        "flops_per_target": float(report.per_target),
+        "params_embedding": int(params["embedding"]),
+        "params_non_embedding": int(params["non_embedding"]),
+    }
+    if key is not None:
+        _COST_CACHE[key] = dict(cost)
+    return cost
 
 
 def resume_from_checkpoint(session: Session) -> None:
@@ -344,12 +236,14 @@ def record_start(session: Session) -> None:
     RF.write_data_fingerprint(session.out_dir, session.dataset.fingerprint)
 
 
+# -- training ---------------------------------------------------------------------------------------------------
+
 def train_epochs(session: Session, curves: CurveLogger, *, progress: bool) -> None:
     """Train from the session's position until the last epoch or early stopping, checkpointing on the way."""
     tc, position = session.tc, session.position
-    last_save = time.perf_counter()
+    session.last_save = time.perf_counter()
     while not position.finished and position.epoch < tc.epochs:
-        last_save = train_epoch(session, curves, last_save, progress=progress)
+        train_epoch(session, curves, progress=progress)
         epoch_record = {"epoch": position.epoch,
                         "train_loss": position.epoch_loss_sum / session.dataset.num_targets("train")}
         position.epoch_loss_sum = 0.0
@@ -358,59 +252,39 @@ def train_epochs(session: Session, curves: CurveLogger, *, progress: bool) -> No
             validate_epoch(session, curves, epoch_record)
         position.history.append(epoch_record)
         if (position.epoch < tc.epochs and not position.finished) or session.stop.signum is not None:
-            # after the last epoch the finished checkpoint of select_epoch follows at once
-            session.checkpoint()
-            last_save = time.perf_counter()
+            session.checkpoint()  # after the last epoch the finished checkpoint of select_epoch follows at once
         session.stop_if_signalled()
 
 
-def train_epoch(session: Session, curves: CurveLogger, last_save: float, *, progress: bool) -> float:
-    """The rest of the current epoch from `position.batch`; returns when the last checkpoint was written."""
+def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> None:
+    """The rest of the current epoch from `position.batch`: one optimiser step per batch, then what is due
+    (a mid-epoch validation, a checkpoint, the stop a signal asked for)."""
     cfg, tc, position, step, schedule = session.cfg, session.tc, session.position, session.step, session.schedule
     n_targets = session.dataset.num_targets("train")
-    bar = tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt",
-               unit_scale=True, desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress,
-               file=sys.stderr, dynamic_ncols=True)
-    t0 = time.perf_counter()
-    loss_total = torch.zeros((), dtype=torch.float64, device=session.device)
-    for batch in session.dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
-                                         start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
-                                         **loader_options(session.device, tc.prefetch_batches, tc.loader_workers)):
-        schedule.apply(position.epoch, position.batch)
-        loss = step(move_batch(batch, session.device))
-        loss_total += loss.double()
-        n = int(batch["label"].shape[0])
-        position.batch += 1
-        global_step = schedule.step_of(position.epoch, position.batch)
-        curves.step(global_step, loss, n, step.grad_norm, schedule.lr())
-        position.targets_seen += n
-        bar.update(n)
-        if tc.eval_every_steps and global_step % tc.eval_every_steps == 0 and not ends_validated(session):
-            t0 += validate_mid_epoch(session, curves, global_step)  # not training time
-        now = time.perf_counter()
-        if (tc.checkpoint_every_batches and position.batch % tc.checkpoint_every_batches == 0) or (
-            now - last_save >= tc.checkpoint_every_s
-        ) or session.stop.signum is not None:
-            position.train_seconds += now - t0
-            position.add_loss(float(loss_total))
-            loss_total.zero_()
-            session.checkpoint()
-            t0 = last_save = time.perf_counter()
-        if session.stop.signum is not None:  # checkpoint written just above
-            bar.close()
-            session.stop_if_signalled()
-    bar.close()
-    position.train_seconds += time.perf_counter() - t0
-    position.add_loss(float(loss_total))
-    return last_save
-
-
-def ends_validated(session: Session) -> bool:
-    """Whether the step just taken ends an epoch whose validation (or the run's final evaluation) follows and
-    logs that step anyway."""
-    position, tc = session.position, session.tc
-    return (position.batch == session.schedule.steps_per_epoch
-            and (session.validates or position.epoch == tc.epochs - 1))
+    batches = session.dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
+                                      start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
+                                      **loader_options(session.device, tc.prefetch_batches, tc.loader_workers))
+    meter = Meter(session.device)  # this epoch's training seconds and summed loss, until they go to the position
+    with tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt", unit_scale=True,
+              desc=f"{cfg.arch} epoch {position.epoch}", disable=not progress, file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        for batch in batches:
+            schedule.apply(position.epoch, position.batch)
+            loss = step(move_batch(batch, session.device))
+            meter.add(loss)
+            n = int(batch["label"].shape[0])
+            position.batch += 1
+            position.targets_seen += n
+            curves.step(session.global_step, loss, n, step.grad_norm, schedule.lr())
+            bar.update(n)
+            if session.validates_mid_epoch():
+                meter.exclude(validate_mid_epoch(session, curves, session.global_step))  # not training time
+            if session.checkpoint_due():
+                meter.settle(position)
+                session.checkpoint()
+                meter.restart()
+            session.stop_if_signalled()  # the checkpoint is written by then
+    meter.settle(position)
 
 
 def validate_mid_epoch(session: Session, curves: CurveLogger, global_step: int) -> float:
@@ -437,7 +311,7 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
     value = flat[tc.early_stopping_metric]
     epoch_record[tc.early_stopping_metric] = value
     epoch_record["valid_ne"] = flat["valid_ne"]
-    curves.evaluation(session.schedule.step_of(position.epoch, 0), flat)  # epoch already advanced
+    curves.evaluation(session.global_step, flat)  # epoch already advanced
     position.valid_seconds += time.perf_counter() - t_valid
     if _is_better(tc.early_stopping_metric, value, position.best_metric):
         position.best_metric, position.epochs_without_improvement = value, 0
@@ -449,6 +323,15 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
             position.finished = True
 
 
+def _is_better(metric: str, value: float, best: float | None) -> bool:
+    """Whether the validation metric `metric` (`valid_<name>`) improved, in the registered direction."""
+    if best is None:
+        return True
+    return check_split_metric("train.early_stopping_metric", metric).is_better(value, best)
+
+
+# -- selection, evaluation, outputs -----------------------------------------------------------------------------
+
 def select_epoch(session: Session, *, final_checkpoint: bool) -> None:
     """Load the best validation epoch's weights when one was kept; training is finished (checkpointed unless
     a sweep asked for no final checkpoint)."""
@@ -457,6 +340,16 @@ def select_epoch(session: Session, *, final_checkpoint: bool) -> None:
     session.position.finished = True
     if final_checkpoint or session.stop.signum is not None:
         session.checkpoint()
+
+
+@dataclass
+class Evaluation:
+    """The evaluation of the selected weights on every prediction split."""
+
+    metrics: dict[str, Any]  # arch, seed, data fingerprint and every split's flat metrics
+    groups: dict[str, Any]  # per split: metrics of the target groups
+    scores: dict[str, np.ndarray]  # per split: the predicted probabilities
+    seconds: float
 
 
 def evaluate(session: Session) -> Evaluation:
@@ -508,7 +401,7 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
         "groups": evaluation.groups,
         **machine_fingerprint(device),
     })
-    result["train_steps"] = session.schedule.step_of(position.epoch, position.batch)
+    result["train_steps"] = session.global_step
     # harness/run_health.py; the curves are closed (flushed) by now
     trend = trend_of(read_curves(session.out_dir), total_steps=result["train_steps"], epochs=position.epoch)
     result.update(run_health.record(result, session.model, evaluation.scores["valid"], trend))
@@ -528,3 +421,192 @@ def summary_line(m: dict[str, Any], out_dir: Path) -> str:
         f"utilisation {m['utilisation']:.2f}, "
         f"{m['wall_s']:.1f} s, peak RSS {m['peak_rss_bytes'] / 2**30:.2f} GiB -> {out_dir}"
     )
+
+
+# -- what the recipe calls: the session's state, its checkpoints, timing and signals ----------------------------
+
+@dataclass
+class Session:
+    """What the steps of one session of a run share (a resumed run has several sessions).
+
+    `position` and `best_state` are what a checkpoint saves; the rest is rebuilt by every session."""
+
+    cfg: RunConfig
+    out_dir: Path
+    config: dict[str, Any]  # run_config_dict(cfg): what config.yaml and every checkpoint hold
+    dataset: Any  # protocols.artifact.PreparedDataset
+    device: torch.device
+    model: torch.nn.Module
+    step: TrainStep  # the optimisers and the training step
+    schedule: LRSchedule
+    cost: dict[str, float]  # count_cost's FLOPs per target and parameter split
+    started: float  # time.perf_counter() when this session started
+    position: Position = field(default_factory=Position)
+    best_state: dict[str, torch.Tensor] | None = None  # weights of the best validation epoch so far
+    wall_before: float = 0.0  # wall seconds of earlier sessions of a resumed run
+    setup_seconds: float = 0.0
+    matmul_rate: float = math.nan
+    last_save: float = 0.0  # time.perf_counter() of the last checkpoint (or of the start of training)
+    saved_at: str | None = None  # what checkpoint.pt holds (for the message of a second signal) ...
+    writing: bool = False  # ... and whether one is being written
+    stop: StopSignals = field(default_factory=lambda: StopSignals())
+
+    @property
+    def tc(self) -> TrainConfig:
+        return self.cfg.train
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out_dir / CHECKPOINT_FILE
+
+    @property
+    def global_step(self) -> int:
+        """Optimiser steps taken so far over the whole run."""
+        return self.schedule.step_of(self.position.epoch, self.position.batch)
+
+    @property
+    def validates(self) -> bool:
+        """Whether every epoch is validated: for early stopping, or to test the best epoch of several."""
+        return bool(self.tc.early_stopping_patience) or (self.tc.epochs > 1 and self.tc.select_epoch == "best_valid")
+
+    def validates_mid_epoch(self) -> bool:
+        """Whether `train.eval_every_steps` asks for a validation after the step just taken, unless it ends an
+        epoch whose validation (or the run's final evaluation) follows and logs that step anyway."""
+        every, position = self.tc.eval_every_steps, self.position
+        ends_validated = (position.batch == self.schedule.steps_per_epoch
+                          and (self.validates or position.epoch == self.tc.epochs - 1))
+        return bool(every) and self.global_step % every == 0 and not ends_validated
+
+    def checkpoint_due(self) -> bool:
+        """After a batch: every `checkpoint_every_batches` batches, `checkpoint_every_s` seconds after the last
+        checkpoint, or when a signal asks to stop."""
+        tc = self.tc
+        return bool(tc.checkpoint_every_batches and self.position.batch % tc.checkpoint_every_batches == 0) or (
+            time.perf_counter() - self.last_save >= tc.checkpoint_every_s) or self.stop.signum is not None
+
+    def checkpoint(self) -> None:
+        self.position.wall_seconds = self.wall_before + time.perf_counter() - self.started
+        self.writing = True
+        save_checkpoint(self.checkpoint_path, config=self.config, data_fingerprint=self.dataset.fingerprint,
+                        model=self.model, optimizers=self.step.optimizers, position=self.position,
+                        best_model_state=self.best_state)
+        self.saved_at, self.writing = where(self.position), False
+        self.last_save = time.perf_counter()
+
+    def stop_if_signalled(self) -> None:
+        """Raise `TrainingInterrupted` when a signal arrived (its checkpoint is written by then)."""
+        if self.stop.signum is not None:
+            raise TrainingInterrupted(self.stop.signum, self.out_dir, self.position)
+
+    def predict(self, split: str) -> tuple[Any, np.ndarray, np.ndarray]:
+        """(evaluation table, labels, scores) of every target of `split` with the current weights."""
+        tc = self.tc
+        return predict(self.step.forward, self.dataset, split, batch_size=tc.eval_batch_size, device=self.device,
+                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches)
+
+
+class Meter:
+    """Training seconds and summed loss since the last `settle`, which adds them to the position (at a
+    checkpoint and at the end of an epoch). The loss is summed on the device: no synchronisation per step."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss = torch.zeros((), dtype=torch.float64, device=device)
+        self.restart()
+
+    def restart(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def add(self, loss_sum: torch.Tensor) -> None:
+        self.loss += loss_sum.double()
+
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` spent on something else (a mid-epoch validation) out of the training time."""
+        self.t0 += seconds
+
+    def settle(self, position: Position) -> None:
+        position.train_seconds += time.perf_counter() - self.t0
+        position.add_loss(float(self.loss))
+        self.loss.zero_()
+
+
+def where(position: Position) -> str:
+    """Where a checkpoint at `position` stands, in words."""
+    return "training finished, evaluation not" if position.finished else \
+        f"epoch {position.epoch}, batch {position.batch}"
+
+
+class StopSignals:
+    """While installed (main thread only), SIGINT / SIGTERM set `signum` instead of stopping the process:
+    the loop then writes its checkpoint and raises `TrainingInterrupted`. A second signal puts the previous
+    handlers back and raises `TrainingAborted` where the main thread is (so a third one gets the default
+    behaviour). Outside the main thread (a Ray Tune function trainable) nothing is installed."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            self.restore()
+            raise TrainingAborted(signum)
+        self.signum = signum
+        say(f"{signal.Signals(signum).name} received: finishing the current batch and writing a checkpoint "
+            "(signal again to abort without it; the last complete checkpoint is kept)")
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+class TrainingInterrupted(RecscaleError):
+    """SIGINT / SIGTERM arrived during training; the checkpoint of the current position was written.
+    `recscale train` exits with `exit_code`: 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, signum: int, out_dir: Path, position: Position) -> None:
+        self.signum, self.exit_code = int(signum), 128 + int(signum)
+        self.out_dir = out_dir
+        super().__init__(
+            f"interrupted by {signal.Signals(self.signum).name}: checkpoint written at {where(position)} in "
+            f"{out_dir}; continue with the same command and --out {out_dir} --resume"
+        )
+
+
+class TrainingAborted(BaseException):
+    """A second SIGINT / SIGTERM: training stops at once, without finishing the checkpoint being written.
+
+    A BaseException (like KeyboardInterrupt), so that no `except Exception` on the way swallows it.
+    `last_checkpoint` says what checkpoint.pt holds (set by `train_run`); `exit_code` as `TrainingInterrupted`."""
+
+    def __init__(self, signum: int, out_dir: Path | None = None, last_checkpoint: str | None = None,
+                 during_write: bool = False) -> None:
+        self.signum, self.exit_code, self.out_dir = int(signum), 128 + int(signum), out_dir
+        self.last_checkpoint, self.during_write = last_checkpoint, during_write
+        abandoned = "the checkpoint being written was abandoned; " if during_write else ""
+        held = (f"{CHECKPOINT_FILE} holds the last complete checkpoint ({last_checkpoint})"
+                if last_checkpoint else "no complete checkpoint was written, so --resume starts fresh")
+        super().__init__(f"aborted by a second {signal.Signals(self.signum).name}: {abandoned}{held} in {out_dir}; "
+                         f"continue with the same command and --out {out_dir} --resume")
+
+
+# -- small pieces -----------------------------------------------------------------------------------------------
+
+def say(message: str) -> None:
+    print(f"recscale: {message}", file=sys.stderr, flush=True)
+
+
+def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> Any:
+    """The prepared dataset at `path`; `verify` checks every file of it against its manifest's checksums first."""
+    from protocols.artifact import PreparedDataset
+
+    if not Path(path).exists():
+        raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
+    return PreparedDataset.open(Path(path), verify=verify, progress=progress)

@@ -1,4 +1,4 @@
-"""harness.optim.clip_gradients against torch.nn.utils.clip_grad_norm_ (the computation it must reproduce):
+"""harness.step.clip_gradients against torch.nn.utils.clip_grad_norm_ (the computation it must reproduce):
 the same norm and bit-identical gradients, whether the norm is within the bound (where it skips torch's
 multiplication by 1.0), above it, or not finite."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from harness.optim import clip_gradients
+from harness.step import clip_gradients
 
 
 def _model_with_grads(scale: float, seed: int = 0) -> nn.Module:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     from core.typed_config import apply_overrides
     from harness.config import TrainConfig, check_model_keys, parse_set
-    from harness.train import resolve_device
+    from harness.step import resolve_device
 
     over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
     model_over = over.get("model", {})

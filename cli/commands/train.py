@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
         perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
 
     from harness.config import load_run_config, parse_set
-    from harness.stop_signals import TrainingAborted, TrainingInterrupted
-    from harness.train import train_run
+    from harness.train import TrainingAborted, TrainingInterrupted, train_run
 
     cfg = load_run_config(args.config, parse_set(args.set), arch=args.arch, data=args.data, seed=args.seed)
     stamp = time.strftime("%Y%m%d-%H%M%S")

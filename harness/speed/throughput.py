@@ -23,7 +23,7 @@ import architectures
 from core.typed_config import apply_overrides, parse_set_options
 from harness import perf
 from harness.config import TrainConfig
-from harness.step import TrainStep
+from harness.step import TrainStep, place
 from protocols.schema import FeatureSpec, random_batch
 
 from . import matmul
@@ -59,12 +59,7 @@ def measure(
     counting them; `rate_seconds=0` takes this process's cached matmul rate
     (`matmul.matmul_rate_cached`) instead of timing products around the steps."""
     tc = train or TrainConfig()
-    if tc.num_threads:
-        torch.set_num_threads(tc.num_threads)
-    device = torch.device("cuda" if tc.device != "cpu" and torch.cuda.is_available() else "cpu")
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = tc.tf32
-        torch.backends.cudnn.allow_tf32 = tc.tf32
+    device = place(tc)  # as the training loop does
     spec = spec or FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)
     torch.manual_seed(seed)
     model = architectures.build(arch, spec, model_overrides or {}, attention=tc.attention).to(device)
