@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from core.errors import one_line
-from core.typed_config import ConfigError, apply_overrides, from_dict, parse_set_options, to_dict
+from core.typed_config import ConfigError, from_dict, parse_set_options, to_dict
 
 from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
@@ -107,11 +107,14 @@ RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.ch
 
 @dataclass
 class RunConfig:
-    """One run: architecture, its config overrides, a prepared dataset artifact, training, seed (docs/training.md)."""
+    """One run: architecture, its model config, a prepared dataset artifact, training, seed (docs/training.md).
+
+    `model` is the architecture's config dataclass; a mapping given here (a test, a run-config file) is
+    validated into it once, by `model_config`, and never again on the way to the model."""
 
     arch: str
     data: str
-    model: dict[str, Any] = field(default_factory=dict)
+    model: Any = None
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
 
@@ -120,14 +123,11 @@ class RunConfig:
 
         if self.arch not in architectures.names():
             raise ConfigError(f"arch: unknown architecture {self.arch!r}; valid: {', '.join(architectures.names())}")
-        check_model_keys(self.arch, self.model)
-        architectures.make_config(self.arch, self.model)  # validates model.* types and ranges
+        self.model = model_config(self.arch, self.model)
 
     def model_config(self) -> Any:
-        """The architecture's validated config dataclass."""
-        import architectures
-
-        return architectures.make_config(self.arch, self.model)
+        """The architecture's validated config dataclass (`model`)."""
+        return self.model
 
 
 #: Top-level keys of a run's `--set` options; any other key without a section is a model field.
@@ -163,16 +163,22 @@ def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) 
     return out
 
 
-def check_model_keys(arch: str, model: Any) -> None:
-    """Refuse model keys that are not config fields of `arch`, naming the key and the architecture."""
+def model_config(arch: str, model: Any) -> Any:
+    """The one validation of a model's settings: the config dataclass of `arch` from a mapping of its fields
+    (None: the defaults; a config instance is returned as it is, validated where it was made). Errors name
+    the key and the architecture."""
     import architectures
 
+    config_cls = architectures.entry(arch).config_cls
+    if model is None or isinstance(model, config_cls):
+        return architectures.make_config(arch, model)
     if not isinstance(model, Mapping):
         raise ConfigError(f"model: expected a mapping of {arch}'s config fields, got {model!r}")
-    fields = [f.name for f in dataclasses.fields(architectures.entry(arch).config_cls)]
+    fields = [f.name for f in dataclasses.fields(config_cls)]
     unknown = [k for k in model if k not in fields]
     if unknown:
         raise ConfigError(f"model.{unknown[0]}: not a config field of {arch}; valid: {', '.join(sorted(fields))}")
+    return architectures.make_config(arch, model)
 
 
 def load_run_config(
@@ -190,14 +196,21 @@ def load_run_config(
         if not isinstance(base, dict):
             raise ConfigError(f"{path}: a run config must be a mapping")
     base.update({k: v for k, v in fields.items() if v is not None})
-    cfg = from_dict(RunConfig, base)
-    return apply_overrides(cfg, overrides or {}) if overrides else cfg
+    return from_dict(RunConfig, _merged(base, overrides or {}))
+
+
+def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied, nested sections merged key by key (validated afterwards, once)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) \
+            else value
+    return out
 
 
 def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
     """Plain dict of a RunConfig with the model section fully resolved (defaults included)."""
     out = to_dict(cfg)
-    out["model"] = to_dict(cfg.model_config())
     if cfg.train.recipe == "seed":  # the seed's recipe: config.yaml as before schedules existed (old folders resume)
         del out["train"]["recipe"], out["train"]["schedule"]
     return out

@@ -36,7 +36,7 @@ def test_flops_takes_both_spellings_and_counts_the_configured_model(capsys, spel
 def test_train_takes_both_spellings(tiny_artifact, spelling):  # noqa: F811
     cfg = load_run_config(None, parse_set([spelling, "train.lr=0.01", "seed=3"]), arch="whale",
                           data=str(tiny_artifact))
-    assert cfg.model == {"dim": 32} and cfg.train.lr == 0.01 and cfg.seed == 3
+    assert cfg.model == architectures.make_config("whale", {"dim": 32}) and cfg.train.lr == 0.01 and cfg.seed == 3
 
 
 @pytest.mark.parametrize("command", ["train", "flops"])

@@ -387,3 +387,39 @@ def test_sweep_summary_line_never_shows_nan():
     full = timings_text({"total_s": 60, "prepare_s": 2, "mean_train_loop_s": 3.0, "mean_eval_s": 1.0,
                          "overhead_per_trial_s": 2.5, "overhead_in_trial_s": 1.5})
     assert "nan" not in full and "training 3.0 s, evaluation 1.0 s, overhead 2.5 s, of which 1.5 s" in full
+
+
+def test_model_dim_is_validated_once_between_the_yaml_and_the_model(monkeypatch):
+    """Every model validation goes through architectures.make_config with a mapping: the sweep load makes each
+    distinct config once (not once per seed), and the driver's plan, the trial's own resolution (in a worker,
+    from the pickled sweep) and the run config read them back without validating again."""
+    import pickle
+
+    import architectures
+    from harness.config import RunConfig, run_config_dict
+    from harness.sweep.plan import resolve_trial
+
+    validated = []
+    make = architectures.make_config
+
+    def counting(name, cfg=None):
+        if isinstance(cfg, dict):
+            validated.append((name, cfg["dim"], cfg["num_layers"]))
+        return make(name, cfg)
+
+    monkeypatch.setattr(architectures, "make_config", counting)
+    sweep = parse_sweep(_with(model={"num_layers": 1}, grid={"arch": ["wukong", "whale"], "seed": [0, 1, 2],
+                                                             "model.dim": [4, 8]}))
+    assert sorted(validated) == [("whale", 4, 1), ("whale", 8, 1), ("wukong", 4, 1), ("wukong", 8, 1)]
+    validated.clear()
+    plan = plan_sweep(sweep)
+    in_worker = pickle.loads(pickle.dumps(sweep))  # what a trial receives in its TrialContext
+    for planned in plan.trials:
+        trial = resolve_trial(in_worker, planned.point)
+        cfg = RunConfig(arch=trial.arch, data="unused", model=trial.model_config, seed=trial.seed)
+        assert cfg.model_config().dim == run_config_dict(cfg)["model"]["dim"] == planned.model["dim"]
+    assert len(plan.trials) == 12 and validated == []
+    # a value met for the first time (a search's sample) is validated where it arrives, once
+    for _ in range(2):
+        assert resolve_trial(in_worker, plan.trials[0].point, fixed={"model.num_layers": 2}).model_config.num_layers == 2
+    assert validated == [("wukong", 4, 2)]

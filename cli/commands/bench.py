@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from core.typed_config import apply_overrides
-    from harness.config import TrainConfig, check_model_keys, parse_set
+    from harness.config import TrainConfig, model_config, parse_set
     from harness.step import resolve_device
 
     over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
         if args.arch not in architectures.names():
             raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
-        check_model_keys(args.arch, model_over)
+        model_cfg = model_config(args.arch, model_over)
     tc = apply_overrides(TrainConfig(), over.get("train", {}))
     if args.batch_size:
         tc = dataclasses.replace(tc, batch_size=args.batch_size)
@@ -91,9 +91,8 @@ def run(args: argparse.Namespace) -> int:
         from harness.speed.throughput import SMALL_VOCAB, measure
         from protocols.schema import FeatureSpec
 
-        cfg = architectures.make_config(args.arch, model_over)
         vocab = ds.spec.vocab_sizes if ds is not None else SMALL_VOCAB
-        spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=cfg.history_len)
+        spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=model_cfg.history_len)
         result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown)
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
                      "flops_per_target": result["flops_per_target"], "utilisation": result["utilisation"],

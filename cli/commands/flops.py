@@ -21,7 +21,7 @@ import architectures
 from architectures.flops import count_flops, count_params
 from core.errors import RecscaleError
 from core.typed_config import to_dict
-from harness.config import check_model_keys, parse_set
+from harness.config import model_config, parse_set
 from protocols.schema import default_test_spec, random_batch
 
 
@@ -39,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.arch not in architectures.names():
         raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
     model = parse_set(args.set, sections=("model",)).get("model", {})
-    check_model_keys(args.arch, model)
-    cfg = architectures.make_config(args.arch, model)
+    cfg = model_config(args.arch, model)
     history_len = cfg.history_len  # every model config has it (architectures/contract.py)
     if args.data:
         from protocols.artifact import PreparedDataset

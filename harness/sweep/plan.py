@@ -31,7 +31,7 @@ from harness import runs_columns as C
 from protocols.prepare import DEFAULT_TASK, PrepareConfig
 
 from . import model_keys
-from .schema import BUNDLE_AXES, Sweep, axis_settings
+from .schema import BUNDLE_AXES, Sweep, grid_points, point_settings, prepare_settings, trial_model
 
 #: Dataset ids hash the dataset's settings. They were first computed when every dataset carried
 #: `delay_s`, pinned to 60 s where its protocol has no delay (author50); a dataset whose protocol has no
@@ -61,6 +61,8 @@ class TrialPlan:
     point: Mapping[str, Any]
     dataset: DatasetPlan
     model: Mapping[str, Any]
+    #: `model` validated into the architecture's config dataclass (once per distinct config: `Sweep.model_config`)
+    model_config: Any
     train: Mapping[str, Any]
     #: the key a tuning stage chose for this (measurement) trial's setting, e.g. "train.lr"; None otherwise
     tuned: str | None = None
@@ -104,48 +106,6 @@ class SweepPlan:
 # ----------------------------------------------------------------------------------------------
 
 
-def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
-    """The distinct grid points: the cartesian product of the axes (first axis varying slowest), each
-    point without the model axes that set nothing for its architecture, duplicates dropped.
-
-    A model axis scoped to some architectures (e.g. HELIX's `model.helix.retained_tokens` in a grid that
-    also runs a Wukong reference) would otherwise run the others once per value, identically.
-    """
-    axes = sweep.axes
-    keys = list(axes)
-    seen: set[str] = set()
-    out = []
-    for combo in itertools.product(*(axes[k] for k in keys)):
-        point = _applicable(dict(zip(keys, combo)))
-        key = json.dumps(point, sort_keys=True, default=str)
-        if key not in seen:
-            seen.add(key)
-            out.append(point)
-    return out
-
-
-def _applicable(point: dict[str, Any]) -> dict[str, Any]:
-    """`point` without model axes (or model bundle entries) that set no field of the point's architecture."""
-    if "arch" not in point:
-        return point
-    arch = str(point["arch"])
-    keep = {}
-    for axis, value in point.items():
-        keys = [k.partition(".")[2] for k in axis_settings(axis, value) if k.startswith("model.")]
-        if keys and not any(model_keys.applies(k, arch) for k in keys):
-            continue
-        keep[axis] = value
-    return keep
-
-
-def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
-    """A grid point as flat canonical settings (`data.delay_s`, `model.dim`, ...; bundles expanded)."""
-    out: dict[str, Any] = {}
-    for axis, value in point.items():
-        out.update(axis_settings(axis, value))
-    return out
-
-
 def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     """The dataset a grid point needs: the base data section with the point's data axes applied.
 
@@ -153,16 +113,7 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     (unset or None -> the protocol's default). A parameter only other protocols take (author50 has no
     delay) is dropped, so that axis does not split it into several datasets.
     """
-    prep = sweep.config.data.prepare_settings()
-    for key, value in point_settings(point).items():
-        if key.startswith("data."):
-            prep[key[len("data."):]] = value
-    if prep.get("task") == DEFAULT_TASK:  # dataset ids predating tasks stay the same
-        del prep["task"]
-    used = to_dict(from_dict(PrepareConfig, prep).protocol_config())
-    for name in protocols.parameter_names():
-        prep.pop(name, None)
-    prep.update(used)
+    prep = prepare_settings(sweep.config, point_settings(point))
     hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep}, **prep}
     digest = hashlib.sha1(json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
@@ -225,21 +176,14 @@ def resolve_trial(
     cfg = sweep.config
     arch = str(point["arch"])
     seed = int(point.get("seed", cfg.seed))
-    model = model_keys.for_arch(arch, model_keys.flatten(cfg.model, "model"))
-    train = dict(cfg.train)
-    grid_model: dict[str, Any] = {}
-    for key, value in {**(fixed or {}), **point_settings(point)}.items():
-        section, _, sub = key.partition(".")
-        if section == "model":
-            grid_model[sub] = value
-        elif section == "train":
-            train[sub] = value
-    model.update(model_keys.for_arch(arch, grid_model))
+    settings = {**(fixed or {}), **point_settings(point)}
+    train = {**cfg.train, **{k.partition(".")[2]: v for k, v in settings.items() if k.startswith(C.TRAIN_PREFIX)}}
     dataset = dataset_for(sweep, point)
-    model["history_len"] = dataset.prepare["history_len"]  # every model config has it (architectures/contract.py)
+    model = trial_model(cfg, arch, settings, dataset.prepare["history_len"])
     return TrialPlan(
         trial_id=trial_id or trial_id_for(sweep, point), stage=stage, arch=arch, seed=seed,
-        point=dict(point), dataset=dataset, model=model, train=train, tuned=tuned,
+        point=dict(point), dataset=dataset, model=model, model_config=sweep.model_config(arch, model), train=train,
+        tuned=tuned,
     )
 
 

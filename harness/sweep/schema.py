@@ -9,6 +9,8 @@ exists is checked).
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import math
 import os
 import re
@@ -23,7 +25,7 @@ import architectures
 import protocols
 from core.errors import one_line
 from core.typed_config import ConfigError, from_dict, to_dict
-from harness.config import TrainConfig
+from harness.config import TrainConfig, model_config
 from harness.metric_registry import check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
@@ -176,6 +178,8 @@ class Sweep:
         source_text: the file as written (copied to results/<name>/sweep.yaml).
         path: the file it was read from.
         tuning_values: the tuning stage's grid of `tuning.param` values, ascending (empty without `tuning:`).
+        model_configs: every trial's model config, validated once (`model_config`), by architecture and
+            settings; filled for every grid point at load, and for a search's sampled values where they arrive.
     """
 
     config: SweepConfig
@@ -185,6 +189,15 @@ class Sweep:
     source_text: str
     path: Path | None = None
     tuning_values: list[float] = field(default_factory=list)
+    model_configs: dict[str, Any] = field(default_factory=dict)
+
+    def model_config(self, arch: str, model: Mapping[str, Any]) -> Any:
+        """The config dataclass of `arch` with the flat `model` fields: validated the first time it is asked
+        for (`harness.config.model_config`, the one validator), then read from `model_configs`."""
+        key = json.dumps([arch, model], sort_keys=True, default=str)
+        if key not in self.model_configs:
+            self.model_configs[key] = model_config(arch, model)
+        return self.model_configs[key]
 
     @property
     def name(self) -> str:
@@ -235,7 +248,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     _check_data_values(cfg)
     _resolve_vocabulary(cfg, axes)
 
-    _check_models(cfg, axes, archs)
+    _check_model_keys(cfg, axes, archs)
     _check_train(cfg.train, "train")
     for key, values in axes.items():
         for value in values:
@@ -248,8 +261,85 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     space = _check_search(cfg, axes, archs)
     _check_resources(cfg)
     check_installed(cfg.tracking)
-    return Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path,
-                 tuning_values=tuning_values)
+    sweep = Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path,
+                  tuning_values=tuning_values)
+    _check_model_configs(sweep)
+    return sweep
+
+
+# ----------------------------------------------------------------------------------------------
+# grid points: what one trial sets
+
+
+def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
+    """The distinct grid points: the cartesian product of the axes (first axis varying slowest), each
+    point without the model axes that set nothing for its architecture, duplicates dropped.
+
+    A model axis scoped to some architectures (e.g. HELIX's `model.helix.retained_tokens` in a grid that
+    also runs a Wukong reference) would otherwise run the others once per value, identically.
+    """
+    axes = sweep.axes
+    keys = list(axes)
+    seen: set[str] = set()
+    out = []
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        point = _applicable(dict(zip(keys, combo)))
+        key = json.dumps(point, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(point)
+    return out
+
+
+def _applicable(point: dict[str, Any]) -> dict[str, Any]:
+    """`point` without model axes (or model bundle entries) that set no field of the point's architecture."""
+    if "arch" not in point:
+        return point
+    arch = str(point["arch"])
+    keep = {}
+    for axis, value in point.items():
+        keys = [k.partition(".")[2] for k in axis_settings(axis, value) if k.startswith("model.")]
+        if keys and not any(model_keys.applies(k, arch) for k in keys):
+            continue
+        keep[axis] = value
+    return keep
+
+
+def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
+    """A grid point as flat canonical settings (`data.delay_s`, `model.dim`, ...; bundles expanded)."""
+    out: dict[str, Any] = {}
+    for axis, value in point.items():
+        out.update(axis_settings(axis, value))
+    return out
+
+
+def prepare_settings(cfg: SweepConfig, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The PrepareConfig settings of a trial's dataset: the data section with the trial's `data.` settings,
+    holding exactly its protocol's parameters, resolved to the values the protocol will use (unset or
+    None -> the protocol's default). A parameter only other protocols take (author50 has no delay) is
+    dropped, so that axis does not split it into several datasets."""
+    prep = cfg.data.prepare_settings()
+    for key, value in settings.items():
+        if key.startswith("data."):
+            prep[key[len("data."):]] = value
+    if prep.get("task") == DEFAULT_TASK:  # dataset ids predating tasks stay the same
+        del prep["task"]
+    used = to_dict(from_dict(PrepareConfig, prep).protocol_config())
+    for name in protocols.parameter_names():
+        prep.pop(name, None)
+    prep.update(used)
+    return prep
+
+
+def trial_model(cfg: SweepConfig, arch: str, settings: Mapping[str, Any], history_len: int) -> dict[str, Any]:
+    """The flat model fields of one trial of `arch` (the one place nested model keys become a trial's fields):
+    the `model:` section, replaced by the trial's `model.` settings; `<arch>.<field>` keys win over a shared
+    key of the same mapping. `history_len` is the dataset's (every model config has it, architectures/contract.py)."""
+    model = model_keys.for_arch(arch, model_keys.flatten(cfg.model, "model"))
+    model.update(model_keys.for_arch(arch, {k.partition(".")[2]: v for k, v in settings.items()
+                                            if k.startswith("model.")}))
+    model["history_len"] = history_len
+    return model
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,7 +417,7 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
         if canon in BUNDLE_AXES:
             _check_bundle(canon, values)
         axes[canon] = list(values)
-    # (model fields set twice for one architecture are refused in _check_models)
+    # (model fields set twice for one architecture are refused in _check_model_keys)
     bundled = {k for b in ("data", "train") if b in axes for v in axes[b] for k in axis_settings(b, v)}
     for key in bundled & set(axes):
         raise ConfigError(f"grid.{key}: also set by the grid.{key.split('.')[0]} list; keep one")
@@ -449,10 +539,10 @@ def _spelled(where: str, key: str) -> str:
     return f"{where}.{key}"
 
 
-def _check_models(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
+def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
     """Every model key must be a field of every architecture it applies to (a shared key: all of them;
-    `<arch>.<field>`: that one), no grid axis may set a field another axis sets for the same
-    architecture, and values must type-check together, as each architecture's trials combine them."""
+    `<arch>.<field>`: that one), and no grid axis may set a field another axis sets for the same
+    architecture (the values are validated with each trial's config: `_check_model_configs`)."""
     base = model_keys.flatten(cfg.model, "model")
     for key in base:
         model_keys.check_key(_spelled("model", key), key, archs)
@@ -470,22 +560,19 @@ def _check_models(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
                                       "keep one")
                 owner[name] = axis
 
-    def make(a: str, settings: Mapping[str, Any], where: str) -> None:
-        try:
-            architectures.make_config(a, dict(settings))  # type / range errors name model.<key>
-        except ConfigError as e:
-            raise ConfigError(f"{where}{e} (architecture {a})") from None
 
-    # checked as trials see them: the section, the first value of every axis, then each axis value in turn
-    for a in archs:
-        own = model_keys.for_arch(a, base)
-        first = {k: v for flats in model_axes.values() for k, v in model_keys.for_arch(a, flats[0]).items()}
-        make(a, {**own, **first}, "")
-        for axis, flats in model_axes.items():
-            for flat in flats:
-                made = model_keys.for_arch(a, flat)
-                if made:
-                    make(a, {**own, **first, **made}, f"grid.{axis}: ")
+def _check_model_configs(sweep: Sweep) -> None:
+    """Validate every grid trial's model config (its `history_len` the dataset's), once each, into
+    `sweep.model_configs`; an error names the grid axes whose values differ from their first."""
+    firsts = {k: v[0] for k, v in sweep.axes.items()}
+    for point in grid_points(sweep):
+        arch, settings = str(point["arch"]), point_settings(point)
+        history_len = prepare_settings(sweep.config, settings)["history_len"]
+        try:
+            sweep.model_config(arch, trial_model(sweep.config, arch, settings, history_len))
+        except ConfigError as e:
+            varied = [f"grid.{k}" for k, v in point.items() if k not in RUN_AXES and v != firsts[k]]
+            raise ConfigError(f"{', '.join(varied) + ': ' if varied else ''}{e} (architecture {arch})") from None
 
 
 def _check_train(mapping: Mapping[str, Any], where: str) -> None:
@@ -598,7 +685,7 @@ def _check_search_value(where: str, cfg: SweepConfig, sub: str, value: Any, arch
     for a in archs:
         if model_keys.applies(sub, a):
             try:
-                architectures.make_config(a, {**model_keys.for_arch(a, base), model_keys.scope(sub)[1]: value})
+                model_config(a, {**model_keys.for_arch(a, base), model_keys.scope(sub)[1]: value})
             except ConfigError as e:
                 raise ConfigError(f"{where}: {e} (architecture {a})") from None
 

@@ -144,7 +144,7 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     train.num_threads = threads
     torch.set_num_threads(train.num_threads)
     cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
-                    model=dict(trial.model), train=train, seed=trial.seed)
+                    model=trial.model_config, train=train, seed=trial.seed)
     check_dataset_readable(cfg.data)
     write_trial_record(run_dir, {**trial.record(), RAY_NODE: ray_node()})
     reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
