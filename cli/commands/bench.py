@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                      "matmul_flops_per_s": result["matmul_flops_per_s"], "matmul_dtype": result["matmul_dtype"],
                      "bf16": result["bf16"], "seconds_per_step": result["seconds_per_step"],
                      "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_kind": result["peak_memory_kind"],
-                     "batch_size": tc.batch_size, "history_len": cfg.history_len})
+                     "batch_size": tc.batch_size, "history_len": model_cfg.history_len})
         if "breakdown" in result:
             out["breakdown"] = result["breakdown"]
             out["utilisation_if_only_products"] = result["utilisation_if_only_products"]
