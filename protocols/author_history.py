@@ -4,7 +4,7 @@ manifest: docs/protocols.md, "`author50` protocol". Coverage is reported, never 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from tqdm import tqdm
@@ -43,24 +43,9 @@ class LinkCoverage:
     rows_kept: int  # history entries (before truncation to history_len)
 
     def as_dict(self) -> dict[str, float]:
-        return {
-            "target_requests": self.target_requests,
-            "requests_with_array": self.requests_with_array,
-            "request_key_coverage": self.requests_with_array / max(1, self.target_requests),
-            "rows_present": self.rows_present,
-            "rows_linked": self.rows_linked,
-            "row_link_coverage": self.rows_linked / max(1, self.rows_present),
-            "duplicate_exposure_pairs": self.duplicate_exposure_pairs,
-            "rows_disambiguated": self.rows_disambiguated,
-            "resolved_by_fields": self.resolved_by_fields,
-            "resolved_by_feedback": self.resolved_by_feedback,
-            "still_tied": self.still_tied,
-            "rows_not_effective": self.rows_not_effective,
-            "rows_other_user": self.rows_other_user,
-            "rows_not_before_target": self.rows_not_before_target,
-            "rows_repeated": self.rows_repeated,
-            "rows_kept": self.rows_kept,
-        }
+        """Every count, plus the two coverage ratios (requests with an array, present rows linked)."""
+        return {**asdict(self), "request_key_coverage": self.requests_with_array / max(1, self.target_requests),
+                "row_link_coverage": self.rows_linked / max(1, self.rows_present)}
 
 
 class _ExposureLookup:

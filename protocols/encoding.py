@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, NUM_FEATURES, PAD, UNK
+from .schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, NUM_FEATURES, UNK
 from .split import local_time_parts
 
 USER_CONTEXT_FIELDS: tuple[str, ...] = tuple(f for f in CAT_FIELDS if f not in HIST_CAT_FIELDS)
@@ -132,16 +132,3 @@ def numeric_features(
     }
     return np.stack([np.asarray(columns[f], dtype=np.float32) for f in NUM_FEATURES], axis=1)
 
-
-__all__ = [
-    "PAD",
-    "UNK",
-    "USER_CONTEXT_FIELDS",
-    "NumericStats",
-    "encode",
-    "encode_feedback",
-    "fit_numeric_stats",
-    "fit_vocabulary",
-    "numeric_features",
-    "vocab_size",
-]

@@ -10,7 +10,7 @@ import datetime as dt
 import numpy as np
 
 from .log import ExposureLog
-from .recflow_days import day_start_ms
+from .recflow_format import day_start_ms
 
 DEFAULT_TRAIN_END = dt.date(2024, 2, 8)
 DEFAULT_TEST_START = dt.date(2024, 2, 12)

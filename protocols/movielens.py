@@ -13,7 +13,7 @@ import pandas as pd
 
 from .errors import DataValidationError
 from .log import ExposureLog
-from .recflow_days import SHANGHAI
+from .recflow_format import SHANGHAI
 from .schema import EXPOSURE_COLUMNS, make_event_id
 
 GENRES: tuple[str, ...] = (

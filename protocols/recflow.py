@@ -2,6 +2,11 @@
 on the whole log before anything is returned (callers write nothing before that); a broken log raises
 `DataValidationError` naming the file, the 1-based record, the field and the value. The rules, event ids and
 fingerprint: docs/data.md, "RecFlow files and validation".
+
+The author-provided 50-event histories, `seq_effective_50_dict/YYYY-MM-DD.pkl` (a dict request_id -> int array
+[50, 10], columns `recflow_format.AUTHOR50_COLUMNS`, valid rows at the end, zero rows in front), are read lazily
+per day by `Author50Reader`, only through the restricted unpickler of `protocols.safe_pickle`, and their arrays
+are checked for shape and cast to int64.
 """
 from __future__ import annotations
 
@@ -17,15 +22,25 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from .author50 import Author50Reader
 from .errors import DataValidationError
 from .log import ExposureLog
-from .recflow_days import DEFAULT_DAYS, day_bounds_ms, parse_day
-from .recflow_format import AUTHOR50_DIR, LOG_SUFFIXES, REALSHOW_DIR
+from .recflow_format import (
+    AUTHOR50_COLUMNS,
+    AUTHOR50_DIR,
+    AUTHOR50_LEN,
+    DEFAULT_DAYS,
+    LOG_SUFFIXES,
+    REALSHOW_DIR,
+    author50_path,
+    day_bounds_ms,
+    parse_day,
+)
+from .safe_pickle import load_int_array_dict
 from .schema import EXPOSURE_COLUMNS, make_event_id
 
 BINARY_COLUMNS: tuple[str, ...] = ("effective_view", "long_view")
 NON_NEGATIVE_COLUMNS: tuple[str, ...] = ("playing_time",)
+AUTHOR50_SHAPE = (AUTHOR50_LEN, len(AUTHOR50_COLUMNS))
 
 
 def find_day_files(root: Path, days: Iterable[dt.date]) -> list[Path]:
@@ -178,3 +193,25 @@ def read_recflow(
     return ExposureLog(
         columns=columns, days=day_list, source=source, root=root, fingerprint=digest.hexdigest(), author50_loader=loader
     )
+
+
+class Author50Reader:
+    """Callable file_index -> {request_id: int64 [50, 10]} for the days of an ExposureLog."""
+
+    def __init__(self, root: Path, days: tuple[dt.date, ...]):
+        self.root, self.days = Path(root), tuple(days)
+
+    def path(self, file_index: int) -> Path:
+        return author50_path(self.root, self.days[file_index])
+
+    def __call__(self, file_index: int) -> dict[int, np.ndarray]:
+        path = self.path(file_index)
+        if not path.exists():
+            raise DataValidationError(str(path), "(file)", f"no author-50 file for day {self.days[file_index]}")
+        arrays = load_int_array_dict(path)
+        for request_id, arr in arrays.items():
+            if arr.shape != AUTHOR50_SHAPE:
+                raise DataValidationError(str(path), "(array shape)",
+                                          f"array of request_id {request_id} must be {AUTHOR50_SHAPE}",
+                                          value=str(arr.shape))
+        return {k: v.astype(np.int64, copy=False) for k, v in arrays.items()}

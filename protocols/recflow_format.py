@@ -1,14 +1,19 @@
-"""RecFlow's on-disk layout: folder names, the full realshow column list and realistic integer widths.
+"""RecFlow's on-disk layout and calendar: folder names, the full realshow column list with realistic integer
+widths, the default 37 days and their Asia/Shanghai boundaries.
 
 The released `realshow/YYYY-MM-DD.feather` files carry 30 integer columns; one of them is spelled
 `" category_level_two"` with a leading space (a quirk readers must tolerate: they strip column names).
 The synthetic writer reproduces the list, the quirk and these widths so that the reader is exercised
 on exactly what the real files look like.
+
+RecFlow stores one file per calendar day in China Standard Time; a request belongs to the file of the
+day its `request_timestamp` (ms) falls in, judged in Asia/Shanghai (zoneinfo), left-closed right-open.
 """
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -17,41 +22,8 @@ AUTHOR50_DIR = "seq_effective_50_dict"
 TRUTH_DIR = "synthetic_truth"
 LOG_SUFFIXES: tuple[str, ...] = (".feather", ".parquet")
 
-#: Column names exactly as in the released files (note the leading space of category_level_two).
-RECFLOW_COLUMNS: tuple[str, ...] = (
-    "request_id",
-    "request_timestamp",
-    "user_id",
-    "device_id",
-    "age",
-    "gender",
-    "province",
-    "video_id",
-    "author_id",
-    "category_level_one",
-    " category_level_two",
-    "upload_type",
-    "upload_timestamp",
-    "duration",
-    "realshow",
-    "rerank_pos",
-    "rerank_neg",
-    "rank_pos",
-    "rank_neg",
-    "coarse_neg",
-    "prerank_neg",
-    "rank_index",
-    "rerank_index",
-    "playing_time",
-    "effective_view",
-    "long_view",
-    "like",
-    "follow",
-    "forward",
-    "comment",
-)
-
-#: Storage widths used by the synthetic writer (the real widths are not published; readers cast to int64).
+#: Column names exactly as in the released files, in their order (note the leading space of category_level_two),
+#: and the storage widths the synthetic writer uses (the real widths are not published; readers cast to int64).
 RECFLOW_DTYPES: dict[str, type] = {
     "request_id": np.int64,
     "request_timestamp": np.int64,
@@ -84,6 +56,7 @@ RECFLOW_DTYPES: dict[str, type] = {
     "forward": np.int8,
     "comment": np.int8,
 }
+RECFLOW_COLUMNS: tuple[str, ...] = tuple(RECFLOW_DTYPES)
 
 #: Columns of each row of a seq_effective_50_dict array ([50, 10], right-aligned, zero-padded in front).
 AUTHOR50_COLUMNS: tuple[str, ...] = (
@@ -111,3 +84,34 @@ def author50_path(root: Path, day: dt.date) -> Path:
 
 def truth_path(root: Path, day: dt.date) -> Path:
     return Path(root) / TRUTH_DIR / f"{day_stem(day)}.feather"
+
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+FIRST_DAY = dt.date(2024, 1, 13)
+NUM_DAYS = 37  # 2024-01-13 .. 2024-02-18 inclusive
+DEFAULT_DAYS: tuple[dt.date, ...] = tuple(FIRST_DAY + dt.timedelta(days=i) for i in range(NUM_DAYS))
+MS_PER_DAY = 86_400_000
+
+
+def parse_day(text: str | dt.date) -> dt.date:
+    """'2024-01-13' -> date(2024, 1, 13); dates pass through."""
+    if isinstance(text, dt.date):
+        return text
+    return dt.date.fromisoformat(str(text).strip())
+
+
+def day_start_ms(day: dt.date) -> int:
+    """Epoch milliseconds of 00:00 Asia/Shanghai on `day`."""
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=SHANGHAI).timestamp() * 1000)
+
+
+def day_bounds_ms(days: tuple[dt.date, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) epoch-ms bounds of each day, as two int64 arrays."""
+    starts = np.array([day_start_ms(d) for d in days], dtype=np.int64)
+    ends = np.array([day_start_ms(d + dt.timedelta(days=1)) for d in days], dtype=np.int64)
+    return starts, ends
+
+
+def local_hour(ts_ms: np.ndarray) -> np.ndarray:
+    """Fractional hour of day in Asia/Shanghai (UTC+8 all year, no DST) of epoch-ms timestamps."""
+    return ((np.asarray(ts_ms, dtype=np.int64) // 1000 + 8 * 3600) % 86_400) / 3600.0

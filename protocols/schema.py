@@ -119,22 +119,7 @@ UNK = 1
 FEEDBACK_OFFSET = 2
 FEEDBACK_VOCAB = 4
 
-BATCH_KEYS: tuple[str, ...] = (
-    "cat",
-    "num",
-    "hist_cat",
-    "hist_fb",
-    "hist_ts",
-    "hist_age",
-    "hist_mask",
-    "request_ts",
-    "request_idx",
-    "label",
-    "event_id",
-)
-
-
-#: The torch dtype of every batch key in the schema (the table of this module).
+#: The torch dtype of every batch key in the schema (the table of this module), in schema order (BATCH_KEYS).
 SCHEMA_DTYPES: dict[str, torch.dtype] = {
     "cat": torch.int64,
     "num": torch.float32,
@@ -148,6 +133,7 @@ SCHEMA_DTYPES: dict[str, torch.dtype] = {
     "label": torch.float32,
     "event_id": torch.int64,
 }
+BATCH_KEYS: tuple[str, ...] = tuple(SCHEMA_DTYPES)
 
 
 def widen(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

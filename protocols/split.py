@@ -29,10 +29,7 @@ class SplitConfig:
     timezone: str = "Asia/Shanghai"
 
     def __post_init__(self) -> None:
-        try:
-            ZoneInfo(self.timezone)
-        except (ZoneInfoNotFoundError, ValueError) as e:
-            raise ConfigError(f"timezone: unknown time zone {self.timezone!r}") from e
+        _check_timezone(self.timezone)
         bounds = self.boundaries_ms()
         if not all(a < b for a, b in zip(bounds, bounds[1:])):
             raise ConfigError(
@@ -76,10 +73,7 @@ class SplitSettings:
     def __post_init__(self) -> None:
         zone = self.timezone or "UTC"
         if self.timezone is not None:
-            try:
-                ZoneInfo(self.timezone)
-            except (ZoneInfoNotFoundError, ValueError) as e:
-                raise ConfigError(f"timezone: unknown time zone {self.timezone!r}") from e
+            _check_timezone(self.timezone)
         given = [(k, getattr(self, k)) for k in BOUNDARY_KEYS if getattr(self, k) is not None]
         for k, v in given:
             try:
@@ -108,6 +102,13 @@ class SplitSettings:
         except ConfigError as e:
             whose = f" (unset keys come from the {source} source's default split)" if source else ""
             raise ConfigError(f"split: {e}{whose}") from None
+
+
+def _check_timezone(timezone: str) -> None:
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise ConfigError(f"timezone: unknown time zone {timezone!r}") from e
 
 
 def tail_split(first_ms: int, last_ms: int, *, valid_days: int, test_days: int, timezone: str) -> SplitConfig:

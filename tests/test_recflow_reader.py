@@ -10,7 +10,7 @@ import pytest
 
 import protocols
 from protocols.recflow import read_recflow
-from protocols.recflow_days import DEFAULT_DAYS
+from protocols.recflow_format import DEFAULT_DAYS
 from protocols.schema import EXPOSURE_COLUMNS, split_event_id
 from protocols.synthetic import generate
 

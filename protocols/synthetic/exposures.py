@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..recflow_format import MS_PER_DAY
 from .config import SyntheticConfig
 from .sessions import Requests
-from .world import MS_PER_DAY, World
+from .world import World
 
 _CAT_SHIFT = 40  # key = category << 40 | (upload_ms - origin); 2**40 ms is ~35 years
 

@@ -8,24 +8,13 @@ that the label rates match `SignalConfig`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..recflow_days import local_hour
+from ..recflow_format import local_hour
 from .config import SyntheticConfig
 from .world import World
 
 _CHUNK = 1 << 20
-
-
-@dataclass
-class Labels:
-    true_p: np.ndarray  # [N] float64
-    long_view: np.ndarray  # [N] int8
-    effective_view: np.ndarray  # [N] int8
-    playing_time_ms: np.ndarray  # [N] int64
-    intercepts: tuple[float, float]  # calibrated (b, b_ev)
 
 
 def static_logit(cfg: SyntheticConfig, world: World, user: np.ndarray, day: np.ndarray, ts: np.ndarray,

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +18,13 @@ from core.errors import RecscaleError
 from core.typed_config import to_dict
 
 from ..output_location import check_writable
-from ..recflow_days import DEFAULT_DAYS, day_bounds_ms
-from ..recflow_format import AUTHOR50_DIR, REALSHOW_DIR, TRUTH_DIR
+from ..recflow_format import AUTHOR50_DIR, DEFAULT_DAYS, REALSHOW_DIR, TRUTH_DIR, day_bounds_ms
 from . import labels as L
 from .config import RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
 from .exposures import make_exposures
 from .history50 import EffectiveViewIndex
-from .sessions import make_requests
-from .world import make_world
+from .sessions import Requests, make_requests
+from .world import World, make_world
 from .writer import write_author50_day, write_day
 
 FORMAT_VERSION = 1
@@ -121,20 +121,29 @@ def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAU
     return log
 
 
+@dataclass
 class GeneratedLog:
     """A generated log held as compact per-exposure arrays in file order; RecFlow columns on demand."""
 
-    def __init__(self, *, world, req, request, video, position, level_one, level_two, long_view, effective_view,
-                 playing_time, true_p, noise, day_rows, request_order, request_day_rows, intercepts, oracle_auc,
-                 oracle_auc_without_history, history_term_sd):
-        self.world, self.req = world, req
-        self.request, self.video, self.position = request, video, position
-        self.level_one, self.level_two = level_one, level_two
-        self.long_view, self.effective_view, self.playing_time = long_view, effective_view, playing_time
-        self.true_p, self.noise = true_p, noise
-        self.day_rows, self.request_order, self.request_day_rows = day_rows, request_order, request_day_rows
-        self.intercepts, self.oracle_auc = intercepts, oracle_auc
-        self.oracle_auc_without_history, self.history_term_sd = oracle_auc_without_history, history_term_sd
+    world: World
+    req: Requests
+    request: np.ndarray  # [N] request of each exposure (row of `req`)
+    video: np.ndarray  # [N] video of each exposure (row of the catalogue)
+    position: np.ndarray  # [N] int16 slot in the request
+    level_one: np.ndarray  # [N] int16
+    level_two: np.ndarray  # [N] int16
+    long_view: np.ndarray  # [N] int8
+    effective_view: np.ndarray  # [N] int8
+    playing_time: np.ndarray  # [N] int64 ms
+    true_p: np.ndarray  # [N] float64
+    noise: dict[str, np.ndarray]  # columns no label reads: rank offset, like, follow, forward, comment
+    day_rows: np.ndarray  # [days + 1] first exposure row of each day
+    request_order: np.ndarray  # requests in file order (by request_id)
+    request_day_rows: np.ndarray  # [days + 1] first position in `request_order` of each day
+    intercepts: tuple[float, float]  # calibrated (b, b_ev)
+    oracle_auc: float
+    oracle_auc_without_history: float
+    history_term_sd: float
 
     def __len__(self) -> int:
         return len(self.request)
@@ -178,6 +187,11 @@ class GeneratedLog:
             "forward": self.noise["forward"][rows],
             "comment": self.noise["comment"][rows],
         }
+
+    def effective_view_index(self) -> EffectiveViewIndex:
+        """The author-50 arrays' source: every effective view of the log."""
+        rows = np.flatnonzero(self.effective_view == 1)
+        return EffectiveViewIndex(self.columns(rows), np.ones(len(rows), np.int8))
 
     def requests(self, rows: slice) -> dict[str, np.ndarray]:
         """request_id, request_timestamp, user_id of requests in file order."""
@@ -249,10 +263,7 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         log = build_log(cfg, seed, days, progress=progress)
         for sub in (REALSHOW_DIR, TRUTH_DIR) + ((AUTHOR50_DIR,) if cfg.scale.author50 else ()):
             (tmp / sub).mkdir()
-        index = None
-        if cfg.scale.author50:
-            ev_rows = np.flatnonzero(log.effective_view == 1)
-            index = EffectiveViewIndex(log.columns(ev_rows), np.ones(len(ev_rows), np.int8))
+        index = log.effective_view_index() if cfg.scale.author50 else None
         rows, rq_rows = log.day_rows, log.request_day_rows
         for i, day in enumerate(tqdm(days, desc="write", disable=not progress, unit="day")):
             day_slice = slice(rows[i], rows[i + 1])
@@ -310,8 +321,7 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
     log = build_log(cfg, int(stored["seed"]), days, progress=progress)
     if len(log) != stored.get("exposures"):
         raise RecscaleError(f"{out}: its {MARKER} does not match a regeneration from seed {stored['seed']}")
-    ev_rows = np.flatnonzero(log.effective_view == 1)
-    index = EffectiveViewIndex(log.columns(ev_rows), np.ones(len(ev_rows), np.int8))
+    index = log.effective_view_index()
     check_writable(out / AUTHOR50_DIR, "the author-50 pickles")
     tmp = Path(tempfile.mkdtemp(prefix=f".{AUTHOR50_DIR}.tmp-", dir=out))
     try:

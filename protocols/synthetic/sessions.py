@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..recflow_format import MS_PER_DAY
 from .config import SyntheticConfig
-from .world import MS_PER_DAY, Users
+from .world import Users
 
 
 @dataclass

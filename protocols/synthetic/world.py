@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..recflow_format import MS_PER_DAY
 from .config import SyntheticConfig
 
 CODEBOOK_ROWS = 4096
-MS_PER_DAY = 86_400_000
 
 
 def zipf_probs(n: int, exponent: float) -> np.ndarray:
