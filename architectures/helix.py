@@ -56,10 +56,9 @@ from .blocks.history_select import gather_rows, hard_search
 from .blocks.history_window import History, recent_history
 from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
 from .blocks.mlp import MLP
-from .blocks.mptf import MPTF
 from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import GateUpNorm, SwiGLU
-from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer
+from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer, mixup
 
 #: Named sizes: width, decoder / MixFormer / encoder depth, heads, Gather quotas and retained tokens.
 SIZES: dict[str, dict] = {
@@ -171,6 +170,22 @@ class ResolvedHelixConfig(HelixConfig):
     num_heads: int
     gather_quotas: tuple[int, ...]
     retained_tokens: tuple[int, ...]
+
+
+class MPTF(nn.Module):
+    """MPTF (Mixup-PerToken-FFN), HELIX's feature-interaction operator: the parameter-free `mixup`
+    (cross-token communication without an attention matrix), then a SwiGLU with separate parameters per token
+    and gate/up normalisation; fields interact in the element-wise product of the gate and up branches.
+    Pre-norm, both residual: S = X + Mixup(X); out = S + SwiGLU_per_token(RMSNorm(S)). [B, T, W] -> [B, T, W]."""
+
+    def __init__(self, tokens: int, width: int, hidden: int, gate_up_norm: GateUpNorm = "rms") -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(width)
+        self.ffn = SwiGLU(width, hidden, gate_up_norm, tokens=tokens)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x + mixup(x)  # [B, T, W]
+        return s + self.ffn(self.norm(s))
 
 
 def matched_hidden(attn: nn.Module, tokens: int, width: int, hidden: int) -> int:

@@ -10,8 +10,16 @@ and history tokens H (L x D, one per event):
     N  = Fusion_l(N~, H)             # 8 queries cross-attend over the valid history, W_F residual, SwiGLU
     logits = head(flatten(N))        # 8 D -> 2 D -> 1
 
-`whale_meanpool` (the seed's MeanPool control) is the same model with `fusion_read = "mean"`: every query token gets
-the masked mean of the projected history values instead of its own attention read (no W_Q, W_K).
+    Fusion_l(N, H):  A = read(LN(N), LN(H))          # cross-attention, or the MeanPool control's masked mean
+                     Z = N + [N; A] W_F               # W_F: 2D -> D, no bias
+                     N' = Z + W_d(SiLU(W_g LN(Z)) * W_u LN(Z))   # SwiGLU, no biases
+
+Reads (both give exactly zero for an empty history): `CrossAttentionRead`, one head of width D, softmax over
+valid positions only, through `explicit_cross_attention` (the reference op) or `sdpa_attention` where the
+module's `attention_kernel` selects SDPA (`blocks/attention_kernel.py`); `MeanPoolRead`, for `whale_meanpool`
+(the seed's MeanPool control, the same model with `fusion_read = "mean"`): every query token gets the masked
+mean of the projected history values instead of its own attention read (no W_Q, W_K). The part of a read that
+depends on the history only (K and V, or the mean) is `memory(h, valid)`, so it can run once per request.
 
 Adaptations: the history branch is the seed's (event token; read mask: a position reads itself and
 strictly earlier request times); fusion K and V use the history after this layer's HSTU; widths scale with
@@ -33,14 +41,15 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
+from .blocks.attention_kernel import UsesAttentionKernel, sdpa_attention, use_sdpa
 from .blocks.config_checks import check_choices, require_positive, require_positive_number
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.fusion import Fusion, Memory
 from .blocks.heads import PredictionHead
 from .blocks.history_branch import HistoryBranch
 from .blocks.history_window import History, recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS
 from .blocks.request_reuse import history_per_request
+from .blocks.swiglu import SwiGLU
 from .blocks.wukong import WukongLayer, wukong_stack
 
 
@@ -76,6 +85,91 @@ class WhaleMeanPoolConfig(WhaleConfig):
     """WHALE with the mean-pool read (the MeanPool control); only the default of `fusion_read` differs."""
 
     fusion_read: Literal["attention", "mean"] = "mean"
+
+
+Memory = tuple[torch.Tensor, ...]
+
+
+def explicit_cross_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, valid: torch.Tensor,
+                             scale: float, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The reference op: softmax(q k^T * scale) v over valid keys as explicit matmuls; q [B, T, D],
+    k, v [B, L, D], valid [B, L] -> [B, T, D], exactly zero for a row with no valid key. That zero-or-one
+    factor has `dtype` (default q's): the module passes its input's, so under bf16 autocast the read is
+    promoted to the input's float32."""
+    scores = torch.matmul(q, k.transpose(1, 2)) * scale  # [B, T, L]
+    scores = scores.masked_fill(~valid.unsqueeze(1), torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)  # exactly 0 on PAD when any position is valid
+    has_history = valid.any(dim=1).to(dtype or q.dtype)[:, None, None]  # [B, 1, 1]
+    return torch.matmul(weights, v) * has_history  # [B, T, D]; zero read for an empty history
+
+
+class CrossAttentionRead(UsesAttentionKernel, nn.Module):
+    """Single-head softmax cross-attention from T query tokens to the valid history positions, with the
+    module's `attention_kernel`."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.query_norm = nn.LayerNorm(dim)
+        self.kv_norm = nn.LayerNorm(dim)
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.k = nn.Linear(dim, dim, bias=False)
+        self.v = nn.Linear(dim, dim, bias=False)
+        self.scale = dim**-0.5
+
+    def memory(self, h: torch.Tensor, valid: torch.Tensor) -> Memory:
+        """h [B, L, D] -> (K [B, L, D], V [B, L, D])."""
+        hn = self.kv_norm(h)
+        return self.k(hn), self.v(hn)
+
+    def forward(self, n: torch.Tensor, memory: Memory, valid: torch.Tensor) -> torch.Tensor:
+        """n [B, T, D], valid [B, L] -> A [B, T, D]."""
+        k, v = memory
+        q = self.q(self.query_norm(n))  # [B, T, D]
+        if use_sdpa(q, self.attention_kernel):  # fused kernel, same masking and empty-history rule
+            return sdpa_attention(q, k, v, valid.unsqueeze(1), scale=self.scale)  # [B, T, D]
+        return explicit_cross_attention(q, k, v, valid, self.scale, n.dtype)  # [B, T, D]
+
+
+class MeanPoolRead(nn.Module):
+    """Masked mean of the projected history values, copied to every query token (WHALE MeanPool)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.kv_norm = nn.LayerNorm(dim)
+        self.v = nn.Linear(dim, dim, bias=False)
+
+    def memory(self, h: torch.Tensor, valid: torch.Tensor) -> Memory:
+        """h [B, L, D] -> (mean V [B, D],); zero for an empty history."""
+        v = self.v(self.kv_norm(h))  # [B, L, D]
+        m = valid.unsqueeze(-1).to(v.dtype)  # [B, L, 1]
+        return ((v * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0),)
+
+    def forward(self, n: torch.Tensor, memory: Memory, valid: torch.Tensor) -> torch.Tensor:
+        (mean,) = memory
+        return mean.unsqueeze(1).expand_as(n)  # [B, T, D]
+
+
+READS: dict[str, type[CrossAttentionRead] | type[MeanPoolRead]] = {"attention": CrossAttentionRead,
+                                                                   "mean": MeanPoolRead}
+
+
+class Fusion(nn.Module):
+    """One fusion layer: the T non-sequence tokens read the history, then a projection residual and SwiGLU."""
+
+    def __init__(self, dim: int, *, ffn_hidden: int, read: Literal["attention", "mean"] = "attention") -> None:
+        super().__init__()
+        self.read: CrossAttentionRead | MeanPoolRead = READS[read](dim)
+        self.proj = nn.Linear(2 * dim, dim, bias=False)  # W_F
+        self.ffn = SwiGLU(dim, ffn_hidden, "none", input_norm="layer")  # LN inside, residual here
+
+    def memory(self, h: torch.Tensor, valid: torch.Tensor) -> Memory:
+        return self.read.memory(h, valid)
+
+    def forward(self, n: torch.Tensor, memory: Memory, valid: torch.Tensor) -> torch.Tensor:
+        """n [B, T, D], memory from `memory(h, valid)`, valid [B, L] -> [B, T, D]."""
+        a = self.read(n, memory, valid)  # [B, T, D]
+        z = n + self.proj(torch.cat([n, a], dim=-1))  # [B, T, D]
+        return z + self.ffn(z)  # [B, T, D]
 
 
 class Whale(nn.Module):

@@ -4,13 +4,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from architectures.blocks.fusion import Fusion
 from architectures.blocks.history_window import HISTORY_KEYS
 from architectures.blocks.masked_attention import KV
 from architectures.blocks.mlp import MLP
 from architectures.blocks.request_reuse import RequestGroups, history_per_request
 from architectures.blocks.swiglu import SwiGLU
 from architectures.blocks.wukong import WukongLayer
+from architectures.whale import Fusion
 
 
 def _ln(x, norm):

@@ -5,8 +5,9 @@
   (most-recent / hard-search selections);
 - feed-forward: `mlp.py` (the ReLU MLP), `swiglu.py` (the one SwiGLU and its gate/up normalisations),
   `heads.py` (prediction head);
-- interaction and sequence layers: `wukong.py`, `hstu.py`, `history_branch.py`, `fusion.py`,
-  `masked_attention.py`, `token_mixing.py` (RankMixer), `mptf.py`, `helix_encoder.py`;
+- interaction and sequence layers: `wukong.py`, `hstu.py` (with its CPU kernels `pointwise_attention.py` and
+  `table_lookup.py`), `history_branch.py`, `masked_attention.py`, `token_mixing.py` (RankMixer),
+  `helix_encoder.py`; `attention_kernel.py` (the softmax-attention kernel);
 - `request_reuse.py`: the one implementation of the `reuse_requests` switch;
 - `config_checks.py`: value checks shared by the model configs.
 """

@@ -4,7 +4,7 @@ kernels on GPUs; `sdpa_attention` here is the fast op).
 
 The choice is explicit, as in Meta's generative-recommenders (an op takes its kernel as an argument, a
 module holds the kernel it passes, `set_hammer_kernel` sets it on a whole model): the ops (`attend` in
-`masked_attention.py`, `CrossAttentionRead` in `fusion.py`) take `kernel` as an argument; the modules that
+`masked_attention.py`, `CrossAttentionRead` in `whale.py`) take `kernel` as an argument; the modules that
 call them (`UsesAttentionKernel` subclasses) hold it in `attention_kernel`, set on a whole model by
 `set_attention_kernel`, which `architectures.build(..., attention=...)` calls with the run's
 `train.attention` (a typed, validated field of `harness.config.TrainConfig`). There is no module-level

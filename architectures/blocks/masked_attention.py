@@ -7,7 +7,7 @@ under "sdpa", or "auto" on CUDA, it calls `sdpa_attention` (torch's `scaled_dot_
 fvcore counts through its own handle) instead. The modules calling it hold their kernel in
 `attention_kernel` (`UsesAttentionKernel`, set by `set_attention_kernel`).
 
-Masking rule (the same as WHALE's fusion, `fusion.py`): keys that are not allowed get zero weight exactly, and a
+Masking rule (the same as WHALE's fusion, `whale.py`): keys that are not allowed get zero weight exactly, and a
 query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
 multiplied by the allowed mask.
 

@@ -2,7 +2,7 @@
 
 RankMixer (Zhu et al., 2025) cuts heterogeneous features into T tokens, then alternates a parameter-free
 token mixing with a feed-forward network that has its own parameters per token. HELIX's MPTF
-(`blocks/mptf.py`) reuses `mixup`, and its per-token SwiGLU (`blocks/swiglu.py`) `PerTokenLinear`, from here.
+(`helix.py`) reuses `mixup`, and its per-token SwiGLU (`blocks/swiglu.py`) `PerTokenLinear`, from here.
 
 - `mixup(x)`: split every token's W channels into T slices of W/T; output token t is the concatenation
   of slice t of all T input tokens (a transpose of [T, T, W/T]; applying it twice is the identity).
