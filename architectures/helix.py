@@ -4,19 +4,11 @@ Paper: "HELIX: Purified and Unified - Rethinking Feature Interaction and Sequenc
 Recommendation" (ByteDance): MPTF, sequence-only cross-attention, the Gather/Truncate encoder, the
 last-layer lazy K/V cache, gate/up normalisation and the ablations below (docs/helix.md).
 
-Forward pass (B candidates, T mix tokens of width W):
-1. Mix tokens: the 13 non-sequence tokens (`NonSequenceTokens`, 64-d) cut into T segments of whole tokens,
-   each segment mapped to one mix token of width W by its own linear map (`mix_tokens_map: segment`).
-2. MixFormer layers (per candidate): the mix tokens cross-attend over the user x candidate sequence only,
-   then interact through MPTF. The sequence is a hard search: the `hard_search_len` most recent history
-   events sharing the candidate's category_level_two or author; its keys/values are projected once and
-   read by every MixFormer layer.
-3. Encoder (once per request when `reuse_requests`): SeqFormer over the user-only sequences with
-   Gather / per-layer Truncate (`blocks/helix_encoder.py`). Only the last layer's output is kept and
-   projected once to keys/values (the lazy K/V cache).
-4. Decoder layers (per candidate): the mix tokens cross-attend over the cache (each layer has only its
-   own query and output projections), then MPTF.
-5. Head: RMSNorm, flatten T x W, MLP -> 1 logit.
+Forward pass (B candidates, T mix tokens of width W; each stage, what it reads and where it runs: the table of
+docs/helix.md, "HELIX in recscale"): mix tokens -> MixFormer layers (each a cross-attention read of the user x
+candidate hard-search sequence, then MPTF) -> decoder layers (each a read of the encoder's lazy K/V cache, then
+MPTF) -> head (RMSNorm, flatten T x W, MLP -> 1 logit). The encoder (`blocks/helix_encoder.py`) runs once per
+request when `reuse_requests`.
 
 Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are not public):
 - Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T

@@ -24,9 +24,8 @@ from protocols.schema import Batch, FeatureSpec
 from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.heads import PredictionHead
-from .blocks.history_branch import HistoryBranch
 from .blocks.history_window import recent_history
-from .blocks.hstu import DEFAULT_NUM_BUCKETS
+from .blocks.hstu import DEFAULT_NUM_BUCKETS, HistoryBranch
 from .blocks.wukong import WukongLayer, wukong_stack
 
 

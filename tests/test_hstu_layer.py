@@ -10,8 +10,14 @@ import torch.nn.functional as F
 
 import architectures
 from architectures.blocks.embeddings import FieldEmbeddings
-from architectures.blocks.history_branch import HistoryBranch
-from architectures.blocks.hstu import HSTULayer, history_layout, mask_to_bias, sequence_layout, time_bucket
+from architectures.blocks.hstu import (
+    HistoryBranch,
+    HSTULayer,
+    history_layout,
+    mask_to_bias,
+    sequence_layout,
+    time_bucket,
+)
 from core.typed_config import ConfigError
 from harness.checkpoint import config_differences
 from protocols.schema import default_test_spec, random_batch

@@ -1,25 +1,13 @@
 """Which kernel computes the softmax attentions: the explicit matmuls written in each block (the plain
-PyTorch reference op), or torch's fused `scaled_dot_product_attention` (SDPA: flash / memory-efficient
-kernels on GPUs; `sdpa_attention` here is the fast op).
+PyTorch reference op), or torch's fused `scaled_dot_product_attention` (`sdpa_attention` here, the fast op).
 
-The choice is explicit, as in Meta's generative-recommenders (an op takes its kernel as an argument, a
-module holds the kernel it passes, `set_hammer_kernel` sets it on a whole model): the ops (`attend` in
-`masked_attention.py`, `CrossAttentionRead` in `whale.py`) take `kernel` as an argument; the modules that
-call them (`UsesAttentionKernel` subclasses) hold it in `attention_kernel`, set on a whole model by
-`set_attention_kernel`, which `architectures.build(..., attention=...)` calls with the run's
-`train.attention` (a typed, validated field of `harness.config.TrainConfig`). There is no module-level
-setting: a model computes its attentions with its own kernel wherever it is called from.
-
-Kernels: `auto` (the default) uses SDPA on CUDA tensors and the explicit matmuls on CPU, where they are what
-the committed results were computed with (SDPA's CPU kernels round differently, so its logits agree only
-within float tolerance). `sdpa` and `explicit` force one path everywhere. A block asks `use_sdpa(q, kernel)`
-and, when it is true, calls `sdpa_attention`, which keeps its masking rule exactly: keys that are not
-allowed get zero weight, and a query with no allowed key reads exactly zero (SDPA alone would return NaN
-for such a row, so the row is given every key and its output is then zeroed). tests/test_attention_kernels.py
-compares the fast op with each reference op, forward and backward.
-
-FLOPs: fvcore sees `aten::scaled_dot_product_attention` and counts it with the handle in
-`architectures/flops.py` (score and value products, the same multiply-adds as the explicit matmuls).
+As in Meta's generative-recommenders, an op takes its kernel as an argument (`attend` in
+`masked_attention.py`, `CrossAttentionRead` in `whale.py`); a module that calls one (`UsesAttentionKernel`)
+holds it in `attention_kernel`, set on a whole model by `set_attention_kernel`, which
+`architectures.build(..., attention=)` calls with the run's `train.attention`. There is no module-level
+setting. The kernels (`auto`, `sdpa`, `explicit`), why CPU keeps the explicit matmuls and how FLOPs are
+counted: docs/training.md, "Speed" (GPU options). `sdpa_attention` keeps the explicit ops' masking rule exactly
+(tests/test_attention_kernels.py compares the fast op with each reference op, forward and backward).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases.
 
 After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
-Recommendations" (ICML 2024), as specified by the WHALE seed write-up (docs/architectures.md).
+Recommendations" (ICML 2024), as specified by the WHALE seed write-up (docs/architectures.md, "HSTU layer",
+"Shared history branch" and "HSTU-only" in "What the seed models compute").
 
 For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] and maximum length L_max:
 
@@ -12,18 +13,13 @@ For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] 
     A_i  = LN(sum_j S_ij v_j)                               # heads concatenated, LN without affine
     X'   = (X + W_o (A * U) + b_o) * valid                  # PAD positions re-zeroed after every layer
 
-`bucket(dt) = clamp(floor(ln(max(|dt_ms|, 1)) / 0.301), 0, 128)`; each layer owns its position table
-(2 L_max - 1 entries) and time table (num_buckets + 1 entries). The read mask and the bucket matrix depend
-only on timestamps and validity, so they are built once per batch and shared by every layer:
-
-- `history_layout`: the shared history branch of WHALE / Shallow-hybrid. Position i reads j when both are
-  valid and j happened at a strictly earlier request time, or j is i itself (equal request times do not read
-  each other); dt = t_i - t_j.
-- `sequence_layout`: HSTU-only's item/action/candidate sequence: causal over positions, and (GR's convention)
-  the time bucket of query i uses the time of the next valid position, dt = t_{i+1} - t_j.
+`bucket(dt) = clamp(floor(ln(max(|dt_ms|, 1)) / 0.301), 0, 128)`. The read mask and the bucket matrix depend
+only on timestamps and validity, so they are built once per batch (`history_layout` for the shared history
+branch, `sequence_layout` for HSTU-only's sequence) and shared by every layer.
 
 The kernels are the encoder's `kernel` (`HSTUKernel`, set on a whole model by `set_hstu_kernel`), passed to
 every layer: the CPU fast ops (`pointwise_attention.py`, `table_lookup.py`) or the plain reference ops.
+`HistoryBranch` is the shared history branch of WHALE and Shallow-hybrid: event tokens, then an encoder.
 """
 from __future__ import annotations
 
@@ -33,6 +29,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from protocols.schema import FeatureSpec
+
+from .embeddings import FieldEmbeddings, HistoryEventTokenizer
+from .history_window import History
 from .pointwise_attention import Span, explicit_pointwise_attention, key_spans, pointwise_attention
 from .table_lookup import table_lookup
 
@@ -195,3 +195,25 @@ class HSTUEncoder(nn.Module):
             x = layer(x, valid, mask_bias, buckets, spans, self.kernel)
             outs.append(x)
         return outs
+
+
+class HistoryBranch(nn.Module):
+    """The shared history branch of WHALE and Shallow-hybrid: each history event becomes one token (5 item + 2
+    feedback embeddings + rho -> MLP, zero at PAD), then a stack of HSTU layers reads them with the
+    `history_layout` mask. It never sees the candidate, so its output is shared by all candidates of a request.
+    History keys of a batch -> per-layer outputs [B, L, D] (num_layers of them)."""
+
+    def __init__(self, spec: FeatureSpec, embeddings: FieldEmbeddings, *, dim: int, num_layers: int,
+                 num_heads: int, head_dim: int, max_len: int, num_buckets: int, event_hidden: int | None,
+                 eps: float = DEFAULT_LAYER_NORM_EPS) -> None:
+        super().__init__()
+        self.num_buckets = num_buckets
+        self.events = HistoryEventTokenizer(spec, dim, embeddings, hidden=event_hidden)
+        self.hstu = HSTUEncoder(dim, num_layers, num_heads=num_heads, head_dim=head_dim, max_len=max_len,
+                                num_buckets=num_buckets, eps=eps)
+
+    def forward(self, hist: History) -> list[torch.Tensor]:
+        valid = hist["hist_mask"]  # [B, L]
+        tokens = self.events(hist)  # [B, L, D], 0 at PAD
+        mask, buckets = history_layout(hist["hist_ts"], valid, num_buckets=self.num_buckets)  # [B, L, L] x2
+        return self.hstu(tokens, valid, mask, buckets)

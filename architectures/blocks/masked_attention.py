@@ -9,15 +9,9 @@ fvcore counts through its own handle) instead. The modules calling it hold their
 
 Masking rule (the same as WHALE's fusion, `whale.py`): keys that are not allowed get zero weight exactly, and a
 query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
-multiplied by the allowed mask.
-
-- `attend(q, k, v, allowed, kernel=...)`: the core read on [B, H, N, dh] tensors; `explicit_attend` its
-  reference form.
-- `split_heads` / `merge_heads`: [B, N, H*dh] <-> [B, H, N, dh].
-- `KVProjection`: LayerNorm'd keys/values projected once (the lazy K/V cache of HELIX); with `kv_heads`
-  below the query heads it projects fewer key/value heads (grouped-query attention, GQA).
-- `QueryRead`: a query projection plus output projection that reads a precomputed `KV`.
-- `MultiHeadAttention`: the usual self/cross attention (`KVProjection` + `QueryRead`).
+multiplied by the allowed mask. `KVProjection` projects keys/values once (HELIX's lazy K/V cache; fewer
+key/value heads with `kv_heads`, GQA), `QueryRead` reads a precomputed `KV`, and `MultiHeadAttention` is the
+two together.
 """
 from __future__ import annotations
 

@@ -1,61 +1,13 @@
-"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU.
+"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU (`pointwise_attention`), and the
+plain reference op beside it (`explicit_pointwise_attention`, autograd through every op), which it equals bit
+for bit at one thread (tests/test_cpu_kernels.py).
 
-For B targets, H heads, N positions and head width d, the explicit form materialises four [B, H, N, N]
-tensors per layer in training (scores, SiLU output, their gradients): 270 MB each at the seed's HSTU
-(B = 256, H = 4, N = 257), and autograd keeps two of them for the backward. Here the work is split into
-blocks of targets whose maps stay within a memory budget (see "Block size"), and the scores are kept for the
-backward, block by block: one map per layer instead of two, and the backward runs the same five products as
-autograd, without recomputing the scores (which cost one more product and a pass per block, and made a step
-about 8% slower at one thread). Layers whose maps are small (`KEEP_ACTIVATED_MIB`) also keep their SiLU, as
-autograd does, so the backward does not recompute it either. Heads are batched into every product, so a step
-issues 2 + 5 batched products per piece and layer. q, k and v are copied once, to the layouts `torch.matmul` gives
-them in the explicit form (k as k^T); the output and the gradients are written token-major ([B, N, H, d] in
-memory), the layout of the projections, so the caller's reshape and the projection's backward need no
-further copies.
-
-Key spans (more than one thread). A causal read mask leaves half of every map masked, and masked pairs cost
-as much as read ones. `key_spans` splits the queries into `QUERY_CHUNKS` ranges and finds, from the read
-mask, the range of keys that some query of each range reads in some target; a piece is then one block of
-targets times one query range over its keys only. Every pair left out is masked in every target, where the
-explicit form's SiLU gives -0.0 and a zero gradient, so only the rounding changes (the sums are split
-differently). For HSTU's causal mask with 4 ranges, the maps shrink to 5/8 of the full ones, in compute and
-in the memory kept. `recscale flops` and every FLOP count stay those of the full maps (`key_spans` gives
-None under a jit trace, and with `every_pair=True`), so compute axes do not depend on threads.
-Spans are off at one thread, where every committed CPU result trained, to keep those results bit-identical.
-
-Block size. Each block's products and element-wise passes are OpenMP regions, and with more than one thread
-every region ends at a barrier where a thread waits for the others; when another process holds a core (a
-sweep's second trial), the waits, not the arithmetic, set the pace, so fewer, larger blocks are faster. At
-one thread there is no barrier, and cache-sized blocks keep the element-wise passes in cache. So the budget
-of one block's map depends on the thread count (`block_budget_mib`): 4 MiB at one thread, 64 MiB with more.
-Chosen by timing training steps at `recscale bench` shapes (B = 256, 4 heads; HSTU N = 257, WHALE N = 128)
-at budgets of 4, 16, 64 and 256 MiB, interleaved round by round on a shared, loaded 2-core machine (median
-of 5 rounds, ratio to 4 MiB paired by round), without and with one core kept busy:
-
-| threads | HSTU 16 / 64 / 256 MiB | WHALE 16 / 64 / 256 MiB |
-| --- | --- | --- |
-| 1 | 1.00 / 1.04 / 0.93; busy 1.05 / 0.91 / 1.01 | 0.96 / 0.94 / 0.92; busy 0.97 / 0.94 / 0.92 |
-| 2 | 1.13 / 1.34 / 1.31; busy 0.90 / 1.39 / 1.87 | 1.62 / 1.52 / 1.78 |
-
-At 2 threads 64 MiB issued 84 products per HSTU step instead of 224 and ran WHALE's in one block; 256 MiB
-gained a little more in some cases at four times the memory. (Measured before key spans and kept scores;
-with spans, a piece's map is that of its largest query range, blocks are made equal, and 64 and 128 MiB
-timed alike: HSTU at B = 256 then runs in 2 blocks of 4 pieces per layer.)
-
-Numbers: every block runs the same operations on the same values as the explicit form does on the whole
-batch (batched matrix products treat each target separately, and block sizes keep element-wise kernels on
-the same vector/scalar paths, see `ALIGN_ELEMENTS`), so at one thread the output and all gradients are
-bit-identical to autograd through the explicit form (tested), whatever the budget; one thread keeps the
-4 MiB blocks it always had. At more threads, the key spans and batched products of another batch size
-change the last bits (tested against a float64 reference instead).
-
-FLOPs: under `torch.no_grad` (which is how fvcore traces models) the blocked forward is plain tensor code,
-so fvcore counts the same batched products, block by block, for the same total.
-
-The blocked form is used on CPU only; on CUDA the explicit form runs (its kernels are not cache-bound in
-the same way, and `torch.compile` can fuse it there). `explicit_pointwise_attention` is the plain reference
-op beside it (tests/test_cpu_kernels.py compares the two). Every setting is an argument of the op, with the
-defaults every committed result trained with; an HSTU encoder passes those of its `HSTUKernel` (`hstu.py`).
+The work is split into blocks of targets whose score maps stay within a memory budget (`block_budget_mib`), the
+scores (and, for small layers, their SiLU) are kept for a hand-written backward, and with more than one thread
+each query range reads only the keys some query of it can read (`key_spans`). Every setting is an argument
+of the op, with the defaults every committed result trained with; an HSTU encoder passes those of its
+`HSTUKernel` (`hstu.py`). Why each choice, with its measurements, and why the numbers and FLOP counts do not
+move: docs/training.md, "CPU kernels".
 """
 from __future__ import annotations
 
@@ -66,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 #: Memory budget of one block's [b, H, rows, keys] fp32 score map, in MiB, at one torch thread and with more
-#: (the module docstring says how they were chosen).
+#: (docs/training.md, "CPU kernels", says how they were chosen).
 ONE_THREAD_BUDGET_MIB = 4
 MANY_THREADS_BUDGET_MIB = 64
 #: Every block but the last holds a multiple of this many map elements. torch's element-wise CPU kernels

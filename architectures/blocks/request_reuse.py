@@ -1,10 +1,6 @@
 """Request reuse: compute the candidate-independent (history) side once per request, then give every
-candidate its result. The one implementation behind every model's `reuse_requests` switch.
-
-Candidates of one request share the user, the request time and the history (`request_idx` of the batch
-schema, `protocols/schema.py`). A history encoder that does not look at the candidate therefore gives
-the same output for all of them; running it once per unique request and gathering the result back is
-exact and saves (candidates per request - 1) / (candidates per request) of that work.
+candidate its result. The one implementation behind every model's `reuse_requests` switch (when it is exact,
+and why it is off by default: docs/architectures.md, "Configuration").
 
     out = history_per_request(encode, batch, enabled=cfg.reuse_requests)
 
@@ -13,13 +9,8 @@ cannot read the candidate. Its result may be a tensor, a tuple / list of results
 `index_rows(index)` (e.g. `masked_attention.KV`); every leaf has the batch axis first. With reuse on and
 at least two candidates in some request, `encode` runs on one row per request (`RequestGroups.select`,
 the first candidate of each) and its result is gathered back (`RequestGroups.expand_tree`); otherwise
-it runs on the full batch.
-
-The caller guarantees that the history is equal across candidates of one request (true of every
-batch built by the loader and by `protocols.schema.random_batch`; training-time ID masking of history
-ids, drawn per target, breaks it, which is why every model defaults to `reuse_requests = False`).
-Gradients flow back through the gathers (whose backward sums the candidates' gradients into their
-request's row).
+it runs on the full batch. Gradients flow back through the gathers (whose backward sums the candidates'
+gradients into their request's row).
 """
 from __future__ import annotations
 

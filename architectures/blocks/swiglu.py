@@ -6,10 +6,7 @@
 
 It never adds a residual: a block writes `x + ffn(x)` (or `x + ffn(norm(x))` with its own norm).
 `tokens=T` gives every one of T tokens its own W_g, W_u, W_d (`PerTokenLinear`; input [B, T, W]), the
-per-token FFN of HELIX's MPTF; otherwise the weights are shared by every position.
-
-Users: WHALE's fusion (`input_norm="layer"`, "none"), HELIX (encoder, self-attention ablation: shared;
-MPTF: per token) and RankMixer+Transformer's sequence stage (shared, "none"). OneTrans writes the same
+per-token FFN of HELIX's MPTF; otherwise the weights are shared by every position. OneTrans writes the same
 formula with its mixed (shared / per-token) weights and a fused gate/up projection.
 
 Gate/up normalisation (HELIX's stability fix, after QK-Norm): the gate and up branch outputs are each

@@ -1,20 +1,7 @@
-"""Look-ups in a small 1-D parameter table by a large index tensor (`table[index]`), fast on CPU.
-
-HSTU's time bias reads a table of 129 entries at every (query, key) pair of every target: 4.2M indices
-per layer at the seed configuration (B = 256, L = 128), 17M at the seed's HSTU-only model. On CPU, advanced
-indexing takes ~10 ms for the first and its autograd backward, `index_put_(accumulate=True)`, about 60 ms, a
-tenth of a whole WHALE training step per layer. Here the forward is `index_select` (~2 ms, the same values)
-and the backward `scatter_add_` (`_scatter_sum`): at one thread one sequential pass adding the gradient
-entries into each slot in memory order (14 ms for 17M entries, where `index_add_`, the same pass, takes 24);
-with more threads `ROWS_PER_THREAD` rows per thread, each a sequential pass over consecutive entries, summed
-at the end (7 ms at 2 threads; `index_add_` into a 1-D table runs on one thread).
-
-Numbers: with one thread (the setting every committed CPU sweep ran with) `index_put_` adds in that same
-order, so results are bit-identical to plain indexing (tested). With more threads `index_put_` adds with
-atomics in parallel, so its sums vary from run to run; the rows here are fixed by the thread count, so the
-sums are deterministic at a given thread count (and round differently from one thread's).
-On CUDA plain indexing is kept: its backward is deterministic (sorted), while CUDA's `index_add_` uses
-atomics and would make resumed runs differ.
+"""Look-ups in a small 1-D parameter table by a large index tensor (`table[index]`, the plain reference op), fast
+on CPU: an `index_select` forward and a `scatter_add_` backward in fixed rows of partial sums, bit-identical
+to plain indexing at one thread and deterministic at any thread count; CUDA keeps plain indexing. The
+measurements and the rounding argument: docs/training.md, "CPU kernels".
 """
 from __future__ import annotations
 
