@@ -1,14 +1,6 @@
-"""Input tokenizers shared by every model: the 13 non-sequence tokens and the history event token.
-
-- `FieldEmbeddings`: one d-dim table per categorical field; video, author, both category levels and
-  upload type are shared between the candidate and the history events. Two feedback tables
-  (effective_view, long_view; PAD 0, encoded 2/3).
-- `NumericTokenizer`: one MLP (in -> d -> d) per numeric group -> 3 tokens.
-- `NonSequenceTokens`: 10 field embeddings + 3 numeric tokens = the 13-token non-sequence input.
-- `HistoryEventTokenizer`: 5 item + 2 feedback embeddings + rho -> (5+2)*d+1 -> 2d -> d (449 -> 128 -> 64
-  at d = 64), zeroed at PAD positions.
-
-Public API (used by every model file): keep the names and signatures stable.
+"""Input tokenizers shared by every model: the 13 non-sequence tokens (10 field embeddings, the item-side tables
+shared with the history events, + 3 numeric-group tokens) and the history event token (docs/architectures.md,
+"Inputs"). Public API (used by every model file): keep the names and signatures stable.
 """
 from __future__ import annotations
 

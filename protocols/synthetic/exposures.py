@@ -1,12 +1,11 @@
-"""The noisy recommender: which videos each request shows.
+"""The noisy recommender: which videos each request shows (docs/data.md, "Generative model": Exposures; every
+strength a field of `config.SessionConfig`).
 
-For every exposure slot: pick a level-two category (with prob `interest_lean` from the user's affinity
-softmax  softmax(<theta_u, phi_c> / T + log popularity_c), else from global popularity), pick a target
-video age (fresh with prob `fresh_share`, else old), then draw a video of that category uploaded within
-`age_window_days` before (request time - age), proportionally to its Pareto weight; if the window is
-empty, the category's latest upload before the request is shown. Videos are therefore always uploaded before
-the request, new uploads dominate, and popularity is heavy-tailed. All steps are vectorised searchsorted
-look-ups over the (category, upload time)-sorted catalogue.
+The user's affinity softmax is softmax(<theta_u, phi_c> / T + log popularity_c). A video is drawn among its
+category's uploads within `age_window_days` before (request time - age), proportionally to its Pareto weight;
+if the window is empty, the category's latest upload before the request is shown, so videos are always
+uploaded before the request. All steps are vectorised searchsorted look-ups over the (category, upload
+time)-sorted catalogue.
 """
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
-"""Requests of the synthetic log: users open sessions, a session is a burst of requests.
+"""Requests of the synthetic log: users open sessions, a session is a burst of requests (docs/data.md,
+"Generative model": Requests).
 
-Sessions per (user, day) ~ Poisson(activity_u * traffic_d * base), where traffic_d follows RecFlow's
-per-day request counts. A session starts at a time of day drawn from a two-peak diurnal profile
-(lunch, evening) and holds 1 + Geometric requests separated by lognormal gaps (seconds to minutes).
-Request times do not depend on labels; the availability rule a_r = t_r + sum(playing_time) + delay then
-decides, per target, whether the previous requests of a session are already legal history.
-Requests falling after the last day are dropped. Each request shows n ~ `exposures_per_request_probs` videos.
-
-Every day holds at least one request (the reader refuses an empty day file; the rule: docs/data.md, "The
-synthetic log"); no random number is drawn for it when no day is empty.
+Sessions per (user, day) ~ Poisson(activity_u * traffic_d * base); a session starts at a time of day drawn
+from a two-peak diurnal profile (lunch, evening). Request times do not depend on labels; the availability
+rule then decides, per target, whether the previous requests of a session are already legal history.
+Requests falling after the last day are dropped. Every day holds at least one request (the rule: docs/data.md,
+"The synthetic log"); no random number is drawn for it when no day is empty.
 """
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
-"""The latent world of the synthetic log: categories, users, authors and the video catalogue.
+"""The latent world of the synthetic log: categories, users, authors and the video catalogue (docs/data.md,
+"Generative model": World).
 
 Latent vectors live in R^k with components of variance 1/sqrt(k), so that the inner product of two
-independent vectors has unit variance.
-- Level-two categories have Zipf popularity; each belongs to one level-one category (every level-one
-  category gets at least one level-two), phi_c2 = phi_c1 + N(0, .); each level-one category has a peak hour.
-- Users: theta_u drifts by a Gaussian random walk across days; age/gender/province/device per user.
-- Videos: category by popularity, author among the category's authors (Zipf), upload time (a quarter
-  before the first day, the rest on the 37 days in proportion to traffic), duration (lognormal),
-  upload type (Zipf), quality q_v, Pareto exposure weight, psi_v = phi_c2 + noise. The noise is the sum of
-  two rows of a shared codebook (per-video vectors would cost k floats per video at full scale).
-Videos are stored sorted by (category_level_two, upload time): the recommender relies on that order.
+independent vectors has unit variance. Every level-one category gets at least one level-two, with
+phi_c2 = phi_c1 + N(0, .). A video's noise psi_v - phi_c2 is the sum of two rows of a shared codebook
+(per-video vectors would cost k floats per video at full scale). Videos are stored sorted by
+(category_level_two, upload time): the recommender relies on that order.
 """
 from __future__ import annotations
 
