@@ -19,7 +19,7 @@ import pandas as pd
 from core.results_layout import RUNS_FILE
 from harness import run_health as H
 from harness.curves import read_curves
-from harness.loss_trend import Trend, trend_of
+from harness.run_health import Trend, trend_of
 
 from .collect import SweepResults
 from .headline import Headline

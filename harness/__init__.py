@@ -2,8 +2,8 @@
 
 Run configs (`config.py`), the training recipe with its stop signals (`train.py`), the step and its optimisers
 (`step.py`), the learning-rate schedule (`lr_schedule.py`), evaluation and the metric registry (`evaluate.py`,
-`metrics.py`, `metric_registry.py`, `recompute.py`), checkpoints and the run folder (`checkpoint.py`,
-`run_folder.py`), learning curves and run health (`curves.py`, `loss_trend.py`, `run_health.py`), the machine
+`metrics.py`, `metric_registry.py`), checkpoints and the run folder (`checkpoint.py`,
+`run_folder.py`), learning curves and run health (`curves.py`, `run_health.py`), the machine
 fingerprint and process accounting (`fingerprint.py`, `perf.py`), speed measurement and estimates (`speed/`),
 the Ray Tune sweeps (`sweep/`) and the columns of runs.parquet (`runs_columns.py`). FLOP
 and parameter counts are `architectures.flops`; the command line is `cli/`. The side-by-side benchmark against

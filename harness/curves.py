@@ -1,17 +1,6 @@
-"""Learning curves of a run: TensorBoard event files in `<run folder>/curves/`.
-
-Every `train.log_every_steps` optimiser steps (global steps, counted over the whole run, so the points of a
-resumed run fall where an uninterrupted run's do) a run logs
-`train/loss` (mean per target over the steps since the last point), `train/lr` (the first parameter group's),
-`train/grad_norm` (mean global gradient norm before clipping over those steps; absent with `grad_clip: 0`,
-where no norm is computed) and `train/targets_per_s`; at each validation evaluation (after an epoch, at the
-end, and every `train.eval_every_steps` steps when set) it logs `valid/<metric>`.
-`tensorboard --logdir results/<sweep>` shows a whole sweep.
-
-Logging reads values the step computed anyway: the loss and norm are summed on the device and read once
-per point (one synchronisation per `log_every_steps` steps), no random state is used, so the numbers of a run
-are the same with logging on or off. A resumed run appends a new event file; the steps between its last
-checkpoint and the interruption are logged twice, and readers keep the last value per step.
+"""Learning curves of a run: TensorBoard event files in `<run folder>/curves/` (`CurveLogger` writes them during
+training, `read_curves` reads them back). The tags, when points are written, and why logging changes no
+number: docs/training.md ("Curves").
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Full-set evaluation: predict every target of a split, then compute metrics on the whole set.
+"""Full-set evaluation: predict every target of a split, compute metrics on the whole set, and recompute a
+finished run's metrics from its prediction files (`recscale metrics RUN --recompute`; docs/training.md).
 
 Predictions are probabilities computed in float64 from the model's logits, so they are not
 saturated at 0/1 for large logits; the same arrays are written to `predictions_<split>.parquet`
@@ -9,15 +10,22 @@ on synthetic logs, the true probability) row by row; a mismatch of event ids or 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from core import results_layout as layout
 from core.errors import RecscaleError
+from harness.runs_columns import DATA_FINGERPRINT
 from protocols.schema import widen
 
 from . import metric_registry
+from . import run_folder as RF
 
 #: Target columns needed for grouped metrics and GAUC (plus `true_p` when present).
 EVAL_COLUMNS: tuple[str, ...] = ("event_id", "label", "user_id", "video_unseen", "author_unseen", "duration_ms")
@@ -110,3 +118,57 @@ def split_metrics(
         else:
             flat[f"{split}_{key}"] = value
     return flat, groups
+
+
+def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> Any:
+    """The prepared dataset at `path`; `verify` checks every file of it against its manifest's checksums first."""
+    from protocols.artifact import PreparedDataset
+
+    if not Path(path).exists():
+        raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
+    return PreparedDataset.open(Path(path), verify=verify, progress=progress)
+
+
+def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, Any]:
+    """{`<split>_auc`, ..., `oracle_<split>_...`, `groups`: {split: {...}}} from the prediction files, joined
+    with the targets of the prepared dataset the run's config.yaml names (or `data`)."""
+    config_path = run_dir / layout.CONFIG_FILE
+    config = RF.read_config(run_dir)
+    if config is None:
+        raise RF.RunFolderError(f"{config_path}: not found")
+    if "data" not in config and data is None:
+        raise RF.RunFolderError(f"{config_path}: no `data` key; pass --data ARTIFACT")
+    dataset = open_dataset(data or config["data"])
+    saved = RF.read_metrics(run_dir)
+    saved_fp = saved.get(DATA_FINGERPRINT)
+    if saved_fp is not None and saved_fp != dataset.fingerprint:
+        raise RecscaleError(f"{run_dir}: trained on data {saved_fp}, but {dataset.fingerprint} was given")
+    out: dict[str, Any] = {"groups": {}}
+    for split in layout.PREDICTION_SPLITS:
+        table = RF.read_predictions(run_dir, split, metrics=saved)  # size and checksum checked
+        flat, groups = split_metrics(split, table.column("event_id").to_numpy(), table.column("label").to_numpy(),
+                                     table.column("score").to_numpy(), target_columns(dataset, split))
+        out.update(flat)
+        out["groups"][split] = groups
+    # the same JSON normalisation as metrics.json (NaN -> null, numpy scalars -> Python)
+    return json.loads(json.dumps(RF.json_safe(out), allow_nan=False))
+
+
+def leaves(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def compare(saved: dict[str, Any], fresh: dict[str, Any], *, tol: float = 0.0) -> list[str]:
+    """`key: saved -> recomputed` for every recomputed value that differs from the saved one."""
+    saved_leaves = dict(leaves(saved))
+    diffs = []
+    for key, value in leaves(fresh):
+        old = saved_leaves.get(key, "<absent>")
+        numbers = isinstance(old, (int, float)) and isinstance(value, (int, float))
+        if not (old == value or numbers and math.isclose(old, value, rel_tol=0, abs_tol=tol)):
+            diffs.append(f"{key}: {old!r} -> {value!r}")
+    return diffs

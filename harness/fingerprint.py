@@ -1,18 +1,8 @@
-"""Where a run ran: the machine and software facts that decide which floating-point kernels compute it.
-
-Two runs of the same config, seed and data are bit-identical only when the same kernels run them: the
-same CPU instruction sets (AVX2, AVX-512, AMX, bf16), the same kernel choices inside torch (its CPU
-capability, forced with `ATEN_CPU_CAPABILITY`) and its BLAS (MKL here), numpy's and scipy's BLAS and the
-kernel it picked for this CPU (forced with `OPENBLAS_CORETYPE`), the same library versions, thread count
-and device. `machine_fingerprint()` records those facts as flat `env_*` strings and integers, so that
-metrics.json keeps them and runs.parquet gets one column each (`harness.sweep.collect`), and
-`fingerprint_differences()` names the ones that differ between two runs (`recscale reference check`
-prints them when a reproduction is not bit-exact).
-
-Beside those, the thread policy the run trained under (docs/training.md, "Threads"), which decides its speed
-when trials share a machine: `threads` (torch's intra-op threads; a different count can change the numbers),
-`omp_wait_policy` (OMP_WAIT_POLICY, empty for OpenMP's default) and `cpu_affinity` (the CPUs the process may
-run on, e.g. `0-1`, and any OpenMP binding variable set: the pinning, if any).
+"""Where a run ran: the machine and software facts that decide which floating-point kernels compute it (CPU
+instruction sets, torch's CPU capability and BLAS, numpy's BLAS and kernel, versions, threads, device), and the
+thread policy it trained under. `machine_fingerprint()` records them as flat `env_*` keys of metrics.json
+(one runs.parquet column each); `fingerprint_differences()` names the ones that differ between two runs.
+The keys and why they matter: docs/reproducibility.md; the thread policy: docs/training.md ("Threads").
 """
 from __future__ import annotations
 

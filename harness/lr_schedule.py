@@ -1,20 +1,6 @@
 """Learning-rate schedule of a run (`train.schedule`): linear warm-up, then constant, cosine or linear decay to
-a floor, as a pure function of the global step.
-
-The learning rate of step t (0-based, counted over the whole run) is `lr * factor(t)`:
-
-- warm-up over the first W steps: factor = (t + 1) / W (W = `warmup_steps`, or `warmup_fraction` of the run,
-  rounded to the nearest step);
-- then, over the remaining steps up to the last (T - 1): `constant` keeps 1; `cosine` goes
-  floor + (1 - floor) * (1 + cos(pi p)) / 2 and `linear` floor + (1 - floor) * (1 - p), with p running from 0
-  at step W to 1 at the last step (`floor` is a fraction of `lr`).
-
-T = epochs * ceil(train targets / batch_size) comes from the data and the config alone, and step t from the
-run's position (epoch, batch), so a resumed run sets the same rate at every step as an uninterrupted one: the
-schedule's only state is each parameter group's base rate (`initial_lr`, set when the optimisers are built,
-before a checkpoint is loaded, and saved with them). The rate is written into the groups before each step. `recipe:
-seed` (the default: the seed's rules, AdamW at a constant `lr`) never touches
-the optimisers, so such runs are bit-identical to runs made before schedules existed.
+a floor, as a pure function of the global step, so that a resume is exact. The formulas: docs/training.md
+("Schedule").
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""Evaluation metrics computed on a full prediction set (never averaged over batches).
-
-- `auc`: probability that a random positive outranks a random negative, ties counted as half
-  (Mann-Whitney statistic from average ranks).
-- `logloss`: mean binary cross-entropy of predicted probabilities.
-- `normalized_entropy`: LogLoss divided by the entropy of the set's own positive rate.
-- `gauc`: per-user AUC over users that have both labels, averaged with weights = the user's number
-  of impressions (targets) in the set.
-- `uauc`: the same per-user AUCs averaged without weights (every user with both labels counts once), the
-  "UAUC" of the HELIX review's tables.
-- `group_masks`: the rows of every reported group (video / author seen vs unseen in the training
-  vocabulary, duration buckets).
-
-The registry (`harness/metric_registry.py`) names the functions above with their direction and label, and
-computes every registered metric of one split (`metric_registry.split_metrics`).
+"""Evaluation metrics computed on a full prediction set (never averaged over batches): AUC, LogLoss, NE, GAUC,
+UAUC and the rows of every reported group, as docs/training.md ("Metrics") defines them. The registry
+(`harness/metric_registry.py`) names them with their direction and label.
 
 Undefined values (AUC of a set with one class, NE of a set with no positives) are NaN.
 All functions take numpy arrays and work in float64; they are vectorised (one sort per call).

@@ -1,14 +1,6 @@
-"""Process settings and accounting of a training process: the glibc malloc settings it starts with and its
-peak memory (the matmul rate and utilisation are `harness.speed.matmul`).
-
-- glibc malloc settings (`MALLOC_ENV`): with mmap disabled and a large trim threshold, the allocator
-  keeps freed activation buffers instead of returning them to the kernel after every step; this made
-  CPU training 1.5-2.4x faster here. One arena (`MALLOC_ARENA_MAX=1`) extends that to threads: a Ray
-  Tune trial trains in a worker thread, and a thread's own arena still maps (and unmaps) every chunk
-  larger than its 64 MiB heaps. glibc reads the settings once at process start, so `recscale train`
-  re-executes itself with them set (`reexec_with_malloc_env`), and the sweep launcher passes
-  `MALLOC_ENV` to Ray workers (`runtime_env={"env_vars": MALLOC_ENV}`).
-- `peak_rss_bytes`: peak resident memory of this process.
+"""Process settings and accounting of a training process: the glibc malloc settings it starts with
+(`MALLOC_ENV`, why and how: docs/training.md, "Speed") and its peak memory (the matmul rate and utilisation are
+`harness.speed.matmul`).
 """
 from __future__ import annotations
 

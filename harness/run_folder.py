@@ -1,24 +1,11 @@
-"""Atomic writers and readers of one run folder (its file names: `core.results_layout`).
+"""Atomic writers and readers of one run folder: the tree is in docs/training.md, the file names are
+`core.results_layout`, the integrity checks and what a damaged file gives are in docs/reliability.md.
 
-    RUN_DIR/
-      config.yaml                  resolved RunConfig (model defaults filled in)
-      metrics.json                 flat metrics (docs/training.md, `env_*` machine keys included) + nested `groups`;
-                                   written last: its presence means the run finished
-      predictions_valid.parquet    event_id (int64), label (float32), score (float64 probability)
-      predictions_test.parquet
-      checkpoint.pt                model + optimiser + position + RNG states (harness.checkpoint)
-      .data_fingerprint            fingerprint of the prepared dataset the run started on, so that
-                                   `--resume` refuses other data even before the first checkpoint
-
-Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into
-place (`core.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics
-(e.g. AUC
-of a one-class group) are stored as JSON null.
-
-metrics.json records the size and blake2b checksum of each prediction file under "integrity" (the record
-of protocols/integrity.py). `read_metrics` and `read_predictions` (used by `recscale metrics --recompute`
-and `recscale analyze`) refuse a truncated or damaged file with RunFolderError (exit 2) naming it and
-what is wrong; folders written before the record existed are read unchecked.
+Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into place
+(`core.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics are
+stored as JSON null. metrics.json records the size and blake2b checksum of each prediction file under
+"integrity" (protocols/integrity.py's record); `read_metrics` and `read_predictions` refuse a truncated or
+damaged file with RunFolderError (exit 2) naming it; folders written before the record are read unchecked.
 """
 from __future__ import annotations
 

@@ -1,49 +1,18 @@
-"""Run health: whether one trial learned, from what it recorded; the one place the thresholds live.
-
-Statuses, checked in this order (the first that applies wins):
-
-- `diverged`: a non-finite training loss (`train_loss`, the sum over every step, is non-finite as soon as
-  one step's loss was), non-finite final weights (`weights_finite`: AdamW turns any non-finite gradient,
-  clipped or not, into non-finite weights, so this catches non-finite gradients of every step without a
-  per-step check), or a loss that blew up: validation NE above `NE_BLOWUP` (LogLoss 1.5 times that of
-  predicting the base rate).
-- `collapsed`: the validation predictions are (nearly) constant, their standard deviation
-  (`valid_pred_std`, of the probabilities) below `PRED_STD_MIN`; or the validation AUC is within noise of
-  0.5: |AUC - 0.5| < `AUC_NOISE_Z` standard errors of the AUC of an uninformative score (Hanley & McNeil
-  1982 at AUC = 0.5, which is the Mann-Whitney null: SE^2 = (n_pos + n_neg + 1) / (12 n_pos n_neg)).
-- `undertrained`: validation NE not below `NE_MAX` (no better than the base rate), or its held-out loss
-  still falling fast at the end (`still_falling`): its relative fall per tenth of the run, measured by
-  harness/loss_trend.py on the curve docs/training.md ("Run health") describes, exceeds `FALLING_FAST` and
-  the lower end of its 90 % interval is above 0 (falling at all, told apart from window-to-window noise).
-- `ok`: none of the above.
-
-Calibration of `FALLING_FAST` (2 % per tenth of the run), on MovieLens-100k and the matched-compute study
-(synthetic data, 70 steps) under warm-up + cosine: a DeepFM trained 4 epochs and validated every 31 steps, as close to
-converged as that data allows (3 more epochs bought 1.7 % validation NE), ends at 1.3 % (interval -0.3 % to
-2.4 %) and passes; every matched-compute run is within -0.7 % to 1.2 % and passes. One-epoch MovieLens-100k
-runs of the reference recipe fall 2.0-5.7 % per tenth on their progressive training loss (Wukong, which
-learns least: 0.2-1.4 %), and the validation NE of a one-epoch DeepFM evaluated every 31 steps falls at the
-same pace (2.5 % against 2.6 % on its training loss), so the training loss is a fair stand-in; about half of
-those runs (12 of 24) fall fast enough, with an interval above 0, to be marked. The threshold is above the
-seed-to-seed spread of validation NE in those studies (0.3-1.3 %): a run above it would gain more from
-another tenth of training than the differences the studies resolve. With a decaying learning rate part of
-the final fall is the annealing itself, which the measure does not tell apart from learning that more data
-would continue; the interval condition keeps window-to-window noise (4-10 % per window on MovieLens-100k)
-from marking flat runs.
-
-A criterion whose inputs are missing (a runs.parquet written before a column existed, a run without a
-curve) is not checked; the result names it in `unchecked`, so a report can say what it could not verify.
+"""Run health: whether one trial learned, from what it recorded; the one place the thresholds live, and the
+measure of how fast its held-out loss was still falling at its end (`trend_of`: a Theil-Sen slope over the last
+`TAIL` of the run's steps of the learning curve it picks, harness/curves.py). The statuses, their order, the
+still-falling measure and how `FALLING_FAST` was calibrated: docs/training.md ("Health statuses and the
+still-falling check").
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .loss_trend import Trend
 from .metric_registry import all_metrics
 
 OK, DIVERGED, COLLAPSED, UNDERTRAINED = "ok", "diverged", "collapsed", "undertrained"
@@ -78,6 +47,66 @@ STATUS_KEY, REASONS_KEY, UNCHECKED_KEY = "health_status", "health_reasons", "hea
 #: measured on (`<tag> steps a-b, n points`) or `not checked: <why>`.
 FALL_KEY, FALL_LOW_KEY, FALL_CURVE_KEY = "loss_fall", "loss_fall_low", "loss_fall_curve"
 NOT_CHECKED = "not checked: "
+
+#: Fraction of the run, counted back from its last step, over which the slope is measured.
+TAIL = 0.3
+#: Fewest points a curve (and the window) needs for a slope.
+MIN_POINTS = 3
+#: Two-sided confidence level of the slope's interval.
+CONFIDENCE = 0.90
+VALID_CURVE, TRAIN_CURVE = "valid/ne", "train/loss"
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The relative fall per tenth of the run (positive: falling) and its confidence interval."""
+
+    fall: float
+    fall_low: float  # lower end of the interval of `fall`
+    fall_high: float
+    source: str  # the curve's tag
+    points: int  # points in the window
+    first_step: int  # the window's first and last step
+    last_step: int
+
+
+def tail_fall(points: Sequence[tuple[int, float]], total_steps: int, *, source: str = TRAIN_CURVE,
+              tail: float = TAIL, min_points: int = MIN_POINTS) -> Trend | None:
+    """The trend of `points` ((step, loss), sorted by step) over the last `tail` of `total_steps`; None when
+    fewer than `min_points` finite points."""
+    from scipy.stats import theilslopes
+
+    arr = np.asarray([(s, v) for s, v in points if math.isfinite(v)], dtype=np.float64).reshape(-1, 2)
+    if len(arr) < min_points or total_steps <= 0:
+        return None
+    inside = int(np.count_nonzero(arr[:, 0] >= (1.0 - tail) * total_steps))
+    window = arr[-max(inside, min_points):]
+    steps, loss = window[:, 0], window[:, 1]
+    slope, intercept, low, high = theilslopes(loss, steps, alpha=CONFIDENCE)
+    level = intercept + slope * steps[-1]
+    if not level > 0:
+        return None
+    per = -0.1 * total_steps / level  # slope -> relative fall per tenth of the run
+    return Trend(float(slope * per), float(high * per), float(low * per), source, len(window), int(steps[0]),
+                 int(steps[-1]))
+
+
+def trend_of(curves: Mapping[str, Sequence[tuple[int, float]]], *, total_steps: int | None,
+             epochs: int | None) -> Trend | str:
+    """The trend of a run's curves (`harness.curves.read_curves`), or why it cannot be measured."""
+    if not curves:
+        return "no curve"
+    total = total_steps or max((s for pts in curves.values() for s, _ in pts), default=0)
+    valid = curves.get(VALID_CURVE, [])
+    if len(valid) >= MIN_POINTS:
+        t = tail_fall(valid, total, source=VALID_CURVE)
+        if t is not None:
+            return t
+    if epochs is None or epochs > 1:
+        return (f"{'unknown epochs' if epochs is None else f'{epochs} epochs'} and {len(valid)} validation "
+                f"evaluation(s) (< {MIN_POINTS}); the training loss after epoch 1 is not held out")
+    t = tail_fall(curves.get(TRAIN_CURVE, []), total)
+    return t if t is not None else f"curve too short ({len(curves.get(TRAIN_CURVE, []))} training-loss points)"
 
 
 @dataclass(frozen=True)
@@ -128,7 +157,7 @@ def _missing(v: float | None) -> bool:
 def classify(m: Mapping[str, Any], trend: Trend | str | None = None) -> Health:
     """Health of one run from its flat metrics (`train_loss`, `weights_finite`, `valid_ne`, `valid_auc`,
     `valid_n`, `valid_positives`, `valid_pred_std`) and the trend of its held-out loss at the end
-    (`harness.loss_trend.trend_of`; a string says why there is none, None: not looked at)."""
+    (`trend_of`; a string says why there is none, None: not looked at)."""
     # per criterion: None = not checked (inputs missing), "" = passed, else why it failed
     found: dict[str, str | None] = {}
     loss, ne, auc, sd = _num(m, "train_loss"), _num(m, "valid_ne"), _num(m, "valid_auc"), _num(m, "valid_pred_std")

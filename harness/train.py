@@ -40,9 +40,8 @@ from .checkpoint import (
 )
 from .config import RunConfig, TrainConfig, run_config_dict
 from .curves import CurveLogger, read_curves
-from .evaluate import loader_options, move_batch, predict, split_metrics, target_columns
+from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
-from .loss_trend import trend_of
 from .lr_schedule import LRSchedule
 from .metric_registry import check_split_metric
 from .speed import matmul
@@ -58,19 +57,10 @@ def train_run(
     final_checkpoint: bool = True,
     verify: bool = True,
 ) -> dict[str, Any]:
-    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict.
-
-    `resume=False` refuses a folder that holds any run file. `resume=True` refuses a folder that does not
-    exist (a mistyped --out), continues from `out_dir/checkpoint.pt` (refused when config or data differ from the
-    folder's, checkpoint or not),
-    starts afresh when no checkpoint was written yet, and returns the saved metrics when the run had
-    already finished. SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`.
-    `final_checkpoint=False` (sweeps) skips the checkpoint written between training and evaluation and
-    removes the run's checkpoint once metrics.json is written: a run killed during evaluation then
-    resumes from its last checkpoint inside training (or starts afresh) instead of evaluating only.
-    `verify` checks every file of the prepared dataset against its manifest's checksums before anything
-    is written (a damaged artifact is never trained on); sweeps pass False, their driver verified it.
-    """
+    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict (the contract, `resume`,
+    `final_checkpoint` and `verify`: docs/contracts.md, "Training"; resume and signals: docs/training.md).
+    `resume=True` continues from the folder's checkpoint, starts afresh when none was written yet and returns
+    the saved metrics of a finished run; SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
     config = run_config_dict(cfg)
@@ -112,22 +102,16 @@ def train_run(
 
 def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *, resume: bool) -> None:
     """Refuse to mix runs: a new run in a folder holding one, or a resume of a missing folder or another run."""
-    if resume and not out_dir.is_dir():
+    if not resume:
+        present = RF.run_files_present(out_dir)
+        if present:
+            raise RecscaleError(f"{out_dir}: already holds a run ({', '.join(present)}); use --resume to continue it "
+                                "or choose another --out")
+        return
+    if not out_dir.is_dir():
         raise RecscaleError(f"{out_dir}: --resume: no such run folder, so nothing to resume; check --out, or leave "
                             "out --resume to start a new run there")
-    present = RF.run_files_present(out_dir)
-    if not resume and present:
-        raise RecscaleError(
-            f"{out_dir}: already holds a run ({', '.join(present)}); use --resume to continue it or choose "
-            "another --out"
-        )
-    if resume:
-        check_same_run(out_dir, config, data_fingerprint)
-
-
-def check_same_run(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> None:
-    """Refuse to resume `out_dir` when its config.yaml or recorded data fingerprint differ from this run's
-    (checked even when no checkpoint exists yet; the checkpoint, when there is one, is checked too)."""
+    # the same run: the folder's config.yaml and recorded data fingerprint, even before a first checkpoint
     saved = RF.read_config(out_dir)
     if saved is not None:
         diffs = config_differences(saved, RF.normalised_config(config))
@@ -164,6 +148,12 @@ def prepare_folder(out_dir: Path, *, resume: bool) -> bool:
 
 # -- set-up and resume ------------------------------------------------------------------------------------------
 
+#: Forward FLOPs and parameter counts (`matmul.count_cost`, on one validation batch) of (architecture, model
+#: config, data fingerprint, device) already counted in this process: a sweep worker that trains the same model
+#: on the same data again (another seed) reuses them instead of tracing the model once more.
+_COST_CACHE: dict[str, dict[str, float]] = {}
+
+
 def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, started: float) -> Session:
     """Device, seeded model, its counted cost, optimisers and learning-rate schedule: a fresh session."""
     tc = cfg.train
@@ -173,46 +163,15 @@ def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, s
     torch.manual_seed(cfg.seed)
     # the kernel of the softmax attentions is the model's: every forward below (cost, steps, evaluation) uses it
     model = architectures.build(cfg.arch, dataset.spec, cfg.model_config(), attention=tc.attention).to(device)
-    cost = count_cost(model, dataset, device,
-                      key=json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True))
+    key = json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True)
+    if key not in _COST_CACHE:
+        batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
+        _COST_CACHE[key] = matmul.count_cost(model, batch)
     step = TrainStep(model, tc, device)
     schedule = LRSchedule(tc.schedule, step.optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
                           steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))
     return Session(cfg=cfg, out_dir=out_dir, config=config, dataset=dataset, device=device, model=model, step=step,
-                   schedule=schedule, cost=cost, started=started)
-
-
-#: Forward FLOPs and parameter counts of (architecture, model config, data fingerprint) already counted in
-#: this process: a sweep worker that trains the same model on the same data again (another seed) reuses
-#: them instead of tracing the model once more.
-_COST_CACHE: dict[str, dict[str, float]] = {}
-
-
-def count_cost(model: torch.nn.Module, dataset: Any, device: torch.device,
-               key: str | None = None) -> dict[str, float]:
-    """Forward matrix FLOPs per target and parameter split, measured on one validation batch (cached
-    under `key` when given: the arch, model config and data fingerprint the count depends on)."""
-    from architectures.flops import count_flops, count_params
-
-    if key is not None and key in _COST_CACHE:
-        return dict(_COST_CACHE[key])
-    batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            report = count_flops(model, batch)
-    finally:
-        model.train(was_training)
-    params = count_params(model)
-    cost = {
-        "flops_per_target": float(report.per_target),
-        "params_embedding": int(params["embedding"]),
-        "params_non_embedding": int(params["non_embedding"]),
-    }
-    if key is not None:
-        _COST_CACHE[key] = dict(cost)
-    return cost
+                   schedule=schedule, cost=dict(_COST_CACHE[key]), started=started)
 
 
 def resume_from_checkpoint(session: Session) -> None:
@@ -403,7 +362,8 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
     })
     result["train_steps"] = session.global_step
     # harness/run_health.py; the curves are closed (flushed) by now
-    trend = trend_of(read_curves(session.out_dir), total_steps=result["train_steps"], epochs=position.epoch)
+    trend = run_health.trend_of(read_curves(session.out_dir), total_steps=result["train_steps"],
+                                epochs=position.epoch)
     result.update(run_health.record(result, session.model, evaluation.scores["valid"], trend))
     RF.write_metrics(session.out_dir, result)
     if not final_checkpoint:
@@ -439,7 +399,7 @@ class Session:
     model: torch.nn.Module
     step: TrainStep  # the optimisers and the training step
     schedule: LRSchedule
-    cost: dict[str, float]  # count_cost's FLOPs per target and parameter split
+    cost: dict[str, float]  # matmul.count_cost's FLOPs per target and parameter split
     started: float  # time.perf_counter() when this session started
     position: Position = field(default_factory=Position)
     best_state: dict[str, torch.Tensor] | None = None  # weights of the best validation epoch so far
@@ -602,11 +562,3 @@ class TrainingAborted(BaseException):
 def say(message: str) -> None:
     print(f"recscale: {message}", file=sys.stderr, flush=True)
 
-
-def open_dataset(path: str, *, verify: bool = False, progress: bool = False) -> Any:
-    """The prepared dataset at `path`; `verify` checks every file of it against its manifest's checksums first."""
-    from protocols.artifact import PreparedDataset
-
-    if not Path(path).exists():
-        raise RecscaleError(f"data: prepared dataset {path!r} does not exist (run `recscale prepare`)")
-    return PreparedDataset.open(Path(path), verify=verify, progress=progress)

@@ -1,4 +1,4 @@
-"""harness.loss_trend and the still-falling health check: the fall per tenth of the run against closed forms
+"""harness.run_health.trend_of and the still-falling health check: the fall per tenth of the run against closed forms
 (a straight line exactly, an exponential decay through its derivative), verdicts on noisy curves of known
 decay (fixed seeds), the false-alarm rate on flat curves by simulation, the choice of curve; and end to end,
 a tiny real run's recorded fall recomputed from its event files by brute force."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness import run_health as H
-from harness.loss_trend import MIN_POINTS, TAIL, TRAIN_CURVE, VALID_CURVE, Trend, tail_fall, trend_of
+from harness.run_health import MIN_POINTS, TAIL, TRAIN_CURVE, VALID_CURVE, Trend, tail_fall, trend_of
 
 HEALTHY = {"train_loss": 0.45, "weights_finite": True, "valid_ne": 0.90, "valid_auc": 0.72,
            "valid_n": 10_000, "valid_positives": 3_000, "valid_pred_std": 0.08}

@@ -8,15 +8,14 @@ import numpy as np
 import pytest
 
 from harness import run_health as H
-from harness.loss_trend import Trend
 from harness.metrics import auc
 
 HEALTHY = {"train_loss": 0.45, "weights_finite": True, "valid_ne": 0.90, "valid_auc": 0.72,
            "valid_n": 10_000, "valid_positives": 3_000, "valid_pred_std": 0.08}
 
 
-def _trend(fall: float, low: float) -> Trend:
-    return Trend(fall, low, fall + (fall - low), "valid/ne", 5, 200, 300)
+def _trend(fall: float, low: float) -> H.Trend:
+    return H.Trend(fall, low, fall + (fall - low), "valid/ne", 5, 200, 300)
 
 
 def test_a_run_that_learned_is_ok_and_every_criterion_checked():

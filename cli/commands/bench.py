@@ -74,9 +74,8 @@ def run(args: argparse.Namespace) -> int:
                  "train_targets_per_s": None, "utilisation": None}
     ds = None
     if args.data:
-        from harness.evaluate import loader_options
+        from harness.evaluate import loader_options, open_dataset
         from harness.speed.loader_rate import copy_rate, loader_rate
-        from harness.train import open_dataset
 
         ds = open_dataset(args.data)
         opts = loader_options(device, tc.prefetch_batches, tc.loader_workers)

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness import run_folder as RF
-    from harness.recompute import compare, leaves, recompute_metrics
+    from harness.evaluate import compare, leaves, recompute_metrics
 
     run_dir = Path(args.run_dir)
     saved = RF.read_metrics(run_dir)

@@ -108,8 +108,7 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.fits.reference import check_planned
-    from harness.speed.sweep_estimate import estimate_sweep, known_vocabularies
-    from harness.speed.trial_cost import estimate_costs
+    from harness.speed.sweep_estimate import estimate_costs, estimate_sweep, known_vocabularies
     from harness.sweep.dry_run import format_plan
     from harness.sweep.plan import plan_sweep
 

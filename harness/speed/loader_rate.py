@@ -1,12 +1,7 @@
-"""Loader throughput measurements shared by `recscale bench --data` and tests/bench.
-
-- `loader_rate`: targets/s that `PreparedDataset.batches` delivers over the first `n_batches` training
-  batches (ID masking on), best of `repeats` passes, with the bytes one batch holds.
-- `copy_rate`: this machine's memory-copy rate for the same bytes per target (np.copyto of batch-sized
-  blocks read from a region larger than the caches), so that a loader figure can be read as a ratio
-  that travels between machines.
-- `hidden_loading`: an epoch slice through a consumer that spends a fixed time per batch; with prefetch
-  the loader's work hides behind the consumer's and the slice takes about the consumer's own time.
+"""Loader throughput measurements shared by `recscale bench --data` and tests/bench (docs/training.md,
+"`recscale bench`"): the loader's targets/s (`loader_rate`), this machine's memory-copy rate for the same bytes
+per target, so that a loader figure reads as a ratio that travels between machines (`copy_rate`), and an epoch
+slice through a consumer of fixed time per batch, behind which a prefetching loader hides (`hidden_loading`).
 """
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""The matrix-multiply rate of a device and the counted-FLOP utilisation measured against it.
-
-- `matmul_rate`: matrix-multiply FLOP/s measured on the training device, in the dtype the step's products
-  run in (`compute_dtype`: bfloat16 under autocast, else float32, which CUDA runs as TF32 where that is
-  allowed); `matmul_rate_cached`: once per process, device, thread count and dtype.
-- `utilisation`: counted-FLOP utilisation = 3 x forward FLOPs/target x targets/s / matmul rate
-  (3 = forward + backward, the backward pass costing about twice the forward). Against the rate of the
-  dtype actually used: a bf16 step measured against the fp32 rate would read 4.6x too high on this
-  machine's CPU (905 against 198 GFLOP/s, 2 threads) and more on GPUs.
+"""The counted cost of a model (`count_cost`: forward matrix FLOPs per target and parameters, on one batch), the
+matrix-multiply rate of a device in the dtype a step's products run in (`matmul_rate`, `matmul_rate_cached`)
+and the counted-FLOP utilisation of training against it (`utilisation`): docs/training.md ("Metrics", "Speed").
+Against the rate of the dtype actually used: a bf16 step measured against the fp32 rate would read 4.6x too
+high on this machine's CPU (905 against 198 GFLOP/s, 2 threads) and more on GPUs.
 """
 from __future__ import annotations
 
@@ -15,6 +11,25 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported lazily: `recscale train` re-executes itself before loading it
     import torch
+
+
+def count_cost(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Forward matrix FLOPs per target of `model` on `batch` (counted in eval mode without gradients; the
+    model's mode is restored) and its embedding / non-embedding parameters."""
+    import torch
+
+    from architectures.flops import count_flops, count_params
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            flops = float(count_flops(model, batch).per_target)
+    finally:
+        model.train(was_training)
+    params = count_params(model)
+    return {"flops_per_target": flops, "params_embedding": int(params["embedding"]),
+            "params_non_embedding": int(params["non_embedding"])}
 
 
 def compute_dtype(bf16: bool) -> torch.dtype:

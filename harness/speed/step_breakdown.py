@@ -1,15 +1,8 @@
-"""Where a training step's time goes: matrix products against everything else, from `torch.profiler`.
-
-`recscale bench --breakdown` profiles a few extra training steps after the timed ones and splits the
-operators' self time (device time on CUDA) into the matrix products (`PRODUCT_OPS`) and the rest. The
-products' executed FLOPs (backward recomputations included) are counted by `torch.utils.flop_counter`
-over one more step outside the profiled ones: the profiler's own `with_flops` records every operator's
-shapes, which slowed WHALE's step by ~17 % here, against ~3 % for the plain profiler. The split then
-gives the products' achieved rate, and with it a ceiling on the counted-FLOP utilisation at these shapes:
-`matmul.utilisation` at the training rate the step would have if the products were all of it
-(`utilisation_if_only_products` in the bench's output). A model whose products alone run at 60 % of the
-matmul rate cannot reach 0.6, however its element-wise work is fused. The profiler adds a little time
-per operator, so its step time is somewhat longer than the timed one.
+"""Where a training step's time goes (`recscale bench --breakdown`; docs/training.md): the operators' self time
+of a few profiled steps (device time on CUDA) split into the matrix products (`PRODUCT_OPS`) and the rest, the
+products' achieved rate and the utilisation ceiling it sets. The products' executed FLOPs are counted by
+`torch.utils.flop_counter` over one more step outside the profiled ones: the profiler's own `with_flops` slowed
+WHALE's step by ~17 % here, against ~3 % for the plain profiler.
 """
 from __future__ import annotations
 

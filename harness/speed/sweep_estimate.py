@@ -1,27 +1,8 @@
-"""Wall-time estimate of a sweep for `recscale sweep --dry-run`, from training steps timed now, here.
-
-For every distinct trial configuration (architecture, model settings, history length, the training settings
-that change a step, thread count, dataset vocabularies) the dry run builds the model and times real training
-steps (`harness.speed.throughput.measure`: `TrainStep`, forward + backward + optimiser) on random full-length
-batches of the trial's batch size, with the trial's thread count (`trial_threads`), for at least TIMED_STEPS
-steps and STEP_SECONDS after WARMUP_STEPS, in as many worker processes at a time as the sweep runs trials
-(`time_steps`): the timed steps share the cores (or the GPU) as the trials will. Vocabularies are those of the
-sweep's dataset when an earlier launch prepared it, else those of `synth --scale small`. Then per trial:
-
-    training   = ceil(n_train / batch_size) x epochs x the measured seconds per step
-    evaluation = (n_valid x epochs + n_test) targets at 3x the training rate (a forward pass costs
-                 about a third of a training step; longer runs validate every epoch)
-    overhead   = OVERHEAD_S (scheduling, a fresh worker's imports, model build, FLOP count, writing)
-
-The sweep's wall time packs the trials in plan order onto the concurrent slots (CPUs / resources.cpu, or
-GPUs / resources.gpu, capped by max_concurrent), each starting when a slot frees, tuning stage first, plus
-START_S (Ray's start, the datasets' check). Preparing a dataset that is not prepared yet is not included.
-
-The timing reflects the machine as it is now (other users' load included), which a stored figure could
-not: on a shared machine the same sweep's wall time changes severalfold with that load. What it misses
-(real histories, the loader's thread, a load that changes during the sweep) is what the range RANGE around
-the point covers; its measured error is in docs/benchmarks/demo_estimate.md
-(`tests/bench/test_demo_estimate_bench.py`).
+"""What `recscale sweep --dry-run` estimates of a sweep: each trial's counted compute (`estimate_costs`) and the
+wall time (`estimate_sweep`), from each distinct trial configuration's training steps timed now, here
+(`harness.speed.throughput.measure`), in as many worker processes at a time as the sweep runs trials. The
+method, its assumptions (`OVERHEAD_S`, `START_S`, `RANGE`) and its measured error: docs/sweeps.md ("Wall-time
+estimate and per-trial timings").
 """
 from __future__ import annotations
 
@@ -35,9 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+import architectures
 from core.results_layout import DATASETS_FILE
 from core.typed_config import from_dict
 from harness.config import TrainConfig
+from protocols.schema import default_test_spec, random_batch
+
+from .matmul import count_cost
 
 #: Timed steps per configuration: at least TIMED_STEPS and STEP_SECONDS of them, after WARMUP_STEPS.
 TIMED_STEPS = 3
@@ -139,7 +126,6 @@ def time_steps(trials: Iterable[Any], resources: Any, vocab: Mapping[str, Mappin
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    import torch
     from tqdm import tqdm
 
     from .throughput import SMALL_VOCAB
@@ -184,8 +170,6 @@ def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, dev
     cpus = num_cpus or os.cpu_count() or 1
     slots = max(1, int(cpus // max(resources.cpu, 1e-9)))
     if device == "cuda":
-        import torch
-
         gpus = torch.cuda.device_count()
         slots = min(slots, max(1, int(gpus // resources.gpu))) if gpus else slots
     return min(slots, max_concurrent) if max_concurrent else slots
@@ -241,3 +225,48 @@ def format_seconds(s: float | None) -> str:
     if s < 7200:
         return f"{s / 60:.1f} min"
     return f"{s / 3600:.1f} h"
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    flops_per_target: float | None
+    targets: float | None
+    params_non_embedding: int | None = None
+
+    @property
+    def total(self) -> float | None:
+        if self.flops_per_target is None or self.targets is None:
+            return None
+        return self.flops_per_target * self.targets
+
+
+def _model_cost(arch: str, model: Mapping[str, Any], history_len: int) -> tuple[float | None, int | None]:
+    """(forward matrix FLOPs per target on a random batch, non-embedding parameters); None where the model
+    cannot be built or counted."""
+    try:
+        spec = default_test_spec(history_len)
+        torch.manual_seed(0)
+        cost = count_cost(architectures.build(arch, spec, dict(model)), random_batch(spec, 4, min_len=history_len))
+        return cost["flops_per_target"], int(cost["params_non_embedding"])
+    except Exception:  # noqa: BLE001 - the estimate is best effort; the table shows "?"
+        return None, None
+
+
+def estimate_costs(trials: Iterable[Any]) -> dict[str, TrialCost]:
+    """Trial id -> counted compute of each trial of a plan (`harness.sweep.plan.TrialPlan`): forward matrix FLOPs
+    per target (on a random batch, counted once per distinct arch and model config) times the targets a run
+    touches, 3 x train targets x epochs (forward + backward) plus the validation and test targets."""
+    cache: dict[str, tuple[float | None, int | None]] = {}
+    out: dict[str, TrialCost] = {}
+    for t in trials:
+        key = json.dumps([t.arch, dict(t.model)], sort_keys=True, default=str)
+        if key not in cache:
+            cache[key] = _model_cost(t.arch, t.model, int(t.dataset.prepare["history_len"]))
+        prep = t.dataset.prepare
+        epochs = int(t.train.get("epochs", TrainConfig.epochs))
+        n_train, n_valid, n_test = prep.get("n_train"), prep.get("n_valid"), prep.get("n_test")
+        targets = (None if n_train is None or n_valid is None or n_test is None
+                   else 3.0 * n_train * epochs + n_valid + n_test)
+        flops, params = cache[key]
+        out[t.trial_id] = TrialCost(flops_per_target=flops, targets=targets, params_non_embedding=params)
+    return out

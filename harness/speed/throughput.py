@@ -1,26 +1,17 @@
-"""Training-throughput measurement on schema-valid random batches (used by the benchmark in
-tests/bench and by `python -m harness.speed.throughput` for quick what-if comparisons).
-
-It times `TrainStep` (the exact step of the training loop) over pre-built batches, so data loading
-is excluded, and reports targets/s, forward FLOPs/target, the fp32 matmul rate and the counted-FLOP
-utilisation = 3 x FLOPs/target x targets/s / matmul rate, in the dtype the step's products run in
-(bfloat16 when `train.bf16` autocasts, else float32). The matmul rate is the best product seen in
-CALIBRATION_SECONDS of them just before the timed steps and as long again just after, so a moment of
-interference on a shared machine cannot lower the denominator and inflate the utilisation.
-
-    python -m harness.speed.throughput --arch whale --steps 30 [--set model.dim=64] [--set train.compile=true]
+"""Training throughput on schema-valid random batches (`recscale bench --arch`, the sweep's dry run and the
+benchmarks in tests/bench): `TrainStep`, the training loop's own step, timed over pre-built batches (loading
+excluded), with targets/s, forward FLOPs/target and the counted-FLOP utilisation against a matmul rate taken in
+the step's dtype, the best of CALIBRATION_SECONDS of products before the timed steps and as long again after (a
+moment of interference cannot lower the denominator). docs/training.md ("`recscale bench`").
 """
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from typing import Any
 
 import torch
 
 import architectures
-from core.typed_config import apply_overrides, parse_set_options
 from harness import perf
 from harness.config import TrainConfig
 from harness.step import TrainStep, place
@@ -67,14 +58,7 @@ def measure(
     batches = [random_batch(spec, tc.batch_size, generator=g, min_len=spec.history_len) for _ in range(4)]
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
 
-    from architectures.flops import count_flops
-
-    if flops_per_target is None:
-        model.eval()
-        with torch.no_grad():
-            flops_per_target = float(count_flops(model, batches[0]).per_target)
-        model.train()
-    flops = flops_per_target
+    flops = matmul.count_cost(model, batches[0])["flops_per_target"] if flops_per_target is None else flops_per_target
     step = TrainStep(model, tc, device)
     for i in range(warmup):
         step(batches[i % len(batches)])
@@ -124,18 +108,3 @@ def measure(
         "bf16": step.bf16,
     } | extra
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.speed.throughput", description=__doc__.splitlines()[0])
-    p.add_argument("--arch", default="whale")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model.* or train.* override")
-    args = p.parse_args(argv)
-    over = parse_set_options(args.set)
-    tc = apply_overrides(TrainConfig(), over.get("train", {}))
-    print(json.dumps(measure(args.arch, over.get("model", {}), tc, steps=args.steps)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
-"""The `recscale sweep FILE --dry-run` table: a sweep plan (`plan.py`) with each trial's counted FLOPs
-(`harness.speed.trial_cost`) and, when given, the wall-time estimate (`harness.speed.sweep_estimate`).
+"""The `recscale sweep FILE --dry-run` table: a sweep plan (`plan.py`) with each trial's counted FLOPs and, when
+given, the wall-time estimate (both `harness.speed.sweep_estimate`).
 """
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import protocols
-from harness.speed.sweep_estimate import SweepEstimate, format_seconds
-from harness.speed.trial_cost import TrialCost
+from harness.speed.sweep_estimate import SweepEstimate, TrialCost, format_seconds
 
 from .plan import SweepPlan, format_value, search_base_point, settings
 from .tuning_config import TuningSection

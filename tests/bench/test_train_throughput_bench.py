@@ -17,12 +17,13 @@ import pytest
 from harness.perf import MALLOC_ENV, REEXEC_MARKER
 
 
-def measure_in_subprocess(malloc: bool, *extra: str) -> dict:
+def measure_in_subprocess(malloc: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
     env[REEXEC_MARKER] = "1"
     if malloc:
         env.update(MALLOC_ENV)
-    cmd = [sys.executable, "-m", "harness.speed.throughput", "--arch", "whale", "--steps", "20", *extra]
+    cmd = [sys.executable, "-c", "import json; from harness.speed.throughput import measure; "
+           "print(json.dumps(measure('whale', steps=20)))"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
