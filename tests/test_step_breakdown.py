@@ -1,4 +1,4 @@
-"""`harness.speed.step_breakdown` and `recscale bench --breakdown`: the products' executed FLOPs (counted by
+"""`harness.speed.throughput.profile_steps` and `recscale bench --breakdown`: the products' executed FLOPs (counted by
 `torch.utils.flop_counter`) are checked against the profiler's own C++ count over the same training steps,
 and the split against the profiler's total."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from torch.profiler import ProfilerActivity, profile
 import architectures
 from cli.main import main as cli_main
 from harness.config import TrainConfig
-from harness.speed.step_breakdown import PRODUCT_OPS, profile_steps
+from harness.speed.throughput import PRODUCT_OPS, profile_steps
 from harness.step import TrainStep
 from protocols.schema import FeatureSpec, random_batch
 

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breakdown", type=int, nargs="?", const=3, default=0, metavar="STEPS",
                         help="profile STEPS more steps (default 3) and show where their time goes: matrix products "
                              "(time, achieved GFLOP/s, the utilisation ceiling they set) and the costliest other "
-                             "operators (harness/speed/step_breakdown.py)")
+                             "operators (harness/speed/throughput.py)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

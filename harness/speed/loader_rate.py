@@ -1,7 +1,6 @@
 """Loader throughput measurements shared by `recscale bench --data` and tests/bench (docs/training.md,
 "`recscale bench`"): the loader's targets/s (`loader_rate`), this machine's memory-copy rate for the same bytes
-per target, so that a loader figure reads as a ratio that travels between machines (`copy_rate`), and an epoch
-slice through a consumer of fixed time per batch, behind which a prefetching loader hides (`hidden_loading`).
+per target, so that a loader figure reads as a ratio that travels between machines (`copy_rate`).
 """
 from __future__ import annotations
 
@@ -50,17 +49,3 @@ def copy_rate(block_bytes: float, *, region_bytes: int = 256 << 20, repeats: int
         best = min(best, time.perf_counter() - t0)
     return n * block_bytes / best
 
-
-def hidden_loading(ds: Any, batch_size: int, n_batches: int, consumer_s: float, **options: Any) -> dict[str, float]:
-    """Wall time of `n_batches` training batches through a consumer sleeping `consumer_s` per batch,
-    against the consumer's own time (n_batches x consumer_s)."""
-    n_batches = max(1, min(n_batches, ds.num_batches("train", batch_size)))
-    it = ds.batches("train", batch_size, seed=0, **options)
-    t0 = time.perf_counter()
-    for _ in range(n_batches):
-        next(it)
-        time.sleep(consumer_s)
-    wall = time.perf_counter() - t0
-    it.close()
-    own = n_batches * consumer_s
-    return {"wall_s": wall, "consumer_s": own, "ratio": wall / own}

@@ -1,15 +1,23 @@
-"""Training throughput on schema-valid random batches (`recscale bench --arch`, the sweep's dry run and the
-benchmarks in tests/bench): `TrainStep`, the training loop's own step, timed over pre-built batches (loading
-excluded), with targets/s, forward FLOPs/target and the counted-FLOP utilisation against a matmul rate taken in
-the step's dtype, the best of CALIBRATION_SECONDS of products before the timed steps and as long again after (a
-moment of interference cannot lower the denominator). docs/training.md ("`recscale bench`").
+"""Timing the training step on schema-valid random batches (`recscale bench --arch`, the sweep's dry run and the
+benchmarks in tests/bench): `measure` times `TrainStep`, the training loop's own step, over pre-built batches
+(loading excluded), with targets/s, forward FLOPs/target and the counted-FLOP utilisation against a matmul rate
+taken in the step's dtype, the best of CALIBRATION_SECONDS of products before the timed steps and as long again
+after (a moment of interference cannot lower the denominator). `profile_steps` (`bench --breakdown`) splits the
+operators' self time of a few more steps (device time on CUDA) into the matrix products (`PRODUCT_OPS`) and the
+rest, giving the products' achieved rate and the utilisation ceiling it sets; their executed FLOPs are counted
+by `torch.utils.flop_counter` over one more step outside the profiled ones (the profiler's own `with_flops`
+slowed WHALE's step by ~17 % here, against ~3 % for the plain profiler). docs/training.md ("`recscale bench`").
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
 
 import architectures
 from harness import perf
@@ -45,7 +53,7 @@ def measure(
     min_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with
-    `breakdown_steps`, profile that many more and add where their time went (`harness.speed.step_breakdown`).
+    `breakdown_steps`, profile that many more and add where their time went (`profile_steps`).
     `min_seconds` adds steps until the timed ones take at least that long; `flops_per_target` skips
     counting them; `rate_seconds=0` takes this process's cached matmul rate
     (`matmul.matmul_rate_cached`) instead of timing products around the steps."""
@@ -84,8 +92,6 @@ def measure(
     targets_per_s = steps * tc.batch_size / elapsed
     extra: dict[str, Any] = {}
     if breakdown_steps:
-        from .step_breakdown import profile_steps
-
         bd = profile_steps(step, batches, device, steps=breakdown_steps)
         extra["breakdown"] = bd.to_dict()
         extra["utilisation_if_only_products"] = matmul.utilisation(
@@ -108,3 +114,83 @@ def measure(
         "bf16": step.bf16,
     } | extra
 
+
+#: ATen operators that are matrix products (their self time is the product kernel's time).
+PRODUCT_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm",
+                         "aten::_addmm_activation"})
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One operator's share of the profiled steps."""
+
+    op: str
+    ms_per_step: float
+    calls_per_step: float
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """The profiled steps' operator time, split into matrix products and the rest (per step)."""
+
+    steps: int
+    time_kind: str  # "cpu self time" or "cuda self time"
+    total_ms: float  # all operators' self time
+    product_ms: float
+    product_flops: float  # executed by the products (backward recomputations included)
+    product_flops_per_s: float
+    other_ms: float
+    top_other: tuple[OpTime, ...]  # the costliest non-product operators
+
+    @property
+    def product_share(self) -> float:
+        return self.product_ms / self.total_ms if self.total_ms else 0.0
+
+    def targets_per_s_if_only_products(self, batch_size: int) -> float:
+        """The training rate if the products were the whole step (the ceiling's numerator)."""
+        return batch_size / (self.product_ms / 1e3) if self.product_ms else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["top_other"] = [asdict(o) for o in self.top_other]
+        d["product_share"] = self.product_share
+        return d
+
+
+def profile_steps(step: Callable[[Any], Any], batches: list[Any], device: torch.device, *, steps: int = 3,
+                  top: int = 8) -> StepBreakdown:
+    """Run `step` on `steps` batches (cycling) under the profiler and split its operator time; one more
+    step on the first batch counts the products' FLOPs (every batch must have the same shapes)."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    cuda = device.type == "cuda"
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step(batches[0])
+    product_flops = float(sum(n for op, n in counter.get_flop_counts()["Global"].items()
+                              if str(op).replace(".", "::", 1) in PRODUCT_OPS))
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for i in range(steps):
+            step(batches[i % len(batches)])
+        if cuda:
+            torch.cuda.synchronize(device)
+    events = prof.key_averages()
+
+    def self_us(e: Any) -> float:
+        return float(e.self_device_time_total if cuda else e.self_cpu_time_total)
+
+    total = sum(self_us(e) for e in events)
+    products = [e for e in events if e.key in PRODUCT_OPS]
+    product_us = sum(self_us(e) for e in products)
+    others = sorted((e for e in events if e.key not in PRODUCT_OPS and self_us(e) > 0), key=self_us, reverse=True)
+    return StepBreakdown(
+        steps=steps,
+        time_kind="cuda self time" if cuda else "cpu self time",
+        total_ms=total / steps / 1e3,
+        product_ms=product_us / steps / 1e3,
+        product_flops=product_flops,
+        product_flops_per_s=product_flops * steps / (product_us / 1e6) if product_us else 0.0,
+        other_ms=(total - product_us) / steps / 1e3,
+        top_other=tuple(OpTime(e.key, self_us(e) / steps / 1e3, e.count / steps) for e in others[:top]),
+    )
