@@ -3,7 +3,9 @@
 Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
 and a problem in one command cannot break the others. Errors derived from RecscaleError are printed
 to stderr (no traceback) with exit status 2, and so is a failed file operation (an OSError naming a file:
-a disk that filled up, a location made read-only mid-run), on one line naming the path.
+a location made read-only mid-run), on one line naming the path. A full disk is one line too, whichever library
+raised it (`core.errors.disk_full`), naming the file, or else the output location the command checked last
+(`protocols.output_location.CHECKED`), with the space left there.
 
 Each command's parsed arguments carry `process_argv`: the command line this process was started
 with (`sys.argv[1:]`) when `main()` runs as the program, None when it is called from Python with an
@@ -18,11 +20,14 @@ import argparse
 import atexit
 import importlib
 import os
+import shutil
 import sys
+from pathlib import Path
 from types import ModuleType
 
-from core.errors import RecscaleError
+from core.errors import RecscaleError, disk_full
 from core.results_layout import REPORT_FILE
+from protocols.output_location import CHECKED
 
 #: (command, module under cli.commands, one-line help)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -69,6 +74,17 @@ def os_error_line(e: OSError) -> str:
     return f"{where}: cannot write or read it: {(e.strerror or str(e)).lower()}"
 
 
+def disk_full_line(error: BaseException, again: str = "run the command again") -> str:
+    """One line for a full disk: the file (or the output location being written) and the space left there."""
+    named = getattr(error, "filename", None)
+    path = Path(named) if named else CHECKED[-1] if CHECKED else Path.cwd()
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path.cwd())
+    usage = shutil.disk_usage(existing)
+    return (f"{path}: no space left on device (the file system holding {existing}: {usage.free / 2**20:,.1f} MiB free "
+            f"of {usage.total / 2**20:,.1f} MiB, the partial output removed); free space there, or write elsewhere, "
+            f"and {again}")
+
+
 def main(argv: list[str] | None = None) -> int:
     process_argv = list(sys.argv[1:]) if argv is None else None
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -102,10 +118,14 @@ def _run(name: str, module: ModuleType, args: argparse.Namespace) -> int:
     except RecscaleError as e:
         print(f"recscale {name}: error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
-        if e.filename is None:  # not about a file: a bug, shown with its traceback
+    except Exception as e:
+        full = disk_full(e)
+        if full is not None:
+            print(f"recscale {name}: error: {disk_full_line(full)}", file=sys.stderr)
+        elif isinstance(e, OSError) and e.filename:
+            print(f"recscale {name}: error: {os_error_line(e)}", file=sys.stderr)
+        else:  # not a full disk nor about a file: a bug, shown with its traceback
             raise
-        print(f"recscale {name}: error: {os_error_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"recscale {name}: interrupted", file=sys.stderr)

@@ -34,8 +34,10 @@ def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     try:
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:  # an error or an abort mid-write: no temporary file left, `path` untouched
+    except BaseException as e:  # an error or an abort mid-write: no temporary file left, `path` untouched
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename in (None, str(tmp)):
+            e.filename = str(path)  # name the file the user knows (pyarrow and a full disk name none)
         raise
 
 

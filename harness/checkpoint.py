@@ -120,8 +120,12 @@ def save_checkpoint(
         "rng": rng_states(),
         "best_model": best_model_state,
     }
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # through a Python file: a full disk is then an OSError(ENOSPC) in the chain
+            torch.save(payload, f)
+
     try:
-        atomic_write(path, lambda tmp: torch.save(payload, tmp))  # `path` keeps the previous one on failure
+        atomic_write(path, write)  # `path` keeps the previous one on failure
     except BaseException as e:  # an error, or a second signal (harness.stop_signals.TrainingAborted), mid-write
         signalled: BaseException | None = e
         while signalled is not None and isinstance(signalled, Exception):

@@ -19,6 +19,11 @@ from pathlib import Path
 from core.errors import RecscaleError
 
 
+#: Every location `check_writable` checked in this process, latest last: where a command was writing when a
+#: write fails without naming its file (cli/main.py's disk-full line).
+CHECKED: list[Path] = []
+
+
 class OutputLocationError(RecscaleError):
     """An output location cannot be written; names the path and the operation."""
 
@@ -34,6 +39,7 @@ def check_writable(path: str | Path, what: str) -> None:
     """Refuse (OutputLocationError) when `what` cannot be written at `path` (a folder or a file to create
     or replace); creates nothing."""
     path = Path(path).absolute()
+    CHECKED.append(path)
     existing = _nearest_existing(path)
     if existing.is_file() and existing != path:
         raise OutputLocationError(f"{path}: cannot write {what}: {existing} is a file, not a folder")

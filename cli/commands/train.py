@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
 
 from cli.main import relaunch_args
+from core.results_layout import CHECKPOINT_FILE
 from harness import perf
 
 
@@ -66,11 +68,16 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_run_config(args.config, parse_set(args.set), arch=args.arch, data=args.data, seed=args.seed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("results/runs") / f"{cfg.arch}-seed{cfg.seed}-{stamp}"
+    created = not out.exists()
     try:
         metrics = train_run(cfg, out, resume=args.resume, progress=not args.no_progress, verify=not args.no_verify)
     except (TrainingInterrupted, TrainingAborted) as e:
         print(f"recscale train: {e}", file=sys.stderr)
         return e.exit_code
+    except Exception:  # a failed new run leaves no folder behind unless a checkpoint makes it resumable
+        if created and not (out / CHECKPOINT_FILE).exists():
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     if args.json:
         print(json.dumps(metrics))
     else:

@@ -1,0 +1,89 @@
+"""A disk that fills up: the real commands, run as subprocesses on a small tmpfs the test mounts, print one
+line naming the path and what to free, exit 2, show no traceback and leave nothing half-written; a
+checkpoint that does not fit leaves the previous one, and the run resumes once space is freed.
+
+Mounting needs root (or a user namespace that allows it); where it is refused the tests skip.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "RECSCALE_MALLOC_REEXEC": "1"}
+
+
+@contextmanager
+def small_fs(target: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` at `target` (skips where mounting is not permitted), unmounted afterwards."""
+    target.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.decode().strip()}")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=False)
+
+
+def recscale(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=ENV)
+
+
+def one_disk_full_line(proc: subprocess.CompletedProcess, command: str, path: Path) -> str:
+    """The single stderr line of a command that ran out of space, checked for exit 2 and the named path."""
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"recscale {command}: error: {path}") and "no space left on device" in lines[0], lines
+    assert "free space there" in lines[0] and "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+def test_synth_and_prepare_on_a_full_disk_leave_nothing(tiny_log, tmp_path):  # noqa: F811
+    with small_fs(tmp_path / "mnt", "512k") as mnt:  # pyarrow's OSError names no file: the --out folder is named
+        one_disk_full_line(recscale("synth", "--scale", "tiny", "--out", str(mnt / "log"), "--quiet"), "synth",
+                           mnt / "log")
+        assert list(mnt.iterdir()) == []
+    with small_fs(tmp_path / "mnt2", "256k") as mnt:  # numpy's short write keeps no errno at all
+        one_disk_full_line(recscale("prepare", "--source", "synthetic", "--root", str(tiny_log), "--out",
+                                    str(mnt / "art"), "--no-progress"), "prepare", mnt / "art")
+        assert files_under(mnt) == []  # no artifact, no .tmp- folder (the empty --out root stays)
+
+
+def test_train_whose_first_checkpoint_does_not_fit_leaves_no_run_folder(tiny_artifact, tmp_path):  # noqa: F811
+    with small_fs(tmp_path / "mnt", "64k") as mnt:  # torch's RuntimeError hides the ENOSPC in its context
+        one_disk_full_line(recscale("train", "--arch", "wukong", "--data", str(tiny_artifact), "--set", "dim=8",
+                                    "--out", str(mnt / "run"), "--no-progress"), "train", mnt / "run")
+        assert list(mnt.iterdir()) == []
+
+
+def test_a_checkpoint_that_does_not_fit_keeps_the_previous_and_the_run_resumes(tiny_artifact, tmp_path):  # noqa: F811
+    from harness.checkpoint import read_checkpoint_file
+
+    # the first checkpoints (about 400 kB) fit; a later one (about 530 kB, written beside the last) does not
+    argv = ("train", "--arch", "wukong", "--data", str(tiny_artifact), "--set", "dim=8", "--set", "train.epochs=2",
+            "--set", "train.checkpoint_every_batches=1", "--no-progress")
+    with small_fs(tmp_path / "mnt", "800k") as mnt:
+        run = mnt / "run"
+        one_disk_full_line(recscale(*argv, "--out", str(run)), "train", run)
+        assert sorted(p.name for p in run.iterdir()) == [".data_fingerprint", "checkpoint.pt", "config.yaml", "curves"]
+        position = read_checkpoint_file(run / "checkpoint.pt")["position"]  # the previous one, whole
+        assert not position["finished"]
+        subprocess.run(["mount", "-o", "remount,size=4m", str(mnt)], check=True)  # space freed
+        resumed = recscale(*argv, "--out", str(run), "--resume")
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"resuming from epoch {position['epoch']}, batch {position['batch']}" in resumed.stderr
+        assert (run / "metrics.json").exists() and not list(run.glob(".*.tmp.*"))
