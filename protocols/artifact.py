@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import torch
 
 from core import results_layout as layout
-from core.errors import RecscaleError
+from core.errors import RecscaleError, one_line
 
 from .integrity import check_files, read_manifest
 from .prefetch import prefetch_map
@@ -30,6 +30,15 @@ _HIST_MASKED = np.array([HIST_CAT_FIELDS.index(f) for f in MASKED_ID_FIELDS if f
 _HIST_SLICE = slice(int(_HIST_MASKED[0]), int(_HIST_MASKED[-1]) + 1)
 assert list(range(len(HIST_CAT_FIELDS)))[_HIST_SLICE] == _HIST_MASKED.tolist()
 _ORDER_STREAM, _MASK_STREAM = 1, 2
+
+
+def load_array(path: Path) -> np.ndarray:
+    """A prepared array as data only (memory-mapped, pickles off): an object array is refused naming the file."""
+    try:  # a plain ndarray view of the memory map: indexing skips np.memmap's Python-level hooks
+        return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False))
+    except ValueError as e:  # numpy: "Python objects in dtype" / "Object arrays cannot be loaded ..."
+        raise RecscaleError(f"{path}: refusing to load: not a plain array ({one_line(e)}); a prepared artifact "
+                            "holds numbers only: delete the artifact and rerun recscale prepare") from None
 
 
 class PreparedDataset:
@@ -58,8 +67,7 @@ class PreparedDataset:
 
     # ------------------------------------------------------------------ arrays
     def _load(self, name: str) -> np.ndarray:
-        # a plain ndarray view of the memory map: indexing skips np.memmap's Python-level hooks
-        return np.asarray(np.load(self.path / name, mmap_mode="r"))
+        return load_array(self.path / name)
 
     @cached_property
     def _history(self) -> np.ndarray:

@@ -102,6 +102,30 @@ def test_artifact_manifest_with_a_payload_is_refused(tiny_artifact, tmp_path):  
     assert marker.exists()
 
 
+def test_object_array_with_a_payload_is_refused_even_without_verify(tiny_artifact, tmp_path):  # noqa: F811
+    """history.npy replaced by an object array (a pickle) padded to the recorded size, so only checksums would
+    see it: `train --no-verify` refuses it naming the file, runs nothing and leaves no run folder."""
+    import numpy as np
+
+    marker = tmp_path / "ran"
+    art = tmp_path / "art"
+    shutil.copytree(tiny_artifact, art)
+    history = art / "history.npy"
+    size = history.stat().st_size
+    with open(history, "wb") as f:
+        np.save(f, np.array([Payload(marker)], dtype=object), allow_pickle=True)
+    assert history.stat().st_size < size
+    with open(history, "ab") as f:
+        f.write(b"\0" * (size - history.stat().st_size))
+    out = tmp_path / "run"
+    line = assert_refused(recscale("train", "--arch", "wukong", "--data", str(art), "--set", "dim=8", "--out",
+                                   str(out), "--no-progress", "--no-verify"), history, marker)
+    assert "not a plain array" in line
+    assert not out.exists()
+    np.load(history, allow_pickle=True)
+    assert marker.exists()
+
+
 def test_yaml_files_with_a_payload_are_refused(finished_run, tmp_path):  # noqa: F811
     marker = tmp_path / "ran"
     # a sweep file

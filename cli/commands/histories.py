@@ -18,7 +18,7 @@ import pyarrow as pa
 from core import results_layout as layout
 from core.atomic_write import write_parquet
 from core.errors import RecscaleError
-from protocols.artifact import PreparedDataset
+from protocols.artifact import PreparedDataset, load_array
 from protocols.output_location import check_writable
 from protocols.split import SPLITS
 
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def history_table(ds: PreparedDataset, split: str) -> pa.Table:
     """Columns event_id (int64) and history_event_ids (list<int64>), one row per target."""
-    event_ids = np.load(ds.path / layout.EXPOSURE_EVENT_ID_FILE, mmap_mode="r")
+    event_ids = load_array(ds.path / layout.EXPOSURE_EVENT_ID_FILE)
     rows = ds.history_rows(split)  # [n, L]
     valid = rows >= 0
     offsets = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from core import atomic_write
 from core.results_layout import DATASETS_FILE, EXPOSURE_EVENT_ID_FILE, targets_file
-from protocols.artifact import PreparedDataset
+from protocols.artifact import PreparedDataset, load_array
 from protocols.split import SPLITS
 
 FORMAT = 1
@@ -40,8 +40,8 @@ def history_event_ids(ds: PreparedDataset, split: str) -> tuple[np.ndarray, np.n
     targets = pq.read_table(ds.path / targets_file(split), columns=["event_id", "request_idx"])
     event_id = targets.column("event_id").to_numpy()
     rows = np.asarray(ds._history[targets.column("request_idx").to_numpy()])  # [n, L] exposure rows, -1 PAD
-    exposure_event_id = np.load(ds.path / EXPOSURE_EVENT_ID_FILE, mmap_mode="r")
-    hist = np.where(rows >= 0, np.asarray(exposure_event_id)[np.maximum(rows, 0)], -1)  # [n, L]
+    exposure_event_id = load_array(ds.path / EXPOSURE_EVENT_ID_FILE)
+    hist = np.where(rows >= 0, exposure_event_id[np.maximum(rows, 0)], -1)  # [n, L]
     order = np.argsort(event_id, kind="stable")
     return event_id[order], hist[order]
 
