@@ -35,7 +35,11 @@ def test_bench_reports_loader_and_training(tiny_artifact, capsys):  # noqa: F811
     rc = cli_main(["bench", "--data", str(tiny_artifact), "--arch", "wukong", "--set", "dim=8",
                    "--set", "train.num_threads=1", "--steps", "2", "--batches", "3", "--json"])
     assert rc == 0
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert captured.err.splitlines() == [  # a line before each measurement: never silent for seconds
+        "recscale bench: timing the loader: 3 batches of 256 targets, and this machine's copy rate ...",
+        "recscale bench: timing wukong: 3 warm-up and 2 training steps, and this machine's matmul rate ..."]
     assert out["loader_targets_per_s"] > 0 and out["train_targets_per_s"] > 0 and out["device"] == "cpu"
     assert 0 < out["loader_copy_ratio"] and out["peak_memory_bytes"] > 0
     # utilisation is 3 x forward FLOPs/target x targets/s / matmul rate, with the FLOPs fvcore counts

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 
 from cli.main import relaunch_args
 from core.errors import RecscaleError
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         from harness.speed.loader_rate import copy_rate, loader_rate
 
         ds = open_dataset(args.data)
+        progress(f"timing the loader: {args.batches} batches of {tc.batch_size} targets, and this machine's copy rate")
         opts = loader_options(device, tc.prefetch_batches, tc.loader_workers)
         opts["pin_memory"] = opts["pin_memory"] and torch.cuda.is_available()
         loader = loader_rate(ds, tc.batch_size, args.batches, **opts)
@@ -92,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
         vocab = ds.spec.vocab_sizes if ds is not None else SMALL_VOCAB
         spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=model_cfg.history_len)
+        progress(f"timing {args.arch}: 3 warm-up and {args.steps} training steps"
+                 + (f", {args.breakdown} profiled" if args.breakdown else "") + ", and this machine's matmul rate")
         result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown)
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
                      "flops_per_target": result["flops_per_target"], "utilisation": result["utilisation"],
@@ -120,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
     if "breakdown" in out:
         _print_breakdown(out)
     return 0
+
+
+def progress(text: str) -> None:
+    """A line on stderr before each measurement (each takes seconds), so the command is never silent."""
+    print(f"recscale bench: {text} ...", file=sys.stderr, flush=True)
 
 
 def _print_breakdown(out: dict) -> None:

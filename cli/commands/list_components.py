@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import textwrap
 from typing import Any
 
 import architectures
@@ -32,15 +33,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("architectures:")
     for name, fields in archs.items():
-        shown = ", ".join(f"{k}={v}" for k, v in list(fields.items())[:6])
-        print(f"  {name:<24} {shown}{' ...' if len(fields) > 6 else ''}")
+        print(_entry(name, fields))
     if out["model_file_problems"]:
         print("model files not loaded:")
         for line in out["model_file_problems"]:
             print(f"  {line}")
     print("protocols:")
     for name, params in out["protocols"].items():
-        print(f"  {name:<24} {', '.join(f'{k}={v}' for k, v in params.items())}")
+        print(_entry(name, params))
     print("sources:")
     for name in out["sources"]:
         print(f"  {name}")
@@ -49,3 +49,9 @@ def run(args: argparse.Namespace) -> int:
         for line in out["protocol_file_problems"]:
             print(f"  {line}")
     return 0
+
+
+def _entry(name: str, fields: dict[str, Any]) -> str:
+    """`name` and every `key=value`, wrapped under one another (nothing left out)."""
+    return textwrap.fill(", ".join(f"{k}={v}" for k, v in fields.items()), width=110, initial_indent=f"  {name:<24} ",
+                         subsequent_indent=" " * 27, break_long_words=False, break_on_hyphens=False)
