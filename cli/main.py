@@ -20,12 +20,11 @@ import argparse
 import atexit
 import importlib
 import os
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
 
-from core.errors import RecscaleError, disk_full
+from core.errors import RecscaleError, disk_full, disk_full_line
 from core.results_layout import REPORT_FILE
 from protocols.output_location import CHECKED
 
@@ -74,17 +73,6 @@ def os_error_line(e: OSError) -> str:
     return f"{where}: cannot write or read it: {(e.strerror or str(e)).lower()}"
 
 
-def disk_full_line(error: BaseException, again: str = "run the command again") -> str:
-    """One line for a full disk: the file (or the output location being written) and the space left there."""
-    named = getattr(error, "filename", None)
-    path = Path(named) if named else CHECKED[-1] if CHECKED else Path.cwd()
-    existing = next((p for p in (path, *path.parents) if p.exists()), Path.cwd())
-    usage = shutil.disk_usage(existing)
-    return (f"{path}: no space left on device (the file system holding {existing}: {usage.free / 2**20:,.1f} MiB free "
-            f"of {usage.total / 2**20:,.1f} MiB, the partial output removed); free space there, or write elsewhere, "
-            f"and {again}")
-
-
 def main(argv: list[str] | None = None) -> int:
     process_argv = list(sys.argv[1:]) if argv is None else None
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -121,7 +109,9 @@ def _run(name: str, module: ModuleType, args: argparse.Namespace) -> int:
     except Exception as e:
         full = disk_full(e)
         if full is not None:
-            print(f"recscale {name}: error: {disk_full_line(full)}", file=sys.stderr)
+            named = getattr(full, "filename", None)  # else the output location being written
+            path = Path(named) if named else CHECKED[-1] if CHECKED else Path.cwd()
+            print(f"recscale {name}: error: {disk_full_line(path)}", file=sys.stderr)
         elif isinstance(e, OSError) and e.filename:
             print(f"recscale {name}: error: {os_error_line(e)}", file=sys.stderr)
         else:  # not a full disk nor about a file: a bug, shown with its traceback

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import errno
 import re
+import shutil
+from pathlib import Path
 
 
 class RecscaleError(Exception):
@@ -30,3 +32,12 @@ def disk_full(error: BaseException) -> BaseException | None:
             return error
         error = error.__cause__ or error.__context__
     return None
+
+
+def disk_full_line(path: Path, again: str = "run the command again") -> str:
+    """One line for a full disk at `path` (a file, or the output location being written): the space left there."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path.cwd())
+    usage = shutil.disk_usage(existing)
+    return (f"{path}: no space left on device (the file system holding {existing}: {usage.free / 2**20:,.1f} MiB free "
+            f"of {usage.total / 2**20:,.1f} MiB, the partial output removed); free space there, or write elsewhere, "
+            f"and {again}")

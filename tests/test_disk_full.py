@@ -1,6 +1,7 @@
 """A disk that fills up: the real commands, run as subprocesses on a small tmpfs the test mounts, print one
 line naming the path and what to free, exit 2, show no traceback and leave nothing half-written; a
-checkpoint that does not fit leaves the previous one, and the run resumes once space is freed.
+checkpoint that does not fit leaves the previous one, and the run resumes once space is freed; a sweep on a
+full disk resumes to the uninterrupted runs, even when Ray's experiment state was cut short (slow).
 
 Mounting needs root (or a user namespace that allows it); where it is refused the tests skip.
 """
@@ -13,7 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 
@@ -87,3 +90,47 @@ def test_a_checkpoint_that_does_not_fit_keeps_the_previous_and_the_run_resumes(t
         assert resumed.returncode == 0, resumed.stderr
         assert f"resuming from epoch {position['epoch']}, batch {position['batch']}" in resumed.stderr
         assert (run / "metrics.json").exists() and not list(run.glob(".*.tmp.*"))
+
+
+def _sweep_file(folder: Path, cache: Path) -> Path:
+    path = folder / "full.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "full",
+        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 600, "n_valid": 200,
+                 "n_test": 200, "cache": str(cache)},
+        "train": {"device": "cpu", "batch_size": 64, "checkpoint_every_batches": 1},
+        "model": {"dim": 8},
+        "grid": {"arch": ["wukong"], "seed": [0, 1]},
+        "resources": {"cpu": 1},
+        "max_concurrent": 1,
+        "max_failures": 0,
+    }))
+    return path
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_full_disk_resumes_once_space_is_freed_to_the_uninterrupted_runs(tmp_path):
+    """The trials' checkpoints do not fit on 400 kB: one line naming the sweep folder, exit 2, no traceback. Ray's
+    experiment state, which a full disk can leave cut short, is then cut short for certain; once space is freed
+    `sweep --resume` says so in one line, runs the stage afresh from the run folders and ends with the
+    uninterrupted sweep's runs, bit for bit."""
+    sweep = _sweep_file(tmp_path, tmp_path / "cache")
+    reference = recscale("sweep", str(sweep), "--results", str(tmp_path / "reference"), "--num-cpus", "1")
+    assert reference.returncode == 0, reference.stderr
+    want = pq.read_table(tmp_path / "reference" / "full" / "runs.parquet").to_pandas().set_index("trial_id")
+    with small_fs(tmp_path / "mnt", "400k") as mnt:
+        failed = recscale("sweep", str(sweep), "--results", str(mnt), "--num-cpus", "1")
+        assert failed.returncode == 2 and "Traceback" not in failed.stderr, failed.stderr
+        errors = [ln for ln in failed.stderr.splitlines() if ln.startswith("recscale sweep: error: ")]
+        assert errors == [ln for ln in errors if f"{mnt / 'full'}: no space left on device" in ln] and len(errors) == 1
+        assert "continue the sweep with --resume" in errors[0]
+        state = next((mnt / "full" / "ray" / "grid").glob("experiment_state-*.json"))
+        state.write_text(state.read_text()[:100])
+        subprocess.run(["mount", "-o", "remount,size=16m", str(mnt)], check=True)  # space freed
+        resumed = recscale("sweep", str(sweep), "--results", str(mnt), "--num-cpus", "1", "--resume")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "Ray's saved state is unreadable" in resumed.stderr and "Traceback" not in resumed.stderr
+        got = pq.read_table(mnt / "full" / "runs.parquet").to_pandas()
+    assert sorted(got["trial_id"]) == sorted(want.index)  # none lost, none twice
+    for row in got.itertuples():
+        assert row.test_auc == want.at[row.trial_id, "test_auc"], row.trial_id

@@ -36,7 +36,7 @@ from ray import tune
 from tqdm import tqdm
 
 from core import atomic_write
-from core.errors import RecscaleError
+from core.errors import RecscaleError, disk_full, disk_full_line, one_line
 from core.results_layout import (
     METRICS_FILE,
     RAY_DIR,
@@ -163,7 +163,7 @@ class TrialProgress(tune.Callback):
         self._get(trials).write(f"trial {trial} failed (worker died or raised); retrying")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._get(trials).write(f"trial {trial} failed for good; see {trial.local_path}/error.txt")
+        self._get(trials).write(f"trial {trial} failed for good; see {trial.path}/error.txt")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._bar is not None:
@@ -198,9 +198,23 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
     exp_dir = storage / ctx.stage
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx), cfg.resources.ray_request())
     if resume and tune.Tuner.can_restore(str(exp_dir)):
-        # the restored run config holds the callbacks (StopOnInterrupt among them) pickled with the experiment
-        tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, restart_errored=True)
-        return tuner.fit()
+        damage = _state_damage(exp_dir)
+        if damage is None:
+            try:
+                # the restored run config holds the callbacks (StopOnInterrupt among them) pickled with the experiment
+                tuner = tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, restart_errored=True)
+                return tuner.fit()
+            except Exception as e:
+                if disk_full(e) is not None or ctx.stage == "search":
+                    raise
+                damage = one_line(e)
+        if ctx.stage == "search":  # its trials are Optuna's samples, which no run folder can replay
+            raise SweepError(f"{exp_dir}: Ray's saved search state is unreadable ({damage}); delete {exp_dir} to "
+                             "run the search again")
+        print(f"{exp_dir}: Ray's saved state is unreadable ({damage}); running the {ctx.stage} stage afresh: finished "
+              "trials are read back from their run folders, started ones continue from their checkpoints",
+              file=sys.stderr)
+        shutil.rmtree(exp_dir)
 
     if ctx.stage in ("grid", TUNING_STAGE):
         # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
@@ -230,6 +244,17 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}"), StopOnInterrupt(), *tracking],
     )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config).fit()
+
+
+def _state_damage(exp_dir: Path) -> str | None:
+    """Why Ray's saved experiment state in `exp_dir` cannot be restored (a file cut short by a full disk or a
+    kill), or None; Ray itself would log the error and go on with an empty state."""
+    for path in sorted(exp_dir.glob("experiment_state-*.json")):
+        try:
+            json.loads(path.read_text())
+        except (ValueError, OSError) as e:
+            return f"{path.name}: {one_line(e)}"
+    return None
 
 
 def _best_point(sweep: Sweep, results: Any) -> dict[str, Any]:
@@ -267,6 +292,9 @@ def _stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> _StageOutcome:
             results = _run_stage(ctx, resume=resume, n_trials=n_trials)
     except SweepInterrupted:
         return _StageOutcome(None, time.perf_counter() - t0, [], True)
+    full = next((r.error for r in results if r.error is not None and disk_full(r.error) is not None), None)
+    if full is not None:  # every other trial would fail alike: one line, continued with --resume once freed
+        raise SweepError(disk_full_line(Path(ctx.sweep_dir), "continue the sweep with --resume"))
     failed = _failures(results)
     interrupted = not failed and results.num_terminated < n_trials
     return _StageOutcome(results, time.perf_counter() - t0, failed, interrupted)

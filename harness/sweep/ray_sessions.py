@@ -111,6 +111,10 @@ RAY_NOTICES: tuple[tuple[str, str], ...] = (
     ("ray._private.authentication.authentication_token_setup", "Token authentication is"),
     ("ray.tune.tune", "Resume experiment with"),
     ("ray.tune.tune", "Resume training with"),
+    # a failed trial's traceback: Tune writes it to RESULTS/<name>/ray/<stage>/<trial>/error.txt, which the
+    # launcher's one line per failure names
+    ("ray.tune.execution.tune_controller", "Trial task failed for trial"),
+    ("ray.tune.tune", "Trials did not complete"),
 )
 
 

@@ -97,7 +97,13 @@ def read_events(sweep_dir: Path) -> list[dict[str, Any]]:
     path = Path(sweep_dir) / EVENTS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:  # a record cut short by a full disk or a kill
+            pass
+    return events
 
 
 def ray_node() -> str:
