@@ -15,7 +15,7 @@ Layout of `results/<sweep>/`: docs/sweeps.md, "What a sweep writes" (names in `c
   first value of every grid axis (Ray's Optuna integration refuses grid axes); the grid then runs
   with the best sampled values fixed.
 - `resume=True` continues through `Tuner.restore` (finished trials are not rerun; errored ones are
-  restarted); without it an existing, unfinished sweep folder is refused (a finished one is only
+  restarted; a saved state that no longer reads is set aside and the stage runs afresh); without it an existing, unfinished sweep folder is refused (a finished one is only
   collected again), and a changed sweep file is always refused.
 - Ray itself (starting a local session or joining `address=`, the checks before it, shutting it down and
   removing what a killed driver left) is `harness.sweep.ray_sessions`; `run_sweep` checks the address before
