@@ -1,14 +1,10 @@
-"""FLOP and parameter accounting (the conventions are in docs/architectures.md).
+"""FLOP and parameter accounting; what is counted and how: docs/architectures.md, "FLOPs and parameters".
 
-Forward FLOPs per target count matrix work only -- linear, mm/addmm, matmul, bmm/baddbmm, einsum and
-attention score / value products -- at 2 FLOPs per multiply-add. Lookups, norms, reductions and
-element-wise ops are not counted. Counting is done by fvcore (jit trace), which counts 1 per multiply-add:
-its totals are doubled here, only its matrix-op handles are kept (its norm / pooling / upsampling
-counts are dropped), its matmul handle is replaced by one that also counts broadcast batch dimensions of
-the first operand, and handles are added for `baddbmm` and `scaled_dot_product_attention`.
-
-Parameters: embedding = the weights of every `nn.Embedding` module; non-embedding = every other parameter
-(bias tables of HSTU layers included). Shared tensors are counted once.
+fvcore (jit trace) counts 1 per multiply-add: its totals are doubled here, only its matrix-op handles are kept,
+its matmul handle is replaced by one that also counts broadcast batch dimensions of the first operand, and
+handles are added for `baddbmm` and `scaled_dot_product_attention`. Parameters: embedding = the weights of
+every `nn.Embedding` module; non-embedding = every other parameter (HSTU's bias tables included). Shared
+tensors are counted once.
 """
 from __future__ import annotations
 

@@ -19,23 +19,15 @@ _TIME_BITS = 42
 
 @dataclass
 class UserTimeline:
-    """Exposures sorted by (user, request_timestamp, request_id, event_id).
+    """Exposures sorted by (user, request_timestamp, request_id, event_id)."""
 
-    Attributes:
-        order: int64 [N] log row of each sorted position.
-        key: int64 [N] composite (user rank << 42) | (t - t_min), non-decreasing.
-        t_min: the smallest request_timestamp of the log (ms).
-        users: int64 [U] sorted distinct user ids (the rank of a user is its index here).
-        availability: int64 [N] a_r of each sorted position's request, or None until `with_delay`.
-    """
-
-    order: np.ndarray
-    key: np.ndarray
-    t_min: int
-    users: np.ndarray
+    order: np.ndarray  # int64 [N] log row of each sorted position
+    key: np.ndarray  # int64 [N] composite (user rank << 42) | (t - t_min), non-decreasing
+    t_min: int  # the smallest request_timestamp of the log (ms)
+    users: np.ndarray  # int64 [U] sorted distinct user ids (the rank of a user is its index here)
     request_start: np.ndarray  # int64 [R_all] sorted position where each request's exposures begin
     request_playing: np.ndarray  # int64 [R_all] summed playing_time of each request
-    availability: np.ndarray | None = None
+    availability: np.ndarray | None = None  # int64 [N] a_r of each sorted position's request; set by `with_delay`
 
     @classmethod
     def build(cls, log: ExposureLog) -> UserTimeline:
@@ -72,13 +64,9 @@ class UserTimeline:
         self.availability = np.repeat(a_request, counts)
         return self
 
-    def user_rank(self, user_ids: np.ndarray) -> np.ndarray:
-        """Rank of each user id (all must occur in the log)."""
-        return np.searchsorted(self.users, user_ids)
-
     def before(self, user_ids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each (user, t): sorted positions [lo, hi) of the user's events with t_e < t."""
-        rank = self.user_rank(user_ids).astype(np.int64) << _TIME_BITS
+        rank = np.searchsorted(self.users, user_ids).astype(np.int64) << _TIME_BITS  # users all occur in the log
         lo = np.searchsorted(self.key, rank, side="left")
         offset = np.maximum(np.asarray(ts, dtype=np.int64) - self.t_min, 0)  # nothing precedes t_min
         hi = np.searchsorted(self.key, rank | offset, side="left")

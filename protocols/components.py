@@ -23,18 +23,13 @@ HISTORY_LEN = "history_len"
 
 @dataclass(frozen=True)
 class SourceDefaults:
-    """What a log of this source gets for the prepare settings a config leaves unset.
+    """What a log of this source gets for the prepare settings a config leaves unset."""
 
-    Attributes:
-        split: the default split of a loaded log (fixed dates, or derived from the log's dates).
-        sizes: `scaled`: RecFlow's reference target counts scaled to the log's size
-            (`protocols.sampling.default_size`); `all`: every exposure of each split is a target.
-        split_doc: one line saying what the default split is (help texts and docs).
-    """
-
-    split: Callable[[ExposureLog], SplitConfig]
+    split: Callable[[ExposureLog], SplitConfig]  # the default split of a loaded log (fixed, or from its dates)
+    #: `scaled`: RecFlow's reference target counts scaled to the log's size (`protocols.sampling.default_size`);
+    #: `all`: every exposure of each split is a target.
     sizes: Literal["scaled", "all"]
-    split_doc: str
+    split_doc: str  # one line saying what the default split is (help texts and docs)
 
 
 @dataclass(frozen=True)

@@ -17,23 +17,14 @@ from .schema import EXPOSURE_COLUMNS, IDENTITY_COLUMNS, TRUE_P_COLUMN
 
 @dataclass
 class ExposureLog:
-    """Columns of the exposure table as numpy arrays of equal length.
+    """Columns of the exposure table as numpy arrays of equal length."""
 
-    Attributes:
-        columns: EXPOSURE_COLUMNS + IDENTITY_COLUMNS as int64, plus `true_p` (float64) on synthetic logs.
-        days: the calendar day (Asia/Shanghai) of each file_index.
-        source: registered source name.
-        root: folder the log was read from.
-        fingerprint: content hash of the inputs (stable across copies of the same files).
-        author50_loader: optional callable returning {request_id: int64 [50, 10]} for one file_index
-            (RecFlow's seq_effective_50_dict), loaded lazily because it is large.
-    """
-
-    columns: dict[str, np.ndarray]
-    days: tuple[dt.date, ...]
-    source: str
-    root: Path
-    fingerprint: str
+    columns: dict[str, np.ndarray]  # EXPOSURE_COLUMNS + IDENTITY_COLUMNS as int64, + `true_p` (float64) if synthetic
+    days: tuple[dt.date, ...]  # the calendar day (Asia/Shanghai) of each file_index
+    source: str  # registered source name
+    root: Path  # folder the log was read from
+    fingerprint: str  # content hash of the inputs (stable across copies of the same files)
+    #: {request_id: int64 [50, 10]} of one file_index (RecFlow's seq_effective_50_dict), loaded lazily: it is large
     author50_loader: Callable[[int], dict[int, np.ndarray]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

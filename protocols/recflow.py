@@ -201,11 +201,8 @@ class Author50Reader:
     def __init__(self, root: Path, days: tuple[dt.date, ...]):
         self.root, self.days = Path(root), tuple(days)
 
-    def path(self, file_index: int) -> Path:
-        return author50_path(self.root, self.days[file_index])
-
     def __call__(self, file_index: int) -> dict[int, np.ndarray]:
-        path = self.path(file_index)
+        path = author50_path(self.root, self.days[file_index])
         if not path.exists():
             raise DataValidationError(str(path), "(file)", f"no author-50 file for day {self.days[file_index]}")
         arrays = load_int_array_dict(path)

@@ -1,7 +1,7 @@
 """Registered data sources (`recflow`, `synthetic`, `movielens100k`): name -> load(root, **options) ->
 ExposureLog, each registered with its default split and target counts (`SourceDefaults`). What each reads:
 docs/data.md; their defaults: docs/protocols.md, "Sources declare their defaults".
-"""  # noqa: E501  (a markdown table: its rows cannot wrap)  # noqa: E501  (a markdown table: its rows cannot wrap)
+"""
 from __future__ import annotations
 
 import datetime as dt

@@ -1,29 +1,21 @@
-"""HELIX's SeqFormer encoder over the user-only sequences, with Gather / Truncate compression.
+"""HELIX's SeqFormer encoder over the user-only sequences, with Gather / Truncate compression (docs/helix.md:
+the encoder row of "HELIX in recscale" and the `compression`, `kv_heads` and `layerscale` switches).
 
 Candidate-independent by construction: it reads only history keys of the batch, so its output can be
 computed once per request and shared by every candidate (see `architectures/helix.py`).
 
 Layer l has n_l = `retained[l]` query tokens (non-increasing). Each layer is pre-norm attention of its
-queries over its keys/values, then a SwiGLU FFN, both residual; outputs at invalid query slots are zeroed.
-`kv_heads` < heads shares each key/value head among heads / kv_heads query heads (GQA). `layerscale`
-multiplies each residual branch (attention and FFN) by a learnable per-channel vector before it is added,
-as CaiT's LayerScale, initialised to `LAYERSCALE_INIT` = 0.1 (CaiT's value for networks up to 18 layers
-deep; the encoder has at most 6): h = q + g_a * attn(q, kv); out = h + g_f * FFN(norm(h)).
+queries over its keys/values, then a SwiGLU FFN, both residual (with `layerscale`: h = q + g_a * attn(q, kv);
+out = h + g_f * FFN(norm(h))); outputs at invalid query slots are zeroed.
 
-Compression (`compression`):
-- `gather_truncate` (HELIX): layer 1's queries are gathered per sequence: the `quotas[s]` most recent
-  events of user-only sequence s (exposures, effective views, long views), packed into one stream
-  ordered by recency (most recent first; an event in several sequences appears once per sequence, ties
-  kept in sequence order), truncated to n_1. Layer 1's keys/values are *all* valid events, so events not
-  selected are still read once. Layer l > 1 keeps the first n_l tokens of the previous output (Truncate:
-  the most recent ones, because of the packing order) as queries over all previous output tokens.
-- `uniform_pool`: layer 1's queries are n_1 fixed-width windows over the recency-ordered exposures,
-  each the masked mean of its events; layer l > 1 queries are n_l fixed-width window means of the
-  previous output.
-- `segment_pool`: layer 1's queries split each sequence s (recency-ordered, its own valid length) into
-  `quotas[s]` equal segments and take their masked means (same budget as Gather, pooled instead of
-  picked); later layers pool like `uniform_pool`.
-A learned vector per sequence (exposure / effective view / long view) is added to layer 1's queries.
+With `gather_truncate`, layer 1's queries are the `quotas[s]` most recent events of each user-only sequence s
+(exposures, effective views, long views), packed into one stream most recent first (an event in several
+sequences appears once per sequence, ties kept in sequence order) and truncated to n_1; its keys/values are
+*all* valid events, so events not selected are still read once. Layer l > 1 keeps the first n_l tokens of the
+previous output (Truncate: the most recent ones) as queries over all of it. `uniform_pool` (fixed windows) and
+`segment_pool` (`quotas[s]` segments of each sequence's own valid length) pool masked means instead
+(`window_pool`); later layers then pool fixed windows of the previous output. A learned vector per sequence
+is added to layer 1's queries.
 
 Shapes: events [B, L, W] -> list over layers of (tokens [B, n_l, W], mask [B, n_l]).
 """

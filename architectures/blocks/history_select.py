@@ -1,14 +1,9 @@
 """Vectorised selections over the left-aligned history of the batch schema.
 
 History rows hold valid events left-aligned in ascending time (`hist_mask` True), PAD after them.
-Everything here is index arithmetic (topk / gather), no per-row Python.
-
-- `most_recent(mask, k)`: positions of the k most recent True entries, most recent first, plus validity.
-- `user_only_masks(batch)`: HELIX's candidate-independent sequences derived from the history:
-  all exposures, effective views, long views -> [B, 3, L].
-- `hard_search(batch, k)`: HELIX's user x candidate sequence: the k most recent history events that share
-  the candidate's category_level_two or author (PAD and UNK ids never match).
-- `gather_rows(x, idx)`: x [B, L, D], idx [B, K] -> [B, K, D].
+Everything here is index arithmetic (topk / gather), no per-row Python: HELIX's user-only sequences
+(`user_only_masks`) and its user x candidate hard search (`hard_search`: the most recent history events that
+share the candidate's category_level_two or author; PAD and UNK ids never match), over `most_recent`.
 """
 from __future__ import annotations
 

@@ -27,14 +27,10 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class RequestGroups:
-    """Grouping of a batch's candidates by request.
+    """Grouping of a batch's candidates by request."""
 
-    first:   int64 [R]  index (into the batch) of the first candidate of each unique request
-    inverse: int64 [B]  request slot (into 0..R-1) of every candidate
-    """
-
-    first: torch.Tensor
-    inverse: torch.Tensor
+    first: torch.Tensor  # int64 [R]: index (into the batch) of the first candidate of each unique request
+    inverse: torch.Tensor  # int64 [B]: request slot (into 0..R-1) of every candidate
 
     @classmethod
     def of(cls, request_idx: torch.Tensor) -> RequestGroups:

@@ -4,14 +4,11 @@ RankMixer (Zhu et al., 2025) cuts heterogeneous features into T tokens, then alt
 token mixing with a feed-forward network that has its own parameters per token. HELIX's MPTF
 (`helix.py`) reuses `mixup`, and its per-token SwiGLU (`blocks/swiglu.py`) `PerTokenLinear`, from here.
 
-- `mixup(x)`: split every token's W channels into T slices of W/T; output token t is the concatenation
-  of slice t of all T input tokens (a transpose of [T, T, W/T]; applying it twice is the identity).
-- `PerTokenLinear`: T independent linear maps [B, T, in] -> [B, T, out] as one batched matmul.
-- `PerTokenFFN`: per-token in -> hidden -> in with GELU (RankMixer's PFFN).
-- `MixTokenizer`: the N input feature tokens (flattened) -> T tokens of width W by one linear map.
-- `SegmentMixTokenizer`: the N input tokens cut into T contiguous segments of whole tokens (sizes differ by
-  at most one, the larger first); segment t is flattened and mapped to mix token t by its own linear map.
-- `RankMixerBlock`: S = LN(Mixup(X) + X); out = LN(PFFN(S) + S) (post-norm, as in the RankMixer paper).
+`mixup` splits every token's W channels into T slices of W/T; output token t is the concatenation of slice t
+of all T input tokens (a transpose of [T, T, W/T]; applying it twice is the identity). `SegmentMixTokenizer`
+cuts the N input tokens into T contiguous segments of whole tokens (sizes differ by at most one, the larger
+first), each mapped to one mix token by its own linear map. `RankMixerBlock`: S = LN(Mixup(X) + X);
+out = LN(PFFN(S) + S) (post-norm, as in the RankMixer paper).
 """
 from __future__ import annotations
 
