@@ -1,11 +1,10 @@
 """Learning-rate schedule of a run (`train.schedule`): linear warm-up, then constant, cosine or linear decay to
-a floor, as a pure function of the global step, so that a resume is exact. The formulas: docs/training.md
-("Schedule").
+a floor, as a pure function of the global step (`factor`), so that a resume is exact; the training loop applies
+it (`harness.train.LRSchedule`). The formulas: docs/training.md ("Schedule").
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,32 +63,3 @@ def factor(cfg: ScheduleConfig, step: int, total: int) -> float:
     shape = 0.5 * (1.0 + math.cos(math.pi * p)) if cfg.kind == "cosine" else 1.0 - p
     return cfg.floor + (1.0 - cfg.floor) * shape
 
-
-class LRSchedule:
-    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule)."""
-
-    def __init__(self, cfg: ScheduleConfig, optimizers: Sequence, *, steps_per_epoch: int, epochs: int) -> None:
-        self.cfg, self.steps_per_epoch = cfg, steps_per_epoch
-        self.total = steps_per_epoch * epochs
-        self.optimizers = list(optimizers)
-        if not cfg.is_constant:  # each group's own base rate, kept in its state dict (so through a resume)
-            for opt in self.optimizers:
-                for group in opt.param_groups:
-                    group.setdefault("initial_lr", group["lr"])
-
-    def step_of(self, epoch: int, batch: int) -> int:
-        return epoch * self.steps_per_epoch + batch
-
-    def apply(self, epoch: int, batch: int) -> float:
-        """Set the rate of the step about to run (batch `batch` of `epoch`); returns the factor."""
-        if self.cfg.is_constant:
-            return 1.0
-        f = factor(self.cfg, self.step_of(epoch, batch), self.total)
-        for opt in self.optimizers:
-            for group in opt.param_groups:
-                group["lr"] = group["initial_lr"] * f
-        return f
-
-    def lr(self) -> float:
-        """The first group's current learning rate (for logging)."""
-        return float(self.optimizers[0].param_groups[0]["lr"])

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 import architectures
 from core.errors import RecscaleError
-from core.results_layout import CHECKPOINT_FILE, CONFIG_FILE, PREDICTION_SPLITS
+from core.results_layout import CHECKPOINT_FILE, CONFIG_FILE, CURVES_DIR, PREDICTION_SPLITS
 from harness.runs_columns import DATA_FINGERPRINT
 from protocols.output_location import check_writable
 
@@ -39,10 +40,10 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, TrainConfig, run_config_dict
-from .curves import CurveLogger, read_curves
+from .curves import read_curves
 from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
-from .lr_schedule import LRSchedule
+from .lr_schedule import ScheduleConfig, factor
 from .metric_registry import check_split_metric
 from .speed import matmul
 from .step import TrainStep, place
@@ -78,7 +79,7 @@ def train_run(
     session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
     session.setup_seconds = time.perf_counter() - started
 
-    curves = CurveLogger(out_dir, cfg.train.log_every_steps, session.device)  # harness/curves.py: no RNG
+    curves = CurveLogger(out_dir, cfg.train.log_every_steps, session.device)  # no RNG
     session.model.train()
     session.stop.install()
     try:
@@ -168,7 +169,7 @@ def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, s
         batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
         _COST_CACHE[key] = matmul.count_cost(model, batch)
     step = TrainStep(model, tc, device)
-    schedule = LRSchedule(tc.schedule, step.optimizers, epochs=tc.epochs,  # harness/lr_schedule.py, before a resume
+    schedule = LRSchedule(tc.schedule, step.optimizers, epochs=tc.epochs,  # set before a resume
                           steps_per_epoch=math.ceil(dataset.num_targets("train") / tc.batch_size))
     return Session(cfg=cfg, out_dir=out_dir, config=config, dataset=dataset, device=device, model=model, step=step,
                    schedule=schedule, cost=dict(_COST_CACHE[key]), started=started)
@@ -487,6 +488,104 @@ class Meter:
         position.train_seconds += time.perf_counter() - self.t0
         position.add_loss(float(self.loss))
         self.loss.zero_()
+
+
+class LRSchedule:
+    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule)."""
+
+    def __init__(self, cfg: ScheduleConfig, optimizers: Sequence, *, steps_per_epoch: int, epochs: int) -> None:
+        self.cfg, self.steps_per_epoch = cfg, steps_per_epoch
+        self.total = steps_per_epoch * epochs
+        self.optimizers = list(optimizers)
+        if not cfg.is_constant:  # each group's own base rate, kept in its state dict (so through a resume)
+            for opt in self.optimizers:
+                for group in opt.param_groups:
+                    group.setdefault("initial_lr", group["lr"])
+
+    def step_of(self, epoch: int, batch: int) -> int:
+        return epoch * self.steps_per_epoch + batch
+
+    def apply(self, epoch: int, batch: int) -> float:
+        """Set the rate of the step about to run (batch `batch` of `epoch`); returns the factor."""
+        if self.cfg.is_constant:
+            return 1.0
+        f = factor(self.cfg, self.step_of(epoch, batch), self.total)
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                group["lr"] = group["initial_lr"] * f
+        return f
+
+    def lr(self) -> float:
+        """The first group's current learning rate (for logging)."""
+        return float(self.optimizers[0].param_groups[0]["lr"])
+
+
+class CurveLogger:
+    """Accumulates per-step values and writes a point every `every` global steps (`every=0`: off)."""
+
+    def __init__(self, run_dir: Path, every: int, device: torch.device) -> None:
+        self.every, self.dir = every, Path(run_dir) / CURVES_DIR
+        self._writer: Any = None
+        self._loss = torch.zeros((), dtype=torch.float64, device=device)
+        self._norm = torch.zeros((), dtype=torch.float64, device=device)
+        self._targets, self._steps, self._norms = 0, 0, 0
+        self._loss_f = self._norm_f = 0.0
+        self._t0 = time.perf_counter()
+
+    def writer(self) -> Any:
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.dir))
+        return self._writer
+
+    def step(self, global_step: int, loss_sum: torch.Tensor, n_targets: int, grad_norm: torch.Tensor | None,
+             lr: float) -> None:
+        """After optimiser step `global_step` (1-based: steps done so far) with summed loss `loss_sum`."""
+        if not self.every:
+            return
+        if loss_sum.device.type == "cpu":  # reading a CPU scalar is cheaper than adding tensors
+            self._loss_f += float(loss_sum)
+            self._norm_f += float(grad_norm) if grad_norm is not None else 0.0
+        else:  # on an accelerator: add on the device, read once per point
+            self._loss += loss_sum.double()
+            if grad_norm is not None:
+                self._norm += grad_norm.double()
+        self._norms += grad_norm is not None
+        self._targets += n_targets
+        self._steps += 1
+        if global_step % self.every:
+            return
+        now = time.perf_counter()
+        w = self.writer()
+        w.add_scalar("train/loss", (float(self._loss) + self._loss_f) / max(self._targets, 1), global_step)
+        w.add_scalar("train/lr", lr, global_step)
+        if self._norms:
+            w.add_scalar("train/grad_norm", (float(self._norm) + self._norm_f) / self._norms, global_step)
+        w.add_scalar("train/targets_per_s", self._targets / max(now - self._t0, 1e-9), global_step)
+        self._loss.zero_(), self._norm.zero_()
+        self._targets = self._steps = self._norms = 0
+        self._loss_f = self._norm_f = 0.0
+        self._t0 = time.perf_counter()
+
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` spent on something else (a mid-epoch evaluation) out of the throughput."""
+        self._t0 += seconds
+
+    def evaluation(self, global_step: int, metrics: Mapping[str, Any]) -> None:
+        """Validation metrics (`valid_<name>` keys) of an evaluation after `global_step` steps."""
+        if not self.every:
+            return
+        w = self.writer()
+        for key, value in metrics.items():
+            if key.startswith("valid_") and isinstance(value, (int, float)) and key not in ("valid_n",
+                                                                                             "valid_positives"):
+                w.add_scalar(f"valid/{key.removeprefix('valid_')}", float(value), global_step)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def where(position: Position) -> str:

@@ -97,8 +97,7 @@ def test_a_mid_epoch_evaluation_draws_no_random_number_and_leaves_the_model_trai
 
     from harness.checkpoint import rng_states
     from harness.config import run_config_dict
-    from harness.curves import CurveLogger
-    from harness.train import build, open_dataset, validate_mid_epoch
+    from harness.train import CurveLogger, build, open_dataset, validate_mid_epoch
 
     cfg = _cfg(tiny_artifact, log_every_steps=1, eval_every_steps=1)
     session = build(cfg, tmp_path, run_config_dict(cfg), open_dataset(cfg.data), time.perf_counter())

@@ -10,8 +10,8 @@ import torch
 
 from core.typed_config import ConfigError
 from harness.config import TrainConfig, load_run_config, run_config_dict
-from harness.lr_schedule import LRSchedule, ScheduleConfig, factor, total_steps
-from harness.train import train_run
+from harness.lr_schedule import ScheduleConfig, factor, total_steps
+from harness.train import LRSchedule, train_run
 from tests.faults import Interrupted, interrupt_training_after
 from tests.fixtures_data import TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401
 
