@@ -1,13 +1,8 @@
-"""Checking an output location before a command writes anything there.
-
-`check_writable(path, what)` is called by every command that writes (synth, prepare, train, sweep,
-histories, analyze) before it does any work: a location that cannot be written (a read-only file system,
-no permission, a parent that is a regular file, a missing drive) is refused with one line naming the
-path and what was to be written there, and nothing is created, so no stub folder blocks a rerun.
-
-The check creates nothing that stays: it finds the nearest existing folder on the way to `path` and
-opens an anonymous temporary file in it (removed at once), which fails exactly where the real write
-would (root ignores permission bits, but not a read-only mount).
+"""Checking an output location before a command writes anything there (docs/reliability.md, "Output
+locations"): `check_writable(path, what)` refuses a location that cannot be written with one line naming the
+path and what was to be written there, and creates nothing that stays, so no stub folder blocks a rerun. It
+opens an anonymous temporary file in the nearest existing folder on the way to `path` (removed at once),
+which fails exactly where the real write would (root ignores permission bits, but not a read-only mount).
 """
 from __future__ import annotations
 
@@ -17,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 from core.errors import RecscaleError
-
 
 #: Every location `check_writable` checked in this process, latest last: where a command was writing when a
 #: write fails without naming its file (cli/main.py's disk-full line).

@@ -1,7 +1,6 @@
 """Background prefetch: `prefetch_map(fn, keys, depth=d, workers=w)` computes `fn(key)` in `w` threads with at most
-d + 1 results in flight and yields them in key order (docs/protocols.md, "Batch loader"), so with `fn(key)`
-depending on `key` only the output equals `map(fn, keys)`. An exception is raised at its key's position; a
-consumer that stops early cancels pending work and joins the workers. Batch assembly (numpy gathers, ufuncs,
+d + 1 results in flight and yields them in key order, so with `fn(key)` depending on `key` only the output
+equals `map(fn, keys)` (the rules: docs/protocols.md, "Batch loader"). Batch assembly (numpy gathers, ufuncs,
 torch conversions) releases the GIL, so the workers overlap with the model's compute and with each other.
 """
 from __future__ import annotations
