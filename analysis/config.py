@@ -5,7 +5,7 @@ Keys, defaults and an example: docs/analysis.md, *Configuration*.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from core.typed_config import ConfigError, from_dict
 from harness import metric_registry
@@ -116,8 +116,9 @@ class AnalysisConfig:
     alpha: float = 0.05
     power: float = 0.8
     n_resamples: int = 9999
-    seed: int = 0
+    bootstrap_seed: int = 0
     delong: bool = True
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seed": "bootstrap_seed"}
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:

@@ -2,8 +2,8 @@
 
 Every config in recscale is a dataclass (run, train, model, sweep, prepare, protocol, analysis); this
 module is the one validation layer that turns plain mappings into them. It refuses unknown keys
-(listing the valid ones) and values of the wrong type (naming the key with its full path, e.g.
-`data.split.timezone`); a value that fits no member of a union gets every member's reason. A dataclass
+(listing the valid ones), a renamed key (`RENAMED_KEYS`: old name -> new) naming the new one, and values of
+the wrong type (naming the key with its full path, e.g. `data.split.timezone`); a value that fits no member of a union gets every member's reason. A dataclass
 whose keys are partly open (a prepare config takes its protocol's parameters by name) names a mapping
 field in `EXTRA_KEYS_FIELD`: keys that are not fields go there and the class validates them itself. Range
 checks live in each dataclass's `__post_init__` and raise ConfigError with the field name; `from_dict`
@@ -139,6 +139,7 @@ def _without_key(message: str, key: str) -> str:
 def from_dict(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> C:
     """Build dataclass `cls` from `data`, validating keys and types; defaults fill the rest."""
     data = dict(data or {})
+    check_renamed(cls, data, prefix)
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     extra = getattr(cls, "EXTRA_KEYS_FIELD", None)
@@ -166,6 +167,14 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "")
             message = prefix + message
         raise ConfigError(message) from None
     return obj
+
+
+def check_renamed(cls: type, keys: Any, prefix: str = "") -> None:
+    """Refuse a key `cls` has renamed (its `RENAMED_KEYS`, old -> new), naming the new key."""
+    renamed = getattr(cls, "RENAMED_KEYS", {})
+    for key in keys:
+        if key in renamed:
+            raise ConfigError(f"{prefix}{key}: renamed; write {prefix}{renamed[key]}")
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -213,16 +222,15 @@ def parse_set_options(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied, nested sections merged key by key (validate the result once)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        nested = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
+        out[key] = merged(out[key], value) if nested else value
+    return out
+
+
 def apply_overrides(cfg: C, overrides: Mapping[str, Any]) -> C:
     """A copy of dataclass `cfg` with `overrides` (validated) applied, nested sections included."""
-    merged = to_dict(cfg)
-
-    def merge(dst: dict, src: Mapping[str, Any]) -> None:
-        for k, v in src.items():
-            if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
-                merge(dst[k], v)
-            else:
-                dst[k] = v
-
-    merge(merged, overrides)
-    return from_dict(type(cfg), merged)
+    return from_dict(type(cfg), merged(to_dict(cfg), overrides))

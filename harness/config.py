@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from core.errors import one_line
-from core.typed_config import ConfigError, from_dict, parse_set_options, to_dict
+from core.typed_config import ConfigError, from_dict, merged, parse_set_options, to_dict
 
 from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
@@ -196,16 +196,7 @@ def load_run_config(
         if not isinstance(base, dict):
             raise ConfigError(f"{path}: a run config must be a mapping")
     base.update({k: v for k, v in fields.items() if v is not None})
-    return from_dict(RunConfig, _merged(base, overrides or {}))
-
-
-def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `overrides` applied, nested sections merged key by key (validated afterwards, once)."""
-    out = dict(base)
-    for key, value in overrides.items():
-        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) \
-            else value
-    return out
+    return from_dict(RunConfig, merged(base, overrides or {}))
 
 
 def run_config_dict(cfg: RunConfig) -> dict[str, Any]:

@@ -82,6 +82,8 @@ class PrepareConfig:
     `SplitConfig`; `vocabulary: None` is `train_inputs` here (a sweep may resolve it, harness/sweep/schema.py)."""
 
     EXTRA_KEYS_FIELD: ClassVar[str] = "protocol_params"
+    #: Former names of settings, refused naming the new one (core/typed_config.py).
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seed": "sample_seed"}
 
     source: str = "synthetic"
     root: str = ""
@@ -90,7 +92,7 @@ class PrepareConfig:
     n_train: int | Literal["all"] | None = None
     n_valid: int | Literal["all"] | None = None
     n_test: int | Literal["all"] | None = None
-    seed: int = 42
+    sample_seed: int = 42
     task: str = DEFAULT_TASK
     split: SplitSettings = field(default_factory=SplitSettings)
     vocabulary: Literal["train_inputs", "train_window"] | None = None
@@ -205,7 +207,7 @@ def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
                 f"split.{BOUNDARY_KEYS[i + 1]} inside that range, or leave the split keys unset for the "
                 f"{cfg.source} source's default")
         n = resolve_size(s, requested[s], len(log), len(by_split[s]), default, where)
-        rows[s] = sample_rows(by_split[s], n, seed=cfg.seed, split=s)
+        rows[s] = sample_rows(by_split[s], n, seed=cfg.sample_seed, split=s)
     return TargetPlan(rows, {s: len(by_split[s]) for s in SPLITS}, split)
 
 
@@ -219,7 +221,7 @@ def artifact_key(log: ExposureLog, cfg: PrepareConfig, plan: TargetPlan) -> tupl
         "protocol": cfg.protocol,
         "protocol_params": to_dict(protocol),
         "targets": {s: int(len(plan.rows[s])) for s in SPLITS},
-        "seed": cfg.seed,
+        "seed": cfg.sample_seed,  # hashed under its first name: existing artifact folders keep their names
         "split": to_dict(plan.split),
     }
     rules_version = getattr(type(protocol), "RULES_VERSION", None)

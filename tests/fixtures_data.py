@@ -23,7 +23,7 @@ def build_tiny_artifact(log: Path, out: Path, *, seed: int = 42, history_len: in
     from protocols.prepare import PrepareConfig, prepare
 
     cfg = PrepareConfig.of(source="synthetic", root=str(log), protocol="exposure", history_len=history_len,
-                        seed=seed, out=str(out), **TINY_SPLITS)
+                        sample_seed=seed, out=str(out), **TINY_SPLITS)
     return prepare(cfg, progress=False)
 
 

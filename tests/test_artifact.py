@@ -156,7 +156,7 @@ def test_prepare_is_content_addressed_and_a_noop_the_second_time(tmp_path):
     assert (first / "manifest.json").stat().st_mtime_ns == stamp
     # explicit sizes equal to the defaults name the same artifact; other parameters do not
     assert prepare_log(log, _cfg(tmp_path, delay_s=0.0)) != first
-    assert prepare_log(log, _cfg(tmp_path, seed=1)) != first
+    assert prepare_log(log, _cfg(tmp_path, sample_seed=1)) != first
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir() if p.name.startswith(".tmp")) == []
 
 

@@ -55,11 +55,11 @@ def test_flags_are_aliases_of_set_keys():
     flags = _args("--source", "synthetic", "--root", "LOG", "--delay-s", "0", "--history-len", "16", "--train",
                   "100", "--valid", "10", "--test", "20", "--seed", "7", "--valid-start", "2024-02-09")
     keys = _args("--set", "source=synthetic", "--set", "root=LOG", "--set", "delay_s=0", "--set", "history_len=16",
-                 "--set", "n_train=100", "--set", "n_valid=10", "--set", "n_test=20", "--set", "seed=7",
+                 "--set", "n_train=100", "--set", "n_valid=10", "--set", "n_test=20", "--set", "sample_seed=7",
                  "--set", "split.valid_start=2024-02-09")
     cfg = prepare_cmd.config_from_args(flags)
     assert cfg == prepare_cmd.config_from_args(keys)
-    assert (cfg.protocol_params, cfg.n_train, cfg.seed, cfg.split.valid_start) == (
+    assert (cfg.protocol_params, cfg.n_train, cfg.sample_seed, cfg.split.valid_start) == (
         {"delay_s": 0.0, "history_len": 16}, 100, 7, "2024-02-09")
     # nothing given: every default is PrepareConfig's
     assert prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "LOG")) == PrepareConfig.of(root="LOG")
@@ -97,7 +97,7 @@ def test_set_and_flags_build_the_same_artifact(tmp_path, capsys, monkeypatch):
     manifest = json.loads((tmp_path / "a" / first["path"].split("/")[-1] / "manifest.json").read_text())
     assert manifest["parameters"]["protocol_params"] == {"history_len": 4, "delay_s": 0.0}
     # another sampling seed is another artifact
-    assert cli_main(sets + ["--set", "seed=3"]) == 0
+    assert cli_main(sets + ["--set", "sample_seed=3"]) == 0
     assert json.loads(capsys.readouterr().out)["path"] != first["path"]
 
 

@@ -47,7 +47,7 @@ def data(tmp_path_factory) -> str:
 
     root = tmp_path_factory.mktemp("retry_data")
     log = generate("tiny", root / "log", seed=0)
-    cfg = PrepareConfig.of(source="synthetic", root=str(log), protocol="exposure", history_len=8, seed=42,
+    cfg = PrepareConfig.of(source="synthetic", root=str(log), protocol="exposure", history_len=8, sample_seed=42,
                            out=str(root / "prepared"), n_train=768, n_valid=256, n_test=256)
     return str(prepare(cfg, progress=False))
 

@@ -286,7 +286,7 @@ def test_data_section_is_prepare_config_plus_sweep_fields():
     prepare_fields = {f.name: f for f in dataclasses.fields(PrepareConfig)}
     section_fields = {f.name: f for f in dataclasses.fields(DataSection)}
     assert set(prepare_fields) <= set(section_fields)
-    assert set(section_fields) - set(prepare_fields) == {"scale", "synth_seed", "cache", "prepare"}
+    assert set(section_fields) - set(prepare_fields) == {"scale", "log_seed", "cache", "prepare"}
     for name in set(prepare_fields) - {"root", "out"}:  # the sweep finds the log and output itself
         assert getattr(DataSection(), name) == getattr(PrepareConfig(), name), name
     assert set(DATA_AXIS_FIELDS) == set(prepare_fields) - {"source", "root", "out", "protocol_params"}
@@ -301,8 +301,9 @@ def _datasets(grid: dict, data: dict | None = None) -> list:
 
 
 def test_every_prepare_field_is_a_data_axis():
-    datasets = _datasets({"data.seed": [1, 2], "data.n_train": [60, 80]})
-    assert sorted((d.prepare["seed"], d.prepare["n_train"]) for d in datasets) == [(1, 60), (1, 80), (2, 60), (2, 80)]
+    datasets = _datasets({"data.sample_seed": [1, 2], "data.n_train": [60, 80]})
+    assert sorted((d.prepare["sample_seed"], d.prepare["n_train"]) for d in datasets) == [(1, 60), (1, 80), (2, 60),
+                                                                                          (2, 80)]
     split = {"train_start": "2024-01-13", "valid_start": "2024-02-09", "test_start": "2024-02-12",
              "test_end": "2024-02-19", "timezone": "Asia/Shanghai"}
     (d,) = _datasets({}, {"split": split})
@@ -423,3 +424,32 @@ def test_model_dim_is_validated_once_between_the_yaml_and_the_model(monkeypatch)
     for _ in range(2):
         assert resolve_trial(in_worker, plan.trials[0].point, fixed={"model.num_layers": 2}).model_config.num_layers == 2
     assert validated == [("wukong", 4, 2)]
+
+
+@pytest.mark.parametrize("section, old, new", [
+    ("data", "seed", "sample_seed"), ("data", "synth_seed", "log_seed"), ("tuning", "seeds", "run_seeds"),
+    ("search", "seed", "sampler_seed"), ("analysis", "seed", "bootstrap_seed"),
+])
+def test_a_renamed_seed_key_names_the_new_key(tmp_path, section, old, new):
+    """The five seeds have distinct names: the grid's `seed` (the unit of replication) and these; an old key is
+    refused with one error naming the file and the new key."""
+    raw = yaml.safe_load(BASE)
+    raw.setdefault(section, {})[old] = [0] if old == "seeds" else 1
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    if section == "analysis":
+        from analysis.config import AnalysisConfig
+        from core.typed_config import from_dict
+
+        with pytest.raises(ConfigError, match=rf"^analysis\.{old}: renamed; write analysis\.{new}$"):
+            from_dict(AnalysisConfig, raw["analysis"], prefix="analysis.")
+        return
+    with pytest.raises(ConfigError, match=rf"^{path}: {section}\.{old}: renamed; write {section}\.{new}$"):
+        load_sweep(path)
+
+
+def test_a_renamed_data_key_is_named_as_a_grid_axis_and_a_prepare_entry():
+    assert _error(_with(grid={"arch": ["whale"], "data.seed": [1, 2]})) == \
+        "grid.data.seed: renamed; write grid.data.sample_seed"
+    assert _error(_with(grid={"arch": ["whale"], "data": [{"seed": 1}, {"seed": 2}]})) == \
+        "grid.data[0].seed: renamed; write grid.data[0].sample_seed"

@@ -33,7 +33,7 @@ BASE = {
     "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 100, "n_valid": 50, "n_test": 50},
     "model": {"dim": 8},
     "grid": {"arch": ["wukong", "deepfm"], "seed": [0, 1], "model.dim": [4, 8]},
-    "tuning": {"param": "train.lr", "grid": {"log_min": 1.0e-4, "log_max": 1.0e-2, "points": 5}, "seeds": [0, 1],
+    "tuning": {"param": "train.lr", "grid": {"log_min": 1.0e-4, "log_max": 1.0e-2, "points": 5}, "run_seeds": [0, 1],
                "metric": "valid_auc"},
 }
 
@@ -205,7 +205,8 @@ def test_log_grid_is_log_spaced_and_rounded():
     ({"grid": {"values": [1e-3, 1e-2, 1e-3]}}, "tuning.grid.values: repeated values"),
     ({"grid": {"values": [1e-3, 1e-2, 1e-1], "points": 3}}, "tuning.grid: give either `values`"),
     ({"grid": {"log_min": 1e-4, "log_max": 1e-2, "points": 5, "step": 2}}, "tuning.grid.step"),
-    ({"seeds": []}, "tuning.seeds: empty"),
+    ({"run_seeds": []}, "tuning.run_seeds: empty"),
+    ({"seeds": [0]}, "tuning.seeds: renamed; write tuning.run_seeds"),
     ({"metric": "test_auc"}, "tuning.metric: unknown value 'test_auc'; valid: valid_auc"),
     ({"budget": {"epochs": 0}}, "tuning.budget.epochs: must be >= 1"),
     ({"budget": {"n_train_fraction": 1.5}}, "tuning.budget.n_train_fraction: must be in (0, 1]"),
@@ -258,7 +259,7 @@ def test_tuned_key_is_no_setting_column():
 def test_estimate_counts_tuning_trials_before_the_grid():
     from harness.speed.sweep_estimate import _makespan, estimate_sweep
 
-    sweep = _sweep(tuning={**BASE["tuning"], "grid": {"values": [1e-4, 1e-3, 1e-2]}, "seeds": [0]})
+    sweep = _sweep(tuning={**BASE["tuning"], "grid": {"values": [1e-4, 1e-3, 1e-2]}, "run_seeds": [0]})
     plan = plan_sweep(sweep)
     est = estimate_sweep(plan, num_cpus=2)
     assert set(est.trials) == {t.trial_id for t in [*plan.tuning_trials, *plan.trials]}

@@ -46,7 +46,7 @@ def _sweep_file(folder: Path, name: str, cache: Path) -> Path:
         "train": {"batch_size": 64, "eval_batch_size": 256, "device": "cpu", "checkpoint_every_batches": 2},
         "model": {"dim": 8, "num_layers": 1},
         "grid": {"arch": ARCHS, "seed": [0, 1]},
-        "tuning": {"param": "train.lr", "grid": {"log_min": LRS[0], "log_max": LRS[-1], "points": 3}, "seeds": [0],
+        "tuning": {"param": "train.lr", "grid": {"log_min": LRS[0], "log_max": LRS[-1], "points": 3}, "run_seeds": [0],
                    "metric": "valid_auc"},
         "resources": {"cpu": 1},
         "max_concurrent": 1,

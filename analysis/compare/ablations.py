@@ -139,7 +139,7 @@ def ablation_analysis(results: SweepResults, *, progress: bool = True) -> list[A
             b = runs.loc[paired.rows_b, col].to_numpy(dtype=np.float64)
             keep = np.isfinite(a) & np.isfinite(b)
             per_metric[m] = MetricComparison(m, paired_stats(a[keep], b[keep], alpha=cfg.alpha, power=cfg.power,
-                                                             n_resamples=cfg.n_resamples, seed=cfg.seed))
+                                                             n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed))
         seeds = []
         if cfg.delong:
             seeds = [_delong_for_seed(results, cache, s, ra, rb)

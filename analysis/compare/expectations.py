@@ -68,7 +68,7 @@ def evaluate_expectations(results: SweepResults) -> list[ExpectationResult]:
             b = runs.loc[paired.rows_b, column].to_numpy(dtype=np.float64) if len(paired.rows_b) else np.array([])
             keep = np.isfinite(a) & np.isfinite(b)
             stats = paired_stats(a[keep], b[keep], alpha=cfg.alpha, power=cfg.power,
-                                 n_resamples=cfg.n_resamples, seed=cfg.seed)
+                                 n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed)
             out.append(ExpectationResult(e, paired, stats))
     adjusted = holm([r.stats.p_t for r in out])
     for r, p in zip(out, adjusted):

@@ -163,7 +163,7 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
             continue
         a = np.array([d.auc_a for d in done])
         b = np.array([d.auc_b for d in done])
-        st = paired_stats(a, b, alpha=cfg.alpha, power=cfg.power, n_resamples=cfg.n_resamples, seed=cfg.seed)
+        st = paired_stats(a, b, alpha=cfg.alpha, power=cfg.power, n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed)
         st = type(st)(**{**st.__dict__, "notes": (*st.notes, f"AUC on the {f.shared} shared {f.split} targets "
                                                                f"({f.dropped} held by one arm only left out)")})
         r.metrics["auc"].stats = st

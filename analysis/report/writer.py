@@ -68,7 +68,7 @@ def _overview(res: AnalysisResult) -> list[str]:
     out = [f"# Analysis of sweep `{res.results.name}`", "",
            f"{len(runs)} finished runs. Baseline architecture: **{res.results.baseline}**. Metrics are on the "
            f"**{cfg.split}** split; significance level {cfg.alpha:g}, power {cfg.power:g} for the minimum detectable "
-           f"effect, {cfg.n_resamples} bootstrap / permutation resamples (seed {cfg.seed}).", ""]
+           f"effect, {cfg.n_resamples} bootstrap / permutation resamples (seed {cfg.bootstrap_seed}).", ""]
     h = res.headline
     if h is None:
         return out

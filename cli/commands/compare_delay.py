@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--valid", type=int, default=None, help="validation targets (as for prepare)")
     parser.add_argument("--test", type=int, default=None, help="test targets (as for prepare)")
     parser.add_argument("--seed", type=int, default=None,
-                        help=f"target sampling seed (default: prepare's, {PrepareConfig.seed})")
+                        help=f"target sampling seed (default: prepare's, {PrepareConfig.sample_seed})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -62,7 +62,7 @@ def compare(log, cfg: PrepareConfig, split: str, delays_s: tuple[float, float], 
 
 def run(args: argparse.Namespace) -> int:
     given = {"source": args.source, "root": args.root, "protocol": "exposure", "history_len": args.history_len,
-             "n_train": args.train, "n_valid": args.valid, "n_test": args.test, "seed": args.seed}
+             "n_train": args.train, "n_valid": args.valid, "n_test": args.test, "sample_seed": args.seed}
     cfg = from_dict(PrepareConfig, {k: v for k, v in given.items() if v is not None})
     log = protocols.SOURCES.get(args.source)(Path(args.root))
     result = compare(log, cfg, args.split, tuple(args.delays), progress=not args.no_progress)

@@ -42,7 +42,7 @@ FLAG_KEYS: dict[str, str] = {
     "train": "n_train",
     "valid": "n_valid",
     "test": "n_test",
-    "seed": "seed",
+    "seed": "sample_seed",
     "out": "out",
     **{f.name: f"split.{f.name}" for f in dataclasses.fields(SplitSettings)},
 }
@@ -70,7 +70,7 @@ _HELP: dict[str, str] = {
     "n_train": "training targets: a count or all",
     "n_valid": "validation targets: a count or all",
     "n_test": "test targets: a count or all",
-    "seed": "target sampling seed",
+    "sample_seed": "target sampling seed",
     "out": "root folder of prepared datasets",
     "split.timezone": "time zone of the split boundaries",
 }

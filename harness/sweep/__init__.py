@@ -9,7 +9,7 @@
     trainable.py  the Ray Tune function trainable around `harness.train.train_run`
     retry_config.py  the `retry:` section; retry.py  training an unhealthy trial again at a lower learning rate
     tuning_config.py  the `tuning:` section; tuning.py  the tuning stage's choice per setting, tuning.json
-    tracking_config.py  the `tracking:` key; tracking.py  trials into an MLflow store (Tune's MLflow callback)
+    tracking.py   trials into an MLflow store (Tune's MLflow callback); the `tracking:` key is schema.py's
     launcher.py   the stages: Tuner (tuning / Optuna search / grid), resume, summary
     interrupt.py  Ctrl-C: stop at the next Tune step, within seconds
     ray_sessions.py  the Ray session: join (address check) or start, shut down; records of local sessions

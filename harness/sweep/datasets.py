@@ -1,7 +1,7 @@
 """Preparing every distinct dataset of a sweep once, in the driver, before any trial starts.
 
 Synthetic sweeps without a `data.root` first generate the log into
-`<cache>/synthetic/<scale>-seed<synth_seed>/` (a no-op when it is already complete). Each distinct
+`<cache>/synthetic/<scale>-seed<log_seed>/` (a no-op when it is already complete). Each distinct
 data configuration then goes through `protocols.prepare.prepare` into `data.out` (default
 `<cache>/prepared/`), which first lets the dataset's protocol make the input files it needs beyond the
 log (its `ensure_inputs` hook: author50 adds the author-50 pickles); preparing is content-addressed and
@@ -30,7 +30,7 @@ _SETTING_RE = re.compile(r"(?<![\w.])(split\.\w+|n_(?:train|valid|test)\b)")
 
 def synthetic_log_dir(sweep: Sweep) -> Path:
     data = sweep.config.data
-    return Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.synth_seed}"
+    return Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}"
 
 
 def log_root(sweep: Sweep) -> Path:
@@ -42,7 +42,7 @@ def log_root(sweep: Sweep) -> Path:
     out = synthetic_log_dir(sweep)
     t0 = time.perf_counter()
     generate(cast(str, sweep.config.data.scale), out,  # no data_root: the schema requires a scale
-             seed=sweep.config.data.synth_seed)
+             seed=sweep.config.data.log_seed)
     print(f"synthetic log ({sweep.config.data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)
     return out

@@ -44,7 +44,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
             secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
             est = "" if None in secs else f", est. {format_seconds(sum(cast(list[float], secs)))} of trial time"
         lines.append(f"tuning first: {len(plan.tuning_trials)} trials = {len(settings(sweep))} setting(s) x "
-                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds {tuning.seeds}"
+                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds {tuning.run_seeds}"
                      + (f" (budget: {budget})" if budget else "") + f", chosen on {tuning.metric}; "
                      + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
                      + f"{est}; the grid then runs each setting at its chosen value")
@@ -55,7 +55,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
         params = " ".join(f"{k}={format_value(p[k])}" for k in sorted(protocols.protocol_parameters(p["protocol"])))
         lines.append(f"  {d.dataset_id}  source={p['source']} protocol={p['protocol']} {params} "
                      f"n_train/valid/test={_sizes(p)}"
-                     + (f" split={p['split']}" if p.get("split") else "") + f" seed={p['seed']}")
+                     + (f" split={p['split']}" if p.get("split") else "") + f" sample_seed={p['sample_seed']}")
     lines.append("")
     header = ["trial", "arch", *swept, "dataset", "MFLOPs/target", "non-emb. params", "GFLOPs"]
     if estimate is not None:

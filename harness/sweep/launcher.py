@@ -229,7 +229,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
 
         s = cast(SearchSection, cfg.search)
         param_space = {**search_base_point(sweep), **{k: _tune_domain(d) for k, d in sweep.space.items()}}
-        searcher = ConcurrencyLimiter(OptunaSearch(metric=s.metric, mode=s.mode, seed=s.seed),
+        searcher = ConcurrencyLimiter(OptunaSearch(metric=s.metric, mode=s.mode, seed=s.sampler_seed),
                                       max_concurrent=cfg.max_concurrent or 1)
         tune_config = tune.TuneConfig(search_alg=searcher, metric=s.metric, mode=s.mode,
                                       num_samples=s.num_samples, reuse_actors=True)

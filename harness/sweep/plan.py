@@ -37,6 +37,9 @@ from .schema import BUNDLE_AXES, Sweep, grid_points, point_settings, prepare_set
 #: `delay_s`, pinned to 60 s where its protocol has no delay (author50); a dataset whose protocol has no
 #: `delay_s` hashes that value still, so the ids of existing sweeps stay the same.
 _ID_PINNED: dict[str, Any] = {C.DELAY_S: 60.0}
+#: Settings hashed into dataset ids under their first name (data.seed was renamed data.sample_seed), so the
+#: ids of existing sweeps stay the same.
+_ID_NAMES: dict[str, str] = {"sample_seed": "seed"}
 #: Characters allowed in a trial id (it is a folder name).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -79,14 +82,14 @@ class TrialPlan:
             C.DATASET_ID: self.dataset.dataset_id,
         }
         # a scalar data axis beyond the plain columns above (e.g. `data.n_train`) gets its own column
-        row.update({k: prep.get(k[len("data."):]) for k in self.point
+        row.update({k: prep.get(k[len(C.DATA_PREFIX):]) for k in self.point
                     if k.startswith(C.DATA_PREFIX) and k[len(C.DATA_PREFIX):] not in C.data_setting_columns()})
-        row.update({f"{C.MODEL_PREFIX}{k}": v for k, v in self.model.items() if k != "history_len"})
+        row.update({f"{C.MODEL_PREFIX}{k}": v for k, v in self.model.items() if k != C.HISTORY_LEN})
         row.update({f"{C.TRAIN_PREFIX}{k}": v for k, v in self.train.items()})
         for axis in BUNDLE_AXES:
             value = self.point.get(axis)
             if isinstance(value, Mapping) and "name" in value:
-                row[f"{axis}.name"] = value["name"]
+                row[f"{axis}.name"] = value["name"]  # C.DATA_NAME for the data bundle
         if self.tuned is not None:  # only sweeps with a tuning stage have the column
             row[C.TUNED] = self.tuned
         return row
@@ -114,7 +117,7 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     delay) is dropped, so that axis does not split it into several datasets.
     """
     prep = prepare_settings(sweep.config, point_settings(point))
-    hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep}, **prep}
+    hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep}, **{_ID_NAMES.get(k, k): v for k, v in prep.items()}}
     digest = hashlib.sha1(json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
 
@@ -146,8 +149,8 @@ def setting_id(sweep: Sweep, point: Mapping[str, Any]) -> str:
 
 def _id_parts(sweep: Sweep, point: Mapping[str, Any]) -> list[str]:
     """The trial id's parts: architecture, `seed<s>`, then each other axis value."""
-    parts = [format_value(point["arch"]), f"seed{format_value(point.get('seed', sweep.config.seed))}"]
-    others = [k for k in point if k not in ("arch", "seed")]
+    parts = [format_value(point[C.ARCH]), f"seed{format_value(point.get(C.SEED, sweep.config.seed))}"]
+    others = [k for k in point if k not in (C.ARCH, C.SEED)]
     short = [k.rsplit(".", 1)[1] if "." in k else k for k in others]  # model.helix.dim -> dim
     for key, label in zip(others, short):
         if short.count(label) > 1:
@@ -174,8 +177,8 @@ def resolve_trial(
     `history_len` always follows the dataset's. `tuned` marks the key a tuning stage chose (in `fixed`).
     """
     cfg = sweep.config
-    arch = str(point["arch"])
-    seed = int(point.get("seed", cfg.seed))
+    arch = str(point[C.ARCH])
+    seed = int(point.get(C.SEED, cfg.seed))
     settings = {**(fixed or {}), **point_settings(point)}
     train = {**cfg.train, **{k.partition(".")[2]: v for k, v in settings.items() if k.startswith(C.TRAIN_PREFIX)}}
     dataset = dataset_for(sweep, point)
@@ -242,7 +245,7 @@ def tuning_plan(sweep: Sweep) -> list[TuningPoint]:
         if t.budget.n_train_fraction is not None:
             n = dataset_for(sweep, setting).prepare["n_train"]  # a count: checked at load
             budget["data.n_train"] = max(1, round(n * t.budget.n_train_fraction))
-        for seed in t.seeds:
+        for seed in t.run_seeds:
             for value in sweep.tuning_values:
                 point = {"arch": setting["arch"], "seed": seed, **{k: v for k, v in setting.items() if k != "arch"},
                          t.param: value, **budget}

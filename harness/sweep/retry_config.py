@@ -1,22 +1,6 @@
-"""The `retry:` section of a sweep file: which unhealthy runs are trained again, at what learning rate, how often.
-
-    retry:
-      when: [diverged, collapsed]   # health statuses (harness/run_health.py) that trigger a retrain
-      lr_factor: 0.5                # attempt k trains at train.lr * lr_factor**k
-      max_retries: 2                # retrains after the first attempt (so at most 3 attempts)
-      tuning_trials: false          # also retry the tuning stage's trials (default false, see below)
-
-Without the section (the default) nothing is retried. The field is `when`, not `on`: YAML 1.1 reads a bare
-`on` key as the boolean true, which is refused with a message saying so. `max_retries` counts the retrains,
-not the attempts.
-
-Tuning trials are not retried unless `tuning_trials: true`: the tuning stage exists to find the learning
-rate, and an unhealthy run at a grid value is what it must see (`harness.sweep.tuning` does not choose a value
-where one ended unhealthy; a retried run would hide it). Retrying a tuning trial would credit its grid value
-with a result obtained at another rate, so `tuning_trials: true` is refused when the stage tunes `train.lr`.
-Search trials (`search:`) are never retried, for the same reason.
-
-`check_section` validates the section on its own; what the retry does with it: `harness.sweep.retry`.
+"""The `retry:` section of a sweep file (keys and rules: docs/sweeps.md, "Retry"). `check_raw` refuses a bare
+`on:` key (YAML 1.1 reads it as true), `check_section` the section on its own; what the retry does with it:
+`harness.sweep.retry`.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ exists is checked).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import json
 import math
@@ -17,21 +18,21 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast, get_args
 
 import yaml
 
 import architectures
 import protocols
 from core.errors import one_line
-from core.typed_config import ConfigError, from_dict, to_dict
+from core.typed_config import ConfigError, check_renamed, from_dict, to_dict
+from harness import runs_columns as C
 from harness.config import TrainConfig, model_config
 from harness.metric_registry import check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
 from . import model_keys
 from .retry_config import RetrySection, check_raw, check_section
-from .tracking_config import Tracker, check_installed
 from .tuning_config import TuningSection, section_values
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
@@ -55,12 +56,16 @@ def data_axis_shorthands() -> dict[str, str]:
     return {f: f"data.{f}" for f in ("protocol", *protocols.parameter_names(), "task")}
 
 #: Run-level axes.
-RUN_AXES: tuple[str, ...] = ("arch", "seed")
+RUN_AXES: tuple[str, ...] = (C.ARCH, C.SEED)
 #: Axes whose values are mappings setting several fields of one section together (e.g. the three
 #: arms exposure 0 s / exposure 60 s / author50, or named model sizes), instead of a product.
 BUNDLE_AXES: tuple[str, ...] = ("data", "model", "train")
 #: Distribution kinds of a search-space entry.
 SEARCH_KINDS: tuple[str, ...] = ("choice", "uniform", "loguniform", "int")
+#: The type of the sweep's `tracking` field (None: no tracker; docs/sweeps.md, "Experiment tracking").
+Tracker = Literal["mlflow"]
+#: Per tracker: (the module it needs, the recscale extra that installs it).
+TRACKER_REQUIREMENTS: dict[str, tuple[str, str]] = {t: (t, "tracking") for t in get_args(Tracker)}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
@@ -68,14 +73,15 @@ _ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 @dataclass(frozen=True)
 class DataSection(PrepareConfig):
     """A sweep's `data:` section: every PrepareConfig field plus what only a sweep needs (root optional with
-    `scale`, out, scale, synth_seed, cache, prepare); docs/sweeps.md, "The data section is a PrepareConfig"."""
+    `scale`, out, scale, log_seed, cache, prepare); docs/sweeps.md, "The data section is a PrepareConfig"."""
 
     root: str | None = None  # type: ignore[assignment]
     out: str | None = None  # type: ignore[assignment]
     scale: str | None = None
-    synth_seed: int = 0
+    log_seed: int = 0
     cache: str = "artifacts"
     prepare: dict[str, Any] = field(default_factory=dict)
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {**PrepareConfig.RENAMED_KEYS, "synth_seed": "log_seed"}
 
     def prepared_dir(self) -> Path:
         """The folder prepared datasets are written into."""
@@ -139,7 +145,8 @@ class SearchSection:
     metric: str = "valid_auc"
     mode: Literal["max", "min"] = "max"
     num_samples: int = 8
-    seed: int = 0
+    sampler_seed: int = 0
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seed": "sampler_seed"}
 
 
 @dataclass
@@ -406,6 +413,8 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
         parts = sub.split(".")
         ok = canon in RUN_AXES or canon in BUNDLE_AXES or (section == "data" and sub in data_fields) or (
             section in ("model", "train") and all(parts) and len(parts) <= (2 if section == "model" else 1))
+        if section == "data":
+            check_renamed(PrepareConfig, [sub], "grid.data.")
         if not ok:
             raise ConfigError(f"grid.{key}: not a grid axis; valid: {valid}")
         if canon in axes:
@@ -486,6 +495,7 @@ def _check_bundle(axis: str, values: list[Any]) -> None:
                 raise ConfigError(f"grid.{axis}[{i}].name: {v['name']!r} must be letters, digits, '_', '-', '.'")
             names.append(v["name"])
         if axis == "data":
+            check_renamed(PrepareConfig, v, f"grid.data[{i}].")
             for k in v:
                 if k != "name" and k not in data_fields:
                     raise ConfigError(f"grid.data[{i}].{k}: not a data field a grid may vary; valid: {valid_data}")
@@ -502,6 +512,7 @@ def _check_data_values(cfg: SweepConfig) -> None:
     `prepare:` entries, and that with each value of each data axis (errors name the grid key)."""
     data = cfg.data
     data_fields = data_axis_fields()
+    check_renamed(PrepareConfig, data.prepare, "data.prepare.")
     for key in data.prepare:
         if key not in data_fields:
             raise ConfigError(f"data.prepare.{key}: not a PrepareConfig field or protocol parameter a sweep "
@@ -534,18 +545,13 @@ def _model_axes(axes: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]
     return out
 
 
-def _spelled(where: str, key: str) -> str:
-    """How the user wrote flat model key `key` in a mapping at `where` (`model.helix.dim`)."""
-    return f"{where}.{key}"
-
-
 def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
     """Every model key must be a field of every architecture it applies to (a shared key: all of them;
     `<arch>.<field>`: that one), and no grid axis may set a field another axis sets for the same
     architecture (the values are validated with each trial's config: `_check_model_configs`)."""
     base = model_keys.flatten(cfg.model, "model")
     for key in base:
-        model_keys.check_key(_spelled("model", key), key, archs)
+        model_keys.check_key(f"model.{key}", key, archs)
     model_axes = _model_axes(axes)
     for axis, flats in model_axes.items():
         for i, flat in enumerate(flats):
@@ -711,6 +717,21 @@ def _parse_dimension(key: str, spec: Any) -> SearchDimension:
     if kind == "int" and not (low.is_integer() and high.is_integer()):
         raise ConfigError(f"{key}.int: bounds must be integers, got {arg!r}")
     return SearchDimension(kind=kind, low=low, high=high)
+
+
+def check_installed(tracker: str | None, key: str = "tracking") -> None:
+    """Refuse a tracker whose package cannot be imported, naming the extra that installs it."""
+    if tracker is None:
+        return
+    module, extra = TRACKER_REQUIREMENTS[tracker]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+        found = False
+    if not found:
+        raise ConfigError(f"{key}: {tracker} needs the `{module}` package, which is not installed here; install "
+                          f"recscale's `{extra}` extra (pip install 'recscale[{extra}]', or -e '.[{extra}]' in a "
+                          f"checkout), or remove `{key}:`")
 
 
 def _check_resources(cfg: SweepConfig) -> None:

@@ -122,7 +122,7 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
     tuning folder: `trial_id`, `seed`, the tuned key's `train.<field>` column and the metric)."""
     t = cast(TuningSection, sweep.config.tuning)  # only a sweep with a tuning section has tuning trials
     mode = "max" if metric_spec(t).higher_is_better else "min"
-    values, seeds = list(sweep.tuning_values), list(t.seeds)
+    values, seeds = list(sweep.tuning_values), list(t.run_seeds)
     where = {trial_id_for(sweep, tp.point): (tp.setting, tp.value, tp.seed) for tp in tuning_plan(sweep)}
     tables: dict[str, dict[tuple[float, int], float | None]] = {}
     health: dict[str, dict[tuple[float, int], str | None]] = {}
@@ -180,7 +180,7 @@ def check_matches(choice: TuningChoice, sweep: Sweep) -> None:
     """Refuse a stored choice made for another tuning section or other settings."""
     t = cast(TuningSection, sweep.config.tuning)  # only a sweep with a tuning section has a stored choice
     same = (choice.param == t.param and choice.metric == t.metric and choice.grid == list(sweep.tuning_values)
-            and choice.seeds == list(t.seeds) and [s.setting for s in choice.settings] == list(settings(sweep)))
+            and choice.seeds == list(t.run_seeds) and [s.setting for s in choice.settings] == list(settings(sweep)))
     if not same:
         raise TuningError(f"{TUNING_FILE}: made for another tuning section or grid than {sweep.name!r}'s; remove it "
                           "(or the sweep folder) to tune again")

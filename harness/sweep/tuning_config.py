@@ -1,22 +1,12 @@
-"""The `tuning:` section of a sweep file: which training setting the tuning stage chooses, over which grid,
-with which seeds, on which validation metric and with what budget.
-
-    tuning:
-      param: train.lr               # TUNABLE_PARAMS: train.lr, train.weight_decay
-      grid: {log_min: 1.0e-4, log_max: 1.0e-2, points: 5}   # or {values: [1.0e-4, 1.0e-3, 1.0e-2]}
-      seeds: [0]                    # tuning seeds; the chosen value is the best mean over them
-      metric: valid_auc             # valid_<name> of a registered metric, in its own direction
-      budget: {epochs: 1, n_train_fraction: 0.25}   # optional: shorter tuning trials
-
-`section_values` checks the section on its own and returns the grid; how it fits the rest of the sweep
-(the tuned key is no grid axis, each value is a valid TrainConfig, the data sizes a fraction applies to)
-is checked in `schema._check_tuning`. What the stage does with it: `harness.sweep.tuning`.
+"""The `tuning:` section of a sweep file (keys and rules: docs/sweeps.md, "Tuning"). `section_values` checks it on
+its own and returns the grid; how it fits the rest of the sweep is `schema._check_tuning`; what the stage does
+with it, `harness.sweep.tuning`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import cast
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -57,9 +47,10 @@ class TuningSection:
 
     grid: TuningGrid
     param: str = "train.lr"
-    seeds: list[int] = field(default_factory=lambda: [0])
+    run_seeds: list[int] = field(default_factory=lambda: [0])
     metric: str = "valid_auc"
     budget: TuningBudget = field(default_factory=TuningBudget)
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seeds": "run_seeds"}
 
 
 def log_grid(low: float, high: float, points: int) -> list[float]:
@@ -103,10 +94,10 @@ def section_values(t: TuningSection) -> list[float]:
         key = "values" if g.values is not None else "points"
         raise ConfigError(f"tuning.grid.{key}: at least {MIN_POINTS} values, got {len(values)} (with fewer, "
                           "every value is at the grid's edge)")
-    if not t.seeds:
-        raise ConfigError("tuning.seeds: empty; give at least one seed, e.g. [0]")
-    if len(set(t.seeds)) != len(t.seeds):
-        raise ConfigError(f"tuning.seeds: repeated seeds in {t.seeds!r}")
+    if not t.run_seeds:
+        raise ConfigError("tuning.run_seeds: empty; give at least one seed, e.g. [0]")
+    if len(set(t.run_seeds)) != len(t.run_seeds):
+        raise ConfigError(f"tuning.run_seeds: repeated seeds in {t.run_seeds!r}")
     b = t.budget
     if b.epochs is not None and b.epochs < 1:
         raise ConfigError(f"tuning.budget.epochs: must be >= 1, got {b.epochs}")
