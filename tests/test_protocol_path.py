@@ -194,13 +194,13 @@ def test_the_protocol_dataclass_default_is_the_one_used(monkeypatch):
     @dataclasses.dataclass(frozen=True)
     class Clash:
         history_len: int = 4
-        seed: int = 0  # named like a prepare setting: it could never be set
+        sample_seed: int = 0  # named like a prepare setting: it could never be set
 
         def build(self, log, request_rows, *, timeline=None, progress=False):
             raise NotImplementedError
 
     monkeypatch.setitem(protocols.PROTOCOLS._items, "clash", Clash)
-    with pytest.raises(ConfigError, match=r"^protocol: 'clash' .* named like the prepare setting 'seed'"):
+    with pytest.raises(ConfigError, match=r"^protocol: 'clash' .* named like the prepare setting 'sample_seed'"):
         PrepareConfig.of(protocol="clash")
 
 
