@@ -18,20 +18,16 @@ The `--dry-run` table of a plan, with its FLOPs and wall-time estimates, is `har
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import protocols
-from core.typed_config import from_dict, to_dict
 from harness import runs_columns as C
-from protocols.prepare import DEFAULT_TASK, PrepareConfig
+from protocols.prepare import DEFAULT_TASK
 
-from . import model_keys
-from .schema import BUNDLE_AXES, Sweep, grid_points, point_settings, prepare_settings, trial_model
+from .schema import BUNDLE_AXES, Sweep, grid_points, point_settings, prepare_settings, section_settings, trial_model
 
 #: Dataset ids hash the dataset's settings. They were first computed when every dataset carried
 #: `delay_s`, pinned to 60 s where its protocol has no delay (author50); a dataset whose protocol has no
@@ -117,7 +113,8 @@ def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     delay) is dropped, so that axis does not split it into several datasets.
     """
     prep = prepare_settings(sweep.config, point_settings(point))
-    hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep}, **{_ID_NAMES.get(k, k): v for k, v in prep.items()}}
+    hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep},
+              **{_ID_NAMES.get(k, k): v for k, v in prep.items()}}
     digest = hashlib.sha1(json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return DatasetPlan(dataset_id=f"d-{digest}", prepare=prep)
 
@@ -180,7 +177,7 @@ def resolve_trial(
     arch = str(point[C.ARCH])
     seed = int(point.get(C.SEED, cfg.seed))
     settings = {**(fixed or {}), **point_settings(point)}
-    train = {**cfg.train, **{k.partition(".")[2]: v for k, v in settings.items() if k.startswith(C.TRAIN_PREFIX)}}
+    train = {**cfg.train, **section_settings(settings, "train")}
     dataset = dataset_for(sweep, point)
     model = trial_model(cfg, arch, settings, dataset.prepare["history_len"])
     return TrialPlan(
@@ -199,8 +196,7 @@ def plan_sweep(sweep: Sweep, *, fixed: Mapping[str, Any] | None = None) -> Sweep
     tuning = [resolve_trial(sweep, p, stage="tuning") for p in tuning_points(sweep)]
     datasets = list({t.dataset.dataset_id: t.dataset for t in [*tuning, *trials]}.values())
     if sweep.config.search is not None:
-        first = {k: v[0] for k, v in sweep.axes.items()}
-        search_ds = dataset_for(sweep, first)
+        search_ds = dataset_for(sweep, search_base_point(sweep))
         if search_ds.dataset_id not in {d.dataset_id for d in datasets}:
             datasets.insert(0, search_ds)
     return SweepPlan(sweep=sweep, trials=trials, datasets=datasets, tuning_trials=tuning)

@@ -259,7 +259,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     _check_train(cfg.train, "train")
     for key, values in axes.items():
         for value in values:
-            train = _section(axis_settings(key, value), "train")
+            train = section_settings(axis_settings(key, value), "train")
             if train:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
@@ -305,7 +305,7 @@ def _applicable(point: dict[str, Any]) -> dict[str, Any]:
     arch = str(point["arch"])
     keep = {}
     for axis, value in point.items():
-        keys = [k.partition(".")[2] for k in axis_settings(axis, value) if k.startswith("model.")]
+        keys = list(section_settings(axis_settings(axis, value), "model"))
         if keys and not any(model_keys.applies(k, arch) for k in keys):
             continue
         keep[axis] = value
@@ -325,10 +325,7 @@ def prepare_settings(cfg: SweepConfig, settings: Mapping[str, Any]) -> dict[str,
     holding exactly its protocol's parameters, resolved to the values the protocol will use (unset or
     None -> the protocol's default). A parameter only other protocols take (author50 has no delay) is
     dropped, so that axis does not split it into several datasets."""
-    prep = cfg.data.prepare_settings()
-    for key, value in settings.items():
-        if key.startswith("data."):
-            prep[key[len("data."):]] = value
+    prep = {**cfg.data.prepare_settings(), **section_settings(settings, "data")}
     if prep.get("task") == DEFAULT_TASK:  # dataset ids predating tasks stay the same
         del prep["task"]
     used = to_dict(from_dict(PrepareConfig, prep).protocol_config())
@@ -343,8 +340,7 @@ def trial_model(cfg: SweepConfig, arch: str, settings: Mapping[str, Any], histor
     the `model:` section, replaced by the trial's `model.` settings; `<arch>.<field>` keys win over a shared
     key of the same mapping. `history_len` is the dataset's (every model config has it, architectures/contract.py)."""
     model = model_keys.for_arch(arch, model_keys.flatten(cfg.model, "model"))
-    model.update(model_keys.for_arch(arch, {k.partition(".")[2]: v for k, v in settings.items()
-                                            if k.startswith("model.")}))
+    model.update(model_keys.for_arch(arch, section_settings(settings, "model")))
     model["history_len"] = history_len
     return model
 
@@ -353,8 +349,9 @@ def trial_model(cfg: SweepConfig, arch: str, settings: Mapping[str, Any], histor
 # section checks
 
 
-def _section(settings: Mapping[str, Any], section: str) -> dict[str, Any]:
-    """The fields of one section (`model`, `train`) among canonical `section.field` settings."""
+def section_settings(settings: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """The fields of one section (`data`, `model`, `train`) among canonical `section.field` settings: the one
+    place a flat `section.field` key loses its section."""
     return {k.partition(".")[2]: v for k, v in settings.items() if k.startswith(f"{section}.")}
 
 
@@ -447,15 +444,10 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     return axes
 
 
-def history_fields() -> tuple[str, ...]:
-    """Data fields that change which events a history holds (the protocol and every registered protocol's
-    parameters); arms that differ in them must share vocabularies."""
-    return ("protocol", *protocols.parameter_names())
-
-
 def history_axes(axes: Mapping[str, list[Any]]) -> list[str]:
-    """The grid axes that vary a history setting (`history_fields()`), directly or inside a `data` bundle."""
-    fields = history_fields()
+    """The grid axes that vary a history setting (the protocol or a protocol parameter: arms that differ in
+    them must share vocabularies), directly or inside a `data` bundle."""
+    fields = ("protocol", *protocols.parameter_names())
     varied = [f"data.{f}" for f in fields if len(axes.get(f"data.{f}", [])) > 1]
     bundles = axes.get("data", [])
     for f in fields:
@@ -523,7 +515,7 @@ def _check_data_values(cfg: SweepConfig) -> None:
     for key, values in cfg.grid.items():
         canon = shorthands.get(key, key)
         for i, value in enumerate(values):
-            given = {k[len("data."):]: v for k, v in axis_settings(canon, value).items() if k.startswith("data.")}
+            given = section_settings(axis_settings(canon, value), "data")
             if not given:
                 continue
             try:
@@ -539,7 +531,7 @@ def _model_axes(axes: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]
     """Grid axes that set model fields -> per value, the flat model keys it sets (model_keys.flatten)."""
     out = {}
     for axis, values in axes.items():
-        flats = [_section(axis_settings(axis, v), "model") for v in values]
+        flats = [section_settings(axis_settings(axis, v), "model") for v in values]
         if any(flats):
             out[axis] = flats
     return out
