@@ -2,10 +2,11 @@
 
 Every config in recscale is a dataclass (run, train, model, sweep, prepare, protocol, analysis); this
 module is the one validation layer that turns plain mappings into them. It refuses unknown keys
-(listing the valid ones), a renamed key (`RENAMED_KEYS`: old name -> new) naming the new one, and values of
-the wrong type (naming the key with its full path, e.g. `data.split.timezone`); a value that fits no member of a union gets every member's reason. A dataclass
-whose keys are partly open (a prepare config takes its protocol's parameters by name) names a mapping
-field in `EXTRA_KEYS_FIELD`: keys that are not fields go there and the class validates them itself. Range
+(listing the valid ones), a renamed key (`RENAMED_KEYS`: old name -> new) naming the new one, and values
+of the wrong type (naming the key with its full path, e.g. `data.split.timezone`); a value that fits no
+member of a union gets every member's reason. A dataclass whose keys are partly open (a prepare config
+takes its protocol's parameters by name) names a mapping field in `EXTRA_KEYS_FIELD`: keys that are not
+fields go there and the class validates them itself. Range
 checks live in each dataclass's `__post_init__` and raise ConfigError with the field name; `from_dict`
 prefixes it with the section path.
 """

@@ -77,7 +77,8 @@ def _delays(seeds: list[int], span: float, *, late: bool) -> list[float]:
 
 
 def _prepare_argv(log: Path, out: Path) -> list[str]:
-    sets = {"source": "synthetic", "protocol": "exposure", "history_len": TINY_HISTORY_LEN, "sample_seed": 3, **TINY_SPLITS}
+    sets = {"source": "synthetic", "protocol": "exposure", "history_len": TINY_HISTORY_LEN, "sample_seed": 3,
+            **TINY_SPLITS}
     return ["prepare", "--root", str(log), "--out", str(out), "--no-progress",
             *(a for k, v in sets.items() for a in ("--set", f"{k}={v}"))]
 

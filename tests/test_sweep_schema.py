@@ -422,7 +422,8 @@ def test_model_dim_is_validated_once_between_the_yaml_and_the_model(monkeypatch)
     assert len(plan.trials) == 12 and validated == []
     # a value met for the first time (a search's sample) is validated where it arrives, once
     for _ in range(2):
-        assert resolve_trial(in_worker, plan.trials[0].point, fixed={"model.num_layers": 2}).model_config.num_layers == 2
+        trial = resolve_trial(in_worker, plan.trials[0].point, fixed={"model.num_layers": 2})
+        assert trial.model_config.num_layers == 2
     assert validated == [("wukong", 4, 2)]
 
 

@@ -44,7 +44,8 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
             secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
             est = "" if None in secs else f", est. {format_seconds(sum(cast(list[float], secs)))} of trial time"
         lines.append(f"tuning first: {len(plan.tuning_trials)} trials = {len(settings(sweep))} setting(s) x "
-                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds {tuning.run_seeds}"
+                     f"{len(sweep.tuning_values)} values of {tuning.param} {sweep.tuning_values} x seeds "
+                     f"{tuning.run_seeds}"
                      + (f" (budget: {budget})" if budget else "") + f", chosen on {tuning.metric}; "
                      + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
                      + f"{est}; the grid then runs each setting at its chosen value")
