@@ -16,12 +16,6 @@ from typing import Any
 import numpy as np
 
 
-def temporary_path(path: Path) -> Path:
-    """The temporary name `atomic_write` fills before renaming it onto `path`."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.tmp.{os.getpid()}")
-
-
 def temporary_glob(name: str) -> str:
     """Glob pattern of the temporary files any process may have left for file `name`."""
     return f".{name}.tmp.*"
@@ -30,7 +24,7 @@ def temporary_glob(name: str) -> str:
 def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
     """Call `write(tmp)` to fill a temporary file, then rename it onto `path`; nothing is left on failure."""
     path = Path(path)
-    tmp = temporary_path(path)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -31,13 +31,8 @@ class Discovery:
         self.loaded = False
         self._problems: list[str] = []
         for d in filter(None, os.environ.get(env, "").split(os.pathsep)):
-            self.add_path(d)
-
-    def add_path(self, directory: str | os.PathLike) -> None:
-        """Search `directory` for component files as well (what the environment variable does)."""
-        d = str(Path(directory).resolve())
-        if d not in self.path:
-            self.path.append(d)
+            if str(Path(d).resolve()) not in self.path:
+                self.path.append(str(Path(d).resolve()))
 
     def files(self) -> dict[str, list[str]]:
         """Module name -> the files that define it, in search order (the package first, then the path)."""

@@ -1,12 +1,6 @@
-"""`results/<sweep>/runs.parquet`: one row per finished trial, its config beside its metrics.
-
-Rows are built from the run folders alone (`runs/<trial>/sweep_trial.json` written by the
-trainable + `runs/<trial>/metrics.json` written by `train_run`), so the table can be rebuilt from
-copied results without Ray. Columns (`harness.runs_columns`): `trial_id, run_dir` (relative to the sweep
-folder), `stage, arch, seed, protocol`, every registered protocol's parameters (`delay_s, history_len`,
-...; empty where a run's protocol has none), `task, dataset_id`, the sweep's scalar data
-axes beyond those as `data.<field>` (e.g. `data.n_train`), its model and train keys as `model.<key>` /
-`train.<key>`, then every flat metrics.json field.
+"""`results/<sweep>/runs.parquet`: one row per finished trial, its config beside its metrics, built from the run
+folders alone (`sweep_trial.json` + `metrics.json`), so it can be rebuilt from copied results without Ray.
+Its columns: docs/sweeps.md, "What a sweep writes" (names in `harness.runs_columns`).
 """
 from __future__ import annotations
 

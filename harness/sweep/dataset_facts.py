@@ -1,19 +1,7 @@
-"""`datasets.json`: what the prepared datasets of a sweep hold, and how every two of them differ.
-
-Written by the sweep driver right after the datasets are prepared (the artifacts live in a cache outside the
-sweep folder; this file travels with the results, so `recscale analyze` and a published reference study can
-read it without the artifacts). For each dataset: protocol, delay (None where the protocol has none),
-history length, and per split the target count, a digest of the sorted target event_ids, the mean valid
-history length and the count of empty histories. For every two datasets and every split:
-
-- the targets both hold (same event_id) and the ones only one holds (a protocol that drops targets shows
-  here; comparisons then use the shared ones);
-- on the shared targets, the share whose history *membership* differs (the set of history events, compared
-  by event_id; order and length cap aside), the mean valid length of each side, and the mean number of
-  history events both hold.
-
-For two exposure-protocol datasets that differ only in the delay, the share of test targets whose history
-differs is the membership statistic `recscale compare-delay` computes from the log.
+"""`datasets.json`: what the prepared datasets of a sweep hold, and how every two of them differ (docs/sweeps.md,
+"Datasets are prepared once"). Written by the sweep driver right after preparing, so that `recscale analyze`
+and a published reference study read it without the artifacts. History membership compares the set of
+history events by event_id (order and length cap aside), on the targets both datasets hold.
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Preparing every distinct dataset of a sweep once, in the driver, before any trial starts.
-
-Synthetic sweeps without a `data.root` first generate the log into
-`<cache>/synthetic/<scale>-seed<log_seed>/` (a no-op when it is already complete). Each distinct
-data configuration then goes through `protocols.prepare.prepare` into `data.out` (default
-`<cache>/prepared/`), which first lets the dataset's protocol make the input files it needs beyond the
-log (its `ensure_inputs` hook: author50 adds the author-50 pickles); preparing is content-addressed and
-itself a no-op when the artifact exists, so re-running or resuming a sweep never prepares twice. Trials
-only receive the artifact path.
+"""Preparing every distinct dataset of a sweep once, in the driver, before any trial starts (docs/sweeps.md,
+"Datasets are prepared once"): the synthetic log is generated first when the sweep has no `data.root`, then
+each data configuration goes through the content-addressed `protocols.prepare.prepare`. Trials only receive
+the artifact path.
 """
 from __future__ import annotations
 
@@ -28,22 +23,17 @@ from .schema import Sweep
 _SETTING_RE = re.compile(r"(?<![\w.])(split\.\w+|n_(?:train|valid|test)\b)")
 
 
-def synthetic_log_dir(sweep: Sweep) -> Path:
-    data = sweep.config.data
-    return Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}"
-
-
 def log_root(sweep: Sweep) -> Path:
     """The folder of the log every dataset of this sweep is prepared from (generated if synthetic)."""
     if sweep.data_root is not None:
         return sweep.data_root
     from protocols.synthetic import generate
 
-    out = synthetic_log_dir(sweep)
+    data = sweep.config.data
+    out = Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}"
     t0 = time.perf_counter()
-    generate(cast(str, sweep.config.data.scale), out,  # no data_root: the schema requires a scale
-             seed=sweep.config.data.log_seed)
-    print(f"synthetic log ({sweep.config.data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
+    generate(cast(str, data.scale), out, seed=data.log_seed)  # no data_root: the schema requires a scale
+    print(f"synthetic log ({data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)
     return out
 

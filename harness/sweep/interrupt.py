@@ -1,22 +1,16 @@
-"""Ctrl-C during a sweep: stop within a second or two, keep what finished, let the launcher say how to continue.
+"""Ctrl-C during a sweep: stop within a second or two, keep what finished, let the launcher say how to continue
+(docs/sweeps.md, "Interruptions, failures, resume").
 
-Ray Tune's own SIGINT handler logs "Stop signal received ..." and then, on stopping, waits up to 5 s for
-every busy trial actor (its `stop` call queues behind the running trial) before killing it; with Ray's
-shutdown on top a Ctrl-C took about 12.5 s. The launcher turns Tune's handler off
-(`TUNE_DISABLE_SIGINT_HANDLER=1` while its Ray session is open) and uses this instead:
+Ray Tune's own SIGINT handler waits up to 5 s for every busy trial actor before killing it (a Ctrl-C took
+about 12.5 s with Ray's shutdown); the launcher turns it off (TUNE_ENV while its Ray session is open) and
+uses this instead:
 
-- `catch_interrupts()`: while a sweep's Ray session is open, the first SIGINT only records the request
-  when a Tune stage runs (`watched_stage()`; otherwise it raises `SweepInterrupted` at once, as a plain
-  Ctrl-C would) and puts the previous handler back, so a second Ctrl-C interrupts whatever runs;
+- `catch_interrupts()`: the first SIGINT only records the request while a Tune stage runs (`watched_stage()`;
+  otherwise it raises `SweepInterrupted` at once) and puts the previous handler back, so a second Ctrl-C
+  interrupts whatever runs;
 - `StopOnInterrupt`, a Tune callback, raises `SweepInterrupted` at the end of the controller step in which
-  the request arrived (Tune's steps last about 0.1 s; its experiment state was just written when due).
-  `SweepInterrupted` derives from KeyboardInterrupt, so Tune's `except Exception` clean-up (the 5 s wait)
-  is skipped; the launcher then shuts Ray down, which ends the trial workers (a trial's checkpoint write is
-  atomic: the kill -9 tests show any moment is safe), and collects the finished run folders.
-
-`--resume` then continues through `Tuner.restore` from Tune's last saved state: a trial that state still
-lists as running is restarted and continues from its run folder's checkpoint, or only reads back its
-metrics when it had finished (`harness.sweep.trainable`), so no row is lost or duplicated.
+  the request arrived (about 0.1 s). It derives from KeyboardInterrupt, so Tune's `except Exception` clean-up
+  (the 5 s wait) is skipped; the launcher then shuts Ray down and collects the finished run folders.
 
 The request is module state, not the callback's (Tune pickles callbacks with its experiment state).
 """
@@ -46,12 +40,6 @@ class _State:
 def requested() -> bool:
     """Whether a Ctrl-C asked the running sweep to stop."""
     return _State.requested
-
-
-def raise_if_requested() -> None:
-    """Raise SweepInterrupted when a Ctrl-C arrived (between stages, before Tune starts)."""
-    if _State.requested:
-        raise SweepInterrupted()
 
 
 class StopOnInterrupt(tune.Callback):
@@ -89,7 +77,8 @@ def catch_interrupts() -> Iterator[None]:
 def watched_stage() -> Iterator[None]:
     """Mark a Tune stage as running (its StopOnInterrupt callback acts on a request at its next step end,
     so a Ctrl-C during Tune's set-up waits for that too); between stages a Ctrl-C raises at once."""
-    raise_if_requested()
+    if _State.requested:  # between stages, before Tune starts
+        raise SweepInterrupted()
     _State.watching = True
     try:
         yield

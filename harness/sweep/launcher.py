@@ -1,25 +1,13 @@
-"""Launching a sweep through Ray Tune: datasets first, then an optional Optuna search, then the grid.
+"""Launching a sweep through Ray Tune: datasets first, then an optional tuning stage or Optuna search, then the
+grid, then runs.parquet and sweep_summary.json (docs/sweeps.md: the stages, "What a sweep writes" and
+"Interruptions, failures, resume").
 
-Layout of `results/<sweep>/`: docs/sweeps.md, "What a sweep writes" (names in `core.results_layout`).
-
-- Every distinct dataset is prepared in the driver before Ray starts any trial.
-- The grid is one `tune.Tuner` whose param space is one `tune.grid_search` over the distinct grid
-  points (`plan.grid_points`: the product of the axes, each trial once), so every architecture meets
-  every seed and dataset; trials get `tune.with_resources` (cpu, gpu fraction),
-  actors are reused, and a trial whose worker dies is retried (`FailureConfig(max_failures)`).
-- A tuning stage (`tuning:` section, `harness.sweep.tuning`) runs first, as one more grid-search Tuner over
-  its points (`plan.tuning_points`); once every tuning trial finished, the choice per setting is written to
-  tuning.json and the grid runs with each trial's setting at its chosen value. On `--resume` a finished
-  stage's tuning.json is read back and the stage is not run again; an unfinished one is restored like the grid.
-- A search (`search:` section) runs first with `OptunaSearch` behind a `ConcurrencyLimiter` at the
-  first value of every grid axis (Ray's Optuna integration refuses grid axes); the grid then runs
-  with the best sampled values fixed.
-- `resume=True` continues through `Tuner.restore` (finished trials are not rerun; errored ones are
-  restarted; a saved state that no longer reads is set aside and the stage runs afresh); without it an existing, unfinished sweep folder is refused (a finished one is only
-  collected again), and a changed sweep file is always refused.
-- Ray itself (starting a local session or joining `address=`, the checks before it, shutting it down and
-  removing what a killed driver left) is `harness.sweep.ray_sessions`; `run_sweep` checks the address before
-  anything is written and opens the session only around its stages.
+Each stage is one `tune.Tuner`: the grid and the tuning stage are one `tune.grid_search` over their distinct
+points (`plan.grid_points`, `plan.tuning_points`), so no trial runs twice; the search is `OptunaSearch` behind
+a `ConcurrencyLimiter` at the first value of every grid axis (Ray's Optuna integration refuses grid axes).
+Ray itself (starting, joining, shutting down, removing what a killed driver left) is
+`harness.sweep.ray_sessions`; `run_sweep` checks the address before anything is written and opens the
+session only around its stages.
 """
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
 """The Ray sessions of a sweep: joining a cluster or starting a local Ray, shutting it down, and removing what a
 killed driver left of a local one. Everything recscale does around `ray.init` lives here; the launcher only
-opens `ray_session(...)` around its Tune stages.
-
-Joining (`address=`): `check_address_reachable` refuses, within seconds and before anything is written, an
-address where nothing listens or where a server that is not a Ray GCS answers (`ray.init(address=...)` itself
-retries for minutes). The driver presents this user's Ray token when one exists (`ray start` does; see
-`_enable_token_auth_when_available`).
-
-Starting locally: the dashboard is off and the temporary folder is a short fresh `/tmp/rs-XXXXXXXX` (Ray's
-Unix socket paths are limited to ~107 bytes), removed afterwards. Workers get `harness.perf.MALLOC_ENV` and the
-driver's FORWARDED_ENV through the job's runtime_env. While the session is open, TUNE_DRIVER_ENV is set
-(unless set already) and restored afterwards; `quiet_ray_notices` filters Ray's token notice and its
-`Tuner.restore(...)` hint. A cluster whose nodes cannot fit one trial is refused (`check_fits`).
+opens `ray_session(...)` around its Tune stages. What a user sees: docs/sweeps.md ("Ray settings", "Running on
+a Ray cluster", "Interruptions, failures, resume") and docs/reliability.md (the stale-session rows).
 
 Where Ray has no public API, and what is used instead:
 - no public way to check that an address is a Ray cluster without Ray's minutes of retries: a TCP connect and
@@ -21,17 +11,12 @@ Where Ray has no public API, and what is used instead:
   `auto` cluster: the private `ray._raylet.Config.initialize` reloads it, as Ray's own token setup does;
 - `ray.init(_temp_dir=...)`, one of ray.init's "hidden / experimental options", is the only way a driver
   chooses the temporary folder of the Ray it starts (`ray start --temp-dir` is the command-line one).
-Ray's public `ray.init`, `ray.cluster_resources` and `ray.shutdown` do the rest.
 
-Records of local sessions, and removal of what a killed driver left (what is left, and what is never touched:
-docs/reliability.md, last table; docs/sweeps.md, "Interruptions, failures, resume"): while a session is open,
-a record `<cache>/ray_sessions/<session>.json` (`records_dir()`: `$RECSCALE_CACHE_DIR`, else
-`$XDG_CACHE_HOME/recscale`, else `~/.cache/recscale`) names it, this host, the driver's pid and start time (as
-/proc gives it, so a reused pid is not mistaken for the driver) and the temporary folder, and every process
-of the session inherits `RECSCALE_RAY_SESSION=<session>` (set before `ray.init`). A session is stale when
-its record is of this host and its driver is gone; `remove_stale()` then ends the processes carrying exactly
-that variable (SIGTERM, SIGKILL after STOP_GRACE_S), removes the recorded folder if it is a `/tmp/rs-*` one,
-and deletes the record. A record that cannot be read is reported and kept.
+A local session's record `<cache>/ray_sessions/<session>.json` (`records_dir()`) names this host, the driver's
+pid and its start time as /proc gives it (so a reused pid is not mistaken for the driver) and the temporary
+folder; a session is stale when its record is of this host and its driver is gone. `remove_stale()` ends the
+processes carrying exactly `RECSCALE_RAY_SESSION=<session>` (SIGTERM, SIGKILL after STOP_GRACE_S), removes the
+folder only if it is a `/tmp/rs-*` one, and deletes the record; a record that cannot be read is kept.
 """
 from __future__ import annotations
 

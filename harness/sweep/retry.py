@@ -1,22 +1,12 @@
 """Training a sweep trial again at a lower learning rate when it ends unhealthy (the `retry:` section,
-`retry_config.py`).
-
-Attempt 0 trains at the trial's planned `train.lr`. When its health status (harness/run_health.py) is one of
-`retry.when`, attempt 1 trains from scratch, with the same seed and data, at lr * lr_factor, and so on until a
-status not in `when` or `max_retries` retrains; attempt k's rate is lr * lr_factor**k. It all happens inside the
-one Ray Tune trial, so the trial id, the plan and the sweep's resume stay as they are.
+`retry_config.py`; what it does and records: docs/sweeps.md, "Retry").
 
 Each attempt is a complete run folder `RUN/attempts/<k>/` (ATTEMPTS_DIR) trained by `train_run(resume=True)`:
 an attempt killed mid-way continues from its own checkpoint, a finished one is read back and never trained
 again, and whether to retry follows from its metrics.json, so a resumed trial takes the same path to the same
-bits as one never interrupted. Once the last attempt has finished it is promoted: its files (config.yaml,
-predictions, curves, the data fingerprint, and checkpoint.pt with `keep_checkpoints`) are moved into RUN,
-RUN/metrics.json is written last (atomically) with the attempts recorded, and attempts/ is removed. Until that
-metrics.json exists RUN is not finished, and a resumed trial promotes the same attempt again (files already
-moved are skipped), so RUN holds the last attempt's outputs only, never an earlier attempt's checkpoint.
-
-metrics.json records `retry` (the policy and, per attempt, its rate, health status and reasons, and validation
-metrics) and the flat `retry_*` keys (runs.parquet columns, harness/runs_columns.py).
+bits. The last attempt is promoted: its files are moved into RUN and RUN/metrics.json is written last
+(atomically); until then RUN is not finished, and a resumed trial promotes the same attempt again (files
+already moved are skipped).
 """
 from __future__ import annotations
 

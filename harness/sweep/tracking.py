@@ -1,30 +1,11 @@
-"""`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback.
+"""`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback (what is
+logged, where the store is and how to read it: docs/sweeps.md, "Experiment tracking").
 
-Each stage's Tuner (tuning, search, grid) gets one `SweepMLflowCallback`, a subclass of
-`ray.air.integrations.mlflow.MLflowLoggerCallback`. It runs in the driver and writes to a store in the sweep
-folder, `results/<sweep>/mlflow/` (`core.results_layout`: MLFLOW_DB_FILE, MLFLOW_ARTIFACTS_DIR), under one
-experiment named after the sweep; each trial is one MLflow run, named as Tune names the trial (the trial id
-for the grid and tuning stages) and tagged with `sweep`, `stage` and `trial_id`:
-
-- params: the trial's config, nested settings flattened: the resolved run config (`config.yaml`: `arch`,
-  `seed`, `data`, every `model.<field>` and `train.<field>` with defaults filled in) and the config columns
-  runs.parquet holds for it (`sweep_trial.json`: `trial_id`, `stage`, `protocol`, `dataset_id`, ...), logged
-  with its result (a failed trial's when it ends, as far as those files were written);
-- metrics: the learning curves of `harness.curves` (`train/loss`, `train/lr`, `train/grad_norm`,
-  `train/targets_per_s` every `train.log_every_steps` steps, `valid/<metric>` at each evaluation) at their
-  global steps, read from the run's event files, and every scalar the trial reports to Tune (`valid_auc`,
-  `test_auc`, ..., timings, Tune's own counters) at the run's last curve step (Tune's `timesteps_total`).
-
-A trial reports to Tune once, when its run is done (`harness.sweep.trainable`), so the curves reach MLflow
-then, read back from the run folder (shared with the driver, as every trial's folder is): reporting every
-point through Tune would hold training on a round trip to the driver per point (changing the throughput a
-run measures) and hand the search's Optuna results without its metric. TensorBoard shows curves live.
-
-The store is MLflow's SQLite one (`sqlite:///.../mlflow.db`): MLflow 3 refuses its plain-folder store
-(`file:`) unless MLFLOW_ALLOW_FILE_STORE is set, and SQLite needs only sqlalchemy and alembic, which optuna
-brings. Read it with `mlflow.tracking.MlflowClient(tracking_uri=store_uri(sweep_dir))`, or (full `mlflow`
-package) `mlflow ui --backend-store-uri <that uri>`. A resumed sweep continues each trial's MLflow run
-(found by its stage and trial name) rather than starting a second one.
+Each stage's Tuner gets one `SweepMLflowCallback`, running in the driver. A trial reports to Tune once, when
+its run is done, so its curves are read back from the run folder then (reporting every point through Tune
+would hold training on a round trip to the driver per point). The store is MLflow's SQLite one: MLflow 3
+refuses its plain-folder store, and SQLite needs only sqlalchemy and alembic, which optuna brings. A resumed
+sweep continues each trial's MLflow run (found by its stage and trial name).
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
-"""The Ray Tune function trainable: one trial = one `train_run` into `results/<sweep>/runs/<trial>/`.
+"""The Ray Tune function trainable: one trial = one `train_run` into `results/<sweep>/runs/<trial>/`
+(`tuning/runs/<trial>/` in the tuning stage; docs/sweeps.md).
 
-The trainable receives the grid point (or the Optuna sample) as its Tune config and a
-`TrialContext` through `tune.with_parameters`; it resolves the point with the same
-`plan.resolve_trial` the dry-run uses, so names and settings always agree.
-
-A tuning-stage trial (its config is a tuning point, `plan.tuning_points`) trains into
-`results/<sweep>/tuning/runs/<trial>/`; a grid trial of a sweep with a tuning stage gets its setting's chosen
-value (`TrialContext.choice`, read from tuning.json by the launcher) and records the key as `tuned`.
-
-A trial of a sweep with `retry:` (grid trials; tuning trials only with `retry.tuning_trials`) trains through
-`harness.sweep.retry.train_with_retries`: an unhealthy run is trained again at a lower learning rate inside this
-same trial, each attempt in its own folder under the run folder, the last one moved up; each finished attempt
-is appended to trials.jsonl as an `attempt` event.
-
-Every trial calls `train_run(resume=True)` (its folder already holds sweep_trial.json): a retried
-trial (worker died) or a resumed sweep continues from the checkpoint, a run that had already finished
-returns its saved metrics without training again, and one with no checkpoint yet starts fresh.
-
-Every start and end is appended to `results/<sweep>/trials.jsonl` (one JSON object a line: trial,
-event, time, pid, whether the run resumed from a checkpoint or was already finished (`reused`),
-trainable and training seconds, and at the end the training rate); the launcher reads it for the
-per-trial timings of sweep_summary.json, and tests count restarts with it. (Tests that kill a worker wrap
-`run_trial` themselves; nothing here is test-only.)
-
-Before training, a trial checks that its prepared dataset can be read on the node it runs on and
-records that node (`ray_node`, a runs.parquet column): a cluster's nodes must share the driver's
-artifact and results folders at the same paths.
+The trainable receives the grid point (or the Optuna sample) as its Tune config and a `TrialContext` through
+`tune.with_parameters`; it resolves the point with the same `plan.resolve_trial` the dry-run uses, so names
+and settings always agree. Every trial calls `train_run(resume=True)` (its folder already holds
+sweep_trial.json): a retried or resumed trial continues from its checkpoint, a finished one returns its saved
+metrics, one with no checkpoint starts fresh; with `retry:` it trains through `retry.train_with_retries`.
+Every start, attempt and end is appended to trials.jsonl, from which the launcher times the sweep.
 """
 from __future__ import annotations
 

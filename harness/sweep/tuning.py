@@ -1,27 +1,8 @@
-"""The tuning stage's choice: per setting, the value of the tuned key with the best mean validation metric.
+"""The tuning stage's choice: per setting, the value of the tuned key with the best mean validation metric
+(the rules, ties, unhealthy runs, `fallback`, `edge` and what tuning.json holds: docs/sweeps.md, "Tuning").
 
-A sweep with a `tuning:` section (`tuning_config.py`) runs its tuning trials first (`plan.tuning_plan`:
-every setting x tuning seed x grid value, into `results/<sweep>/tuning/runs/<trial>/`), then every
-measurement trial at its setting's chosen value. The choice (`choose`):
-
-- per setting and grid value, the mean of `tuning.metric` over the tuning seeds;
-- the chosen value is the one whose mean is best in the metric's registered direction (max for AUC, min for
-  LogLoss and NE); a tie goes to the smaller value;
-- a value where some seed reported no finite metric (a diverged run) cannot be chosen; a setting where no
-  value can is an error naming it;
-- a value where some tuning run ended unhealthy (harness/run_health.py: collapsed, diverged or undertrained;
-  not a run undertrained only because its loss was still falling at the end, `run_health.learned`: a short
-  tuning run at a modest rate ends so without being unstable) cannot be chosen either: a learning rate at
-  which one seed of few fails to learn sits at the edge of stability, and the measurement seeds would meet
-  the same edge. Where no value with a finite mean is free of such runs, the best finite mean is chosen
-  anyway and the choice is marked (`fallback`), which the report warns about;
-- `edge` is "low" or "high" when the chosen value is the grid's lowest or highest: the best value may lie
-  outside the grid, and the report warns.
-
-`tuning.json` (TUNING_FILE, written atomically once the whole stage finished; its presence means the stage is
-done, and `--resume` reads it back instead of running the stage again) holds the key, metric, direction,
-grid, seeds and, per setting, its grid point, every (value, seed, metric) row, the means, the chosen value
-and the edge.
+tuning.json (TUNING_FILE) is written atomically once the whole stage finished: its presence means the stage is
+done, and `--resume` reads it back instead of running the stage again.
 """
 from __future__ import annotations
 
