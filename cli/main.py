@@ -60,10 +60,21 @@ def _top_parser() -> argparse.ArgumentParser:
     return p
 
 
-def relaunch_args(argv: list[str]) -> list[str]:
-    """The interpreter arguments that run the command line `argv` again in a new process: `-m cli ARGV`
-    (the malloc re-exec of `train`, `bench` and `sweep --dry-run`; harness.perf)."""
-    return ["-m", __package__ or "cli", *argv]
+def reexec_under_malloc(args: argparse.Namespace) -> None:
+    """Run this command line again (`-m cli ARGV`) under harness.perf's glibc malloc settings, once, when
+    `main()` runs as the program (`train`, `bench` and `sweep --dry-run`); otherwise return."""
+    if getattr(args, "process_argv", None):
+        from harness import perf
+
+        perf.reexec_with_malloc_env(["-m", __package__ or "cli", *args.process_argv])
+
+
+def check_arch(name: str) -> None:
+    """Refuse an architecture that is not registered, naming the valid ones (before anything is measured)."""
+    import architectures
+
+    if name not in architectures.names():
+        raise RecscaleError(f"unknown architecture {name!r}; valid: {', '.join(architectures.names())}")
 
 
 def os_error_line(e: OSError) -> str:

@@ -27,7 +27,7 @@ def malloc_env_active() -> bool:
 
 def reexec_with_malloc_env(python_args: Sequence[str]) -> None:
     """Replace this process by `python PYTHON_ARGS` with MALLOC_ENV set (glibc Linux only); the caller
-    says what to run (the command line passes `-m cli ARGV`, `cli.main.relaunch_args`).
+    says what to run (the command line passes `-m cli ARGV`, `cli.main.reexec_under_malloc`).
 
     Returns without doing anything when the variables are already set, when re-exec is disabled
     (REEXEC_MARKER set) or on platforms without glibc.

@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-from cli.main import relaunch_args
+from cli.main import check_arch, reexec_under_malloc
 from core.errors import RecscaleError
 from harness import perf
 
@@ -47,8 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.data and not args.arch:
         raise RecscaleError("give --data ARTIFACT (loader), --arch NAME (training step) or both")
-    if getattr(args, "process_argv", None):  # as `recscale train` does: time the step under the malloc settings
-        perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
+    reexec_under_malloc(args)  # as `recscale train` does: time the step under the malloc settings
     import torch
 
     from core.typed_config import apply_overrides
@@ -57,11 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
     over = parse_set(args.set, sections=("model", "train"))  # the spellings `train --set` takes
     model_over = over.get("model", {})
-    if args.arch:  # refused before anything is measured
-        import architectures
-
-        if args.arch not in architectures.names():
-            raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
+    if args.arch:
+        check_arch(args.arch)
         model_cfg = model_config(args.arch, model_over)
     tc = apply_overrides(TrainConfig(), over.get("train", {}))
     if args.batch_size:

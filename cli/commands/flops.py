@@ -19,7 +19,7 @@ import json
 
 import architectures
 from architectures.flops import count_flops, count_params
-from core.errors import RecscaleError
+from cli.main import check_arch
 from core.typed_config import to_dict
 from harness.config import model_config, parse_set
 from protocols.schema import default_test_spec, random_batch
@@ -36,8 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.arch not in architectures.names():
-        raise RecscaleError(f"unknown architecture {args.arch!r}; valid: {', '.join(architectures.names())}")
+    check_arch(args.arch)
     model = parse_set(args.set, sections=("model",)).get("model", {})
     cfg = model_config(args.arch, model)
     history_len = cfg.history_len  # every model config has it (architectures/contract.py)

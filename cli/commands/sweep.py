@@ -19,9 +19,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from cli.main import relaunch_args
+from cli.main import reexec_under_malloc
 from core.results_layout import RUNS_FILE, TUNING_FILE
-from harness import perf
 
 #: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; cli.main.exit_without_teardown), so
 #: a Ctrl-C'd sweep is back at the prompt within a few seconds.
@@ -52,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     sweep = load_sweep(args.file)
     if args.dry_run:
-        if getattr(args, "process_argv", None):  # time steps as trials run them: under the malloc settings
-            perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
+        reexec_under_malloc(args)  # time steps as trials run them: under the malloc settings
         return _dry_run(sweep, args)
 
     from harness.sweep.launcher import run_sweep

@@ -27,9 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from cli.main import relaunch_args
+from cli.main import reexec_under_malloc
 from core.results_layout import CHECKPOINT_FILE
-from harness import perf
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --arch and --data (or a --config file that names them)")
     if args.resume and args.out is None:
         raise ConfigError("--resume needs --out RUN_DIR")
-    if getattr(args, "process_argv", None):  # only a process started as `recscale train` replaces itself
-        perf.reexec_with_malloc_env(relaunch_args(args.process_argv))
+    reexec_under_malloc(args)
 
     from harness.config import load_run_config, parse_set
     from harness.train import TrainingAborted, TrainingInterrupted, train_run
