@@ -1,11 +1,8 @@
 """The `recscale` command line: a thin dispatcher over `cli.commands.<name>` modules.
 
 Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
-and a problem in one command cannot break the others. Errors derived from RecscaleError are printed
-to stderr (no traceback) with exit status 2, and so is a failed file operation (an OSError naming a file:
-a location made read-only mid-run), on one line naming the path. A full disk is one line too, whichever library
-raised it (`core.errors.disk_full`), naming the file, or else the output location the command checked last
-(`protocols.output_location.CHECKED`), with the space left there.
+and a problem in one command cannot break the others. A RecscaleError, a failed file operation and a full
+disk are one line on stderr, exit status 2, no traceback (docs/reliability.md, "Output locations").
 
 Each command's parsed arguments carry `process_argv`: the command line this process was started
 with (`sys.argv[1:]`) when `main()` runs as the program, None when it is called from Python with an

@@ -69,12 +69,7 @@ def _digest(event_id: np.ndarray) -> str:
 def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str | Path]) -> dict[str, Any]:
     """The content of datasets.json for datasets `{id: prepare settings}` prepared at `paths[id]`."""
     opened = {d: PreparedDataset.open(paths[d]) for d in datasets}
-    cache: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-
-    def split_of(d: str, split: str) -> tuple[np.ndarray, np.ndarray]:
-        if (d, split) not in cache:
-            cache[(d, split)] = history_event_ids(opened[d], split)
-        return cache[(d, split)]
+    split_of = {(d, split): history_event_ids(opened[d], split) for d in datasets for split in SPLITS}
 
     out: dict[str, Any] = {"format": FORMAT, "datasets": {}, "pairs": []}
     for d, prep in datasets.items():
@@ -82,7 +77,7 @@ def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str,
         protocol = str(prep["protocol"])
         splits = {}
         for split in SPLITS:
-            event_id, hist = split_of(d, split)
+            event_id, hist = split_of[d, split]
             lengths = (hist >= 0).sum(axis=1)
             splits[split] = {"targets": int(len(event_id)), "event_ids_sha1": _digest(event_id),
                              "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
@@ -95,7 +90,7 @@ def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str,
     for a, b in itertools.combinations(list(datasets), 2):
         pair: dict[str, Any] = {"a": a, "b": b, "splits": {}}
         for split in SPLITS:
-            (ids_a, hist_a), (ids_b, hist_b) = split_of(a, split), split_of(b, split)
+            (ids_a, hist_a), (ids_b, hist_b) = split_of[a, split], split_of[b, split]
             shared, ia, ib = np.intersect1d(ids_a, ids_b, assume_unique=True, return_indices=True)
             pair["splits"][split] = {"targets_a": int(len(ids_a)), "targets_b": int(len(ids_b)),
                                      "shared_targets": int(len(shared)), "only_a": int(len(ids_a) - len(shared)),

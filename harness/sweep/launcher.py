@@ -301,14 +301,9 @@ def _max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 
 def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[str, Any]:
-    """Timings of this launch: per trial, training, evaluation and overhead.
-
-    `mean_train_loop_s`: the training loop; `mean_eval_s`: predicting and scoring the valid and test sets
-    (and early-stopping evaluations); `overhead_in_trial_s`: the rest of the trial's wall inside the worker
-    (model build, FLOP count, matmul-rate measurement, checkpoints, writing; imports on a fresh worker).
-    `overhead_per_trial_s`: the same measured from outside, i.e. the stages' wall time x trial slots in
-    use, minus training and evaluation, per trial, so Ray's actor start-up and scheduling are included.
-    """
+    """Timings of this launch: per trial, training, evaluation and overhead (docs/sweeps.md, "Wall-time estimate
+    and per-trial timings"). `overhead_per_trial_s` is the stages' wall time x trial slots in use, minus
+    training and evaluation, per trial."""
     events = [e for e in read_events(sweep_dir) if e["time"] >= since]
     ends = [e for e in events if e["event"] == "end"]
     trained = [e for e in ends if e.get("train_loop_s") is not None]
