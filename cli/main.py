@@ -74,13 +74,6 @@ def check_arch(name: str) -> None:
         raise RecscaleError(f"unknown architecture {name!r}; valid: {', '.join(architectures.names())}")
 
 
-def os_error_line(e: OSError) -> str:
-    """One line for a failed file operation no command anticipated (a disk that filled up, a folder
-    made read-only while the command ran): the path(s) and the system's reason."""
-    where = f"{e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
-    return f"{where}: cannot write or read it: {(e.strerror or str(e)).lower()}"
-
-
 def main(argv: list[str] | None = None) -> int:
     process_argv = list(sys.argv[1:]) if argv is None else None
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -120,8 +113,10 @@ def _run(name: str, module: ModuleType, args: argparse.Namespace) -> int:
             named = getattr(full, "filename", None)  # else the output location being written
             path = Path(named) if named else CHECKED[-1] if CHECKED else Path.cwd()
             print(f"recscale {name}: error: {disk_full_line(path)}", file=sys.stderr)
-        elif isinstance(e, OSError) and e.filename:
-            print(f"recscale {name}: error: {os_error_line(e)}", file=sys.stderr)
+        elif isinstance(e, OSError) and e.filename:  # a file operation no command anticipated
+            where = f"{e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
+            print(f"recscale {name}: error: {where}: cannot write or read it: {(e.strerror or str(e)).lower()}",
+                  file=sys.stderr)
         else:  # not a full disk nor about a file: a bug, shown with its traceback
             raise
         return 2

@@ -26,7 +26,7 @@ from typing import Any
 
 import protocols
 from core import results_layout as layout
-from core.typed_config import ConfigError, from_dict, parse_set_options
+from core.typed_config import ConfigError, flat_keys, from_dict, parse_set_options
 from protocols import protocol_parameters
 from protocols.prepare import PrepareConfig, prepare
 from protocols.sampling import REFERENCE_SIZES
@@ -95,20 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the bare path")
 
 
-def _flat(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in mapping.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def config_from_args(args: argparse.Namespace) -> PrepareConfig:
     """The PrepareConfig of `--set` entries and alias flags; a key given both ways is refused."""
     settings = parse_set_options(args.set)
-    given = _flat(settings)
+    given = flat_keys(settings)
     for dest, key in FLAG_KEYS.items():
         value = getattr(args, dest)
         if value is None:

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,12 +59,6 @@ TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
 #: OpenMP's wait policy and thread binding (read once, when a worker's torch starts its thread pool; the
 #: thread policy, docs/training.md "Threads"; each run records what it trained under).
 FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES")
-
-
-def worker_env() -> dict[str, str]:
-    """Environment for every Ray worker (the job's runtime_env): the glibc malloc settings and the driver's
-    FORWARDED_ENV variables that are set."""
-    return {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
 
 
 @contextmanager
@@ -236,16 +230,21 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     always shut down. A local start first removes the stale sessions of killed drivers."""
     import ray
 
+    # every worker (the job's runtime_env) gets the glibc malloc settings and the driver's FORWARDED_ENV that are set
+    worker_env = {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                                  runtime_env={"env_vars": worker_env()})
+                                  runtime_env={"env_vars": worker_env})
     temp_dir = None
     record: Any = nullcontext()
     if address:
         kwargs["address"] = address
         _enable_token_auth_when_available()
     else:
-        remove_stale_sessions()
-        session, temp_dir = new_temp_dir()
+        removed, problems = remove_stale()  # what killed sweeps left of their local sessions
+        for line in [r.line() for r in removed] + problems:
+            print(f"recscale sweep: {line}", file=sys.stderr)
+        temp_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=TEMP_ROOT)
+        session = f"{Path(temp_dir).name}-{os.getpid()}-{secrets.token_hex(3)}"
         kwargs.update(num_cpus=num_cpus, _temp_dir=temp_dir)
         record = recorded_session(session, temp_dir)
     with record, scoped_env(TUNE_DRIVER_ENV):
@@ -260,14 +259,6 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
             ray.shutdown()
             if temp_dir:
                 shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def remove_stale_sessions() -> None:
-    """Remove what killed sweeps left of their local Ray sessions (`remove_stale`), saying so on stderr."""
-    removed, problems = remove_stale()
-    for line in [r.line() for r in removed] + problems:
-        print(f"recscale sweep: {line}", file=sys.stderr)
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -324,12 +315,6 @@ class SessionRecord:
         return None
 
 
-def new_temp_dir() -> tuple[str, str]:
-    """A fresh session: (its id, its temporary folder /tmp/rs-XXXXXXXX, created)."""
-    temp_dir = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=TEMP_ROOT)
-    return f"{Path(temp_dir).name}-{os.getpid()}-{secrets.token_hex(3)}", temp_dir
-
-
 @contextmanager
 def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
     """Keep the record of `session` (this process as its driver) and its environment variable while the
@@ -352,14 +337,8 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
             os.environ.pop(SESSION_ENV, None)
         else:
             os.environ[SESSION_ENV] = before
-        _unlink(path)
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:  # its folder is gone or is not a folder: nothing to remove
-        pass
+        with suppress(OSError):  # its folder is gone or is not a folder: nothing to remove
+            path.unlink(missing_ok=True)
 
 
 def read_records() -> tuple[list[SessionRecord], list[str]]:
@@ -381,13 +360,6 @@ def read_records() -> tuple[list[SessionRecord], list[str]]:
             continue
         out.append(rec)
     return out, problems
-
-
-def stale_records() -> tuple[list[SessionRecord], list[str]]:
-    """Records of this host whose driver is gone, and the lines about unreadable records."""
-    records, problems = read_records()
-    host = socket.gethostname()
-    return [r for r in records if r.host == host and not r.driver_alive()], problems
 
 
 def session_processes(session: str) -> list[int]:
@@ -448,9 +420,9 @@ def remove_stale(*, dry_run: bool = False, grace_s: float = STOP_GRACE_S) -> tup
     """End the processes and remove the folder and record of every stale session (see the module doc);
     with `dry_run` only say what would go. Returns what was (or would be) removed and lines about unreadable
     records."""
-    stale, problems = stale_records()
+    records, problems = read_records()
     removed = []
-    for rec in stale:
+    for rec in [r for r in records if r.host == socket.gethostname() and not r.driver_alive()]:
         pids = session_processes(rec.session)
         folder = rec.owned_temp_dir()
         if folder is not None and not folder.exists():
