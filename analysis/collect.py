@@ -22,12 +22,9 @@ from protocols.errors import DataValidationError
 
 from .config import AnalysisConfig, analysis_config
 
-CONFIG_PREFIXES = C.CONFIG_PREFIXES
 PREDICTION_COLUMNS = ("event_id", "label", "score")
 #: runs.parquet column with the oracle (true-probability) AUC of a run's split, as train_run records it.
 ORACLE_COLUMN = C.oracle_auc_column("{split}")
-#: runs.parquet column with a run's non-embedding parameter count.
-PARAMS_COLUMN = C.PARAMS_NON_EMBEDDING
 
 
 @dataclass
@@ -58,7 +55,7 @@ class SweepResults:
 
     def predictions_path(self, row: int) -> Path | None:
         """The run's prediction file for the analysed split (None without a `run_dir`); may not exist."""
-        run_dir = self.runs.at[row, "run_dir"] if "run_dir" in self.runs.columns else None
+        run_dir = self.runs.at[row, C.RUN_DIR] if C.RUN_DIR in self.runs.columns else None
         if run_dir is None or pd.isna(run_dir):
             return None
         return self.run_path(run_dir) / predictions_file(self.config.split)
@@ -138,7 +135,7 @@ def config_columns(runs: pd.DataFrame) -> list[str]:
     tuned = set(runs[C.TUNED].dropna().astype(str)) if C.TUNED in runs.columns else set()
     cols = [c for c in plain_config_columns() if c in runs.columns]
     cols += sorted(c for c in runs.columns
-                   if c.startswith(CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed" and c not in tuned)
+                   if c.startswith(C.CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed" and c not in tuned)
     return cols
 
 
@@ -161,17 +158,17 @@ def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResul
     except RecscaleError as e:
         raise RecscaleError(f"{root / SWEEP_FILE}: {e}") from None
     chosen = baseline or cfg.baseline or default_baseline(runs)
-    archs = sorted(runs["arch"].unique())
+    archs = sorted(runs[C.ARCH].unique())
     if chosen not in archs:
         raise RecscaleError(f"baseline {chosen!r} has no runs in {root / RUNS_FILE}; architectures: {', '.join(archs)}")
     cfg.baseline = chosen
     if f"{cfg.split}_auc" not in runs.columns:
         raise DataValidationError(str(root / RUNS_FILE), f"{cfg.split}_auc", "required metric column missing")
     cols = config_columns(runs)
-    dup = runs.duplicated(subset=cols + ["seed"], keep=False).to_numpy()
+    dup = runs.duplicated(subset=cols + [C.SEED], keep=False).to_numpy()
     if dup.any():
         rows = np.flatnonzero(dup)[:4].tolist()
-        raise DataValidationError(str(root / RUNS_FILE), "seed",
+        raise DataValidationError(str(root / RUNS_FILE), C.SEED,
                                   f"rows {rows} repeat the same setting and seed; keep one run per seed")
     name = str(doc.get("name") or root.resolve().name)  # the sweep's name, so a copied folder reads the same
     return SweepResults(root=root, name=name, runs=runs, config=cfg, config_columns=cols, baseline=chosen)
@@ -182,13 +179,13 @@ def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics
     plot) or, for a row in `prediction_rows` (DeLong), predictions file is absent, naming the run and what
     the analysis does without it. Empty when runs.parquet has no `run_dir` column."""
     runs = results.runs
-    if "run_dir" not in runs.columns:
+    if C.RUN_DIR not in runs.columns:
         return []
     split_file = predictions_file(results.config.split)
     out: list[str] = []
     for row in range(len(runs)):
-        run_dir = runs.at[row, "run_dir"]
-        who = f"{runs.at[row, 'arch']} seed {runs.at[row, 'seed']}"
+        run_dir = runs.at[row, C.RUN_DIR]
+        who = f"{runs.at[row, C.ARCH]} seed {runs.at[row, C.SEED]}"
         if run_dir is None or pd.isna(run_dir):
             out.append(f"{RUNS_FILE} row {row} ({who}): no run_dir; its per-run files were not read")
             continue
@@ -209,7 +206,7 @@ def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics
 def run_folders_absent(results: SweepResults) -> bool:
     """True when runs.parquet names run folders but none exists: a study copied or published without them
     (results/reference/*), whose missing per-run files the DeLong coverage warning already summarises."""
-    if "run_dir" not in results.runs.columns:
+    if C.RUN_DIR not in results.runs.columns:
         return True
-    dirs = [d for d in results.runs["run_dir"] if d is not None and not pd.isna(d)]
+    dirs = [d for d in results.runs[C.RUN_DIR] if d is not None and not pd.isna(d)]
     return not any(results.run_path(d).is_dir() for d in dirs)

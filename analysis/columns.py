@@ -17,9 +17,6 @@ import pandas as pd
 from core.typed_config import ConfigError
 from harness import runs_columns as C
 
-#: A named-size column counts as a size even though it is not numeric.
-NAMED_SIZE_COLUMN = "model.size"
-
 
 def size_columns(runs: pd.DataFrame, config_cols: list[str], size_by: list[str]) -> list[str]:
     """Configured size columns (checked against the table), or the default ones."""
@@ -27,24 +24,24 @@ def size_columns(runs: pd.DataFrame, config_cols: list[str], size_by: list[str])
         missing = [c for c in size_by if c not in runs.columns]
         if missing:
             raise ConfigError(f"analysis.scaling.size_by: column(s) {', '.join(missing)} not in the runs; "
-                              f"model columns: {', '.join(c for c in config_cols if c.startswith('model.'))}")
+                              f"model columns: {', '.join(c for c in config_cols if c.startswith(C.MODEL_PREFIX))}")
         return list(size_by)
     out = []
     for c in config_cols:
-        if not c.startswith("model."):
+        if not c.startswith(C.MODEL_PREFIX):
             continue
         col = runs[c]
         numeric = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
-        if c == NAMED_SIZE_COLUMN or numeric:
+        if c == C.MODEL_SIZE or numeric:
             out.append(c)
     return out
 
 
 def _follows_sizes(runs: pd.DataFrame, column: str, sizes: list[str]) -> bool:
     """True when `column` has one value per (arch, size) and more than one per arch somewhere."""
-    keys = ["arch", *sizes]
+    keys = [C.ARCH, *sizes]
     per_size = runs.groupby(keys, dropna=False)[column].nunique(dropna=False)
-    per_arch = runs.groupby("arch", dropna=False)[column].nunique(dropna=False)
+    per_arch = runs.groupby(C.ARCH, dropna=False)[column].nunique(dropna=False)
     return bool((per_size <= 1).all() and (per_arch > 1).any())
 
 
@@ -54,7 +51,7 @@ def family_columns(runs: pd.DataFrame, config_cols: list[str], sizes: list[str])
     for c in config_cols:
         if c in sizes:
             continue
-        if sizes and c.startswith("model.") and _follows_sizes(runs, c, sizes):
+        if sizes and c.startswith(C.MODEL_PREFIX) and _follows_sizes(runs, c, sizes):
             continue
         out.append(c)
     return out
@@ -66,8 +63,8 @@ def labelled_columns(runs: pd.DataFrame, family_cols: list[str]) -> list[str]:
     A column that only differs between architectures (e.g. `model.mix_tokens`, empty for those that lack
     the field) says nothing the architecture's name does not.
     """
-    return [c for c in family_cols if c != "arch"
-            and bool((runs.groupby("arch", dropna=False)[c].nunique(dropna=False) > 1).any())]
+    return [c for c in family_cols if c != C.ARCH
+            and bool((runs.groupby(C.ARCH, dropna=False)[c].nunique(dropna=False) > 1).any())]
 
 
 def show(value) -> str:
@@ -80,7 +77,7 @@ def show(value) -> str:
 def context_columns(family_cols: list[str]) -> list[str]:
     """Family columns shared by every architecture (data and training settings, not model.* options):
     a family and its reference must agree on them."""
-    return [c for c in family_cols if c != "arch" and not c.startswith("model.")]
+    return [c for c in family_cols if c != C.ARCH and not c.startswith(C.MODEL_PREFIX)]
 
 
 #: Columns naming a whole dataset; never pairing keys of a comparison that varies a data setting.

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from core.typed_config import ConfigError, from_dict
 from harness import metric_registry
+from harness import runs_columns as C
 
 
 @dataclass
@@ -91,8 +92,8 @@ class ScalingConfig:
             if len(pair) != 2 or pair[0] == pair[1]:
                 raise ConfigError(f"analysis.scaling.compare[{i}]: expected two different family names "
                                   f"[a, b], got {pair!r}")
-        if "arch" in self.reference and isinstance(self.reference["arch"], list):
-            raise ConfigError(f"analysis.scaling.reference.arch: one architecture, got {self.reference['arch']!r}")
+        if C.ARCH in self.reference and isinstance(self.reference[C.ARCH], list):
+            raise ConfigError(f"analysis.scaling.reference.arch: one architecture, got {self.reference[C.ARCH]!r}")
 
 
 @dataclass
@@ -134,7 +135,7 @@ class AnalysisConfig:
 
 
 def _describe(selector: dict[str, Any]) -> str:
-    return ", ".join(str(v) if k == "arch" else f"{k}={v}" for k, v in selector.items())
+    return ", ".join(str(v) if k == C.ARCH else f"{k}={v}" for k, v in selector.items())
 
 
 def analysis_config(section: dict[str, Any] | None) -> AnalysisConfig:

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .collect import PARAMS_COLUMN, SweepResults
+from harness import runs_columns as C
+
+from .collect import SweepResults
 from .columns import context_columns, family_columns, show, size_columns
 from .fits.reference import Reference, reference_rows
 
@@ -64,9 +66,9 @@ def oracle_gap_share(rows: pd.DataFrame, ref_rows: pd.DataFrame, auc_col: str, o
     seed pairs or when the reference is not below the oracle."""
     if oracle_col not in rows.columns or auc_col not in ref_rows.columns:
         return float("nan")
-    paired = pd.concat({"auc": rows.groupby("seed")[auc_col].mean(),
-                        "oracle": rows.groupby("seed")[oracle_col].mean(),
-                        "ref": ref_rows.groupby("seed")[auc_col].mean()}, axis=1, join="inner").dropna()
+    paired = pd.concat({"auc": rows.groupby(C.SEED)[auc_col].mean(),
+                        "oracle": rows.groupby(C.SEED)[oracle_col].mean(),
+                        "ref": ref_rows.groupby(C.SEED)[auc_col].mean()}, axis=1, join="inner").dropna()
     gap = float((paired["oracle"] - paired["ref"]).mean()) if len(paired) else float("nan")
     if not gap > 0:
         return float("nan")
@@ -79,7 +81,7 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
     sizes = size_columns(runs, cols, results.config.scaling.size_by)
     fam_cols = family_columns(runs, cols, sizes)
     # label: varying non-size settings, then the size (its attributes, e.g. a head width, are implied)
-    shown = [c for c in [*fam_cols, *sizes] if c != "arch" and runs[c].astype(str).nunique() > 1]
+    shown = [c for c in [*fam_cols, *sizes] if c != C.ARCH and runs[c].astype(str).nunique() > 1]
     has_oracle = oracle_col in runs.columns and bool(runs[oracle_col].notna().any())
     notes = []
     usable_ref = reference is not None and reference.fixed
@@ -92,7 +94,7 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
     for key, rows in runs.groupby(cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         setting = {c: (v.item() if isinstance(v, np.generic) else v) for c, v in zip(cols, key)}
-        label = setting["arch"] + "".join(f", {c.removeprefix('model.')}={show(setting[c])}" for c in shown
+        label = setting[C.ARCH] + "".join(f", {c.removeprefix(C.MODEL_PREFIX)}={show(setting[c])}" for c in shown
                                           if _present(setting[c]))
         oracle, share = _column_mean(rows, oracle_col), float("nan")
         # one fixed model only
@@ -100,10 +102,10 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         if has_oracle and usable_ref and reference is not None:
             ref, _ = reference_rows(runs, reference, rows, context)
             share = oracle_gap_share(rows, ref, auc_col, oracle_col)
-        out.append(HeadlineRow(label, setting, int(rows["seed"].nunique()), _mean_sd(rows[auc_col]),
+        out.append(HeadlineRow(label, setting, int(rows[C.SEED].nunique()), _mean_sd(rows[auc_col]),
                                _mean_sd(rows[ll_col]) if ll_col in rows.columns else (float("nan"),) * 2,
-                               _column_mean(rows, "flops_per_target"), _column_mean(rows, PARAMS_COLUMN),
+                               _column_mean(rows, C.FLOPS_PER_TARGET), _column_mean(rows, C.PARAMS_NON_EMBEDDING),
                                oracle, share, is_ref))
-    out.sort(key=lambda r: (r.setting["arch"], np.nan_to_num(r.flops_per_target, nan=np.inf), r.label))
+    out.sort(key=lambda r: (r.setting[C.ARCH], np.nan_to_num(r.flops_per_target, nan=np.inf), r.label))
     desc = reference.description if usable_ref and reference is not None else ""
-    return Headline(out, desc, notes, PARAMS_COLUMN in runs.columns, has_oracle)
+    return Headline(out, desc, notes, C.PARAMS_NON_EMBEDDING in runs.columns, has_oracle)

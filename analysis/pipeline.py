@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from core import results_layout as layout
+from harness import runs_columns as C
 
 from .collect import load_results, run_folders_absent, unreadable_runs
 from .columns import family_columns, labelled_columns, size_columns
@@ -62,13 +63,13 @@ def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
     sizes = size_columns(runs, results.config_columns, results.config.scaling.size_by)
     family_cols = family_columns(runs, results.config_columns, sizes)
     labelled = labelled_columns(runs, family_cols)
-    label = runs["arch"].astype(str)
+    label = runs[C.ARCH].astype(str)
     for c in labelled:
         label = label + f", {c}=" + runs[c].astype(str)
-    if "flops_per_target" not in runs.columns or runs["flops_per_target"].isna().all():
+    if C.FLOPS_PER_TARGET not in runs.columns or runs[C.FLOPS_PER_TARGET].isna().all():
         return runs, label
-    top = runs.groupby(family_cols, dropna=False)["flops_per_target"].transform("max")
-    keep = np.isclose(runs["flops_per_target"].to_numpy(dtype=float), top.to_numpy(dtype=float))
+    top = runs.groupby(family_cols, dropna=False)[C.FLOPS_PER_TARGET].transform("max")
+    keep = np.isclose(runs[C.FLOPS_PER_TARGET].to_numpy(dtype=float), top.to_numpy(dtype=float))
     return runs[keep], label
 
 

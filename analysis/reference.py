@@ -23,6 +23,7 @@ import pandas as pd
 
 from core.errors import RecscaleError
 from core.results_layout import DATASETS_FILE, TUNING_FILE
+from harness import runs_columns as C
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
@@ -145,13 +146,13 @@ def _read_runs(folder: Path) -> pd.DataFrame:
     arch/seed named), with the trial id and the compared metrics checked too, indexed by trial id."""
     path = folder / RUNS_FILE
     table = read_runs(path)
-    missing = [c for c in ("trial_id", *REPRODUCED_COLUMNS) if c not in table.columns]
+    missing = [c for c in (C.TRIAL_ID, *REPRODUCED_COLUMNS) if c not in table.columns]
     if missing:
         raise RecscaleError(f"{path}: column {missing[0]!r} missing")
-    if table["trial_id"].duplicated().any():
-        raise RecscaleError(f"{path}: trial_id {table['trial_id'][table['trial_id'].duplicated()].iloc[0]!r} "
+    if table[C.TRIAL_ID].duplicated().any():
+        raise RecscaleError(f"{path}: trial_id {table[C.TRIAL_ID][table[C.TRIAL_ID].duplicated()].iloc[0]!r} "
                             "appears twice")
-    return table.set_index("trial_id")
+    return table.set_index(C.TRIAL_ID)
 
 
 def seed_noise_tolerance(reference: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series, float]:

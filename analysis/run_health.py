@@ -18,6 +18,7 @@ import pandas as pd
 
 from core.results_layout import RUNS_FILE
 from harness import run_health as H
+from harness import runs_columns as C
 from harness.curves import read_curves
 from harness.run_health import Trend, trend_of
 
@@ -93,7 +94,7 @@ def _str(v: Any) -> str:
 
 def curve_trend(row: Mapping[str, Any], run_path: Callable[[str], Path] | None) -> Trend | str:
     """The still-falling trend of one runs.parquet row from its run folder's curves, or why there is none."""
-    run_dir = row.get("run_dir")
+    run_dir = row.get(C.RUN_DIR)
     if run_path is None or not isinstance(run_dir, str) or not run_path(run_dir).is_dir():
         return "no curve (no run folder)"
     return trend_of(read_curves(run_path(run_dir)), total_steps=_int(row.get("train_steps")),
@@ -182,7 +183,7 @@ def assess(runs: pd.DataFrame, cols: list[str], run_path: Callable[[str], Path] 
     used = usable | ~setting_usable
     for i, (idx, row) in enumerate(runs.iterrows()):
         if status[idx] != H.OK:
-            excluded.append(Exclusion(str(row.get("trial_id", f"row {i}")), status[idx], reasons_of[idx],
+            excluded.append(Exclusion(str(row.get(C.TRIAL_ID, f"row {i}")), status[idx], reasons_of[idx],
                                       derived_of[idx], kept=bool(used[idx])))
     out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs),
                     falling_unchecked=why_not, falling_here=here)

@@ -60,7 +60,7 @@ RETRY_HISTORY = "retry_history"
 DATA_FINGERPRINT = "data_fingerprint"
 FLOPS_PER_TARGET = "flops_per_target"
 PARAMS_NON_EMBEDDING = "params_non_embedding"
-
+TRAIN_TARGETS = "train_targets"  # training targets seen
 
 
 def protocol_parameter_columns() -> tuple[str, ...]:
@@ -84,6 +84,10 @@ DATA_PREFIX, MODEL_PREFIX, TRAIN_PREFIX = "data.", "model.", "train."
 CONFIG_PREFIXES: tuple[str, ...] = (DATA_PREFIX, MODEL_PREFIX, TRAIN_PREFIX)
 #: The name of the data bundle a trial used (a sweep whose `data` axis names its values).
 DATA_NAME = f"{DATA_PREFIX}name"
+#: The training-set size a sweep varies for the data-scaling fit (analysis/fits/data_scaling.py).
+N_TRAIN = f"{DATA_PREFIX}n_train"
+#: A named model size (`model.size: s`), a size column although not numeric (analysis/columns.py).
+MODEL_SIZE = f"{MODEL_PREFIX}size"
 #: Prefix of the machine facts a run records (harness.fingerprint.machine_fingerprint), one column each.
 ENV_PREFIX = "env_"
 

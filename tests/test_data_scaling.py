@@ -17,13 +17,13 @@ from scipy import optimize
 
 from analysis.fits.data_scaling import (
     FLOPS_PER_PARAM_TARGET,
-    N_TRAIN_COLUMN,
     Surface,
     data_scaling_analysis,
     fit_surface,
     surface_points,
 )
 from analysis.pipeline import analyze
+from harness import runs_columns as C
 
 TRUE = Surface(E=0.40, A=3.0, B=8.0, alpha=0.35, beta=0.28)
 N_SIZES = np.array([4.4e3, 1.05e4, 3.06e4, 1.03e5])
@@ -84,7 +84,7 @@ def _runs(pts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "trial_id": [f"whale-seed{r.seed}-n{int(r.n)}-d{int(r.d)}" for r in pts.itertuples()],
         "arch": "whale", "seed": pts["seed"], "protocol": "exposure", "delay_s": 60.0, "history_len": 32,
-        "task": "long_view", "dataset_id": [f"d-{int(d)}" for d in pts["d"]], N_TRAIN_COLUMN: pts["d"].astype(int),
+        "task": "long_view", "dataset_id": [f"d-{int(d)}" for d in pts["d"]], C.N_TRAIN: pts["d"].astype(int),
         "model.dim": pts["n"].rank(method="dense").astype(int) * 4, "params_non_embedding": pts["n"].astype(int),
         "train_targets": pts["d"].astype(int), "flops_per_target": 20.0 * pts["n"],
         "valid_logloss": pts["loss"], "test_logloss": pts["loss"] + 0.01, "test_auc": 0.7 - 0.1 * pts["loss"],
@@ -127,7 +127,7 @@ def test_pipeline_writes_the_section_intervals_and_figures_only_when_n_train_var
     assert len([h for h in ds["held_out"] if h["left_out"] == "largest D"]) == len(N_SIZES)
     # the same runs at one training-set size: no section, no key, no figures
     one = _runs(_draw(np.random.default_rng(3)))
-    one = one[one[N_TRAIN_COLUMN] == 100000]
+    one = one[one[C.N_TRAIN] == 100000]
     root2 = _folder(tmp_path / "one", one)
     analyze(root2, progress=False)
     summary2 = json.loads((root2 / "analysis.json").read_text())
@@ -139,7 +139,7 @@ def test_analysis_returns_none_without_an_n_train_column():
     from analysis.collect import SweepResults
     from analysis.config import analysis_config
 
-    runs = _runs(_draw(np.random.default_rng(1))).drop(columns=[N_TRAIN_COLUMN])
+    runs = _runs(_draw(np.random.default_rng(1))).drop(columns=[C.N_TRAIN])
     res = SweepResults(root=None, name="x", runs=runs, config=analysis_config(None), config_columns=[],
                        baseline="whale")
     assert data_scaling_analysis(res) is None

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from core.results_layout import RUNS_FILE, predictions_file
 from harness import metric_registry
+from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
 from ..collect import SweepResults
@@ -74,10 +75,10 @@ class _PredictionCache:
     def get(self, row: int) -> pd.DataFrame | None:
         if row not in self.frames:
             runs = self.results.runs
-            run_dir = runs.at[row, "run_dir"] if "run_dir" in runs.columns else None
+            run_dir = runs.at[row, C.RUN_DIR] if C.RUN_DIR in runs.columns else None
             frame = None if run_dir is None or pd.isna(run_dir) else self.results.predictions(run_dir)
-            if frame is None and "trial_id" in runs.columns:
-                frame = self.ranks.predictions(str(runs.at[row, "trial_id"]))
+            if frame is None and C.TRIAL_ID in runs.columns:
+                frame = self.ranks.predictions(str(runs.at[row, C.TRIAL_ID]))
             self.frames[row] = frame
         return self.frames[row]
 
@@ -92,7 +93,7 @@ def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, 
     mismatch = joined["label_a"].to_numpy() != joined["label_b"].to_numpy()
     if mismatch.any():
         i = int(np.flatnonzero(mismatch)[0])
-        run_dir = results.runs.at[row_b, "run_dir"]
+        run_dir = results.runs.at[row_b, C.RUN_DIR]
         raise DataValidationError(str(results.run_path(run_dir) / predictions_file(results.config.split)),
                                   "label", "label differs from the paired run's for the same event",
                                   value=int(joined["event_id"].iloc[i]))
@@ -114,7 +115,7 @@ def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> s
     rows = sorted({int(r) for a in ablations for r in (*a.paired.rows_a, *a.paired.rows_b)})
     paths = {r: results.predictions_path(r) for r in rows}
     ranks = ScoreRanks(results)
-    ranked = {r for r in rows if "trial_id" in results.runs.columns and ranks.has(str(results.runs.at[r, "trial_id"]))}
+    ranked = {r for r in rows if C.TRIAL_ID in results.runs.columns and ranks.has(str(results.runs.at[r, C.TRIAL_ID]))}
     missing = [r for r in rows if ((p := paths[r]) is None or not p.exists()) and r not in ranked]
     if not missing:
         return None

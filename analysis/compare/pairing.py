@@ -20,6 +20,7 @@ import pandas as pd
 
 from core.results_layout import RUNS_FILE
 from core.typed_config import ConfigError
+from harness import runs_columns as C
 
 from ..collect import SweepResults
 from ..columns import DATASET_IDENTITY, show, varies_data
@@ -74,8 +75,8 @@ def select(runs: pd.DataFrame, selector: dict[str, Any]) -> np.ndarray:
 
 def default_comparisons(results: SweepResults) -> list[ComparisonConfig]:
     """Every architecture against the baseline."""
-    others = [a for a in sorted(results.runs["arch"].unique()) if a != results.baseline]
-    return [ComparisonConfig(name=f"{a} vs {results.baseline}", a={"arch": a}, b={"arch": results.baseline})
+    others = [a for a in sorted(results.runs[C.ARCH].unique()) if a != results.baseline]
+    return [ComparisonConfig(name=f"{a} vs {results.baseline}", a={C.ARCH: a}, b={C.ARCH: results.baseline})
             for a in others]
 
 
@@ -99,12 +100,12 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
     shared = [c for c in keys if _filled(side_a, c) and _filled(side_b, c)]
     only_a = [c for c in keys if c not in shared and _filled(side_a, c)]
     only_b = [c for c in keys if c not in shared and _filled(side_b, c)]
-    left = side_a[["seed", *shared, *only_a]].assign(_row_a=side_a.index.to_numpy())
-    right = side_b[["seed", *shared, *only_b]].assign(_row_b=side_b.index.to_numpy())
-    merged = left.merge(right, on=["seed", *shared], how="inner")
+    left = side_a[[C.SEED, *shared, *only_a]].assign(_row_a=side_a.index.to_numpy())
+    right = side_b[[C.SEED, *shared, *only_b]].assign(_row_b=side_b.index.to_numpy())
+    merged = left.merge(right, on=[C.SEED, *shared], how="inner")
     if merged.empty:
         return [PairedRuns(comparison.name, {}, empty, empty, empty,
-                           ["A and B share no seed with the same settings (" + ", ".join(["seed", *shared]) + ")"],
+                           ["A and B share no seed with the same settings (" + ", ".join([C.SEED, *shared]) + ")"],
                            data)]
     strata_cols = [*shared, *only_a, *only_b]
     varying = [c for c in strata_cols if merged[c].nunique(dropna=False) > 1]
@@ -116,13 +117,13 @@ def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[Paire
     groups = merged.groupby(varying, dropna=False, sort=True) if varying else [((), merged)]
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
-        if group["seed"].duplicated().any():
-            seed = group.loc[group["seed"].duplicated(), "seed"].iloc[0]
+        if group[C.SEED].duplicated().any():
+            seed = group.loc[group[C.SEED].duplicated(), C.SEED].iloc[0]
             raise ConfigError(f"comparison {comparison.name!r}: seed {seed} pairs with several runs; "
                               "add a selector or `where` that makes the pairing unique")
-        group = group.sort_values("seed")
+        group = group.sort_values(C.SEED)
         stratum = {c: _plain(group[c].iloc[0]) for c in shown}
-        out.append(PairedRuns(comparison.name, stratum, group["seed"].to_numpy(),
+        out.append(PairedRuns(comparison.name, stratum, group[C.SEED].to_numpy(),
                               group["_row_a"].to_numpy(), group["_row_b"].to_numpy(), varies_data=data))
     return out
 

@@ -260,23 +260,23 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
     if not arm_cols or col not in runs.columns:
         return None
     model_cols = [c for c in results.config_columns if c not in arm_cols and c != C.DATASET_ID
-                  and not c.startswith("data.") and c not in (C.PROTOCOL, *C.protocol_parameter_columns())]
+                  and not c.startswith(C.DATA_PREFIX) and c not in (C.PROTOCOL, *C.protocol_parameter_columns())]
     varying = labelled_columns(runs, model_cols)  # settings that vary within an architecture label a model
     frame = pd.DataFrame({
         "arm": runs.apply(lambda r: arm_label(r, arm_cols), axis=1),
-        "model": runs["arch"].astype(str) + runs[varying].apply(
+        "model": runs[C.ARCH].astype(str) + runs[varying].apply(
             lambda r: "".join(f", {c}={show(v)}" for c,
-                              v in r.items()), axis=1) if varying else runs["arch"].astype(str),
-        "seed": runs["seed"].astype(int), "value": runs[col].astype(float)})
+                              v in r.items()), axis=1) if varying else runs[C.ARCH].astype(str),
+        C.SEED: runs[C.SEED].astype(int), "value": runs[col].astype(float)})
     frame = frame[np.isfinite(frame["value"])]
     arms = _arm_order(results, sorted(frame["arm"].unique()))
     if len(arms) < 2 or frame["model"].nunique() < 2:
         return None
     notes = []
-    dup = frame.duplicated(["arm", "model", "seed"], keep=False)
+    dup = frame.duplicated(["arm", "model", C.SEED], keep=False)
     if dup.any():
         notes.append(f"{int(dup.sum())} runs share arm, model and seed (another setting varies): their mean is used")
-    cell = frame.groupby(["model", "arm", "seed"])["value"].mean()  # [model, arm, seed]
+    cell = frame.groupby(["model", "arm", C.SEED])["value"].mean()  # [model, arm, seed]
     means = cell.groupby(["model", "arm"]).mean().unstack("arm")[arms]
     means = means[means.notna().sum(axis=1) >= 2]  # a model measured under one arm only has no between-arm gap
     arms = [a for a in arms if means[a].notna().sum() >= 2]

@@ -21,6 +21,7 @@ from scipy import stats
 
 from core.atomic_write import write_parquet
 from core.results_layout import score_ranks_file
+from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
 from ..collect import SweepResults
@@ -34,12 +35,12 @@ def write_score_ranks(results: SweepResults, rows: list[int], out: Path) -> Path
     frames: list[pd.DataFrame] = []
     names: list[str] = []
     for row in sorted(set(rows)):
-        run_dir = results.runs.at[row, "run_dir"] if "run_dir" in results.runs.columns else None
+        run_dir = results.runs.at[row, C.RUN_DIR] if C.RUN_DIR in results.runs.columns else None
         pred = None if run_dir is None or pd.isna(run_dir) else results.predictions(run_dir)
         if pred is None:
             continue
         rank = stats.rankdata(pred["score"].to_numpy(dtype=np.float64), method="dense").astype(np.uint32)
-        name = str(results.runs.at[row, "trial_id"])
+        name = str(results.runs.at[row, C.TRIAL_ID])
         frames.append(pd.DataFrame({"event_id": pred["event_id"].to_numpy(np.int64),
                                     "label": pred["label"].to_numpy(np.float32), name: rank}))
         names.append(name)

@@ -29,7 +29,7 @@ from scipy.special import logsumexp
 
 from harness import runs_columns as C
 
-from ..collect import PARAMS_COLUMN, SweepResults
+from ..collect import SweepResults
 from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
 from ..stats.paired import minimum_detectable_effect
 
@@ -141,9 +141,6 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
                    alpha=alpha, beta=beta, identified=inside, objective=float(best.fun))
 
 
-N_TRAIN_COLUMN = "data.n_train"
-TARGETS_COLUMN = "train_targets"
-FORWARD_FLOPS_COLUMN = C.FLOPS_PER_TARGET
 PARAMS = ("E", "A", "B", "alpha", "beta")
 #: The frontier is drawn from FRONTIER_REACH times below the smallest to FRONTIER_REACH times above the
 #: largest measured compute 6 N D; beyond the measured range it is an extrapolation (the report says so).
@@ -193,18 +190,18 @@ class DataScaling:
 
 
 def varies_n_train(runs: pd.DataFrame) -> bool:
-    return N_TRAIN_COLUMN in runs.columns and runs[N_TRAIN_COLUMN].nunique(dropna=True) > 1
+    return C.N_TRAIN in runs.columns and runs[C.N_TRAIN].nunique(dropna=True) > 1
 
 
 def surface_points(runs: pd.DataFrame, loss_column: str) -> tuple[pd.DataFrame, list[str]]:
     """(one row per usable run: n, d, loss, seed, run; and a reason for each run left out)."""
-    d_col = TARGETS_COLUMN if TARGETS_COLUMN in runs.columns else N_TRAIN_COLUMN
+    d_col = C.TRAIN_TARGETS if C.TRAIN_TARGETS in runs.columns else C.N_TRAIN
     frame = pd.DataFrame({
-        "n": pd.to_numeric(runs.get(PARAMS_COLUMN), errors="coerce"),
+        "n": pd.to_numeric(runs.get(C.PARAMS_NON_EMBEDDING), errors="coerce"),
         "d": pd.to_numeric(runs[d_col], errors="coerce"),
         "loss": pd.to_numeric(runs.get(loss_column), errors="coerce"),
-        "seed": runs["seed"],
-        "run": runs["trial_id"] if "trial_id" in runs.columns else runs.index.astype(str),
+        C.SEED: runs[C.SEED],
+        "run": runs[C.TRIAL_ID] if C.TRIAL_ID in runs.columns else runs.index.astype(str),
     })
     dropped = []
     for _, row in frame.iterrows():
@@ -220,13 +217,13 @@ class _SeedFits:
 
     def __init__(self, points: pd.DataFrame):
         self.points = points
-        self.seeds = np.array(sorted(points["seed"].unique()))
+        self.seeds = np.array(sorted(points[C.SEED].unique()))
         self._cache: dict[tuple[int, ...], Surface | None] = {}
 
     def __call__(self, idx: np.ndarray) -> Surface | None:
         key = tuple(int(i) for i in np.sort(idx))
         if key not in self._cache:
-            parts = [self.points[self.points["seed"] == self.seeds[i]] for i in key]
+            parts = [self.points[self.points[C.SEED] == self.seeds[i]] for i in key]
             p = pd.concat(parts)
             self._cache[key] = fit_surface(p["n"].to_numpy(), p["d"].to_numpy(), p["loss"].to_numpy())
         return self._cache[key]
@@ -260,8 +257,8 @@ def _held_out(points: pd.DataFrame) -> list[HeldOut]:
 def _detectable(points: pd.DataFrame, alpha: float, power: float) -> tuple[float, float]:
     """(median seed SD of the paired loss differences between neighbouring D at the same N, the smallest such
     difference a paired t-test over the seeds detects)."""
-    wide = points.pivot_table(index=["n", "seed"], columns="d", values="loss")
-    sds, n_seeds = [], points["seed"].nunique()
+    wide = points.pivot_table(index=["n", C.SEED], columns="d", values="loss")
+    sds, n_seeds = [], points[C.SEED].nunique()
     for _, block in wide.groupby(level="n"):
         ds = sorted(block.columns)
         for lo, hi in zip(ds, ds[1:]):
@@ -276,13 +273,13 @@ def _detectable(points: pd.DataFrame, alpha: float, power: float) -> tuple[float
 
 def _counted_ratio(runs: pd.DataFrame) -> dict[float, float]:
     """Per N: the project's counted training FLOPs per target (3 x forward, analysis/fits/axes.py) over 6 N."""
-    if FORWARD_FLOPS_COLUMN not in runs.columns or PARAMS_COLUMN not in runs.columns:
+    if C.FLOPS_PER_TARGET not in runs.columns or C.PARAMS_NON_EMBEDDING not in runs.columns:
         return {}
     from .axes import TRAINING_MULTIPLIER
 
-    frame = runs[[PARAMS_COLUMN, FORWARD_FLOPS_COLUMN]].dropna()
-    ratio = TRAINING_MULTIPLIER * frame[FORWARD_FLOPS_COLUMN] / (FLOPS_PER_PARAM_TARGET * frame[PARAMS_COLUMN])
-    return {float(n): float(r) for n, r in ratio.groupby(frame[PARAMS_COLUMN]).median().items()}
+    frame = runs[[C.PARAMS_NON_EMBEDDING, C.FLOPS_PER_TARGET]].dropna()
+    ratio = TRAINING_MULTIPLIER * frame[C.FLOPS_PER_TARGET] / (FLOPS_PER_PARAM_TARGET * frame[C.PARAMS_NON_EMBEDDING])
+    return {float(n): float(r) for n, r in ratio.groupby(frame[C.PARAMS_NON_EMBEDDING]).median().items()}
 
 
 def _frontier(fits: _SeedFits, surface: Surface, points: pd.DataFrame, c_lo: float, c_hi: float) -> pd.DataFrame:
@@ -307,7 +304,7 @@ def data_scaling_analysis(results: SweepResults) -> DataScaling | None:
     cfg = results.config.data_scaling
     loss_column = f"{cfg.split}_{cfg.metric}"
     points, dropped = surface_points(runs, loss_column)
-    out = DataScaling(cfg.metric, cfg.split, points, dropped, None, n_seeds=int(points["seed"].nunique()),
+    out = DataScaling(cfg.metric, cfg.split, points, dropped, None, n_seeds=int(points[C.SEED].nunique()),
                       level=results.config.alpha, power=results.config.power)
     out.counted_ratio = _counted_ratio(runs)
     out.surface = fit_surface(points["n"].to_numpy(), points["d"].to_numpy(), points["loss"].to_numpy())

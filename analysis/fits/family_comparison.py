@@ -11,6 +11,8 @@ from typing import cast
 import numpy as np
 from scipy import stats
 
+from harness import runs_columns as C
+
 from ..config import ScalingConfig
 from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
 from ..stats.paired import holm, seeds_for_power
@@ -77,7 +79,7 @@ class FamilyComparison:
 
 
 def _context_key(f: FamilyScaling) -> tuple:
-    shared = sorted((k, str(v)) for k, v in f.context.items() if k != "arch" and not k.startswith("model."))
+    shared = sorted((k, str(v)) for k, v in f.context.items() if k != C.ARCH and not k.startswith(C.MODEL_PREFIX))
     return f.metric, f.reference, f.convention, tuple(shared)
 
 

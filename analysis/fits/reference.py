@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import RecscaleError
+from harness import runs_columns as C
 
 from ..collect import config_columns, default_baseline, hashable_lists
 from ..columns import is_data_column, show, size_columns
@@ -41,9 +42,9 @@ class Reference:
     @property
     def description(self) -> str:
         """E.g. `wukong (dim=64, num_layers=2)`: the architecture, its size and any other selector key."""
-        shown = {k: v for k, v in self.selector.items() if k != "arch"}
+        shown = {k: v for k, v in self.selector.items() if k != C.ARCH}
         shown.update({k: self.setting[k] for k in self.size_keys if k in self.setting and k not in shown})
-        size = ", ".join(f"{k.removeprefix('model.')}={show(v)}" for k, v in shown.items())
+        size = ", ".join(f"{k.removeprefix(C.MODEL_PREFIX)}={show(v)}" for k, v in shown.items())
         return f"{self.arch} ({size})" if size else self.arch
 
 
@@ -67,16 +68,16 @@ def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
                       config_cols: list[str]) -> Reference:
     """Validate the reference against the runs; raises RecscaleError naming the reference and the problem."""
     scaling = cfg.scaling
-    selector = dict(scaling.reference) or {"arch": baseline}
+    selector = dict(scaling.reference) or {C.ARCH: baseline}
     try:
         mask = select(runs, selector)
     except RecscaleError as e:
         raise RecscaleError(f"{KEY} {describe(selector)}: {e}") from None
-    archs = sorted(runs["arch"].unique())
+    archs = sorted(runs[C.ARCH].unique())
     matched = runs[mask]
     if matched.empty:
         raise RecscaleError(f"{KEY} {describe(selector)} matches no run; architectures: {', '.join(archs)}")
-    ref_archs = sorted(matched["arch"].unique())
+    ref_archs = sorted(matched[C.ARCH].unique())
     if len(ref_archs) > 1:
         raise RecscaleError(f"{KEY} {describe(selector)} matches runs of several architectures "
                             f"({', '.join(ref_archs)}); a reference is one architecture at one fixed size")
@@ -90,7 +91,7 @@ def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
             "a family's gain is measured against a fixed reference outside it (one member as the zero point "
             "is not a power law). Choose another architecture as the reference, or leave "
             f"{ref_arch!r} out of analysis.scaling.families.")
-    model_cols = [c for c in config_cols if c.startswith("model.") and matched[c].notna().any()]
+    model_cols = [c for c in config_cols if c.startswith(C.MODEL_PREFIX) and matched[c].notna().any()]
     settings = _settings(matched, model_cols)
     sizes = size_columns(runs, config_cols, scaling.size_by)
     if families and len(settings) > 1:
@@ -132,8 +133,8 @@ def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None)
     if not ref.families:
         return f"scaling reference {ref.description}: no other architecture to fit"
     sizes = size_columns(runs, cols, cfg.scaling.size_by)
-    fitted = runs[runs["arch"].isin(ref.families)]
-    n_sizes = {a: len(_settings(g, [c for c in sizes if g[c].notna().any()])) for a, g in fitted.groupby("arch")}
+    fitted = runs[runs[C.ARCH].isin(ref.families)]
+    n_sizes = {a: len(_settings(g, [c for c in sizes if g[c].notna().any()])) for a, g in fitted.groupby(C.ARCH)}
     per = ", ".join(f"{a} ({n} size{'s' if n != 1 else ''})" for a, n in n_sizes.items())
     return f"scaling reference {ref.description}; fitted against it: {per}"
 
@@ -150,7 +151,7 @@ class ReferenceSlope:
 
 def _reference_settings(runs: pd.DataFrame, ref: Reference) -> list[dict]:
     keys = [k for k in ref.size_keys if k in runs.columns] or [c for c in ref.setting if c in runs.columns]
-    rows = runs[runs["arch"] == ref.arch]
+    rows = runs[runs[C.ARCH] == ref.arch]
     if not keys:
         return [{}]
     distinct = rows[keys].astype(object).drop_duplicates()
@@ -159,7 +160,7 @@ def _reference_settings(runs: pd.DataFrame, ref: Reference) -> list[dict]:
 
 
 def _matches(runs: pd.DataFrame, arch: str, setting: dict) -> np.ndarray:
-    mask = (runs["arch"] == arch).to_numpy().copy()
+    mask = (runs[C.ARCH] == arch).to_numpy().copy()
     for k, v in setting.items():
         mask &= runs[k].astype(str).to_numpy() == str(v)
     return mask
@@ -176,11 +177,11 @@ def slopes_by_reference(runs: pd.DataFrame, ref: Reference, family_rows: pd.Data
     for setting in sorted(_reference_settings(runs, ref), key=lambda s: [str(v) for v in s.values()]):
         alt = replace(ref, mask=_matches(runs, ref.arch, setting), setting=setting)
         rows, _ = reference_rows(runs, alt, family_rows, context)
-        by_seed = rows.groupby("seed")[column].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
+        by_seed = rows.groupby(C.SEED)[column].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
         if not np.isfinite(by_seed).any():
             continue
         fit, _, _ = fit_power_law(x, gain_of(values, by_seed[None, :]), labels=labels, seeds=seeds)
-        name = ref.arch + (" (" + ", ".join(f"{k.removeprefix('model.')}={show(v)}" for k, v in setting.items())
+        name = ref.arch + (" (" + ", ".join(f"{k.removeprefix(C.MODEL_PREFIX)}={show(v)}" for k, v in setting.items())
                            + ")" if setting else "")
         chosen = all(str(ref.setting.get(k)) == str(v) for k, v in setting.items())
         nan = float("nan")

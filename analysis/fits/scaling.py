@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from harness import metric_registry
+from harness import runs_columns as C
 
 from ..collect import SweepResults
 from ..columns import context_columns, family_columns, labelled_columns, show, size_columns
@@ -59,7 +60,7 @@ class ScalingPoint:
     @property
     def size_text(self) -> str:
         """The point's size settings, e.g. `retained_tokens=(8, 4)` ("" without size columns)."""
-        return ", ".join(f"{k.removeprefix('model.')}={show(v)}" for k, v in self.setting.items())
+        return ", ".join(f"{k.removeprefix(C.MODEL_PREFIX)}={show(v)}" for k, v in self.setting.items())
 
     @property
     def size_label(self) -> str:
@@ -94,7 +95,7 @@ class FamilyScaling:
 
     @property
     def arch(self) -> str:
-        return str(self.context.get("arch", self.family))
+        return str(self.context.get(C.ARCH, self.family))
 
     @property
     def gain_label(self) -> str:
@@ -114,7 +115,7 @@ def scaling_analysis(results: SweepResults, reference: Reference,
     if metrics is None:
         metrics = metric_registry.scaling_metrics()
     runs, cfg = results.runs, results.config
-    if not reference.families or "flops_per_target" not in runs.columns or runs["flops_per_target"].isna().all():
+    if not reference.families or C.FLOPS_PER_TARGET not in runs.columns or runs[C.FLOPS_PER_TARGET].isna().all():
         return []
     conv = Convention.from_config(cfg.scaling)
     sizes = size_columns(runs, results.config_columns, cfg.scaling.size_by)
@@ -124,15 +125,15 @@ def scaling_analysis(results: SweepResults, reference: Reference,
     for key, rows in runs.groupby(fam_cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         setting = {c: _py(v) for c, v in zip(fam_cols, key)}
-        if setting["arch"] not in reference.families:
+        if setting[C.ARCH] not in reference.families:
             continue
-        family = setting["arch"] + "".join(f", {c}={show(setting[c])}" for c in labelled)
+        family = setting[C.ARCH] + "".join(f", {c}={show(setting[c])}" for c in labelled)
         ref_rows, why = reference_rows(runs, reference, rows, context_columns(fam_cols))
         for metric in metrics:
             if not results.has_metric(metric):
                 continue
             fam = FamilyScaling(family, metric, reference.description, [], None, context=setting,
-                                convention=conv, n_seeds=int(rows["seed"].nunique()))
+                                convention=conv, n_seeds=int(rows[C.SEED].nunique()))
             if ref_rows.empty:
                 fam.notes.append(why or "no reference run in this family's setting")
             else:
@@ -147,8 +148,8 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
           sizes: list[str]) -> None:
     """Points (gains paired by seed with the reference) and the fit of one family and metric."""
     col = results.metric_column(fam.metric)
-    ref_by_seed = ref_rows.groupby("seed")[col].mean().dropna()
-    family_seeds = np.sort(rows["seed"].unique())
+    ref_by_seed = ref_rows.groupby(C.SEED)[col].mean().dropna()
+    family_seeds = np.sort(rows[C.SEED].unique())
     seeds = family_seeds[np.isin(family_seeds, ref_by_seed.index)]  # [S]
     unpaired = family_seeds[~np.isin(family_seeds, ref_by_seed.index)]
     if len(unpaired):
@@ -163,8 +164,8 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
     groups = rows.groupby(sizes, dropna=False, sort=True) if sizes else [((), rows)]
     for key, point_rows in groups:
         key = key if isinstance(key, tuple) and len(key) == len(sizes) else (key,)
-        values = point_rows.groupby("seed")[col].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
-        flops = float(point_rows["flops_per_target"].mean())
+        values = point_rows.groupby(C.SEED)[col].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
+        flops = float(point_rows[C.FLOPS_PER_TARGET].mean())
         share = oracle_gap_share(point_rows, ref_rows, results.metric_column("auc"), results.oracle_column)
         fam.points.append(ScalingPoint(fam.family, {c: _py(v) for c, v in zip(sizes, key)}, flops,
                                        float(fam.convention.x(flops)), seeds,
@@ -209,7 +210,7 @@ def _not_learned(results: SweepResults, rows: pd.DataFrame, sizes: list[str], fa
         mine = np.ones(len(rows), dtype=bool)
         for c, v in point.setting.items():
             mine &= (rows[c].astype(str) == str(v)).to_numpy()
-        auc = rows[mine].groupby("seed")[col].mean().reindex(seeds).to_numpy(dtype=np.float64)
+        auc = rows[mine].groupby(C.SEED)[col].mean().reindex(seeds).to_numpy(dtype=np.float64)
         for j, a in enumerate(auc):
             if np.isfinite(a) and a <= CHANCE["auc"]:
                 out[(p, j)] = f"did not learn (test AUC {a:.4f} <= chance {CHANCE['auc']:g}): not a data point"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from core import results_layout as layout
+from harness import runs_columns as C
 from harness.curves import read_curves
 
 from ..collect import SweepResults
@@ -29,9 +30,9 @@ def _name(key: tuple) -> str:
 def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.Series | None,
                          plots: Path) -> dict[str, Path]:
     """`{"curves_<family>": png}` for each family with event files; `runs` is every run (`status` per row)."""
-    if "run_dir" not in runs.columns:
+    if C.RUN_DIR not in runs.columns:
         return {}
-    curves = {i: read_curves(results.run_path(d)) for i, d in runs["run_dir"].items() if isinstance(d, str)}
+    curves = {i: read_curves(results.run_path(d)) for i, d in runs[C.RUN_DIR].items() if isinstance(d, str)}
     if not any(c.get(LOSS) for c in curves.values()):
         return {}
     import matplotlib
@@ -44,7 +45,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
     fams = family_columns(runs, cols, sizes)
     # a family is named by the columns that tell families apart (arch and any varying setting), not by the
     # settings every run shares
-    named = [i for i, c in enumerate(fams) if c == "arch" or runs[c].nunique(dropna=False) > 1]
+    named = [i for i, c in enumerate(fams) if c == C.ARCH or runs[c].nunique(dropna=False) > 1]
     out = {}
     for key, fam in runs.groupby(fams, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -64,7 +65,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
             c = curves.get(i, {})
             size = tuple(str(show(r[s])) for s in sizes)
             bad = status is not None and status.get(i, "ok") != "ok"
-            name = ", ".join(f"{s.removeprefix('model.')}={show(r[s])}" for s in label_cols) or str(r["arch"])
+            name = ", ".join(f"{s.removeprefix(C.MODEL_PREFIX)}={show(r[s])}" for s in label_cols) or str(r[C.ARCH])
             label = name if size not in labelled else None
             labelled.add(size)
             style = dict(color=colour[size], linewidth=0.9, alpha=0.85, linestyle="--" if bad else "-")
@@ -72,7 +73,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
                 steps, values = zip(*c[LOSS])
                 axes[0, 0].plot(steps, values, label=label, **style)
                 if bad and status is not None:
-                    axes[0, 0].annotate(f"seed {r['seed']}: {status[i]}", (steps[-1], values[-1]), fontsize=7,
+                    axes[0, 0].annotate(f"seed {r[C.SEED]}: {status[i]}", (steps[-1], values[-1]), fontsize=7,
                                         color=colour[size])
             if has_valid and c.get(VALID):
                 steps, values = zip(*c[VALID])
@@ -83,7 +84,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
         if has_valid:
             axes[0, 1].axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
             axes[0, 1].set(xlabel="optimiser step", ylabel="validation NE", title="validation NE (1 = base rate)")
-        fig.suptitle(", ".join(f"{fams[j].removeprefix('model.')}={show(v)}" for j, v in zip(named, key)),
+        fig.suptitle(", ".join(f"{fams[j].removeprefix(C.MODEL_PREFIX)}={show(v)}" for j, v in zip(named, key)),
                      fontsize=10)
         fig.tight_layout()
         path = plots / layout.plot_file(f"curves_{_name(key)}")

@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors
 
+from harness import runs_columns as C
+
 from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
 from ..fits.form_check import FormCheck
 from ..fits.forms import FORMS, Ladder
@@ -25,7 +27,6 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from harness import metric_registry  # noqa: E402
-from harness.runs_columns import protocol_parameter_columns  # noqa: E402
 
 from ..collect import SweepResults  # noqa: E402
 from ..compare.ablations import AblationResult  # noqa: E402
@@ -127,7 +128,7 @@ def _delta_frame(ablations: list[AblationResult], metrics: list[str]) -> pd.Data
             if mc is None or mc.stats.n == 0:
                 continue
             for seed, d in zip(r.paired.seeds, mc.stats.deltas):
-                rows.append({"comparison": r.label, "metric": m, "seed": int(seed), "delta": d * DELTA_SCALE,
+                rows.append({"comparison": r.label, "metric": m, C.SEED: int(seed), "delta": d * DELTA_SCALE,
                              "mean": mc.stats.mean * DELTA_SCALE, "lo": mc.stats.ci_low * DELTA_SCALE,
                              "hi": mc.stats.ci_high * DELTA_SCALE, "significant": mc.verdict == SIGNIFICANT})
     return pd.DataFrame(rows)
@@ -199,7 +200,7 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
     for ax, m in zip(axes, metrics):
         sub = frame[frame["metric"] == m]
         with _fixed_jitter():
-            sns.stripplot(data=sub, x="delta", y="comparison", order=labels, hue="seed", palette="viridis",
+            sns.stripplot(data=sub, x="delta", y="comparison", order=labels, hue=C.SEED, palette="viridis",
                           size=7, jitter=0.12, ax=ax, legend=ax is axes[0])
         means = sub.drop_duplicates("comparison").set_index("comparison").reindex(labels)["mean"]
         ax.scatter(means, np.arange(len(labels)), marker="|", s=400, color="black", zorder=3)
@@ -217,14 +218,14 @@ def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> 
     """Long table (label, seed, group, <headline metrics: auc, logloss>, n) from the runs' metrics.json `groups`."""
     rows = []
     headline = [m.name for m in metric_registry.headline_metrics()]
-    if "run_dir" not in runs.columns:
+    if C.RUN_DIR not in runs.columns:
         return pd.DataFrame()
     for idx, run in runs.iterrows():  # one small JSON per run, not per event
-        metrics = results.metrics_json(run["run_dir"]) if pd.notna(run["run_dir"]) else None
+        metrics = results.metrics_json(run[C.RUN_DIR]) if pd.notna(run[C.RUN_DIR]) else None
         groups = (metrics or {}).get("groups", {}).get(results.config.split, {})
         for name, values in groups.items():
             if isinstance(values, dict):
-                rows.append({"run": label[idx], "seed": run["seed"], "group": name,
+                rows.append({"run": label[idx], C.SEED: run[C.SEED], "group": name,
                              **{m: values.get(m) for m in headline}, "n": values.get("n")})
     return pd.DataFrame(rows)
 
@@ -290,7 +291,7 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
     """Test AUC against each data setting the sweep varies (the protocol and its parameters: delay,
     history length, ...), per arch."""
     if axes_cols is None:
-        axes_cols = ("protocol", *protocol_parameter_columns())
+        axes_cols = (C.PROTOCOL, *C.protocol_parameter_columns())
     runs, col = results.runs, results.metric_column("auc")
     varied = [c for c in axes_cols if c in runs.columns and runs[c].nunique() > 1]
     if not varied:
@@ -301,15 +302,15 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
         data = _runs_varying_only(results, c)
         data = data.assign(**{c: data[c].astype(str)})
         order = [str(v) for v in sorted(runs[c].dropna().unique())]
-        several = data["arch"].nunique() > 1  # seaborn cannot dodge a single hue level
+        several = data[C.ARCH].nunique() > 1  # seaborn cannot dodge a single hue level
         with _fixed_jitter():
-            sns.stripplot(data=data, x=c, y=col, hue="arch", order=order, dodge=several, alpha=0.5, size=5,
+            sns.stripplot(data=data, x=c, y=col, hue=C.ARCH, order=order, dodge=several, alpha=0.5, size=5,
                           ax=ax, legend=False, palette="colorblind")
-        sns.pointplot(data=data, x=c, y=col, hue="arch", order=order, dodge=0.4 if several else False,
+        sns.pointplot(data=data, x=c, y=col, hue=C.ARCH, order=order, dodge=0.4 if several else False,
                       errorbar=None, ax=ax,
                       palette="colorblind", markers="D", linestyles="-")
         # a parameter named *_s is in seconds (delay_s, window_s)
-        unit = " (s)" if c.endswith("_s") else " (events)" if c == "history_len" else ""
+        unit = " (s)" if c.endswith("_s") else " (events)" if c == C.HISTORY_LEN else ""
         ax.set_xlabel(c.removesuffix("_s") + unit)
         ax.set_ylabel(f"{results.config.split} AUC")
         ax.set_title(f"{results.config.split} AUC by {c} (dots: seeds, diamonds: mean)")

@@ -8,6 +8,7 @@ import numpy as np
 
 from core.results_layout import DATASETS_FILE, RUNS_FILE
 from harness import metric_registry
+from harness import runs_columns as C
 
 from ..columns import show
 from ..compare.ablations import AblationResult
@@ -23,7 +24,7 @@ def _d(x: float, fmt: str = "+.4f") -> str:
 
 
 def _stratum(r: AblationResult) -> str:
-    return ", ".join(show(v) if k == "arch" else f"{k}={show(v)}" for k, v in r.paired.stratum.items()) or "all"
+    return ", ".join(show(v) if k == C.ARCH else f"{k}={show(v)}" for k, v in r.paired.stratum.items()) or "all"
 
 
 def _delong(r: AblationResult, alpha: float) -> str:

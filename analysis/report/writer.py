@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness import metric_registry
+from harness import runs_columns as C
 
 from ..compare.expectations import expectation_section
 from ..fits.powerlaw import CI_METHOD
@@ -237,7 +238,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
 
 def _keep_baseline(rows: list, n: int, out: list[str], baseline: str | None) -> list:
     """The first `n` headline rows plus every row of the baseline architecture (never cut)."""
-    shown = [r for i, r in enumerate(rows) if i < n or (baseline and r.setting.get("arch") == baseline)]
+    shown = [r for i, r in enumerate(rows) if i < n or (baseline and r.setting.get(C.ARCH) == baseline)]
     if len(rows) > len(shown):
         out.append(f"  ... {len(rows) - len(shown)} more rows in the report")
     return shown
@@ -247,7 +248,7 @@ def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
     """The summary's last lines: which architecture did best, and its gain over the baseline with the
     Holm-corrected verdict of that comparison (one sentence each)."""
     h, runs, baseline = res.headline, res.results.runs, res.results.baseline
-    rivals = [r for r in (h.rows if h is not None else []) if r.setting.get("arch") != baseline
+    rivals = [r for r in (h.rows if h is not None else []) if r.setting.get(C.ARCH) != baseline
               and np.isfinite(r.auc[0])]
     if not rivals:
         return []
@@ -255,8 +256,8 @@ def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
     lines = [f"answer: the best architecture is {best.label} ({split} AUC {best.auc[0]:.4f} over {best.n_seeds} "
              f"seed(s))."]
     versus = [r for r in res.ablations if not r.paired.error and "auc" in r.metrics
-              and runs.loc[r.paired.rows_b[0], "arch"] == baseline
-              and runs.loc[r.paired.rows_a[0], "arch"] == best.setting.get("arch")]
+              and runs.loc[r.paired.rows_b[0], C.ARCH] == baseline
+              and runs.loc[r.paired.rows_a[0], C.ARCH] == best.setting.get(C.ARCH)]
     # the comparison of the best setting itself (same width, ...); else the arch's largest gain, named by label
     same_setting = [r for r in versus if all(str(runs.loc[r.paired.rows_a[0], c]) == str(v)
                                              for c, v in best.setting.items() if c in runs.columns)]
@@ -267,7 +268,7 @@ def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
                      f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")
     else:
         base = [r.auc[0] for r in (h.rows if h is not None else [])
-                if r.setting.get("arch") == baseline and np.isfinite(r.auc[0])]
+                if r.setting.get(C.ARCH) == baseline and np.isfinite(r.auc[0])]
         gain = f"{_delta(best.auc[0] - max(base)).strip()} {split} AUC (mean over seeds) " if base else ""
         lines.append(f"answer: its gain over the baseline {baseline} is {gain}untested: no configured comparison "
                      "pairs them.")
