@@ -19,14 +19,10 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from core import results_layout as layout
-from harness import runs_columns as C
+from harness.sweep.tuning import read_choice
 
 from .collect import load_results, run_folders_absent, unreadable_runs
-from .columns import family_columns, labelled_columns, size_columns
 from .compare.ablations import ablation_analysis, delong_coverage
 from .compare.expectations import evaluate_expectations
 from .compare.protocol import protocol_evidence, rank_comparison
@@ -35,71 +31,11 @@ from .fits.family_comparison import correct_scaling_tests, family_comparisons
 from .fits.reference import resolve_reference
 from .fits.scaling import MIN_SEEDS, scaling_analysis
 from .headline import headline
-from .report.curves import plot_learning_curves
-from .report.plots import (
-    group_frame,
-    plot_forest,
-    plot_forms,
-    plot_frontier,
-    plot_groups,
-    plot_isoflop,
-    plot_scaling,
-    plot_seed_strip,
-    plot_settings,
-)
-from .report.retry import retried_runs
-from .report.summary import summary_dict
-from .report.tuning import load_tuning, tuning_warnings
-from .report.writer import render_report
+from .report.plots import draw_figures
+from .report.sections import render_report, summary_dict
+from .report.tuning import tuning_warnings
 from .result import AnalysisResult
-from .run_health import annotate_headline, assess, healthy
-
-
-def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
-    """Runs shown in the grouped-metric plot: per architecture (and varied non-size setting) the
-    largest-compute model size, labelled by architecture and that setting."""
-    results = res.results
-    runs = results.runs
-    sizes = size_columns(runs, results.config_columns, results.config.scaling.size_by)
-    family_cols = family_columns(runs, results.config_columns, sizes)
-    labelled = labelled_columns(runs, family_cols)
-    label = runs[C.ARCH].astype(str)
-    for c in labelled:
-        label = label + f", {c}=" + runs[c].astype(str)
-    if C.FLOPS_PER_TARGET not in runs.columns or runs[C.FLOPS_PER_TARGET].isna().all():
-        return runs, label
-    top = runs.groupby(family_cols, dropna=False)[C.FLOPS_PER_TARGET].transform("max")
-    keep = np.isclose(runs[C.FLOPS_PER_TARGET].to_numpy(dtype=float), top.to_numpy(dtype=float))
-    return runs[keep], label
-
-
-def _make_plots(res: AnalysisResult, out: Path) -> None:
-    cfg = res.results.config
-    plots = out / layout.PLOTS_DIR
-    plots.mkdir()
-    metrics = [m for m in cfg.metrics if res.results.has_metric(m)]
-    made = {
-        "scaling_auc": plot_scaling(res.scaling, "auc", plots / layout.plot_file("scaling_auc"),
-                                    helix=cfg.scaling.helix_reference),
-        "scaling_logloss": plot_scaling(res.scaling, "logloss", plots / layout.plot_file("scaling_logloss"),
-                                        helix=False),
-        "forms_auc": plot_forms(res.scaling, "auc", plots / layout.plot_file("forms_auc")),
-        "forms_logloss": plot_forms(res.scaling, "logloss", plots / layout.plot_file("forms_logloss")),
-        "forest": plot_forest(res.ablations, metrics, plots / layout.plot_file("forest")),
-        "seed_strip": plot_seed_strip(res.ablations, metrics, plots / layout.plot_file("seed_strip")),
-        "settings": plot_settings(res.results, plots / layout.plot_file("settings")),
-        "isoflop": plot_isoflop(res.data_scaling, plots / layout.plot_file("isoflop")),
-        "frontier": plot_frontier(res.data_scaling, plots / layout.plot_file("frontier")),
-    }
-    runs, label = _group_labels(res)
-    groups = group_frame(res.results, runs, label)
-    made["groups"] = plot_groups(groups, plots / layout.plot_file("groups"))
-    if groups.empty:
-        res.group_note = (f"No run folder with {layout.METRICS_FILE} `groups` (a results folder with only "
-                          f"{layout.RUNS_FILE} has none): no grouped-metric plot.")
-    if res.health is not None:  # every run, unhealthy ones dashed (analysis/report/curves.py)
-        made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
-    res.plots = {k: f"{layout.PLOTS_DIR}/{p.name}" for k, p in made.items() if p is not None}
+from .run_health import annotate_headline, assess, healthy, retried_runs
 
 
 def replace_path(src: Path, dst: Path) -> None:
@@ -165,7 +101,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     annotate_headline(head, everything.runs, everything.config_columns, health)
     res.expectations = evaluate_expectations(results)
     res.data_scaling = data_scaling_analysis(results)
-    res.tuning = load_tuning(root)
+    res.tuning = read_choice(root)  # None for a sweep without a tuning stage
     res.retried = retried_runs(everything.runs, everything.config_columns)
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
@@ -177,7 +113,8 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     tmp = Path(tempfile.mkdtemp(prefix=".analysis-", dir=root))
     try:
         if plots:
-            _make_plots(res, tmp)
+            (tmp / layout.PLOTS_DIR).mkdir()
+            res.plots = draw_figures(res, tmp / layout.PLOTS_DIR)
         (tmp / layout.REPORT_FILE).write_text(render_report(res))
         (tmp / layout.ANALYSIS_FILE).write_text(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
         for name in (layout.PLOTS_DIR, layout.REPORT_FILE, layout.ANALYSIS_FILE):

@@ -1,5 +1,5 @@
 """`AnalysisResult`: everything one analysis of a sweep found, as `analysis.pipeline.analyze` returns it and the
-report modules (analysis/report/) render it."""
+report's sections (analysis/report/sections.py) render it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,7 +14,7 @@ from .fits.family_comparison import FamilyComparison
 from .fits.reference import Reference
 from .fits.scaling import FamilyScaling
 from .headline import Headline
-from .report.retry import RetriedRun
+from .run_health import RetriedRun, RunHealth
 
 
 @dataclass
@@ -38,10 +38,10 @@ class AnalysisResult:
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
     #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
     expectations: list[ExpectationResult] = field(default_factory=list)
-    health: Any = None  # analysis.run_health.RunHealth: every run's status, the runs left out
+    health: RunHealth | None = None  # every run's status, the runs left out
     #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/fits/data_scaling.py)
     data_scaling: DataScaling | None = None
     #: the tuning stage's choice per setting (harness.sweep.tuning.TuningChoice; sweeps with `tuning:` only)
     tuning: Any = None
-    #: the runs a `retry:` policy trained again (analysis/report/retry.py; None for a sweep without one)
+    #: the runs a `retry:` policy trained again (analysis/run_health.py; None for a sweep without one)
     retried: list[RetriedRun] | None = None

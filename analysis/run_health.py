@@ -75,7 +75,7 @@ class RunHealth:
         return out
 
     def warnings(self) -> list[str]:
-        return [f"{e.trial}: {e.status} ({e.reasons}); " + (_why_kept(e) if e.kept else "left out of the analysis")
+        return [f"{e.trial}: {e.status} ({e.reasons}); " + (why_kept(e) if e.kept else "left out of the analysis")
                 for e in self.excluded]
 
 
@@ -83,7 +83,7 @@ class RunHealth:
 FAILED = (H.COLLAPSED, H.DIVERGED)
 
 
-def _why_kept(e: Exclusion) -> str:
+def why_kept(e: Exclusion) -> str:
     return ("used: undertrained runs are kept (leaving out the seeds that learned least would bias the mean)"
             if e.status not in FAILED else "USED in the analysis: every run of its setting failed")
 
@@ -218,22 +218,34 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     h.has_health = True
 
 
-def health_section(health: RunHealth | None) -> list[str]:
-    """report.md's `## Run health`: the counts, the criteria, what could not be checked, every run left out."""
-    if health is None:
-        return []
-    c = health.counts
-    out = ["## Run health", "",
-           f"{health.total_runs} runs: " + ", ".join(f"{c[s]} {s}" for s in H.STATUSES) + ". Criteria "
-           "(harness/run_health.py): " + "; ".join(f"{name}: {text}" for name, text in H.CRITERIA.items()) + ".", ""]
-    out += [f"_{n}_" for n in health.notes()] + ([""] if health.notes() else [])
-    if health.excluded:
-        out += ["Unhealthy runs. Failed ones (collapsed, diverged) are left out of every mean, fit, comparison and "
-                "expectation below, except where every run of the setting failed. Undertrained ones are used and "
-                "marked: leaving out only the seeds that learned least would bias their setting's mean; the results "
-                "then describe this recipe, which did not train those settings far enough.", "",
-                "| run | status | reason | in the analysis |", "|---|---|---|---|"]
-        out += [f"| {e.trial} | {e.status} | {e.reasons}{' (derived)' if e.derived else ''} | "
-                f"{'**' + _why_kept(e) + '**' if e.kept else 'left out'} |" for e in health.excluded]
-        out.append("")
-    return out
+# ----------------------------------------------------------------------------------------------
+# retried runs
+
+
+@dataclass(frozen=True)
+class RetriedRun:
+    trial: str
+    setting: str  # the architecture and the settings that vary in the sweep
+    seed: int
+    path: str  # `0.16 diverged → 0.08 ok`: every attempt's learning rate and status
+    status: str  # the final attempt's health status
+    lr_initial: float
+    lr_used: float
+
+
+def _show(v: Any) -> str:
+    return str(v.item() if isinstance(v, np.generic) else v)
+
+
+def retried_runs(runs: pd.DataFrame, cols: list[str]) -> list[RetriedRun] | None:
+    """The runs trained more than once (None when the sweep had no retry policy: no `retry_*` columns)."""
+    if C.RETRY_ATTEMPTS not in runs.columns:
+        return None
+    varied = [c for c in cols if c != C.ARCH and runs[c].astype(str).nunique() > 1]
+    out = []
+    for _, row in runs[runs[C.RETRY_ATTEMPTS].fillna(0) > 0].iterrows():
+        setting = _show(row[C.ARCH]) + "".join(f", {c}={_show(row[c])}" for c in varied)
+        out.append(RetriedRun(str(row.get(C.TRIAL_ID, "")), setting, int(row[C.SEED]), str(row[C.RETRY_HISTORY]),
+                              str(row.get(H.STATUS_KEY, "")), float(row[C.RETRY_LR_INITIAL]),
+                              float(row[C.RETRY_LR_USED])))
+    return sorted(out, key=lambda r: r.trial)

@@ -23,7 +23,7 @@ from analysis.fits.reference import resolve_reference
 from analysis.fits.scaling import scaling_analysis
 from analysis.headline import headline
 from analysis.pipeline import analyze
-from analysis.report.writer import terminal_summary
+from analysis.report.terminal import terminal_summary
 
 SEEDS = np.array([0, 1, 2, 3, 4])
 TOKENS = [(2, 1), (4, 2), (8, 4), (16, 8), (32, 16)]  # sorted as tuples: (16, 8) < (2, 1) < (32, 16) < ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.pipeline import analyze
-from analysis.report.writer import terminal_summary
+from analysis.report.terminal import terminal_summary
 from tests.test_analyze_cli import ANALYSIS, make_results
 
 

@@ -1,20 +1,6 @@
-"""The compute axis and the gain of a scaling fit: which FLOPs, in which unit, and which gain.
-
-x axis (`analysis.scaling.x_axis`):
-  forward   forward matrix FLOPs per target, as `recscale flops` and runs.parquet's `flops_per_target` count
-            them (fvcore, 2 FLOPs per multiply-add);
-  training  training FLOPs per sample = 3 x forward (one forward pass plus a backward pass that costs about
-            twice the forward one). A target is one scored exposure, i.e. one sample.
-unit (`x_unit`): `flops` or `gflops` (1e9 FLOPs). Logarithms are natural throughout, so the unit only moves
-the intercept: intercept(gflops) = intercept(flops) + slope * ln(1e9).
-gain (`gain`):
-  absolute  dAUC = AUC - AUC_ref (the HELIX and WHALE papers' dAUC);
-  relative  dAUC / AUC_ref (a relative AUC lift, as the papers' "+0.21%" tables state it).
-The LogLoss (and NE) gain is (L_ref - L) / L_ref, a relative loss reduction, under both settings: an
-absolute LogLoss difference depends on the label rate and has no published counterpart.
-Which of the two a metric's gain is (a `difference` of a score or a `relative_reduction` of a loss), and
-whether it has one at all, is declared with the metric in harness/metric_registry.py.
-"""
+"""The compute axis and the gain of a scaling fit: which FLOPs (`x_axis`: forward, or training = 3 x forward), in
+which unit (`x_unit`), and which gain (`gain`: absolute or relative dAUC; a loss's gain is always its relative
+reduction, as harness/metric_registry.py declares) (docs/analysis.md, "Axes" and "Gain")."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

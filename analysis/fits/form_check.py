@@ -1,7 +1,7 @@
 """Does a functional form hold on this ladder? Held-out errors against seed noise, lack of fit, best form.
 
 Per form of analysis/fits/forms.py: bootstrap intervals, leave-one-size-out errors in seed SEs, the
-lack-of-fit F test (Holm-corrected later, in analysis/report/writer.py), the best form.
+lack-of-fit F test (Holm-corrected later, in analysis/fits/family_comparison.py), the best form.
 docs/analysis.md, *Scaling fits* (Three forms).
 """
 from __future__ import annotations
@@ -39,10 +39,6 @@ class FormResult:
     lof_p_holm: float = float("nan")  # set by the report over every form test
     notes: list[str] = field(default_factory=list)
     identified: bool = True  # False: the fit predicts but does not determine its parameters (analysis/fits/forms.py)
-
-    @property
-    def n_params(self) -> int:
-        return N_PARAMS[self.form]
 
     @property
     def rmse(self) -> float:

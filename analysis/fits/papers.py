@@ -1,18 +1,6 @@
-"""Published scaling laws and when one of our fits may be compared with them.
-
-HELIX (CTR): ln(dAUC) = 0.085 ln(C) - 4.733, R^2 0.925; CVR slope 0.132 (R^2 0.994). Logarithms are
-natural: the smallest size sits near dAUC = 9e-3 on the published plot, which the line gives at C of about
-1.3 GFLOPs with natural logarithms and at no sensible C with base-10 ones. C is FLOPs per sample, and the only
-per-sample FLOP figures the paper gives for its sizes are training FLOPs (HELIX-L 35.28 G, its production
-baseline 5.75 G), so C is read as training FLOPs per sample in GFLOPs. The dAUC is absolute and measured
-against a reference the paper does not name (its smallest size is not at zero), so heights are not
-comparable across setups and slopes are; the comparison is made only for a fit in the same convention
-(absolute dAUC, training FLOPs per sample, GFLOPs). A slope does not depend on the unit, but it does depend on
-the gain's definition, and the intercept depends on both.
-
-WHALE states no fitted law: its paper studies model scaling on industrial data only, so there is no published
-slope to compare with.
-"""
+"""Published scaling laws (HELIX's CTR line and CVR slope; WHALE states none) and when one of our fits may be
+compared with them: only AUC fits in HELIX's convention (absolute dAUC, training FLOPs per sample, GFLOPs), and
+slopes, not heights (docs/analysis.md, "Comparing with the papers")."""
 from __future__ import annotations
 
 from dataclasses import dataclass

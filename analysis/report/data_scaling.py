@@ -5,10 +5,21 @@ than a factor 10 is "not determined"; frontier rows outside the measured compute
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..fits.data_scaling import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, HUBER_DELTA, UNDETERMINED, DataScaling
-from .text import markdown_table, metric_label, num
+from ..fits.data_scaling import (
+    EXPONENT_BOUNDS,
+    FLOPS_PER_PARAM_TARGET,
+    FORM,
+    HUBER_DELTA,
+    UNDETERMINED,
+    DataScaling,
+)
+from ..result import AnalysisResult
+from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
+from .section import Section, as_json, markdown_table, metric_label, num
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
 FRONTIER_STEP = 4
@@ -28,7 +39,8 @@ def _est(e, fmt: str = ".3g") -> str:
     return f"{num(e.value, fmt)} [{bound_text(e.lo, fmt)}, {bound_text(e.hi, fmt)}]"
 
 
-def data_scaling_section(ds: DataScaling | None, plots: dict[str, str]) -> list[str]:
+def _section(res: AnalysisResult) -> list[str]:
+    ds, plots = res.data_scaling, res.plots
     if ds is None:
         return []
     label = f"{ds.split} {metric_label(ds.metric)}"
@@ -87,6 +99,27 @@ def data_scaling_section(ds: DataScaling | None, plots: dict[str, str]) -> list[
                 "Smaller differences, and exponents whose intervals are wide, are not resolved by this study.", ""]
     out += [f"![{n}]({plots[n]})" for n in ("isoflop", "frontier") if n in plots]
     return out + [""]
+
+
+def _json(res: AnalysisResult) -> dict[str, Any]:
+    ds = res.data_scaling
+    if ds is None:
+        return {}
+    s = ds.surface
+    return {"data_scaling": {
+        "form": FORM, "metric": ds.metric, "split": ds.split, "n_points": len(ds.points), "n_seeds": ds.n_seeds,
+        "dropped": ds.dropped, "notes": ds.notes,
+        "method": {"fit": f"Huber (delta {HUBER_DELTA:g}) on log residuals, grid of starts, L-BFGS-B",
+                   "intervals": BOOTSTRAP_METHOD, "compute": f"C = {FLOPS_PER_PARAM_TARGET:g} N D"},
+        "surface": None if s is None else {**s.params(), "identified": s.identified},
+        "intervals": as_json(ds.intervals), "frontier": ds.frontier.to_dict(orient="records"),
+        "measured_compute": list(ds.measured_c), "held_out": as_json(ds.held_out),
+        "counted_training_flops_over_6nd": {str(int(n)): r for n, r in ds.counted_ratio.items()},
+        "seed_sd_neighbouring_d": ds.seed_sd, "detectable_difference": ds.detectable,
+    }}
+
+
+DATA_SCALING = Section("data scaling", _section, _json)
 
 
 def data_scaling_lines(ds: DataScaling | None) -> list[str]:

@@ -1,9 +1,11 @@
 """The report's figures, written as PNG (docs/analysis.md, "Plots"): scaling fits and the three forms per family,
-ablation forest and seed strips, grouped metrics, protocol / delay settings, and the data-scaling IsoFLOP
-curves and frontier. Each function returns the path it wrote, or None when the sweep has nothing to show for it."""
+ablation forest and seed strips, protocol / delay settings, the data-scaling IsoFLOP curves and frontier, grouped
+metrics, and the learning curves of each family. Each function returns the path it wrote, or None when the sweep
+has nothing to show for it; FIGURES names them in the order `draw_figures` draws them."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
@@ -11,27 +13,29 @@ from typing import cast
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+import seaborn as sns
 from matplotlib import colors
 
+from core import results_layout as layout
+from harness import metric_registry
 from harness import runs_columns as C
+from harness.curves import read_curves
 
+from ..collect import SweepResults
+from ..columns import family_columns, labelled_columns, show, size_columns
+from ..compare.ablations import AblationResult
 from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
 from ..fits.form_check import FormCheck
 from ..fits.forms import FORMS, Ladder
+from ..fits.papers import HELIX_CTR
 from ..fits.scaling import FamilyScaling
+from ..result import AnalysisResult
+from ..stats.paired import SIGNIFICANT
 from .data_scaling import bound_text
-from .text import metric_label
+from .section import metric_label
 
 matplotlib.use("Agg")
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from harness import metric_registry  # noqa: E402
-
-from ..collect import SweepResults  # noqa: E402
-from ..compare.ablations import AblationResult  # noqa: E402
-from ..fits.papers import HELIX_CTR  # noqa: E402
-from ..stats.paired import SIGNIFICANT  # noqa: E402
 
 DELTA_SCALE = 1e3  # deltas are drawn in units of 1e-3
 DPI = 150
@@ -145,10 +149,6 @@ def _metric_axes(metrics: list[str], n_rows: int) -> tuple[plt.Figure, np.ndarra
     return fig, axes
 
 
-def _label(metric: str) -> str:
-    return metric_registry.get(metric).label
-
-
 def _xlabel(metric: str) -> str:
     spec = metric_registry.get(metric)
     return f"$\\Delta$ {spec.label} (A $-$ B) $\\times 10^{{-3}}$, {spec.better} is better for A"
@@ -184,7 +184,7 @@ def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path)
         ax.set_yticks(y, labels)
         ax.set_ylim(len(labels) - 0.5, -0.5)
         ax.set_xlabel(_xlabel(m), fontsize=9)
-        ax.set_title(f"test {_label(m)}")
+        ax.set_title(f"test {metric_label(m)}")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=9, frameon=False)
     fig.suptitle("Ablations: mean paired delta over seeds with 95% BCa interval", fontsize=12)
@@ -207,7 +207,7 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
         ax.axvline(0.0, color="grey", lw=1, ls="--")
         ax.set_xlabel(_xlabel(m), fontsize=9)
         ax.set_ylabel("")
-        ax.set_title(f"test {_label(m)} (bar: mean over seeds)")
+        ax.set_title(f"test {metric_label(m)} (bar: mean over seeds)")
     if axes[0].get_legend() is not None:
         sns.move_legend(axes[0], "best", title="seed", fontsize=8)
     fig.suptitle("Ablations: per-seed paired deltas", fontsize=12)
@@ -267,9 +267,9 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
         lo, hi = data[m].min(), data[m].max()
         pad = 0.15 * (hi - lo) + 1e-3
         ax.set_xlim(lo - pad, hi + pad)
-        ax.set_xlabel(f"test {_label(m)} (axis does not start at 0; {metric_registry.get(m).better} is better)")
+        ax.set_xlabel(f"test {metric_label(m)} (axis does not start at 0; {metric_registry.get(m).better} is better)")
         ax.set_ylabel("")
-        ax.set_title(f"test {_label(m)} by group")
+        ax.set_title(f"test {metric_label(m)} by group")
         ax.get_legend().remove()
     handles, names = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=9, frameon=False)
@@ -437,3 +437,138 @@ def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
                                  f"D* ~ C^{1 - a.value:.2f}")
     fig.suptitle(f"Compute-optimal allocation from L(N, D){text}", fontsize=10)
     return save_figure(fig, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# learning curves (harness/curves.py): one figure per family, from the TensorBoard event files of its runs.
+# Within a family each model size has a colour and each seed a thin line: training loss against optimiser step
+# (left) and validation NE at each evaluation (right, when logged). Every run is drawn, unhealthy ones dashed
+# (their status in the legend); nothing for runs without event files (a published reference has no run folders).
+
+
+LOSS, VALID = "train/loss", "valid/ne"
+
+
+def _name(key: tuple) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "-".join(str(k) for k in key)).strip("_")
+
+
+def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.Series | None,
+                         plots: Path) -> dict[str, Path]:
+    """`{"curves_<family>": png}` for each family with event files; `runs` is every run (`status` per row)."""
+    if C.RUN_DIR not in runs.columns:
+        return {}
+    curves = {i: read_curves(results.run_path(d)) for i, d in runs[C.RUN_DIR].items() if isinstance(d, str)}
+    if not any(c.get(LOSS) for c in curves.values()):
+        return {}
+    cols = results.config_columns
+    sizes = size_columns(runs, cols, results.config.scaling.size_by)
+    fams = family_columns(runs, cols, sizes)
+    # a family is named by the columns that tell families apart (arch and any varying setting), not by the
+    # settings every run shares
+    named = [i for i, c in enumerate(fams) if c == C.ARCH or runs[c].nunique(dropna=False) > 1]
+    out = {}
+    for key, fam in runs.groupby(fams, dropna=False, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        key = tuple(key[i] for i in named)
+        if not any(curves.get(i, {}).get(LOSS) for i in fam.index):
+            continue
+        size_keys = sorted({tuple(str(show(r[c])) for c in sizes) for _, r in fam.iterrows()},
+                           key=lambda k: [(0, float(x), "") if x.replace(".", "", 1).isdigit() else (1, 0.0, x)
+                                          for x in k])  # numbers in order, then names
+        colour = {k: plt.cm.viridis(0.85 * j / max(len(size_keys) - 1, 1)) for j, k in enumerate(size_keys)}
+        # sizes are told apart by the size columns that vary inside this family (not other families' columns)
+        label_cols = [c for c in sizes if fam[c].nunique(dropna=True) > 1]
+        has_valid = any(curves.get(i, {}).get(VALID) for i in fam.index)
+        fig, axes = plt.subplots(1, 2 if has_valid else 1, figsize=(11 if has_valid else 6.5, 4.2), squeeze=False)
+        labelled = set()
+        for i, r in fam.iterrows():
+            c = curves.get(i, {})
+            size = tuple(str(show(r[s])) for s in sizes)
+            bad = status is not None and status.get(i, "ok") != "ok"
+            name = ", ".join(f"{s.removeprefix(C.MODEL_PREFIX)}={show(r[s])}" for s in label_cols) or str(r[C.ARCH])
+            label = name if size not in labelled else None
+            labelled.add(size)
+            style = dict(color=colour[size], linewidth=0.9, alpha=0.85, linestyle="--" if bad else "-")
+            if c.get(LOSS):
+                steps, values = zip(*c[LOSS])
+                axes[0, 0].plot(steps, values, label=label, **style)
+                if bad and status is not None:
+                    axes[0, 0].annotate(f"seed {r[C.SEED]}: {status[i]}", (steps[-1], values[-1]), fontsize=7,
+                                        color=colour[size])
+            if has_valid and c.get(VALID):
+                steps, values = zip(*c[VALID])
+                axes[0, 1].plot(steps, values, marker="o", markersize=3, **style)
+        axes[0, 0].set(xlabel="optimiser step", ylabel="training loss (mean per target, per window)",
+                       title="training loss")
+        axes[0, 0].legend(fontsize=7, title="size (one line per seed)", title_fontsize=7, loc="upper right")
+        if has_valid:
+            axes[0, 1].axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
+            axes[0, 1].set(xlabel="optimiser step", ylabel="validation NE", title="validation NE (1 = base rate)")
+        fig.suptitle(", ".join(f"{fams[j].removeprefix(C.MODEL_PREFIX)}={show(v)}" for j, v in zip(named, key)),
+                     fontsize=10)
+        fig.tight_layout()
+        path = plots / layout.plot_file(f"curves_{_name(key)}")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out[f"curves_{_name(key)}"] = path
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the figures of a report, in the order they are drawn (and listed in analysis.json's `plots`)
+
+
+def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
+    """Runs shown in the grouped-metric plot: per architecture (and varied non-size setting) the
+    largest-compute model size, labelled by architecture and that setting."""
+    results = res.results
+    runs = results.runs
+    sizes = size_columns(runs, results.config_columns, results.config.scaling.size_by)
+    family_cols = family_columns(runs, results.config_columns, sizes)
+    labelled = labelled_columns(runs, family_cols)
+    label = runs[C.ARCH].astype(str)
+    for c in labelled:
+        label = label + f", {c}=" + runs[c].astype(str)
+    if C.FLOPS_PER_TARGET not in runs.columns or runs[C.FLOPS_PER_TARGET].isna().all():
+        return runs, label
+    top = runs.groupby(family_cols, dropna=False)[C.FLOPS_PER_TARGET].transform("max")
+    keep = np.isclose(runs[C.FLOPS_PER_TARGET].to_numpy(dtype=float), top.to_numpy(dtype=float))
+    return runs[keep], label
+
+
+def _groups_figure(res: AnalysisResult, path: Path) -> Path | None:
+    runs, label = _group_labels(res)
+    groups = group_frame(res.results, runs, label)
+    if groups.empty:
+        res.group_note = (f"No run folder with {layout.METRICS_FILE} `groups` (a results folder with only "
+                          f"{layout.RUNS_FILE} has none): no grouped-metric plot.")
+    return plot_groups(groups, path)
+
+
+def _metrics(res: AnalysisResult) -> list[str]:
+    return [m for m in res.results.config.metrics if res.results.has_metric(m)]
+
+
+#: name -> draws `plots/<name>.png` from the analysis result (None: nothing to show for this sweep).
+FIGURES: dict[str, Callable[[AnalysisResult, Path], Path | None]] = {
+    "scaling_auc": lambda res, p: plot_scaling(res.scaling, "auc", p, helix=res.results.config.scaling.helix_reference),
+    "scaling_logloss": lambda res, p: plot_scaling(res.scaling, "logloss", p, helix=False),
+    "forms_auc": lambda res, p: plot_forms(res.scaling, "auc", p),
+    "forms_logloss": lambda res, p: plot_forms(res.scaling, "logloss", p),
+    "forest": lambda res, p: plot_forest(res.ablations, _metrics(res), p),
+    "seed_strip": lambda res, p: plot_seed_strip(res.ablations, _metrics(res), p),
+    "settings": lambda res, p: plot_settings(res.results, p),
+    "isoflop": lambda res, p: plot_isoflop(res.data_scaling, p),
+    "frontier": lambda res, p: plot_frontier(res.data_scaling, p),
+    "groups": _groups_figure,
+}
+
+
+def draw_figures(res: AnalysisResult, plots: Path) -> dict[str, str]:
+    """Every figure of FIGURES, then the learning curves of every run (unhealthy ones dashed), into folder
+    `plots`: name -> path relative to the sweep folder, for those drawn."""
+    made = {name: draw(res, plots / layout.plot_file(name)) for name, draw in FIGURES.items()}
+    if res.health is not None:
+        made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
+    return {k: f"{layout.PLOTS_DIR}/{p.name}" for k, p in made.items() if p is not None}

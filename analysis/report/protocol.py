@@ -4,6 +4,8 @@ difference-in-differences of every model pair between arms. Shown when a sweep v
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from core.results_layout import DATASETS_FILE, RUNS_FILE
@@ -16,7 +18,8 @@ from ..compare.protocol import METHOD as DID_METHOD
 from ..compare.protocol import ArmFacts, RankComparison
 from ..result import AnalysisResult
 from ..stats.paired import SIGNIFICANT
-from .text import markdown_table as _table
+from .section import Section, as_json
+from .section import markdown_table as _table
 
 
 def _d(x: float, fmt: str = "+.4f") -> str:
@@ -247,3 +250,29 @@ def protocol_section(res: AnalysisResult) -> list[str]:
                          "verdict", "order"], _did_rows(rc)), ""]
         out += [f"_{n}_" for n in rc.notes] + ([""] if rc.notes else [])
     return out
+
+
+def _protocol_json(res: AnalysisResult) -> dict[str, Any]:
+    """The protocol section's keys, only for a sweep that varies a data setting (other summaries unchanged)."""
+    if not res.arm_facts and res.ranks is None:
+        return {}
+    rc = res.ranks
+    ranks = None
+    if rc is not None:
+        higher = metric_registry.get(rc.metric).higher_is_better
+        ranks = {"metric": rc.metric, "arms": rc.arms, "method": DID_METHOD, "notes": rc.notes,
+                 "order": {a: [{"model": m, "mean": float(rc.means.at[m, a]), "n_seeds": int(rc.n_seeds.at[m, a])}
+                               for m in rc.order(a, higher_is_better=higher)] for a in rc.arms},
+                 "kendall": [{"a": p, "b": q, "tau": t, "p": pv} for p, q, t, pv in rc.kendall],
+                 "did": as_json(rc.did)}
+    return {"protocol": {
+        "arm_facts": {str(i): {"comparison": res.ablations[i].label, **as_json(f)}
+                      for i, f in sorted(res.arm_facts.items())},
+        "arm_pairs": None if res.arm_pairs is None else [{"arm_a": f.arm_a, "arm_b": f.arm_b, **as_json(f)}
+                                                         for f in res.arm_pairs],
+        "ranks": ranks}}
+
+
+#: The answer opens the report (after its title); the tables behind it follow the comparisons.
+ANSWER = Section("protocol answer", answer_lines)
+PROTOCOL = Section("protocol", protocol_section, _protocol_json)

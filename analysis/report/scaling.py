@@ -7,7 +7,7 @@ of at least three sizes.
 """
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from ..fits.family_comparison import (
     CROSSOVER_REACH,
     GAIN_EFFECT,
     SLOPE_EFFECT,
+    FamilyComparison,
     PairedContrast,
 )
 from ..fits.family_comparison import METHOD as COMPARISON_METHOD
@@ -31,13 +32,15 @@ from ..fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
 from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
 from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling
+from ..result import AnalysisResult
 from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
 from ..stats.bootstrap import SeedInterval
-from .text import estimate_text as _est
-from .text import markdown_table as _table
-from .text import metric_label as _label
-from .text import num as _f
-from .text import signed_delta as _delta
+from .section import Section, as_json, figures
+from .section import estimate_text as _est
+from .section import markdown_table as _table
+from .section import metric_label as _label
+from .section import num as _f
+from .section import signed_delta as _delta
 
 #: Held-out RMSE beyond this many seed SEs of a size mean is lack of fit (2 SE: about the 95% range of a mean).
 HELD_OUT_LIMIT = 2.0
@@ -242,7 +245,7 @@ def _helix_lines(res) -> list[str]:
     return lines + [""]
 
 
-def scaling_section(res) -> list[str]:
+def scaling_section(res: AnalysisResult) -> list[str]:
     out = ["## Scaling fits", ""]
     if not res.scaling:
         why = res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]
@@ -296,10 +299,32 @@ def scaling_section(res) -> list[str]:
                 f"{SEARCH_REACH:g}× in more than 2.5% of the draws.", "",
                 *_table(["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"], ext), ""]
     out += _points_section(res) + _marginal_section(res) + _helix_lines(res)
-    for name in ("scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss"):
-        if name in res.plots:
-            out += [f"![{name}]({res.plots[name]})", ""]
-    return out
+    return out + figures(res, "scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss")
+
+
+def _family_json(f: FamilyScaling) -> dict[str, Any]:
+    return {
+        "family": f.family, "arch": f.arch, "metric": f.metric, "reference": f.reference,
+        "reference_value": f.ref_value, "n_seeds": f.n_seeds, **f.convention.record(), "notes": f.notes,
+        "points": [{"label": p.label, "setting": p.setting, "flops_per_target": p.flops, "x": p.x, "gain": p.gain,
+                    "gain_per_seed": dict(zip(map(int, p.seeds), p.gain_per_seed.tolist())),
+                    "value_per_seed": None if p.value_per_seed is None else
+                    dict(zip(map(int, p.seeds), p.value_per_seed.tolist())),
+                    "n_seeds": p.n_seeds, "oracle_gap_closed": p.oracle_gap_closed} for p in f.points],
+        "not_learned": f.not_learned, "marginal_returns": as_json(f.marginal),
+        "excluded_sizes": [p.label for p in f.excluded], "helix_ctr": as_json(f.helix),
+        "fit": None if f.fit is None else as_json(f.fit, x_axis=f.convention.x_axis, x_unit=f.convention.x_unit),
+        "reference_sensitivity": as_json(f.reference_slopes),
+        "reference_slope_range": list(slope_range(f.reference_slopes)) if f.reference_slopes else None,
+        "forms": None if f.forms is None else as_json(f.forms, forms=[
+            as_json(r, lack_of_fit={"F": r.lof_f, "df": list(r.lof_df), "p": r.lof_p, "p_holm": r.lof_p_holm,
+                                    "words": lack_of_fit_words(r, f.forms.seed_se)}) for r in f.forms.forms]),
+        "compute_for_further_gain": as_json(f.extrapolations),
+    }
+
+
+SCALING = Section("scaling", scaling_section,
+                  lambda res: {"scaling": [_family_json(f) for f in res.scaling], "scaling_notes": res.notes})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -344,7 +369,7 @@ def _comparison_words(res) -> list[str]:
     return out
 
 
-def family_comparison_section(res) -> list[str]:
+def family_comparison_section(res: AnalysisResult) -> list[str]:
     if not res.comparisons:
         return []
     return ["## Family comparisons", "",
@@ -359,3 +384,13 @@ def family_comparison_section(res) -> list[str]:
             *_table(["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
                      "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
                     _comparison_rows(res)), "", *_comparison_words(res), ""]
+
+
+def _comparison_json(c: FamilyComparison) -> dict[str, Any]:
+    return as_json(c, **c.convention.record(),
+                   words=[contrast_words(c.slope_diff, "power-law slope"),
+                          contrast_words(c.log_linear_diff, "log-linear slope"), contrast_words(c.diff, "gain at x*")])
+
+
+FAMILY_COMPARISONS = Section("family comparisons", family_comparison_section,
+                             lambda res: {"family_comparisons": [_comparison_json(c) for c in res.comparisons]})

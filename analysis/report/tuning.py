@@ -9,18 +9,11 @@ table) could not be chosen; a setting where every value had one (`fallback`) is 
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from core.results_layout import RUNS_FILE
 from harness.runs_columns import TUNED
-from harness.sweep.tuning import TuningChoice, read_choice
+from harness.sweep.tuning import TuningChoice
 
-from .text import markdown_table, num
-
-
-def load_tuning(root: Path) -> TuningChoice | None:
-    """The sweep's tuning choice (None for a sweep without a tuning stage)."""
-    return read_choice(root)
+from .section import Section, as_json, markdown_table, num
 
 
 def tuning_warnings(choice: TuningChoice | None) -> list[str]:
@@ -65,3 +58,7 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
             f"measurement run of a setting trained at its chosen value ({RUNS_FILE}'s `{TUNED}` column names the "
             "key). A choice at the grid's edge is listed under Warnings.",
             "", *markdown_table(header, rows), ""]
+
+
+TUNING = Section("tuning", lambda res: tuning_section(res.tuning),
+                 lambda res: {} if res.tuning is None else {"tuning": as_json(res.tuning)})

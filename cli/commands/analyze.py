@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from analysis.collect import run_folders_absent
     from analysis.pipeline import analyze, json_safe
-    from analysis.report.summary import summary_dict
-    from analysis.report.writer import terminal_summary
+    from analysis.report.sections import summary_dict
+    from analysis.report.terminal import terminal_summary
     from protocols.output_location import check_writable
 
     if args.results_dir.is_dir():

@@ -71,7 +71,7 @@ def _publish(args: argparse.Namespace) -> int:
     from analysis.collect import RUNS_FILE
     from analysis.pipeline import analyze
     from analysis.reference import check_lines, compare_with_reference, publish_reference
-    from analysis.report.writer import terminal_summary
+    from analysis.report.terminal import terminal_summary
 
     out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name
     if (out / RUNS_FILE).is_file() and not args.force:

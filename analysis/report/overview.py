@@ -1,0 +1,229 @@
+"""The report's sections about the runs themselves: the title, the table per architecture (headline), the
+comparisons (gain over the baseline, Holm verdicts, DeLong), the expectations checked, the grouped-metric and
+data-setting figures, and the warnings."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness import metric_registry
+
+from ..compare.ablations import AblationResult
+from ..compare.expectations import ExpectationResult
+from ..headline import Headline
+from ..result import AnalysisResult
+from .section import Section, as_json, figures, markdown_table, mean_sd, num, signed_delta
+
+
+def _title(res: AnalysisResult) -> list[str]:
+    runs, cfg = res.results.runs, res.results.config
+    return [f"# Analysis of sweep `{res.results.name}`", "",
+            f"{len(runs)} finished runs. Baseline architecture: **{res.results.baseline}**. Metrics are on the "
+            f"**{cfg.split}** split; significance level {cfg.alpha:g}, power {cfg.power:g} for the minimum detectable "
+            f"effect, {cfg.n_resamples} bootstrap / permutation resamples (seed {cfg.bootstrap_seed}).", ""]
+
+
+def _sweep_json(res: AnalysisResult) -> dict[str, Any]:
+    ref = res.reference
+    return {"sweep": res.results.name, "runs": len(res.results.runs), "baseline": res.results.baseline,
+            "reference": None if ref is None else {"selector": ref.selector, "arch": ref.arch,
+                                                   "setting": ref.setting, "families": ref.families}}
+
+
+TITLE = Section("title", _title, _sweep_json)
+
+
+# ----------------------------------------------------------------------------------------------
+# headline
+
+
+def _headline_rows(h: Headline) -> list[list[str]]:
+    rows = []
+    for r in h.rows:
+        label = r.label + (" (reference)" if r.is_reference else "")
+        row = [label, str(r.n_seeds), *([r.health] if h.has_health else []), mean_sd(r.auc), mean_sd(r.logloss),
+               num(r.flops_per_target / 1e6, ".4g")]
+        if h.has_params:
+            row.append("–" if not np.isfinite(r.params_non_embedding) else f"{r.params_non_embedding:,.0f}")
+        if h.has_oracle:
+            row += [num(r.oracle_auc, ".4f"),
+                    "–" if not np.isfinite(r.share_oracle_gap) else f"{r.share_oracle_gap:.1%}"]
+        rows.append(row)
+    return rows
+
+
+def _headline_header(h: Headline, split: str) -> list[str]:
+    header = ["architecture (setting)", "seeds", *(["runs (health)"] if h.has_health else []),
+              f"{split} AUC mean ± sd", f"{split} LogLoss mean ± sd",
+              "forward MFLOPs / target"]
+    if h.has_params:
+        header.append("non-embedding params")
+    if h.has_oracle:
+        header += ["oracle AUC", "share of oracle gap closed"]
+    return header
+
+
+def _headline(res: AnalysisResult) -> list[str]:
+    h = res.headline
+    if h is None:
+        return []
+    out = ["## Results per architecture", "",
+           "Mean ± sample sd over seeds of each architecture and model setting."
+           + (f" Share of the oracle gap closed = mean(AUC − AUC_ref) / mean(AUC_oracle − AUC_ref) over the seeds "
+              f"shared with the reference {h.reference} (paired by seed), oracle = the true probabilities' AUC on the "
+              "same test targets." if h.has_oracle and h.reference
+              else ""), "",
+           *markdown_table(_headline_header(h, res.results.config.split), _headline_rows(h)), ""]
+    return out + [f"_{n}_" for n in h.notes] + ([""] if h.notes else [])
+
+
+def _headline_json(res: AnalysisResult) -> dict[str, Any]:
+    h = res.headline
+    if h is None:
+        return {"headline": None}
+    return {"headline": {"reference": h.reference, "notes": h.notes, "rows": [
+        {"label": r.label, "setting": r.setting, "n_seeds": r.n_seeds, "auc_mean": r.auc[0], "auc_sd": r.auc[1],
+         "logloss_mean": r.logloss[0], "logloss_sd": r.logloss[1], "flops_per_target": r.flops_per_target,
+         "params_non_embedding": r.params_non_embedding, "oracle_auc": r.oracle_auc,
+         "share_oracle_gap": r.share_oracle_gap, "is_reference": r.is_reference,
+         **({"health": r.health} if h.has_health else {})} for r in h.rows]}}
+
+
+HEADLINE = Section("headline", _headline, _headline_json)
+
+
+# ----------------------------------------------------------------------------------------------
+# comparisons
+
+
+def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
+    rows = []
+    for r in res.ablations:
+        mc = r.metrics.get(metric)
+        if mc is None:
+            continue
+        if r.paired.error:
+            rows.append([r.label, "0", *["–"] * 8, "**error: no paired runs**"])
+            continue
+        s = mc.stats
+        rows.append([r.label, str(s.n), signed_delta(s.mean), num(s.std, ".2g"),
+                     f"[{signed_delta(s.ci_low)}, {signed_delta(s.ci_high)}]", num(s.p_t), num(s.p_wilcoxon),
+                     num(s.p_permutation), num(mc.p_holm), num(s.mde, ".2g"),
+                     f"**{mc.verdict}**" if mc.verdict else "–"])
+    return rows
+
+
+def _ablations(res: AnalysisResult) -> list[str]:
+    if not res.ablations:
+        return ["## Comparisons", "", "No comparisons (a single architecture and no `analysis.comparisons`).", ""]
+    alpha = res.results.config.alpha
+    default = not res.results.config.comparisons
+    title = f"Gain over the baseline ({res.results.baseline})" if default else "Comparisons"
+    out = [f"## {title}: seed variance and significance", "",
+           "Delta = A − B per seed, runs paired by seed and every shared setting. p (t): paired t-test; "
+           "p (W): Wilcoxon signed-rank; p (flip): sign-flip permutation; p Holm: paired t p-value after Holm's "
+           "correction across the comparisons of this report (per metric), which gives the verdict. "
+           f"MDE: smallest true delta a paired t-test detects with power {res.results.config.power:g} "
+           "at this seed spread and count.", ""]
+    header = ["comparison", "seeds", "mean Δ", "sd", "95% BCa", "p (t)", "p (W)", "p (flip)", "p Holm", "MDE",
+              "verdict"]
+    for m in res.results.config.metrics:
+        rows = _ablation_rows(res, m)
+        if rows:
+            spec = metric_registry.get(m)
+            out += [f"### {res.results.config.split} {spec.label} ({spec.better} is better)", "",
+                    *markdown_table(header, rows), ""]
+    if res.results.config.delong:
+        rows = [[r.label, r.delong_summary(alpha),
+                 ", ".join(f"{d.seed}: Δ {d.result.delta:+.4f}, z {d.result.z:+.2f}" for d in r.delong
+                           if d.result is not None) or "–"] for r in res.ablations]
+        out += ["### DeLong's paired AUC test per seed", "",
+                "Test-set sampling noise for one trained pair; seed noise above is a separate, usually larger, "
+                "source of variation.", "", *markdown_table(["comparison", "DeLong", "per seed"], rows), ""]
+    notes = sorted({f"- {r.label}: {n}" for r in res.ablations for m in r.metrics.values() for n in m.stats.notes}
+                   | {f"- {r.label}: {n}" for r in res.ablations for n in r.paired.notes})
+    if notes:
+        out += ["Notes:", "", *notes, ""]
+    return out + figures(res, "forest", "seed_strip")
+
+
+def _ablation_json(r: AblationResult) -> dict[str, Any]:
+    return {"comparison": r.paired.comparison, "stratum": r.paired.stratum, "seeds": r.paired.seeds.tolist(),
+            **({"error": r.paired.error} if r.paired.error else {}), "metrics": as_json(r.metrics),
+            "delong": as_json(r.delong)}
+
+
+ABLATIONS = Section("ablations", _ablations, lambda res: {"ablations": [_ablation_json(r) for r in res.ablations]})
+
+
+# ----------------------------------------------------------------------------------------------
+# expectations
+
+
+def _expectations(res: AnalysisResult) -> list[str]:
+    """Each claim with its per-seed deltas and Holm-corrected outcome; nothing when the sweep states none."""
+    items, split, alpha = res.expectations, res.results.config.split, res.results.config.alpha
+    if not items:
+        return []
+    lines = ["## Expectations checked on these seeds", "",
+             "Each claim reads \"A beats B\" on the named metric; its source says where it comes from "
+             "(another study, or what the data were built to contain). Runs are paired by seed and every "
+             "shared setting; Δ = A − B per seed (for LogLoss a negative Δ favours A). The paired t p-value is "
+             "Holm-corrected across the claims of this report: **holds** = "
+             f"adjusted p < {alpha:g} in the claimed direction, **does not hold** = adjusted p < {alpha:g} in "
+             "the opposite direction, **not significant** = neither (the per-seed deltas are the evidence).", "",
+             "| claim | source | metric | seeds | A better in | per-seed Δ | mean Δ | p (t) | p Holm | outcome |",
+             "|" + "---|" * 10]
+    for r in items:
+        spec = metric_registry.get(r.expectation.metric)
+        won = r.a_better
+        per_seed = ", ".join(f"{int(s)}: {d:+.4f}" for s, d in zip(r.paired.seeds, r.stats.deltas)) or "–"
+        lines.append(f"| {r.label} | {r.expectation.source or '–'} | {split} {spec.label} | {r.stats.n} | "
+                     f"{int(won.sum())}/{len(won)} | {per_seed} | {num(r.stats.mean, '+.5f')} | "
+                     f"{num(r.stats.p_t, '.3g')} | {num(r.p_holm, '.3g')} | **{r.outcome}** |")
+    notes = sorted({f"- {r.label}: {n}" for r in items for n in r.paired.notes})
+    return lines + [""] + (["Notes:", "", *notes, ""] if notes else [])
+
+
+def _expectation_json(r: ExpectationResult) -> dict[str, Any]:
+    return {"claim": r.expectation.claim, "source": r.expectation.source, "metric": r.expectation.metric,
+            "a": r.expectation.a, "b": r.expectation.b, "stratum": r.paired.stratum,
+            "seeds": [int(s) for s in r.paired.seeds], "deltas": list(r.stats.deltas),
+            "a_better": int(r.a_better.sum()), "mean": r.stats.mean, "std": r.stats.std, "p_t": r.stats.p_t,
+            "p_holm": r.p_holm, "outcome": r.outcome, "notes": list(r.paired.notes)}
+
+
+EXPECTATIONS = Section("expectations", _expectations, lambda res: {
+    "expectations": [_expectation_json(r) for r in res.expectations]} if res.expectations else {})
+
+
+# ----------------------------------------------------------------------------------------------
+# figures and warnings
+
+
+def _curves(res: AnalysisResult) -> list[str]:
+    names = sorted(n for n in res.plots if n.startswith("curves_"))
+    if not names:
+        return []
+    return ["## Learning curves", "",
+            "Training loss per logging window and validation NE at each evaluation, from each run's TensorBoard "
+            "event files (`tensorboard --logdir` on this folder shows them all); colour = model size, one thin "
+            "line per seed, unhealthy runs dashed.", "", *[f"![{n}]({res.plots[n]})" for n in names], ""]
+
+
+CURVES = Section("learning curves", _curves)
+
+
+def _grouped(res: AnalysisResult) -> list[str]:
+    extra = [n for n in ("groups", "settings") if n in res.plots]
+    if not (extra or res.group_note):
+        return []
+    return (["## Grouped metrics and data settings", ""] + ([res.group_note, ""] if res.group_note else [])
+            + [f"![{n}]({res.plots[n]})" for n in extra] + [""])
+
+
+GROUPED = Section("grouped metrics", _grouped)
+
+WARNINGS = Section("warnings", lambda res: ["## Warnings", "", *[f"- {w}" for w in res.warnings], ""]
+                   if res.warnings else [], lambda res: {"plots": res.plots, "warnings": res.warnings})

@@ -1,0 +1,147 @@
+"""The report's one section type, the text formatting sections share, and `as_json`, the one way a result's
+dataclass becomes analysis.json (docs/analysis.md).
+
+A `Section` gives, from the same `AnalysisResult`, its report.md lines (tables and words) and its analysis.json
+entries; analysis/report/sections.py lists the registered sections in report order. `as_json` writes a
+dataclass as its fields in order, then its computed keys (COMPUTED), under the keys of KEYS where they are not
+the field's name; what is not one dataclass's copy (the words of a verdict, the settings a point was measured
+at) is built by the section that holds it."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness import metric_registry
+from harness.sweep.tuning import SettingChoice
+
+from ..compare.ablations import DeLongSeed, MetricComparison
+from ..compare.protocol import ArmFacts, DiD
+from ..fits.data_scaling import HeldOut
+from ..fits.family_comparison import FamilyComparison, PairedContrast
+from ..fits.form_check import FormCheck, FormResult, HeldOutError
+from ..fits.marginal_returns import Step
+from ..fits.powerlaw import PowerLawFit
+from ..fits.reference import ReferenceSlope
+from ..result import AnalysisResult
+from ..stats.delong import DeLongResult
+from ..stats.paired import PairedStats
+
+
+def _no_lines(res: AnalysisResult) -> list[str]:
+    return []
+
+
+def _no_entries(res: AnalysisResult) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report: `markdown(res)` gives its report.md lines (none where the sweep has nothing for
+    it), `json(res)` its analysis.json entries (key -> value; none where it writes no key)."""
+    name: str
+    markdown: Callable[[AnalysisResult], list[str]] = _no_lines
+    json: Callable[[AnalysisResult], dict[str, Any]] = _no_entries
+
+
+# ----------------------------------------------------------------------------------------------
+# text
+
+
+def metric_label(metric: str) -> str:
+    """The registered display label ("AUC", "LogLoss")."""
+    return metric_registry.get(metric).label
+
+
+def num(x: float | None, fmt: str = ".3g") -> str:
+    """`x` in `fmt`, or an en dash for None / NaN / inf."""
+    return "–" if x is None or not np.isfinite(x) else format(x, fmt)
+
+
+def mean_sd(pair: tuple[float, float], fmt: str = ".4f") -> str:
+    """"mean ± sd" of a (mean, sd) pair, or an en dash for a non-finite mean."""
+    mean, sd = pair
+    return "–" if not np.isfinite(mean) else f"{mean:{fmt}} ± {num(sd, fmt)}"
+
+
+def signed_delta(x: float) -> str:
+    return "–" if not np.isfinite(x) else f"{x:+.5f}"
+
+
+def estimate_text(e, fmt: str = ".3g") -> str:
+    """"value [lo, hi]" of anything with value, lo and hi (or an en dash for None)."""
+    return "–" if e is None else f"{num(e.value, fmt)} [{num(e.lo, fmt)}, {num(e.hi, fmt)}]"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def figures(res: AnalysisResult, *names: str) -> list[str]:
+    """The links to those of the named figures that were drawn, each followed by a blank line."""
+    return [line for n in names if n in res.plots for line in (f"![{n}]({res.plots[n]})", "")]
+
+
+# ----------------------------------------------------------------------------------------------
+# analysis.json
+
+#: analysis.json's key for a field where it is not the field's name: None leaves the field
+#: out, "" writes a nested dataclass's keys into its parent's.
+KEYS: dict[type, dict[str, str | None]] = {
+    PairedContrast: {"estimate": "", "seeds_for_80": "seeds_for_80_power"},
+    Step: {"seeds_for_80": "seeds_for_80_power"},
+    FormCheck: {"metric": None},
+    FormResult: {"largest": None, "lof_f": None, "lof_df": None, "lof_p": None, "lof_p_holm": None},
+    PowerLawFit: {"slope_ci_per_point": "slope_ci_per_point_pseudo_replicated", "dropped": "dropped_points",
+                  **dict.fromkeys(("band_x", "band_lo", "band_hi", "obs_x", "obs_y", "obs_seed", "band_method"))},
+    ReferenceSlope: {"is_chosen": "chosen", "ci": "slope_ci"},
+    FamilyComparison: {"convention": None, "log_linear_diff": "log_linear_slope_diff"},
+    MetricComparison: {"metric": None, "stats": ""},
+    PairedStats: {"ci_low": None, "ci_high": None},
+    DeLongSeed: {"result": ""},
+    DeLongResult: {"p_value": "p", **dict.fromkeys(("var_a", "var_b", "cov_ab", "n_pos", "n_neg"))},
+    ArmFacts: {"arm_a": None, "arm_b": None},
+    DiD: {"p_value": "p"},
+    SettingChoice: {"rows": None},
+}
+#: Keys computed from a dataclass (its properties), written after its fields.
+COMPUTED: dict[type, dict[str, Callable[[Any], Any]]] = {
+    Step: {"n_seeds": lambda s: s.n, "doublings": lambda s: s.doublings, "per_doubling": lambda s: s.per_doubling,
+           "per_doubling_ci": lambda s: s.per_doubling_ci},
+    FormResult: {"rmse": lambda r: r.rmse, "largest": lambda r: None if r.largest is None else
+                 {"label": r.largest.label, "error": r.largest.error}},
+    PowerLawFit: {"n_seeds": lambda f: f.n_seeds},
+    HeldOutError: {"error": lambda h: h.error},
+    HeldOut: {"error": lambda h: h.error},
+    PairedStats: {"ci": lambda s: [s.ci_low, s.ci_high]},
+    ArmFacts: {"dropped": lambda f: f.dropped},
+    DiD: {"deltas": lambda d: d.deltas, "swaps": lambda d: d.swaps},
+}
+
+
+def as_json(x: Any, **given: Any) -> Any:
+    """`x` as analysis.json writes it: a dataclass as a dict of its fields and computed keys (KEYS, COMPUTED; a
+    key in `given` takes that value instead, or is added), lists, tuples and arrays as lists, numpy scalars as
+    Python numbers, dicts with their values converted."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        keys = KEYS.get(type(x), {})
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(x):
+            key = keys.get(f.name, f.name)
+            if key == "":
+                out.update(as_json(getattr(x, f.name)) or {})
+            elif key is not None:
+                out[key] = given.pop(key) if key in given else as_json(getattr(x, f.name))
+        for key, compute in COMPUTED.get(type(x), {}).items():
+            out[key] = given.pop(key) if key in given else as_json(compute(x))
+        return {**out, **given}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [as_json(v) for v in x]
+    if isinstance(x, dict):
+        return {int(k) if isinstance(k, np.integer) else k: as_json(v) for k, v in x.items()}
+    return x.item() if isinstance(x, np.generic) else x

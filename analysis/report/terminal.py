@@ -1,0 +1,142 @@
+"""The terminal summary of an analysis (`recscale analyze`, `recscale reference`): in the report's order the
+headline table, comparisons, expectations, fits, marginal returns, data scaling and family comparisons, each cut to
+a few rows, then the answer (best architecture, its gain over the baseline)."""
+from __future__ import annotations
+
+import numpy as np
+
+from harness import runs_columns as C
+
+from ..fits.powerlaw import CI_METHOD
+from ..result import AnalysisResult
+from .data_scaling import data_scaling_lines
+from .section import estimate_text as _est
+from .section import mean_sd as _pm
+from .section import metric_label as _label
+from .section import num as _f
+from .section import signed_delta as _delta
+
+
+def _cut(items: list, n: int, out: list[str], what: str) -> list:
+    if len(items) > n:
+        out.append(f"  ... {len(items) - n} more {what} in the report")  # appended after the shown ones
+    return items[:n]
+
+
+def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 12) -> str:
+    """A short text summary in the report's order: headline table, comparisons, fits, family comparisons."""
+    split = res.results.config.split
+    out = [f"sweep {res.results.name}: {len(res.results.runs)} runs, baseline {res.results.baseline}"]
+    h = res.headline
+    if h is not None and h.rows:
+        oracle = "  oracle gap" if h.has_oracle else ""
+        out.append(f"  {'architecture (setting)':<40} seeds  {split} AUC        LogLoss          MFLOPs{oracle}")
+        more: list[str] = []
+        for r in _keep_baseline(h.rows, max_rows, more, res.results.baseline):
+            share = f"  {r.share_oracle_gap:6.1%}" if h.has_oracle and np.isfinite(r.share_oracle_gap) else ""
+            out.append(f"  {r.label[:40]:<40} {r.n_seeds:>5}  {_pm(r.auc)}  {_pm(r.logloss)}  "
+                       f"{_f(r.flops_per_target / 1e6, '.4g'):>7}{share}")
+        out += more
+    if res.ablations:
+        out.append(f"comparisons  ({split} AUC, delta = A - B, Holm-adjusted paired t)")
+        more = []
+        for r in _cut(res.ablations, max_rows, more, "comparisons"):
+            mc = r.metrics.get("auc")
+            if r.paired.error:
+                out.append(f"  {r.label[:40]:<40} error: no paired runs")
+            elif mc is not None:
+                out.append(f"  {r.label[:40]:<40} {_delta(mc.stats.mean)}  n={mc.stats.n}  "
+                           f"p={_f(mc.p_holm, '.2g'):<6} {mc.verdict}")
+        out += more
+    if res.expectations:
+        out.append("expectations  (delta = A - B per seed, Holm-adjusted paired t)")
+        more = []
+        for e in _cut(res.expectations, max_rows, more, "expectations"):
+            out.append(f"  {e.label[:40]:<40} {_delta(e.stats.mean)}  A better in {int(e.a_better.sum())}/"
+                       f"{len(e.a_better)}  p={_f(e.p_holm, '.2g'):<6} {e.outcome}")
+        out += more
+    fitted = [f for f in res.scaling if f.fit is not None and f.metric == "auc"]
+    if fitted:
+        out.append(f"scaling  ln(gain) = slope * ln(x) + b   ({CI_METHOD.split(' (')[0]})")
+        more = []
+        for f in _cut(fitted, 8, more, "fits"):
+            lo, hi = f.fit.slope_ci
+            best = f"  best form: {f.forms.best}" if f.forms is not None and f.forms.best else ""
+            out.append(f"  {f.family[:28]:<28} {f.gain_label} vs {f.convention.x_unit} {f.convention.x_axis}: slope "
+                       f"{f.fit.slope:+.3f} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]  "
+                       f"sizes={f.fit.n_points} seeds={f.fit.n_seeds}{best}")
+        out += more
+    n_dropped = sum(len(f.fit.dropped) for f in fitted if f.fit is not None)
+    if n_dropped:
+        out.append(f"  {n_dropped} per-seed point(s) the power law cannot take (listed with reasons in the report)")
+    out += _marginal_lines(res)
+    out += data_scaling_lines(res.data_scaling)
+    auc_comparisons = [c for c in res.comparisons if c.metric == "auc"]
+    if auc_comparisons:
+        out.append("family comparisons  (AUC gain, paired by seed; slope A - B, Holm p)")
+        more = []
+        for c in _cut(auc_comparisons, 6, more, "family comparisons"):
+            d = c.slope_diff
+            out.append(f"  {c.label[:30]:<30} slope diff {_est(None if d is None else d.estimate, '+.3f')} "
+                       f"Holm p={_f(float('nan') if d is None else d.p_holm, '.2g')}; {c.crossover.split(';')[0]}")
+        out += more
+    for w in res.warnings[:4]:
+        out.append(f"warning: {w}")
+    if len(res.warnings) > 4:
+        out.append(f"  ... {len(res.warnings) - 4} more warnings in the report")
+    out.append(f"report: {report_path}")
+    return "\n".join(out + _answer_lines(res, split))
+
+
+def _keep_baseline(rows: list, n: int, out: list[str], baseline: str | None) -> list:
+    """The first `n` headline rows plus every row of the baseline architecture (never cut)."""
+    shown = [r for i, r in enumerate(rows) if i < n or (baseline and r.setting.get(C.ARCH) == baseline)]
+    if len(rows) > len(shown):
+        out.append(f"  ... {len(rows) - len(shown)} more rows in the report")
+    return shown
+
+
+def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
+    """The summary's last lines: which architecture did best, and its gain over the baseline with the
+    Holm-corrected verdict of that comparison (one sentence each)."""
+    h, runs, baseline = res.headline, res.results.runs, res.results.baseline
+    rivals = [r for r in (h.rows if h is not None else []) if r.setting.get(C.ARCH) != baseline
+              and np.isfinite(r.auc[0])]
+    if not rivals:
+        return []
+    best = max(rivals, key=lambda r: r.auc[0])
+    lines = [f"answer: the best architecture is {best.label} ({split} AUC {best.auc[0]:.4f} over {best.n_seeds} "
+             f"seed(s))."]
+    versus = [r for r in res.ablations if not r.paired.error and "auc" in r.metrics
+              and runs.loc[r.paired.rows_b[0], C.ARCH] == baseline
+              and runs.loc[r.paired.rows_a[0], C.ARCH] == best.setting.get(C.ARCH)]
+    # the comparison of the best setting itself (same width, ...); else the arch's largest gain, named by label
+    same_setting = [r for r in versus if all(str(runs.loc[r.paired.rows_a[0], c]) == str(v)
+                                             for c, v in best.setting.items() if c in runs.columns)]
+    if versus:
+        top = (same_setting or [max(versus, key=lambda r: r.metrics["auc"].stats.mean)])[0]
+        mc = top.metrics["auc"]
+        lines.append(f"answer: its gain over the baseline {baseline} is {_delta(mc.stats.mean).strip()} {split} AUC "
+                     f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")
+    else:
+        base = [r.auc[0] for r in (h.rows if h is not None else [])
+                if r.setting.get(C.ARCH) == baseline and np.isfinite(r.auc[0])]
+        gain = f"{_delta(best.auc[0] - max(base)).strip()} {split} AUC (mean over seeds) " if base else ""
+        lines.append(f"answer: its gain over the baseline {baseline} is {gain}untested: no configured comparison "
+                     "pairs them.")
+    return lines
+
+
+def _marginal_lines(res: AnalysisResult) -> list[str]:
+    """One line per family: the verdict of each metric along its compute ladder."""
+    by_family: dict[str, list[str]] = {}
+    for f in res.scaling:
+        if f.marginal is not None:
+            by_family.setdefault(f.family, []).append(f"{_label(f.metric)} {f.marginal.verdict}")
+    if not by_family:
+        return []
+    out = ["marginal returns  (consecutive points by FLOPs, paired t over seeds, Holm over each ladder)"]
+    more: list[str] = []
+    for family in _cut(list(by_family), 8, more, "families"):
+        out.append(f"  {family[:28]:<28} " + "; ".join(by_family[family]))
+    return out + more
