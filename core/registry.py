@@ -5,7 +5,7 @@ New components register themselves with a decorator in their own file; nothing e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from .discovery import file_of
 
@@ -22,7 +22,8 @@ class Registry(Generic[T]):
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
             if name in self._items and self._items[name] is not obj:
-                first = file_of(_module_of(self._items[name]))
+                taken = self._items[name]  # a registry entry's `module`, else the object's own module
+                first = file_of(str(getattr(taken, "module", None) or getattr(taken, "__module__", "")))
                 raise ValueError(f"registers {self.kind} {name!r}, which {first} registered already; "
                                  "give one of them another name")
             self._items[name] = obj
@@ -45,8 +46,3 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
-
-
-def _module_of(obj: Any) -> str:
-    """The module that registered `obj`: its `module` attribute (registry entries) or its `__module__`."""
-    return str(getattr(obj, "module", None) or getattr(obj, "__module__", ""))

@@ -6,14 +6,15 @@ import json
 import pandas as pd
 
 from core.results_layout import METRICS_FILE, RUNS_DIR, TRIAL_RECORD_FILE
-from harness.sweep.collect import collect_runs, flat_record
+from core.typed_config import flat_keys
+from harness.sweep.collect import collect_runs
 
 
-def test_flat_record_spells_every_leaf_and_keeps_scalars():
+def test_a_record_is_spelled_one_key_per_leaf_and_keeps_scalars():
     record = {"arch": "whale", "train.lr": 0.01,
               "train.schedule": {"kind": "cosine", "floor": 0.1, "extra": {"a": 1}}}
-    assert flat_record(record) == {"arch": "whale", "train.lr": 0.01, "train.schedule.kind": "cosine",
-                                   "train.schedule.floor": 0.1, "train.schedule.extra.a": 1}
+    assert flat_keys(record) == {"arch": "whale", "train.lr": 0.01, "train.schedule.kind": "cosine",
+                                 "train.schedule.floor": 0.1, "train.schedule.extra.a": 1}
 
 
 def test_collected_table_has_only_hashable_cells(tmp_path):

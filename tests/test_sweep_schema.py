@@ -363,11 +363,11 @@ def test_rewritten_sweeps_plan_the_runs_of_their_committed_reference(name):
     tuned = set(runs["tuned"].dropna()) if "tuned" in runs.columns else set()  # chosen per setting at run time
     config = [c for c in runs.columns if (c.startswith(("model.", "train.")) or c in ("arch", "seed", "dataset_id"))
               and c not in tuned]
-    from harness.sweep.collect import flat_record
+    from core.typed_config import flat_keys
 
     for t in trials:
         row = runs.loc[runs["trial_id"] == t.trial_id].iloc[0]
-        record = flat_record(t.record())
+        record = flat_keys(t.record())
         for col in config:
             value = row[col]
             missing = value is None or (isinstance(value, float) and math.isnan(value))

@@ -94,14 +94,10 @@ def run(args: argparse.Namespace) -> int:
                  + (f", {args.breakdown} profiled" if args.breakdown else "") + ", and this machine's matmul rate")
         result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown)
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
-                     "flops_per_target": result["flops_per_target"], "utilisation": result["utilisation"],
-                     "matmul_flops_per_s": result["matmul_flops_per_s"], "matmul_dtype": result["matmul_dtype"],
-                     "bf16": result["bf16"], "seconds_per_step": result["seconds_per_step"],
-                     "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_kind": result["peak_memory_kind"],
-                     "batch_size": tc.batch_size, "history_len": model_cfg.history_len})
-        if "breakdown" in result:
-            out["breakdown"] = result["breakdown"]
-            out["utilisation_if_only_products"] = result["utilisation_if_only_products"]
+                    **{k: result[k] for k in ("flops_per_target", "utilisation", "matmul_flops_per_s", "matmul_dtype",
+                                              "bf16", "seconds_per_step", "peak_memory_bytes", "peak_memory_kind")},
+                    "batch_size": tc.batch_size, "history_len": model_cfg.history_len,
+                    **{k: result[k] for k in ("breakdown", "utilisation_if_only_products") if k in result}})
     if args.json:
         print(json.dumps(out, indent=1, default=str))
         return 0

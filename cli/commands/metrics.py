@@ -13,15 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-from core import results_layout as layout
-from core.results_layout import METRICS_FILE
+from core.results_layout import CONFIG_FILE, METRICS_FILE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run folder written by `recscale train`")
     parser.add_argument("--recompute", action="store_true", help="recompute every metric from the prediction files")
     parser.add_argument("--data",
-                        help=f"prepared dataset folder, when it moved since training (default: {layout.CONFIG_FILE}'s)")
+                        help=f"prepared dataset folder, when it moved since training (default: {CONFIG_FILE}'s)")
     parser.add_argument("--tol", type=float, default=0.0, help="allowed absolute difference (default 0: exact)")
     parser.add_argument("--json", action="store_true", help="print the recomputed metrics as JSON")
 

@@ -68,13 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from analysis.collect import RUNS_FILE
     from analysis.pipeline import analyze
     from analysis.reference import check_lines, compare_with_reference, publish_reference
     from analysis.report.terminal import terminal_summary
 
     out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name
-    if (out / RUNS_FILE).is_file() and not args.force:
+    if (out / layout.RUNS_FILE).is_file() and not args.force:
         check = compare_with_reference(args.sweep_dir, out)
         print(f"{out} already holds a reference; publishing {args.sweep_dir} would change it as follows:")
         print("\n".join("  " + line for line in check_lines(check)))

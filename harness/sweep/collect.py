@@ -35,13 +35,6 @@ def write_trial_record(run_dir: Path, record: dict[str, Any]) -> None:
     write_text(run_dir / TRIAL_RECORD_FILE, json.dumps(record, indent=1, default=str))
 
 
-def flat_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A trial record with nested settings (e.g. `train.schedule`, a mapping) spelled as one column per leaf
-    (`train.schedule.kind`, `train.schedule.warmup_fraction`, ...), so that every runs.parquet cell is a
-    scalar that analysis can group by."""
-    return flat_keys(record)
-
-
 def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
     """One dict per run folder holding both the trial record and finished metrics."""
     rows = []
@@ -50,7 +43,8 @@ def finished_rows(sweep_dir: Path) -> list[dict[str, Any]]:
         record_path, metrics_path = run_dir / TRIAL_RECORD_FILE, run_dir / METRICS_FILE
         if not (record_path.exists() and metrics_path.exists()):
             continue
-        record = flat_record(json.loads(record_path.read_text()))
+        # nested settings (a `train.schedule` mapping) one column per leaf: every cell a scalar analysis can group by
+        record = flat_keys(json.loads(record_path.read_text()))
         metrics = scalar_metrics(json.loads(metrics_path.read_text()))
         metrics = {k: v for k, v in metrics.items() if k not in record}  # config columns win (same values)
         rows.append({C.TRIAL_ID: record[C.TRIAL_ID], C.RUN_DIR: f"{RUNS_DIR}/{run_dir.name}", **record, **metrics})

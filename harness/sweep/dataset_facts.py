@@ -62,10 +62,6 @@ def membership_difference(hist_a: np.ndarray, hist_b: np.ndarray) -> dict[str, f
             "mean_common_events": mean(common)}
 
 
-def _digest(event_id: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(event_id, dtype=np.int64).tobytes()).hexdigest()
-
-
 def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str, str | Path]) -> dict[str, Any]:
     """The content of datasets.json for datasets `{id: prepare settings}` prepared at `paths[id]`."""
     opened = {d: PreparedDataset.open(paths[d]) for d in datasets}
@@ -79,7 +75,8 @@ def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str,
         for split in SPLITS:
             event_id, hist = split_of[d, split]
             lengths = (hist >= 0).sum(axis=1)
-            splits[split] = {"targets": int(len(event_id)), "event_ids_sha1": _digest(event_id),
+            digest = hashlib.sha1(np.ascontiguousarray(event_id, dtype=np.int64).tobytes()).hexdigest()
+            splits[split] = {"targets": int(len(event_id)), "event_ids_sha1": digest,
                              "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
                              "empty_history_targets": int((lengths == 0).sum())}
         out["datasets"][d] = {

@@ -92,14 +92,9 @@ def _started(sweep_dir: Path) -> bool:
 
 
 def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resume: bool) -> tuple[Path, bool]:
-    """Create or check `results/<name>/`, store the sweep file there (atomically); returns the
-    folder and whether to resume.
-
-    An existing folder needs `--resume`, except when it holds this same sweep with every trial
-    finished: launching it again then only re-collects runs.parquet (so the demo can be re-run), or
-    when no trial of it ever started (no run folder, no Ray state: a launch that failed or was killed
-    before its first trial), which simply starts again.
-    """
+    """Create or check `results/<name>/`, store the sweep file there (atomically); returns the folder and whether
+    to resume. An existing folder needs `--resume` (docs/sweeps.md), unless no trial of it ever started (no run
+    folder, no Ray state: a launch that failed or was killed before its first trial), which starts again."""
     sweep_dir = (Path(results_root) / sweep.name).resolve()
     stored = sweep_dir / SWEEP_FILE
     if stored.exists():
@@ -222,10 +217,10 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
         tune_config = tune.TuneConfig(search_alg=searcher, metric=s.metric, mode=s.mode,
                                       num_samples=s.num_samples, reuse_actors=True)
     tracking: list[Any] = []
-    if cfg.tracking is not None:  # imported only then: it imports the tracker (seconds)
-        from .tracking import callbacks as tracking_callbacks
+    if cfg.tracking == "mlflow":  # imported only then: it imports the tracker (seconds)
+        from .tracking import SweepMLflowCallback
 
-        tracking = tracking_callbacks(ctx)
+        tracking = [SweepMLflowCallback(ctx)]
     run_config = tune.RunConfig(
         name=ctx.stage, storage_path=str(storage), verbose=0,
         failure_config=tune.FailureConfig(max_failures=cfg.max_failures),

@@ -97,14 +97,13 @@ RAY_NOTICES: tuple[tuple[str, str], ...] = (
 )
 
 
-class _DropNotices(logging.Filter):
-    def __init__(self, texts: list[str]) -> None:
+class _DropNotice(logging.Filter):
+    def __init__(self, text: str) -> None:
         super().__init__()
-        self.texts = texts
+        self.text = text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not any(text in message for text in self.texts)
+        return self.text not in record.getMessage()
 
 
 @contextmanager
@@ -114,10 +113,7 @@ def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
     if verbose:
         yield
         return
-    by_logger: dict[str, list[str]] = {}
-    for name, text in RAY_NOTICES:
-        by_logger.setdefault(name, []).append(text)
-    filters = [(logging.getLogger(name), _DropNotices(texts)) for name, texts in by_logger.items()]
+    filters = [(logging.getLogger(name), _DropNotice(text)) for name, text in RAY_NOTICES]
     for logger, f in filters:
         logger.addFilter(f)
     try:
@@ -138,14 +134,9 @@ _HTTP2_SETTINGS = 0x4
 
 
 def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_CONNECT_TIMEOUT_S) -> None:
-    """Refuse an --address whose host:port accepts no TCP connection (within `timeout_s`), or accepts one
-    but does not speak gRPC as a Ray GCS does (within ADDRESS_ANSWER_TIMEOUT_S more).
-
-    `ray.init(address=...)` on an unreachable address, or on a port some other server holds, retries for
-    minutes, printing only its own warnings; a plain TCP connect to the GCS port answers in milliseconds
-    (refused) or `timeout_s` (dropped), and the GCS answers an HTTP/2 greeting at once. 'auto' and
-    a malformed address (no port, a port that is not a number from 1 to 65535, no host) is refused.
-    """
+    """Refuse a malformed --address, one whose host:port accepts no TCP connection (within `timeout_s`), and one
+    that accepts but does not speak gRPC as a Ray GCS does (within ADDRESS_ANSWER_TIMEOUT_S more), in seconds
+    where `ray.init(address=...)` retries for minutes (module docstring). 'auto' passes."""
     if not address or address == "auto":
         return
     target = address.split("://", 1)[-1]
@@ -203,14 +194,9 @@ def _not_grpc(conn: socket.socket, timeout_s: float) -> str | None:
 
 
 def _enable_token_auth_when_available() -> None:
-    """Present this user's Ray token when joining a cluster, as `ray start` does when it finds one.
-
-    `ray start --head` enables token authentication when a token exists (RAY_AUTH_TOKEN,
-    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), but a driver joining with `ray.init(address=...)`
-    only sends it when RAY_AUTH_MODE=token, read when Ray's config is loaded (at import). So set
-    the mode when a token is there and reload Ray's config, as Ray does itself. An explicit
-    RAY_AUTH_MODE=disabled is left alone.
-    """
+    """Present this user's Ray token when joining a cluster, as `ray start` does when it finds one (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): set RAY_AUTH_MODE=token and reload Ray's config (module
+    docstring). An explicit RAY_AUTH_MODE=disabled is left alone."""
     if "RAY_AUTH_MODE" not in os.environ:
         token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
         if os.environ.get("RAY_AUTH_TOKEN") or token_file.exists():

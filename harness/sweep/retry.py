@@ -54,16 +54,12 @@ def started(run_dir: Path) -> bool:
     return (Path(run_dir) / layout.ATTEMPTS_DIR).is_dir()
 
 
-def history(attempts: list[dict[str, Any]]) -> str:
-    """`0.16 diverged → 0.08 ok`: each attempt's learning rate and health status."""
-    return " → ".join(f"{a['lr']:g} {a[H.STATUS_KEY]}" for a in attempts)
-
-
 def record(policy: RetrySection, attempts: list[dict[str, Any]]) -> dict[str, Any]:
     """The metrics.json keys of the retry: the nested record and its flat columns."""
     return {RETRY_KEY: {"policy": dataclasses.asdict(policy), "attempts": attempts},
             C.RETRY_ATTEMPTS: len(attempts) - 1, C.RETRY_LR_INITIAL: attempts[0]["lr"],
-            C.RETRY_LR_USED: attempts[-1]["lr"], C.RETRY_HISTORY: history(attempts)}
+            C.RETRY_LR_USED: attempts[-1]["lr"],
+            C.RETRY_HISTORY: " → ".join(f"{a['lr']:g} {a[H.STATUS_KEY]}" for a in attempts)}  # 0.16 diverged → 0.08 ok
 
 
 def _with_lr(cfg: RunConfig, lr: float) -> RunConfig:

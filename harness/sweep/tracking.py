@@ -23,7 +23,6 @@ from core.typed_config import flat_keys
 from harness import runs_columns as C
 from harness.curves import read_curves
 
-from .collect import flat_record
 from .trainable import TrialContext, search_trial_id
 
 #: MLflow's limits on one `log_batch` call.
@@ -39,13 +38,6 @@ def store_dir(sweep_dir: Path | str) -> Path:
 def store_uri(sweep_dir: Path | str) -> str:
     """The tracking URI of the sweep's MLflow store (an SQLite database in `store_dir`)."""
     return f"sqlite:///{store_dir(sweep_dir) / MLFLOW_DB_FILE}"
-
-
-def callbacks(ctx: TrialContext) -> list[Any]:
-    """The Tune callbacks that send one stage's trials to the sweep's tracker (none without `tracking:`)."""
-    if ctx.sweep.config.tracking != "mlflow":
-        return []
-    return [SweepMLflowCallback(ctx)]
 
 
 class SweepMLflowCallback(MLflowLoggerCallback):
@@ -120,7 +112,7 @@ class SweepMLflowCallback(MLflowLoggerCallback):
         if (run_dir / CONFIG_FILE).exists():
             config.update(flat_keys(yaml.safe_load((run_dir / CONFIG_FILE).read_text()) or {}))
         if (run_dir / TRIAL_RECORD_FILE).exists():
-            config.update(flat_record(json.loads((run_dir / TRIAL_RECORD_FILE).read_text())))
+            config.update(flat_keys(json.loads((run_dir / TRIAL_RECORD_FILE).read_text())))
         client = self._client()
         logged = client.get_run(run_id).data.params  # a resumed trial's run may hold them already
         params = [Param(k, str(v)) for k, v in config.items() if k not in logged]

@@ -65,13 +65,6 @@ class TuningChoice:
                 return {self.param: s.chosen}
         raise TuningError(f"{TUNING_FILE}: no choice for setting {sid!r}")
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> TuningChoice:
-        return cls(**{**doc, "settings": [SettingChoice(**s) for s in doc["settings"]]})
-
 
 def choose_values(values: Sequence[float], seeds: Sequence[int], table: Mapping[tuple[float, int], float | None],
                   mode: str, unhealthy: Set[tuple[float, int]] = frozenset(),
@@ -142,7 +135,7 @@ def tuning_dir(sweep_dir: Path) -> Path:
 
 def write_choice(sweep_dir: Path, choice: TuningChoice) -> None:
     """Write tuning.json atomically."""
-    write_text(Path(sweep_dir) / TUNING_FILE, json.dumps(json_safe(choice.to_json()), indent=1) + "\n")
+    write_text(Path(sweep_dir) / TUNING_FILE, json.dumps(json_safe(asdict(choice)), indent=1) + "\n")
 
 
 def read_choice(sweep_dir: Path) -> TuningChoice | None:
@@ -151,7 +144,8 @@ def read_choice(sweep_dir: Path) -> TuningChoice | None:
     if not path.exists():
         return None
     try:
-        return TuningChoice.from_json(json.loads(path.read_text()))
+        doc = json.loads(path.read_text())
+        return TuningChoice(**{**doc, "settings": [SettingChoice(**s) for s in doc["settings"]]})
     except (ValueError, TypeError, KeyError) as e:
         raise TuningError(f"{path}: not a tuning result ({e}); remove it to run the tuning stage's choice again "
                           "(its finished trials are kept)") from None
