@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.launcher import run_sweep
 
     outcome = run_sweep(sweep, results_root=args.results, resume=args.resume, address=args.address,
-                        num_cpus=args.num_cpus)
+                        num_cpus=args.num_cpus, verbose=args.verbose)
     if args.json:
         print(json.dumps({"sweep_dir": str(outcome.sweep_dir), "planned": outcome.planned,
                           "finished": outcome.finished, "failed": outcome.failed,
