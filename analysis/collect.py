@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
@@ -81,14 +82,18 @@ class SweepResults:
         return run_folder.read_metrics(self.run_path(run_dir))  # a damaged file is an error naming it
 
 
-def read_runs(path: Path) -> pd.DataFrame:
-    """runs.parquet read and checked (a damaged file, a missing arch or seed, no rows: each named)."""
+def read_runs(path: Path, *, trust_edits: bool = False) -> pd.DataFrame:
+    """runs.parquet read and checked (a damaged file, a missing arch or seed, no rows, and unless `trust_edits`
+    a row edited after the sweep wrote it: each named)."""
     if not path.exists():
         raise RecscaleError(f"{path}: not found; is {path.parent} a sweep results folder (recscale sweep output)?")
     try:
-        runs = pq.read_table(path).to_pandas()
+        table = pq.read_table(path)
+        runs = table.to_pandas()
     except Exception as e:  # pyarrow raises several types for damaged files
         raise DataValidationError(str(path), "(file)", f"cannot be read as parquet: {e}") from None
+    if not trust_edits:
+        verify_digests(table, path)
     for col in (C.ARCH, C.SEED):
         if col not in runs.columns:
             raise DataValidationError(str(path), col, "required column missing")
@@ -99,6 +104,27 @@ def read_runs(path: Path) -> pd.DataFrame:
         raise DataValidationError(str(path), "(rows)", "no finished runs to analyse")
     runs[C.ARCH] = runs[C.ARCH].astype(str)
     return hashable_lists(runs).reset_index(drop=True)
+
+
+def verify_digests(table: pa.Table, path: Path) -> None:
+    """Raise naming the first row whose `row_digest` does not match its values and, where its run folder can
+    tell, the column(s) that differ from it. A table without digests (written before them) passes."""
+    from harness.sweep.collect import folder_row, row_digests
+
+    if C.ROW_DIGEST not in table.column_names:
+        return
+    bad = [i for i, (a, b) in enumerate(zip(table.column(C.ROW_DIGEST).to_pylist(), row_digests(table))) if a != b]
+    if not bad:
+        return
+    row = table.slice(bad[0], 1).to_pylist()[0]
+    folder = folder_row(path.parent / str(row[C.RUN_DIR])) if row.get(C.RUN_DIR) else None
+    missing = lambda v: v is None or v != v  # noqa: E731  # None or NaN
+    differ = [c for c in folder or {}
+              if c in row and row[c] != folder[c] and not (missing(row[c]) and missing(folder[c]))]
+    what = "; ".join(f"column {c} is {row[c]!r}, its run folder records {folder[c]!r}" for c in differ[:3]) \
+        or f"its values do not match its {C.ROW_DIGEST}"
+    raise RecscaleError(f"{path}: row {bad[0]} (trial {row.get(C.TRIAL_ID)}, {row.get(C.RUN_DIR)}): {what}; edited "
+                        f"after the sweep wrote it ({len(bad)} row(s) in all); pass --trust-edits to use it anyway")
 
 
 def hashable_lists(runs: pd.DataFrame) -> pd.DataFrame:
@@ -146,12 +172,12 @@ def default_baseline(runs: pd.DataFrame) -> str:
     return sorted(runs[C.ARCH].unique())[0]
 
 
-def load_results(root: Path | str, *, baseline: str | None = None) -> SweepResults:
-    """Load a sweep folder; `baseline` overrides the `analysis.baseline` of sweep.yaml."""
+def load_results(root: Path | str, *, baseline: str | None = None, trust_edits: bool = False) -> SweepResults:
+    """Load a sweep folder; `baseline` overrides the `analysis.baseline` of sweep.yaml (`trust_edits`: read_runs)."""
     root = Path(root)
     if not root.is_dir():
         raise RecscaleError(f"{root}: results folder not found")
-    runs = read_runs(root / RUNS_FILE)
+    runs = read_runs(root / RUNS_FILE, trust_edits=trust_edits)
     doc = _read_sweep_doc(root / SWEEP_FILE)
     try:
         cfg = analysis_config(doc.get("analysis"))

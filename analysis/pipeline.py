@@ -83,10 +83,10 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
 
 
 def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True,
-            plots: bool = True) -> AnalysisResult:
+            plots: bool = True, trust_edits: bool = False) -> AnalysisResult:
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
-    everything = load_results(root, baseline=baseline)
+    everything = load_results(root, baseline=baseline, trust_edits=trust_edits)
     health = assess(everything.runs, everything.config_columns, everything.run_path)
     results = healthy(everything, health)  # unhealthy runs left out of every number, each listed
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)

@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from core.atomic_write import write_parquet
 from core.errors import RecscaleError
 from core.results_layout import DATASETS_FILE, TUNING_FILE
 from harness import runs_columns as C
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
+from harness.sweep.collect import with_digests
 
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
 from .compare.pairing import default_comparisons, pair_runs
@@ -40,7 +42,7 @@ REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
 OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, ranks_file("test"), ranks_file("valid"))
 
 
-def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
+def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bool = False) -> Path:
     """Copy `sweep.yaml`, `runs.parquet` and `datasets.json` (when present) of `sweep_dir` into `out`
     (replaced atomically), add the score ranks of the runs that comparisons varying a data setting compare,
     and return it. The caller analyses the new folder (`analysis.pipeline.analyze(out)`).
@@ -60,7 +62,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str) -> Path:
         for name in (DATASETS_FILE, TUNING_FILE):
             if (sweep_dir / name).is_file():
                 shutil.copy2(sweep_dir / name, tmp / name)
-        _write_ranks(sweep_dir, tmp)
+        _write_ranks(sweep_dir, tmp, trust_edits)
         replace_path(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -73,13 +75,15 @@ def _record_trends(sweep_dir: Path, runs_file: Path) -> None:
     run folders, so its analysis could not measure it."""
     runs = pd.read_parquet(runs_file)
     runs, filled = record_trends(runs, lambda run_dir: sweep_dir / run_dir)
-    if filled:
+    if filled and C.ROW_DIGEST in runs.columns:  # the added values digested too (the rows were verified)
+        write_parquet(runs_file, with_digests(runs))
+    elif filled:
         runs.to_parquet(runs_file, index=False)
 
 
-def _write_ranks(sweep_dir: Path, out: Path) -> None:
+def _write_ranks(sweep_dir: Path, out: Path, trust_edits: bool) -> None:
     """Score ranks of every run that a comparison varying a data setting pairs (nothing when none does)."""
-    results = load_results(sweep_dir)
+    results = load_results(sweep_dir, trust_edits=trust_edits)
     comparisons = results.config.comparisons or default_comparisons(results)
     rows = [int(r) for c in comparisons for p in pair_runs(results, c) if p.varies_data
             for r in (*p.rows_a, *p.rows_b)]
@@ -96,6 +100,7 @@ SHIFT_ALPHA = 0.01
 #: Fewest differing trials the shift test needs.
 SHIFT_MIN_TRIALS = 5
 BIT_EXACT, WITHIN_TOLERANCE, NOT_REPRODUCED = "bit-exact", "within tolerance", "NOT reproduced"
+DIFFERENT_STUDY = "NOT reproduced: a different study (the trials' configurations differ)"
 
 
 @dataclass
@@ -127,13 +132,17 @@ class ReproductionCheck:
     metrics: dict[str, MetricAgreement]
     tolerance_rule: str  # the rule in words, for the printout
     fingerprint_differences: list[tuple[str, str, str]]  # (key, fresh, reference) where the machines differ
+    config_differences: list[tuple[str, str, str, str]] = field(default_factory=list)  # (trial, column, fresh, ref)
 
     @property
     def exact(self) -> bool:
-        return not self.missing and not self.extra and all(m.largest == 0.0 for m in self.metrics.values())
+        return (not self.missing and not self.extra and not self.config_differences
+                and all(m.largest == 0.0 for m in self.metrics.values()))
 
     @property
     def verdict(self) -> str:
+        if self.config_differences:
+            return DIFFERENT_STUDY
         if self.exact:
             return BIT_EXACT
         if self.missing or self.extra or any(m.beyond or m.shifted for m in self.metrics.values()):
@@ -141,11 +150,11 @@ class ReproductionCheck:
         return WITHIN_TOLERANCE
 
 
-def _read_runs(folder: Path) -> pd.DataFrame:
-    """The sweep's runs table as `recscale analyze` reads it (`collect.read_runs`: damaged files and missing
-    arch/seed named), with the trial id and the compared metrics checked too, indexed by trial id."""
+def _read_runs(folder: Path, trust_edits: bool) -> pd.DataFrame:
+    """The sweep's runs table as `recscale analyze` reads it (`collect.read_runs`: damaged files, missing
+    arch/seed and edited rows named), with the trial id and the compared metrics checked too, indexed by trial id."""
     path = folder / RUNS_FILE
-    table = read_runs(path)
+    table = read_runs(path, trust_edits=trust_edits)
     missing = [c for c in (C.TRIAL_ID, *REPRODUCED_COLUMNS) if c not in table.columns]
     if missing:
         raise RecscaleError(f"{path}: column {missing[0]!r} missing")
@@ -189,11 +198,23 @@ def _fingerprints(table: pd.DataFrame) -> dict[str, str]:
             for c in table.columns if c.startswith(FINGERPRINT_PREFIX)}
 
 
+def _config_differences(fresh: pd.DataFrame, ref: pd.DataFrame, both: pd.Index) -> list[tuple[str, str, str, str]]:
+    """(trial, column, fresh value, reference value) for every setting column (config columns and the seed)
+    in which a matched trial differs; a column only one table has counts as (not recorded) in the other."""
+    cols = sorted({*config_columns(fresh.reset_index()), *config_columns(ref.reset_index()), C.SEED})
+    def text(t: pd.DataFrame) -> pd.DataFrame:
+        values = pd.DataFrame({c: t.loc[both, c] if c in t.columns else "(not recorded)" for c in cols}, index=both)
+        return values.astype(str).where(values.notna(), "(none)")
+    a, b = text(fresh), text(ref)
+    return [(str(t), c, a.at[t, c], b.at[t, c]) for t in both for c in cols if a.at[t, c] != b.at[t, c]]
+
+
 def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str, *,
                            sd_fraction: float = DEFAULT_SD_FRACTION,
-                           absolute: float | None = None) -> ReproductionCheck:
-    """Match the two runs tables by `trial_id` and judge how far their `REPRODUCED_COLUMNS` differ."""
-    fresh, ref = _read_runs(Path(fresh_dir)), _read_runs(Path(reference_dir))
+                           absolute: float | None = None, trust_edits: bool = False) -> ReproductionCheck:
+    """Match the two runs tables by `trial_id`, name any trial whose configuration differs, and judge how far
+    their `REPRODUCED_COLUMNS` differ."""
+    fresh, ref = _read_runs(Path(fresh_dir), trust_edits), _read_runs(Path(reference_dir), trust_edits)
     both = ref.index.intersection(fresh.index)
     agreements = {}
     for col in REPRODUCED_COLUMNS:
@@ -221,7 +242,7 @@ def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str, *,
     return ReproductionCheck(
         matched=len(both), missing=sorted(set(ref.index) - set(fresh.index)),
         extra=sorted(set(fresh.index) - set(ref.index)), metrics=agreements, tolerance_rule=rule,
-        fingerprint_differences=fp_diff,
+        fingerprint_differences=fp_diff, config_differences=_config_differences(fresh, ref, both),
     )
 
 
@@ -230,6 +251,13 @@ def check_lines(check: ReproductionCheck, *, exact: bool = False) -> list[str]:
     lines = [f"{check.matched} trial(s) in both; {len(check.missing)} missing from the fresh sweep; "
              f"{len(check.extra)} not in the reference"]
     lines += [f"  missing: {t}" for t in check.missing] + [f"  not in the reference: {t}" for t in check.extra]
+    if check.config_differences:  # a different study: the CPU is beside the point
+        n = len(check.config_differences)
+        lines.append(f"{n} configuration difference(s) (trial, column: fresh vs reference):")
+        lines += [f"  {t}, {c}: {a} vs {b}" for t, c, a, b in check.config_differences[:10]]
+        lines += [f"  ... {n - 10} more"] if n > 10 else []
+        lines.append(check.verdict)
+        return lines
     if not check.exact:
         lines.append(f"tolerance: {check.tolerance_rule}")
     for m in check.metrics.values():

@@ -61,6 +61,9 @@ DATA_FINGERPRINT = "data_fingerprint"
 FLOPS_PER_TARGET = "flops_per_target"
 PARAMS_NON_EMBEDDING = "params_non_embedding"
 TRAIN_TARGETS = "train_targets"  # training targets seen
+#: sha256 (16 hex) of the row's every other column, timings included (nothing in a written row legitimately
+#: changes): written by harness.sweep.collect, checked by `analyze` and `reference check` (docs/sweeps.md).
+ROW_DIGEST = "row_digest"
 
 
 def protocol_parameter_columns() -> tuple[str, ...]:

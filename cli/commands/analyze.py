@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures (report tables only)")
     parser.add_argument("--strict", action="store_true",
                         help=f"exit 1 when any run of {layout.RUNS_FILE} could not be read (report still written)")
+    parser.add_argument("--trust-edits", action="store_true",
+                        help=f"analyse a {layout.RUNS_FILE} whose rows no longer match their row_digest")
     parser.add_argument("--json", action="store_true",
                         help="print the full analysis as one JSON object instead of the text summary")
 
@@ -46,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from analysis.pipeline import analyze, json_safe
     from analysis.report.sections import summary_dict
     from analysis.report.terminal import terminal_summary
+    from harness import runs_columns as C
     from protocols.output_location import check_writable
 
     if args.results_dir.is_dir():
@@ -53,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the summary and report list every warning themselves
         res = analyze(args.results_dir, baseline=args.baseline, progress=True,
-                      plots=not args.no_plots)
+                      plots=not args.no_plots, trust_edits=args.trust_edits)
+    if C.ROW_DIGEST not in res.results.runs.columns:
+        print(f"note: {args.results_dir / layout.RUNS_FILE} predates row digests; its rows cannot be verified",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(json_safe(summary_dict(res)), indent=2, default=str))
     else:

@@ -12,8 +12,10 @@ and exits 2.
 kind of reproduction it saw: "bit-exact"; "within tolerance" (by default every difference at most twice
 the seed standard deviation of the trial's setting in the reference, and no systematic shift of the
 differences: analysis/reference.py and docs/reproducibility.md give the rule and why); or "NOT
-reproduced", naming the trials and metrics that differ. When it is not bit-exact it prints where the two sweeps ran
-(CPU, instruction sets, BLAS and its kernel, library versions, threads, device) where they differ.
+reproduced", naming the trials and metrics that differ. Trials whose configuration differs (a config column
+or the seed) are named first, with both values: that is a different study, not a reproduction. When it is not
+bit-exact it prints where the two sweeps ran (CPU, instruction sets, BLAS and its kernel, library versions,
+threads, device) where they differ.
 Exit 0 for the first two (only the first with --exact), 1 otherwise.
 
 examples:
@@ -54,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           f"(default {DEFAULT_SD_FRACTION})")
     chk.add_argument("--tolerance", type=float, default=None,
                      help="an absolute tolerance per metric instead of the seed-noise rule")
+    for p in (pub, chk):
+        p.add_argument("--trust-edits", action="store_true",
+                       help=f"use a {layout.RUNS_FILE} whose rows no longer match their row_digest")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "publish":
         return _publish(args)
     check = compare_with_reference(args.fresh_dir, args.reference_dir, sd_fraction=args.sd_fraction,
-                                   absolute=args.tolerance)
+                                   absolute=args.tolerance, trust_edits=args.trust_edits)
     print("\n".join(check_lines(check, exact=args.exact)))
     return 0 if check.verdict == BIT_EXACT or (check.verdict == WITHIN_TOLERANCE and not args.exact) else 1
 
@@ -74,12 +79,12 @@ def _publish(args: argparse.Namespace) -> int:
 
     out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name
     if (out / layout.RUNS_FILE).is_file() and not args.force:
-        check = compare_with_reference(args.sweep_dir, out)
+        check = compare_with_reference(args.sweep_dir, out, trust_edits=args.trust_edits)
         print(f"{out} already holds a reference; publishing {args.sweep_dir} would change it as follows:")
         print("\n".join("  " + line for line in check_lines(check)))
         print(f"{out}: holds a reference already; pass --force to replace it", file=sys.stderr)
         return 2
-    publish_reference(args.sweep_dir, out)
+    publish_reference(args.sweep_dir, out, trust_edits=args.trust_edits)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the summary lists every warning itself
         res = analyze(out, progress=True, plots=not args.no_plots)
