@@ -118,9 +118,7 @@ def verify_digests(table: pa.Table, path: Path) -> None:
         return
     row = table.slice(bad[0], 1).to_pylist()[0]
     folder = folder_row(path.parent / str(row[C.RUN_DIR])) if row.get(C.RUN_DIR) else None
-    missing = lambda v: v is None or v != v  # noqa: E731  # None or NaN
-    differ = [c for c in folder or {}
-              if c in row and row[c] != folder[c] and not (missing(row[c]) and missing(folder[c]))]
+    differ = [c for c in folder or {} if c in row and row[c] != folder[c]]  # Arrow and metrics.json: None, no NaN
     what = "; ".join(f"column {c} is {row[c]!r}, its run folder records {folder[c]!r}" for c in differ[:3]) \
         or f"its values do not match its {C.ROW_DIGEST}"
     raise RecscaleError(f"{path}: row {bad[0]} (trial {row.get(C.TRIAL_ID)}, {row.get(C.RUN_DIR)}): {what}; edited "

@@ -255,9 +255,7 @@ def check_lines(check: ReproductionCheck, *, exact: bool = False) -> list[str]:
         n = len(check.config_differences)
         lines.append(f"{n} configuration difference(s) (trial, column: fresh vs reference):")
         lines += [f"  {t}, {c}: {a} vs {b}" for t, c, a, b in check.config_differences[:10]]
-        lines += [f"  ... {n - 10} more"] if n > 10 else []
-        lines.append(check.verdict)
-        return lines
+        return lines + ([f"  ... {n - 10} more"] if n > 10 else []) + [check.verdict]
     if not check.exact:
         lines.append(f"tolerance: {check.tolerance_rule}")
     for m in check.metrics.values():

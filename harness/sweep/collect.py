@@ -83,9 +83,7 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
         table = table.sort_values([C.STAGE, C.TRIAL_ID], kind="stable").reset_index(drop=True)
         for col in config:  # mixed python types (e.g. int and None) -> let pandas pick one dtype
             table[col] = pd.Series(table[col].tolist(), dtype=object).infer_objects()
-        written = with_digests(table)
-        table[C.ROW_DIGEST] = written.column(C.ROW_DIGEST).to_pylist()  # the table as written
-        write_parquet(sweep_dir / RUNS_FILE, written)
-    else:
-        write_parquet(sweep_dir / RUNS_FILE, table, index=False)
+    written = with_digests(table)
+    table[C.ROW_DIGEST] = written.column(C.ROW_DIGEST).to_pylist()  # the table as written
+    write_parquet(sweep_dir / RUNS_FILE, written)
     return table
