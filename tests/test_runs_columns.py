@@ -32,7 +32,7 @@ def test_collect_writes_the_leading_columns_then_the_settings_then_the_metrics(t
     assert written == list(table.columns)
     assert written == ["trial_id", "run_dir", "stage", "arch", "seed", "protocol", "delay_s", "history_len", "task",
                        "dataset_id", "data.n_train", "model.dim", "train.lr", "ray_node", "data_fingerprint",
-                       "test_auc", "flops_per_target"]
+                       "test_auc", "flops_per_target", "row_digest"]
     assert list(C.leading_columns()) == written[:10]
     assert table[C.TRIAL_ID].tolist() == ["t0", "t1"] and table[C.RUN_DIR].tolist() == ["runs/t0", "runs/t1"]
 
