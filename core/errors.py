@@ -24,13 +24,14 @@ _SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 def disk_full(error: BaseException) -> BaseException | None:
     """The exception in `error`'s chain (causes and contexts) that says the disk or a quota is full, or None."""
     seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        text = str(error)
-        if getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text or (
-                isinstance(error, OSError) and _SHORT_WRITE.search(text)):
-            return error
-        error = error.__cause__ or error.__context__
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        text = str(link)
+        if getattr(link, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text or (
+                isinstance(link, OSError) and _SHORT_WRITE.search(text)):
+            return link
+        link = link.__cause__ or link.__context__
     return None
 
 

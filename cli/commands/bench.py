@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
 from cli.main import check_arch, reexec_under_malloc
 from core.errors import RecscaleError
@@ -93,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
         progress(f"timing {args.arch}: 3 warm-up and {args.steps} training steps"
                  + (f", {args.breakdown} profiled" if args.breakdown else "") + ", and this machine's matmul rate")
         result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown)
+        reported: dict[str, Any] = {k: result[k] for k in (
+            "flops_per_target", "utilisation", "matmul_flops_per_s", "matmul_dtype", "bf16", "seconds_per_step",
+            "peak_memory_bytes", "peak_memory_kind", "breakdown", "utilisation_if_only_products") if k in result}
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
-                    **{k: result[k] for k in ("flops_per_target", "utilisation", "matmul_flops_per_s", "matmul_dtype",
-                                              "bf16", "seconds_per_step", "peak_memory_bytes", "peak_memory_kind")},
-                    "batch_size": tc.batch_size, "history_len": model_cfg.history_len,
-                    **{k: result[k] for k in ("breakdown", "utilisation_if_only_products") if k in result}})
+                    **reported, "batch_size": tc.batch_size, "history_len": model_cfg.history_len})
     if args.json:
         print(json.dumps(out, indent=1, default=str))
         return 0
