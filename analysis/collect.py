@@ -117,8 +117,8 @@ def verify_digests(table: pa.Table, path: Path) -> None:
     if not bad:
         return
     row = table.slice(bad[0], 1).to_pylist()[0]
-    folder = folder_row(path.parent / str(row[C.RUN_DIR])) if row.get(C.RUN_DIR) else None
-    differ = [c for c in folder or {} if c in row and row[c] != folder[c]]  # Arrow and metrics.json: None, no NaN
+    folder = (folder_row(path.parent / str(row[C.RUN_DIR])) if row.get(C.RUN_DIR) else None) or {}
+    differ = [c for c in folder if c in row and row[c] != folder[c]]  # Arrow and metrics.json: None, no NaN
     what = "; ".join(f"column {c} is {row[c]!r}, its run folder records {folder[c]!r}" for c in differ[:3]) \
         or f"its values do not match its {C.ROW_DIGEST}"
     raise RecscaleError(f"{path}: row {bad[0]} (trial {row.get(C.TRIAL_ID)}, {row.get(C.RUN_DIR)}): {what}; edited "
@@ -127,7 +127,7 @@ def verify_digests(table: pa.Table, path: Path) -> None:
 
 def hashable_lists(runs: pd.DataFrame) -> pd.DataFrame:
     """List-valued settings (e.g. model.gather_quotas, numpy arrays from parquet) as hashable tuples."""
-    for col in runs.columns[runs.dtypes == object]:  # noqa: E721  # a pandas dtype mask, not a type check  # noqa: E721  # a pandas dtype mask, not a type check
+    for col in runs.columns[runs.dtypes == object]:  # noqa: E721  # a pandas dtype mask, not a type check
         runs[col] = runs[col].map(lambda v: tuple(v.tolist()) if isinstance(v, np.ndarray) else
                                   tuple(v) if isinstance(v, list) else v)
     return runs
