@@ -1,0 +1,186 @@
+"""Seeds in rounds with error control: group-sequential paired t-tests across the questions of one study.
+
+Looks are stated seed counts (e.g. 3, 5, 8); each question's two-sided alpha is spent over them by a
+Lan-DeMets spending function, the boundaries come from the recursive numerical integration of the looks' joint
+normal law, and the paired t-test at a look rejects when its p-value is below the boundary's nominal level.
+Across questions, Holm-type alpha recycling (Maurer & Bretz 2013) keeps the family-wise error at alpha.
+Method, defaults and references: docs/analysis.md, *Seeds in rounds*.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from scipy import optimize, stats
+
+Spending = Literal["obrien_fleming", "pocock"]
+
+#: Grid points over the continuation region of each look (Simpson's rule; boundaries to about 1e-5).
+GRID = 801
+
+
+def spent(fractions: np.ndarray, alpha: float, spending: Spending) -> np.ndarray:
+    """Cumulative two-sided alpha spent at information fractions `fractions` (Lan & DeMets 1983), alpha / 2
+    per side as in gsDesign's and rpact's two-sided symmetric designs."""
+    t = np.asarray(fractions, dtype=np.float64)
+    if spending == "obrien_fleming":
+        return 4.0 * stats.norm.sf(stats.norm.isf(alpha / 4.0) / np.sqrt(t))
+    if spending == "pocock":
+        return alpha * np.log1p((np.e - 1.0) * t)
+    raise ValueError(f"spending: one of obrien_fleming, pocock; got {spending!r}")
+
+
+def _simpson(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    x = np.linspace(lo, hi, GRID)
+    w = np.ones(GRID)
+    w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+    return x, w * (x[1] - x[0]) / 3.0
+
+
+class _Looks:
+    """The law of the B-values B(t_k) = Z_k sqrt(t_k) of a Brownian motion with `drift`, stopped on crossing
+    |Z_k| >= c_k: `cross(c)` is the probability of first crossing at the next look with boundary c there,
+    `advance(c)` fixes that boundary and moves on (Jennison & Turnbull 2000, ch. 19)."""
+
+    def __init__(self, fractions: np.ndarray, drift: float):
+        self.t, self.drift, self.k = np.asarray(fractions, dtype=np.float64), drift, 0
+        # continuation grid, its weights and the sub-density of B there before look k (None before look 0)
+        self.x: np.ndarray | None = None
+        self.w = self.f = np.ones(1)
+
+    def _parts(self) -> tuple[np.ndarray, np.ndarray, float]:
+        prev = self.t[self.k - 1] if self.k else 0.0
+        step = self.t[self.k] - prev
+        if self.x is None:
+            return np.zeros(1), np.ones(1), step  # B(0) = 0
+        return self.x, self.w * self.f, step
+
+    def cross(self, c: float) -> float:
+        u = c * np.sqrt(self.t[self.k])
+        x, mass, step = self._parts()
+        mu, s = x + self.drift * step, np.sqrt(step)
+        return float(mass @ (stats.norm.cdf((-u - mu) / s) + stats.norm.sf((u - mu) / s)))
+
+    def advance(self, c: float) -> None:
+        u = min(c, 40.0) * np.sqrt(self.t[self.k])
+        x, mass, step = self._parts()
+        y, w = _simpson(-u, u)
+        s = np.sqrt(step)
+        self.f = stats.norm.pdf((y[:, None] - x[None, :] - self.drift * step) / s) @ mass / s
+        self.x, self.w, self.k = y, w, self.k + 1
+
+
+def crossing_probabilities(bounds: np.ndarray, fractions: np.ndarray, drift: float = 0.0) -> np.ndarray:
+    """Probability of first crossing |Z_k| >= bounds[k] at each look, Z_k = B(t_k) / sqrt(t_k) with drift
+    `drift` per unit information (0: the null)."""
+    looks, out = _Looks(fractions, drift), []
+    for c in bounds:
+        out.append(looks.cross(float(c)))
+        looks.advance(float(c))
+    return np.array(out)
+
+
+@lru_cache(maxsize=256)
+def _bounds(fractions: tuple[float, ...], alpha: float, spending: Spending) -> tuple[float, ...]:
+    increments = np.diff(spent(np.array(fractions), alpha, spending), prepend=0.0)
+    looks, out = _Looks(np.array(fractions), 0.0), []
+    for target in increments:
+        if target <= 0.0:
+            c = np.inf
+        else:
+            c = optimize.brentq(lambda c, spend: looks.cross(c) - spend, 0.0, 40.0, args=(target,), xtol=1e-10)
+        out.append(float(c))
+        looks.advance(float(c))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SequentialDesign:
+    """Looks after `seeds[k]` paired seeds; two-sided `alpha` for the whole family of questions, spent over
+    the looks by `spending` (O'Brien-Fleming-type by default: docs/analysis.md says why)."""
+
+    seeds: tuple[int, ...]
+    alpha: float = 0.05
+    spending: Spending = "obrien_fleming"
+
+    def __post_init__(self) -> None:
+        if len(self.seeds) == 0 or self.seeds[0] < 2 or any(b <= a for a, b in zip(self.seeds, self.seeds[1:])):
+            raise ValueError(f"seeds: increasing seed counts of at least 2, got {self.seeds}")
+
+    @property
+    def fractions(self) -> np.ndarray:
+        return np.array(self.seeds, dtype=np.float64) / self.seeds[-1]
+
+    def z_bounds(self, alpha: float | None = None) -> np.ndarray:
+        """Two-sided boundaries on the Z scale at each look for level `alpha` (default: the design's)."""
+        return np.array(_bounds(tuple(self.fractions.tolist()), alpha or self.alpha, self.spending))
+
+    def nominal_levels(self, alpha: float | None = None) -> np.ndarray:
+        """Two-sided p-value the paired t-test must reach at each look for level `alpha` (default: the design's):
+        the levels at which the looks' t-tests spend the spending function's increments under their own joint
+        null law, which is free of the sd for normal deltas and drawn once with a fixed seed (`_null_pvalues`).
+        With many seeds they tend to the normal boundaries' 2 * (1 - Phi(z_bounds))."""
+        increments = np.diff(spent(self.fractions, alpha or self.alpha, self.spending), prepend=0.0)
+        p = _null_pvalues(self.seeds)  # [P, K]
+        going, out = np.ones(len(p), dtype=bool), []
+        for k, target in enumerate(increments):
+            share = target * len(p) / max(going.sum(), 1)  # of the paths still going
+            level = float(np.quantile(p[going, k], min(share, 1.0))) if share > 0 else 0.0
+            out.append(level)
+            going &= p[:, k] > level
+        return np.array(out)
+
+
+#: Null paths drawn to find the t-tests' nominal levels (a level's spent alpha to about 1e-4 at alpha 0.05).
+NULL_PATHS = 400_000
+
+
+@lru_cache(maxsize=16)
+def _null_pvalues(seeds: tuple[int, ...]) -> np.ndarray:
+    """Paired t-test p-values at the looks `seeds` of NULL_PATHS paths of standard normal deltas, [P, K]. Each
+    round of seeds is drawn as its sum (normal) and its sum of squares about its mean (chi-square), which is
+    the same law as drawing every seed, at the cost of the number of looks."""
+    rng = np.random.default_rng(0)
+    size = np.diff(seeds, prepend=0)  # [K] seeds per round
+    sums = rng.standard_normal((NULL_PATHS, len(seeds))) * np.sqrt(size)  # [P, K]
+    within = rng.chisquare(np.maximum(size - 1, 1), (NULL_PATHS, len(seeds))) * (size > 1)  # [P, K]
+    total, squares, n = np.cumsum(sums, axis=1), np.cumsum(within + sums**2 / size, axis=1), np.array(seeds)
+    sd = np.sqrt((squares - total**2 / n) / (n - 1))
+    return 2.0 * stats.t.sf(np.abs(total / n) / (sd / np.sqrt(n)), n - 1)
+
+
+def paired_t_pvalues(deltas: np.ndarray, seeds: tuple[int, ...]) -> np.ndarray:
+    """Two-sided one-sample t-test p-values of mean(deltas[..., :n]) == 0 at each look n of `seeds`:
+    [..., S] -> [..., K]; NaN where the deltas have no spread."""
+    d = np.asarray(deltas, dtype=np.float64)
+    out = []
+    for n in seeds:
+        part = d[..., :n]
+        sd = part.std(axis=-1, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = part.mean(axis=-1) / (sd / np.sqrt(n))
+        out.append(np.where(sd > 0, 2.0 * stats.t.sf(np.abs(t), n - 1), np.nan))
+    return np.stack(out, axis=-1)
+
+
+def holm_sequential(pvalues: np.ndarray, design: SequentialDesign) -> np.ndarray:
+    """The look at which each question is rejected (-1: never), for p-values [..., M, K] of M questions at
+    the design's K looks. Holm-type recycling (Maurer & Bretz 2013): while J questions are open each is
+    tested at alpha / J with the design's spending; a rejection at a look raises the others' level at once,
+    and an open question is rejected when any of its looks so far crosses its current boundary."""
+    p = np.nan_to_num(np.asarray(pvalues, dtype=np.float64), nan=1.0)
+    m, k_looks = p.shape[-2], p.shape[-1]
+    levels = np.stack([design.nominal_levels(design.alpha / j) for j in range(1, m + 1)])  # [M, K]
+    rejected_at = np.full(p.shape[:-1], -1)
+    for k in range(k_looks):
+        while True:
+            open_ = rejected_at < 0
+            n_open = open_.sum(axis=-1)  # [...]
+            level = levels[np.maximum(n_open, 1) - 1, : k + 1]  # [..., k + 1]
+            crossed = open_ & (p[..., : k + 1] <= level[..., None, :]).any(axis=-1)
+            if not crossed.any():
+                break
+            rejected_at = np.where(crossed, k, rejected_at)
+    return rejected_at
