@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 
 def temporary_glob(name: str) -> str:
     """Glob pattern of the temporary files any process may have left for file `name`."""
@@ -35,10 +33,6 @@ def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
         raise
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    atomic_write(path, lambda tmp: tmp.write_bytes(data))
-
-
 def write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text))
 
@@ -57,12 +51,3 @@ def write_parquet(path: Path, table: Any, **options: Any) -> None:
         atomic_write(path, lambda tmp: pq.write_table(table, tmp, **options))
     else:
         atomic_write(path, lambda tmp: table.to_parquet(tmp, **options))
-
-
-def write_npy(path: Path, array: np.ndarray) -> None:
-    """`np.save` atomically (through a file object: `np.save` would append `.npy` to the temporary name)."""
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            np.save(f, array)
-
-    atomic_write(path, write)

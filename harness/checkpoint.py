@@ -1,15 +1,9 @@
-"""Resumable training checkpoints: model, optimisers, position inside the epoch and every RNG state.
+"""Resumable training checkpoints: model, optimisers, position inside the epoch and every RNG state, with the run
+config and the data fingerprint that a resume must match (only `config.RESUME_SAFE_KEYS` may change).
 
-A checkpoint also stores the run config and the prepared dataset's fingerprint. `load_checkpoint`
-refuses to resume when either differs (only keys in `config.RESUME_SAFE_KEYS` may change), naming
-what changed. Writes are atomic (temporary file, then rename), so a process killed while saving
-leaves the previous checkpoint intact.
-
-Loading never runs code from the file: `torch.load(weights_only=True)` reads tensors, containers and
-numbers only, plus the few numpy globals the numpy RNG state needs (`_numpy_globals`: an array
-rebuilt from bytes, its class and its uint32 dtype). A checkpoint naming any other global (`os.system`, a class
-with a `__reduce__`) is refused with `ResumeRefused` (exit 2) naming the file and the global; nothing
-in it runs. Run folders are copied between machines, so a checkpoint is untrusted input.
+Loading never runs code from the file (a checkpoint is untrusted input): `torch.load(weights_only=True)` plus
+the few numpy globals the numpy RNG state needs (`_numpy_globals`); any other global is refused with
+`ResumeRefused` naming the file and the global. docs/training.md ("Checkpoints and resume").
 """
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Full-set evaluation: predict every target of a split, compute metrics on the whole set, and recompute a
 finished run's metrics from its prediction files (`recscale metrics RUN --recompute`; docs/training.md).
-
-Predictions are probabilities computed in float64 from the model's logits, so they are not
-saturated at 0/1 for large logits; the same arrays are written to `predictions_<split>.parquet`
-and used for metrics.json, so `recscale metrics --recompute` can reproduce every number exactly.
-Metrics are joined to the prepared dataset's targets table (user, seen/unseen flags, duration and,
-on synthetic logs, the true probability) row by row; a mismatch of event ids or labels is an error.
+Predictions are float64 probabilities from the logits, written to `predictions_<split>.parquet` and used for
+metrics.json alike, so a recomputation reproduces every number exactly.
 """
 from __future__ import annotations
 

@@ -13,10 +13,7 @@ This module owns, per metric (a `MetricSpec`):
 - `headline`: one of the report's lead metrics (AUC and LogLoss): fitted by default in the scaling analysis,
   scored for the oracle within each group of metrics.json, drawn in the grouped-metric plot.
 
-Everything that used to restate these facts derives from the registry: the computation loop of
-`split_metrics` below (flat keys in registration order; groups get every metric that needs no user
-ids), the sweep's search metrics (`search_modes`), the early-stopping metric and its direction, the analysis
-config's allowed `metrics`, and the analysis' directions, labels and gain kinds. Adding a metric is one
+Everything else derives from the registry (docs/training.md, "Metrics"); adding a metric is one
 `register(MetricSpec(...))` call; the built-ins are registered at import, in the order their keys are written.
 """
 from __future__ import annotations

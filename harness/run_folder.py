@@ -1,11 +1,7 @@
 """Atomic writers and readers of one run folder: the tree is in docs/training.md, the file names are
 `core.results_layout`, the integrity checks and what a damaged file gives are in docs/reliability.md.
-
-Every file is written to a temporary name (`.<name>.tmp.<pid>`) in the same folder and renamed into place
-(`core.atomic_write`); `clean_stale_temporaries` removes the ones a killed process left behind. NaN metrics are
-stored as JSON null. metrics.json records the size and blake2b checksum of each prediction file under
-"integrity" (protocols/integrity.py's record); `read_metrics` and `read_predictions` refuse a truncated or
-damaged file with RunFolderError (exit 2) naming it; folders written before the record are read unchecked.
+NaN metrics are stored as JSON null; metrics.json records each prediction file's size and checksum
+("integrity"), and `read_metrics` / `read_predictions` refuse a damaged file with RunFolderError.
 """
 from __future__ import annotations
 

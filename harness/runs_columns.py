@@ -1,30 +1,6 @@
-"""The columns of runs.parquet (`results/<sweep>/runs.parquet`, one row per finished trial), named once.
-
-`harness.sweep.collect` writes the table from each run folder: the trial's settings (`TrialPlan.record()`
-in sweep_trial.json, plus `ray_node`) beside the flat scalars of its metrics.json. Columns, in order:
-
-    trial_id, run_dir, stage, arch, seed,      leading_columns(): the trial (run_dir relative to the sweep folder)
-    protocol, delay_s, history_len, task,      data_setting_columns(): the data settings every trial records:
-                                               the protocol, every registered protocol's parameters (sorted;
-                                               empty where a run's protocol has none), the task
-    dataset_id                                 the sweep's id of the dataset it requested (see below)
-    data.<field>, model.<key>, train.<key>     CONFIG_PREFIXES: the sweep's other axes and settings, sorted
-                                               (`data.name` / `model.name`: the name of a bundle axis value)
-    tuned                                      TUNED: the key a tuning stage chose (tuning sweeps only)
-    every flat metrics.json key                e.g. `<split>_<metric>` (metric_column), `oracle_<split>_auc`,
-                                               `flops_per_target`, `params_non_embedding`, `data_fingerprint`,
-                                               `env_*` (harness.fingerprint), the `health_*` status,
-                                               the `retry_*` record (sweeps with `retry:` only; below)
-
-Two columns identify a run's dataset, and they are different values (docs/contracts.md):
-- `dataset_id` (`d-` + 8 hex): a hash of the prepare settings the sweep asked for, known before anything is
-  prepared. It keys the sweep's datasets (`datasets.json`, the dry run, the cost estimate).
-- `data_fingerprint` (64 hex): the prepared artifact's content fingerprint (`PreparedDataset.fingerprint`,
-  `manifest.json["fingerprint"]`; its first 16 hex name the artifact folder), which also hashes the source
-  log's content. `train_run` records it; `--resume` and `recscale metrics --recompute` refuse other data.
-`datasets.json` maps each `dataset_id` to its artifact's fingerprint.
-
-Renaming a column here breaks reading committed references (results/reference/*/runs.parquet).
+"""The columns of runs.parquet (`results/<sweep>/runs.parquet`, one row per finished trial), named once: their
+order, the two dataset identifiers (`dataset_id`, `data_fingerprint`) and the rule that a column is never
+renamed (committed references must still read): docs/contracts.md ("runs.parquet").
 """
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
 """`PreparedDataset`: read a prepared artifact (memory-mapped; the manifest and file sizes checked on open,
 every checksum with `open(verify=True)`, `protocols.integrity`) and assemble batches of the batch schema
 (`protocols/schema.py`) by gathers from the arrays, with no Python per sample. Batch k depends only on
-(seed, epoch, k). Order, ID masking, resuming, prefetch and narrow types: docs/protocols.md, "Batch loader".
+(seed, epoch, k); `prefetch_map` assembles batches ahead in threads (numpy gathers release the GIL), in key
+order. Order, ID masking, resuming, prefetch and narrow types: docs/protocols.md, "Batch loader".
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +23,6 @@ from core import results_layout as layout
 from core.errors import RecscaleError, one_line
 
 from .integrity import check_files, read_manifest
-from .prefetch import prefetch_map
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK, FeatureSpec
 from .split import SPLITS
 
@@ -30,6 +33,8 @@ _HIST_MASKED = np.array([HIST_CAT_FIELDS.index(f) for f in MASKED_ID_FIELDS if f
 _HIST_SLICE = slice(int(_HIST_MASKED[0]), int(_HIST_MASKED[-1]) + 1)
 assert list(range(len(HIST_CAT_FIELDS)))[_HIST_SLICE] == _HIST_MASKED.tolist()
 _ORDER_STREAM, _MASK_STREAM = 1, 2
+K = TypeVar("K")
+T = TypeVar("T")
 
 
 def load_array(path: Path) -> np.ndarray:
@@ -232,3 +237,22 @@ def _mask_ids(batch: dict[str, np.ndarray], p: float, rng: np.random.Generator) 
     hit &= hist > UNK
     hit &= batch["hist_mask"][..., None]
     np.copyto(hist, UNK, where=hit)
+
+
+def prefetch_map(fn: Callable[[K], T], keys: Iterable[K], *, depth: int, workers: int = 1) -> Iterator[T]:
+    """Yield fn(key) for each key in order, computed up to `depth` keys ahead by `workers` threads (at most
+    depth + 1 results in flight; `depth` <= 0: no thread, each result is computed when asked for)."""
+    if depth <= 0:
+        yield from map(fn, keys)
+        return
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="recscale-prefetch")
+    window: deque[Future] = deque()
+    try:
+        for key in keys:
+            window.append(pool.submit(fn, key))
+            if len(window) > depth:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -56,8 +56,8 @@ def test_the_temporary_is_beside_the_target_and_matches_the_leftover_pattern(tmp
 
 
 def test_each_writer_round_trips_and_replaces(tmp_path):
-    AW.write_bytes(tmp_path / "b", b"old")
-    AW.write_bytes(tmp_path / "b", b"\x00\x01")
+    AW.atomic_write(tmp_path / "b", lambda tmp: tmp.write_bytes(b"old"))
+    AW.atomic_write(tmp_path / "b", lambda tmp: tmp.write_bytes(b"\x00\x01"))
     assert (tmp_path / "b").read_bytes() == b"\x00\x01"
 
     AW.write_text(tmp_path / "t.yaml", "a: 1\n")
@@ -75,7 +75,11 @@ def test_each_writer_round_trips_and_replaces(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "runs.parquet"), frame)
 
     array = np.arange(6, dtype=np.int32).reshape(2, 3)
-    AW.write_npy(tmp_path / "h.npy", array)
+    def save_npy(tmp):  # through a file object: np.save would append .npy to the temporary name
+        with open(tmp, "wb") as f:
+            np.save(f, array)
+
+    AW.atomic_write(tmp_path / "h.npy", save_npy)
     np.testing.assert_array_equal(np.load(tmp_path / "h.npy"), array)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "h.npy", "j.json", "p.parquet", "runs.parquet",
                                                           "t.yaml"]

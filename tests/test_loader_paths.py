@@ -14,8 +14,7 @@ import torch
 from harness.config import load_run_config
 from harness.evaluate import move_batch
 from harness.train import train_run
-from protocols.artifact import PreparedDataset
-from protocols.prefetch import prefetch_map
+from protocols.artifact import PreparedDataset, prefetch_map
 from protocols.schema import BATCH_KEYS, SCHEMA_DTYPES, widen
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
 from tests.loader_reference import reference_batches

@@ -1,18 +1,11 @@
 """Ctrl-C during a sweep: stop within a second or two, keep what finished, let the launcher say how to continue
-(docs/sweeps.md, "Interruptions, failures, resume").
+(docs/sweeps.md, "Interruptions, failures, resume"; the measured times: docs/reliability.md).
 
-Ray Tune's own SIGINT handler waits up to 5 s for every busy trial actor before killing it (a Ctrl-C took
-about 12.5 s with Ray's shutdown); the launcher turns it off (TUNE_ENV while its Ray session is open) and
-uses this instead:
-
-- `catch_interrupts()`: the first SIGINT only records the request while a Tune stage runs (`watched_stage()`;
-  otherwise it raises `SweepInterrupted` at once) and puts the previous handler back, so a second Ctrl-C
-  interrupts whatever runs;
-- `StopOnInterrupt`, a Tune callback, raises `SweepInterrupted` at the end of the controller step in which
-  the request arrived (about 0.1 s). It derives from KeyboardInterrupt, so Tune's `except Exception` clean-up
-  (the 5 s wait) is skipped; the launcher then shuts Ray down and collects the finished run folders.
-
-The request is module state, not the callback's (Tune pickles callbacks with its experiment state).
+Tune's own SIGINT handler (off while a sweep's Ray session is open: TUNE_ENV) waits up to 5 s for every busy
+trial actor. Instead, the first SIGINT only records the request while a Tune stage runs (`catch_interrupts`,
+`watched_stage`), and `StopOnInterrupt`, a Tune callback, raises `SweepInterrupted` at the end of that
+controller step; it derives from KeyboardInterrupt, so Tune's `except Exception` clean-up is skipped. The
+request is module state, not the callback's (Tune pickles callbacks with its experiment state).
 """
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
-"""Expanding a validated sweep into trials and the distinct datasets they need.
-
-A grid point is a mapping axis -> value (`{"arch": "whale", "seed": 1, "model.dim": 32}`); the same
-function (`resolve_trial`) turns it into a run description for `--dry-run`, for Ray's trial folder
-names and inside the trainable, so the table a user sees is exactly what runs. Every architecture
-and model setting meets every seed and every dataset: the grid is a full cartesian product, except that a
-model axis scoped to other architectures (`model.helix.retained_tokens`, or a `grid.model` entry that sets
-nothing for an architecture) is left out of that architecture's points, which then run once, not once
-per value. A key given for an architecture is never dropped (sweep validation refuses keys an
-architecture lacks).
-
-A sweep with a `tuning:` section also plans its tuning trials (`tuning_points`): for every *setting* (a
-grid point without its seed, `setting_id`), every tuning seed and every value of the tuned key, with the
-tuning budget applied. The measurement trials are the grid's, with the same ids as without tuning.
-
-The `--dry-run` table of a plan, with its FLOPs and wall-time estimates, is `harness.sweep.dry_run`.
+"""Expanding a validated sweep into trials and the distinct datasets they need (the grid, scoped model axes and
+the tuning trials: docs/sweeps.md). A grid point is a mapping axis -> value (`{"arch": "whale", "seed": 1,
+"model.dim": 32}`); the same function (`resolve_trial`) turns it into a run description for `--dry-run`, for
+Ray's trial folder names and inside the trainable, so the table a user sees is exactly what runs.
 """
 from __future__ import annotations
 
@@ -106,12 +94,7 @@ class SweepPlan:
 
 
 def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
-    """The dataset a grid point needs: the base data section with the point's data axes applied.
-
-    The dataset holds exactly its protocol's parameters, resolved to the values the protocol will use
-    (unset or None -> the protocol's default). A parameter only other protocols take (author50 has no
-    delay) is dropped, so that axis does not split it into several datasets.
-    """
+    """The dataset a grid point needs (its settings: `schema.prepare_settings`), with its hashed id."""
     prep = prepare_settings(sweep.config, point_settings(point))
     hashed = {**{k: v for k, v in _ID_PINNED.items() if k not in prep},
               **{_ID_NAMES.get(k, k): v for k, v in prep.items()}}
@@ -167,12 +150,8 @@ def resolve_trial(
     fixed: Mapping[str, Any] | None = None,
     tuned: str | None = None,
 ) -> TrialPlan:
-    """Turn a grid point (plus `fixed` model./train. values, e.g. a search's best point) into a trial.
-
-    Shared model keys apply to every architecture, `<arch>.<field>` keys to that one (they win over a
-    shared key of the same mapping); grid values replace the `model:` section's. The model's
-    `history_len` always follows the dataset's. `tuned` marks the key a tuning stage chose (in `fixed`).
-    """
+    """Turn a grid point (plus `fixed` model./train. values, e.g. a search's best point) into a trial (its model
+    fields: `schema.trial_model`); `tuned` marks the key a tuning stage chose (in `fixed`)."""
     cfg = sweep.config
     arch = str(point[C.ARCH])
     seed = int(point.get(C.SEED, cfg.seed))

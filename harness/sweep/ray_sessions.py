@@ -1,7 +1,6 @@
 """The Ray sessions of a sweep: joining a cluster or starting a local Ray, shutting it down, and removing what a
-killed driver left of a local one. Everything recscale does around `ray.init` lives here; the launcher only
-opens `ray_session(...)` around its Tune stages. What a user sees: docs/sweeps.md ("Ray settings", "Running on
-a Ray cluster", "Interruptions, failures, resume") and docs/reliability.md (the stale-session rows).
+killed driver left of a local one (what a user sees: docs/sweeps.md, "Ray settings", "Running on a Ray
+cluster", and the stale-session rows of docs/reliability.md).
 
 Where Ray has no public API, and what is used instead:
 - no public way to check that an address is a Ray cluster without Ray's minutes of retries: a TCP connect and
@@ -12,11 +11,9 @@ Where Ray has no public API, and what is used instead:
 - `ray.init(_temp_dir=...)`, one of ray.init's "hidden / experimental options", is the only way a driver
   chooses the temporary folder of the Ray it starts (`ray start --temp-dir` is the command-line one).
 
-A local session's record `<cache>/ray_sessions/<session>.json` (`records_dir()`) names this host, the driver's
-pid and its start time as /proc gives it (so a reused pid is not mistaken for the driver) and the temporary
-folder; a session is stale when its record is of this host and its driver is gone. `remove_stale()` ends the
-processes carrying exactly `RECSCALE_RAY_SESSION=<session>` (SIGTERM, SIGKILL after STOP_GRACE_S), removes the
-folder only if it is a `/tmp/rs-*` one, and deletes the record; a record that cannot be read is kept.
+A local session's record (`records_dir()`) names this host, the driver's pid and its /proc start time (so a
+reused pid is not mistaken for the driver) and the temporary folder; `remove_stale()` ends the processes
+carrying exactly `RECSCALE_RAY_SESSION=<session>` and removes only a `/tmp/rs-*` folder.
 """
 from __future__ import annotations
 

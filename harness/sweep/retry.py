@@ -1,12 +1,9 @@
 """Training a sweep trial again at a lower learning rate when it ends unhealthy (the `retry:` section,
 `retry_config.py`; what it does and records: docs/sweeps.md, "Retry").
 
-Each attempt is a complete run folder `RUN/attempts/<k>/` (ATTEMPTS_DIR) trained by `train_run(resume=True)`:
-an attempt killed mid-way continues from its own checkpoint, a finished one is read back and never trained
-again, and whether to retry follows from its metrics.json, so a resumed trial takes the same path to the same
-bits. The last attempt is promoted: its files are moved into RUN and RUN/metrics.json is written last
-(atomically); until then RUN is not finished, and a resumed trial promotes the same attempt again (files
-already moved are skipped).
+Each attempt is a complete run folder `RUN/attempts/<k>/` trained by `train_run(resume=True)`, and whether to
+retry follows from its metrics.json, so a resumed trial takes the same path to the same bits. The last attempt
+is promoted: its files are moved into RUN and RUN/metrics.json is written last (atomically).
 """
 from __future__ import annotations
 

@@ -173,29 +173,18 @@ class SweepConfig:
 
 @dataclass
 class Sweep:
-    """A validated sweep: the typed config plus derived facts the planner and launcher use.
-
-    Attributes:
-        config: the typed file contents.
-        axes: grid axes in file order, canonical keys (`arch`, `seed`, `data.<f>`, `model.<f>`,
-            `train.<f>`, or a bundle `data` / `model` / `train` whose values are mappings) -> list of
-            values. `arch` is always present (one value when not swept).
-        space: search space (canonical `model.<f>` / `train.<f>` keys) -> SearchDimension.
-        data_root: resolved log folder (None: synthetic log generated into the cache).
-        source_text: the file as written (copied to results/<name>/sweep.yaml).
-        path: the file it was read from.
-        tuning_values: the tuning stage's grid of `tuning.param` values, ascending (empty without `tuning:`).
-        model_configs: every trial's model config, validated once (`model_config`), by architecture and
-            settings; filled for every grid point at load, and for a search's sampled values where they arrive.
-    """
+    """A validated sweep: the typed config plus derived facts the planner and launcher use."""
 
     config: SweepConfig
+    #: grid axes in file order, canonical keys (`arch`, `seed`, `data.<f>`, `model.<f>`, `train.<f>`, or a bundle
+    #: `data` / `model` / `train` whose values are mappings) -> values; `arch` always (one value when not swept)
     axes: dict[str, list[Any]]
-    space: dict[str, SearchDimension]
-    data_root: Path | None
-    source_text: str
+    space: dict[str, SearchDimension]  # search space, canonical `model.<f>` / `train.<f>` keys
+    data_root: Path | None  # resolved log folder (None: a synthetic log generated into the cache)
+    source_text: str  # the file as written (copied to results/<name>/sweep.yaml)
     path: Path | None = None
-    tuning_values: list[float] = field(default_factory=list)
+    tuning_values: list[float] = field(default_factory=list)  # `tuning.param`'s values, ascending
+    #: every trial's model config, validated once (`model_config`), by architecture and settings
     model_configs: dict[str, Any] = field(default_factory=dict)
 
     def model_config(self, arch: str, model: Mapping[str, Any]) -> Any:

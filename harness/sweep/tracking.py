@@ -1,11 +1,7 @@
 """`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback (what is
-logged, where the store is and how to read it: docs/sweeps.md, "Experiment tracking").
-
-Each stage's Tuner gets one `SweepMLflowCallback`, running in the driver. A trial reports to Tune once, when
-its run is done, so its curves are read back from the run folder then (reporting every point through Tune
-would hold training on a round trip to the driver per point). The store is MLflow's SQLite one: MLflow 3
-refuses its plain-folder store, and SQLite needs only sqlalchemy and alembic, which optuna brings. A resumed
-sweep continues each trial's MLflow run (found by its stage and trial name).
+logged, the SQLite store and how to read it: docs/sweeps.md, "Experiment tracking"). A trial reports to Tune
+once, when its run is done, so its curves are read back from the run folder then; a resumed sweep continues
+each trial's MLflow run (found by its stage and trial name).
 """
 from __future__ import annotations
 

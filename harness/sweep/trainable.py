@@ -1,12 +1,8 @@
-"""The Ray Tune function trainable: one trial = one `train_run` into `results/<sweep>/runs/<trial>/`
-(`tuning/runs/<trial>/` in the tuning stage; docs/sweeps.md).
-
-The trainable receives the grid point (or the Optuna sample) as its Tune config and a `TrialContext` through
-`tune.with_parameters`; it resolves the point with the same `plan.resolve_trial` the dry-run uses, so names
-and settings always agree. Every trial calls `train_run(resume=True)` (its folder already holds
-sweep_trial.json): a retried or resumed trial continues from its checkpoint, a finished one returns its saved
-metrics, one with no checkpoint starts fresh; with `retry:` it trains through `retry.train_with_retries`.
-Every start, attempt and end is appended to trials.jsonl, from which the launcher times the sweep.
+"""The Ray Tune function trainable: one trial = one `train_run(resume=True)` into `results/<sweep>/runs/<trial>/`
+(`tuning/runs/<trial>/` in the tuning stage; docs/sweeps.md). It resolves its grid point with the same
+`plan.resolve_trial` the dry run uses, so names and settings always agree; a retried or resumed trial continues
+from its checkpoint. Every start, attempt and end is appended to trials.jsonl, from which the launcher times
+the sweep.
 """
 from __future__ import annotations
 
