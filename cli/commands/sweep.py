@@ -7,6 +7,7 @@ Interrupt with Ctrl-C and continue later with --resume: finished trials are not 
 
 examples:
   recscale sweep sweeps/demo.yaml --dry-run        # trial table, compute and wall time (steps timed now)
+  recscale sweep sweeps/helix_ablations.yaml --dry-run --pilot results/reference/helix_ablations   # power plan
   recscale sweep sweeps/demo.yaml                  # run it here
   recscale sweep sweeps/demo.yaml --resume         # continue an interrupted sweep
   recscale sweep sweeps/demo.yaml --address 10.0.0.1:6379   # join a cluster started with `ray start --head`
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from cli.main import reexec_under_malloc
 from core.results_layout import RUNS_FILE, TUNING_FILE
+from core.typed_config import ConfigError
 
 #: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; cli.main.exit_without_teardown), so
 #: a Ctrl-C'd sweep is back at the prompt within a few seconds.
@@ -36,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="validate, print datasets, trials, the estimated compute and wall time (from a few "
                              "training steps of every distinct configuration, timed now: seconds), and exit")
+    parser.add_argument("--pilot", type=Path, metavar="RUNS",
+                        help="with --dry-run: a power plan per comparison from a pilot's runs (a runs.parquet, or a "
+                             "results or reference folder): seed sd, MDE at the planned seeds, seeds needed, time")
+    parser.add_argument("--effect", action="append", default=[], metavar="METRIC=VALUE",
+                        help="with --pilot: the effect to plan for on METRIC, e.g. auc=3e-4 (repeatable; default: "
+                             "the pilot's |mean delta| per comparison)")
     parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
     parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
@@ -50,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.schema import load_sweep
 
     sweep = load_sweep(args.file)
+    if (args.pilot or args.effect) and not args.dry_run:
+        raise ConfigError("--pilot and --effect plan a sweep: give them with --dry-run")
     if args.dry_run:
         reexec_under_malloc(args)  # time steps as trials run them: under the malloc settings
         return _dry_run(sweep, args)
@@ -116,6 +126,7 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
                               vocab=known_vocabularies(sweep, args.results / sweep.name))
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
+    plan_rows = _power_plan(sweep, plan, records, estimate, args) if args.pilot else None
     if args.json:
         print(json.dumps({
             "sweep": sweep.name,
@@ -133,7 +144,39 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
             "estimate": {"device": estimate.device, "concurrent_trials": estimate.slots,
                          "threads_per_trial": estimate.threads, "notes": estimate.notes},
             "scaling_reference": reference,
+            **({"power_plan": [vars(r) for r in plan_rows]} if plan_rows is not None else {}),
         }, indent=1, default=str))
     else:
         print(format_plan(plan, costs, args.results / sweep.name, estimate) + "\n" + reference)
+        if plan_rows is not None:
+            from analysis.config import analysis_config
+            from analysis.power_plan import format_power_plan
+
+            print("\n" + format_power_plan(plan_rows, args.pilot, _planned_seeds(plan), estimate.slots,
+                                           analysis_config(sweep.config.analysis).power))
     return 0
+
+
+def _planned_seeds(plan) -> int:
+    return len({t.seed for t in plan.trials})
+
+
+def _power_plan(sweep, plan, records: list[dict], estimate, args: argparse.Namespace) -> list:
+    """The power plan's rows (analysis/power_plan.py) for --pilot, with --effect's targets."""
+    from analysis.config import analysis_config
+    from analysis.power_plan import load_pilot, power_plan
+    from harness import metric_registry
+
+    effects = {}
+    for item in args.effect:
+        metric, sep, value = item.partition("=")
+        metric_registry.check_metric("--effect", metric)
+        try:
+            effects[metric] = abs(float(value)) if sep else float("nan")
+        except ValueError:
+            raise ConfigError(f"--effect {item!r}: expected METRIC=VALUE, e.g. auc=3e-4") from None
+        if not effects[metric] > 0:
+            raise ConfigError(f"--effect {item!r}: expected METRIC=VALUE with VALUE a nonzero number, e.g. auc=3e-4")
+    pilot = load_pilot(args.pilot, analysis_config(sweep.config.analysis))
+    seconds = {t: e.total_s for t, e in estimate.trials.items()}
+    return power_plan(pilot, _planned_seeds(plan), records, seconds, effects)

@@ -1,0 +1,111 @@
+"""The power plan of `recscale sweep FILE --dry-run --pilot RUNS`: per comparison of the sweep, the seed sd of its
+paired deltas in a pilot's runs, the MDE at the sweep's planned seeds, the seeds its target effect needs and their
+wall time here. Levels, targets and costs: docs/analysis.md, *Power plan*.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from core.results_layout import RUNS_FILE
+from harness import runs_columns as C
+
+from .collect import SweepResults, config_columns, default_baseline, hashable_lists, read_runs
+from .compare.pairing import default_comparisons, pair_runs, select
+from .config import AnalysisConfig, ComparisonConfig
+from .stats.paired import MAX_SEEDS, minimum_detectable_effect, seeds_for_power
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One comparison stratum and metric of the plan; `seed_s`: estimated seconds of the trials one more seed of
+    its cells costs (None when unknown); `target`: the effect to detect, from --effect or the pilot's |mean|."""
+
+    label: str
+    metric: str
+    pilot_seeds: int
+    sd: float
+    mean: float
+    level: float
+    mde: float
+    target: float
+    seeds_needed: float
+    seed_s: float | None
+
+
+def load_pilot(path: Path, cfg: AnalysisConfig) -> SweepResults:
+    """A pilot's runs (a runs.parquet, or a results or reference folder holding one) under the planned sweep's
+    `analysis:` section (its comparisons, metrics and levels)."""
+    file = path if path.suffix == ".parquet" else path / RUNS_FILE
+    runs = read_runs(file)
+    cfg = dataclasses.replace(cfg, baseline=cfg.baseline or default_baseline(runs))
+    return SweepResults(root=file.parent, name=file.parent.name, runs=runs, config=cfg,
+                        config_columns=config_columns(runs), baseline=str(cfg.baseline))
+
+
+def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comparison: ComparisonConfig,
+                 stratum: Mapping[str, object]) -> float | None:
+    """Estimated seconds of the planned trials (`trials`: their records) one seed of `comparison`'s cells costs:
+    sides A and B within `where` and the stratum, at the plan's first seed; None when a side or an estimate is
+    missing."""
+    fixed = {k: v for k, v in stratum.items() if k in trials.columns and v is not None and not pd.isna(v)}
+    scope = select(trials, {**comparison.where, **fixed})
+    side_a, side_b = scope & select(trials, comparison.a), scope & select(trials, comparison.b)
+    if not side_a.any() or not side_b.any():
+        return None  # the planned sweep does not run one side
+    cells = (side_a | side_b) & (trials[C.SEED] == trials.loc[side_a | side_b, C.SEED].min()).to_numpy()
+    costs = [seconds.get(t) for t in trials.loc[cells, C.TRIAL_ID]]
+    return None if not costs or any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
+
+
+def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict], seconds: Mapping[str, float | None],
+               effects: Mapping[str, float]) -> list[PlanRow]:
+    """Every comparison stratum of `pilot` (as the report pairs them) on each metric of `effects` (the target
+    effect by metric name), else on the first of analysis.metrics with the pilot's |mean delta| as target.
+    Level: alpha / m, Holm's first step over the m strata (the level each faces while none is decided)."""
+    cfg = pilot.config
+    comparisons = cfg.comparisons or default_comparisons(pilot)
+    strata = [(c, p) for c in comparisons for p in pair_runs(pilot, c) if p.error is None]
+    planned = hashable_lists(pd.DataFrame(trials))
+    rows: list[PlanRow] = []
+    for metric in list(effects) or [next(m for m in cfg.metrics if pilot.has_metric(m))]:
+        col = pilot.metric_column(metric)
+        level = cfg.alpha / max(len(strata), 1)
+        for comparison, paired in strata:
+            d = (pilot.runs.loc[paired.rows_a, col].to_numpy(dtype=np.float64)
+                 - pilot.runs.loc[paired.rows_b, col].to_numpy(dtype=np.float64))
+            d = d[np.isfinite(d)]
+            sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
+            mean = float(d.mean()) if len(d) else float("nan")
+            target = effects.get(metric, abs(mean))
+            rows.append(PlanRow(paired.label, metric, len(d), sd, mean, level,
+                                minimum_detectable_effect(sd, planned_seeds, alpha=level, power=cfg.power), target,
+                                seeds_for_power(sd, target, alpha=level, power=cfg.power),
+                                seed_seconds(planned, seconds, comparison, paired.stratum)))
+    return rows
+
+
+def format_power_plan(rows: list[PlanRow], pilot: Path, planned_seeds: int, slots: int, power: float) -> str:
+    """The plan as a text table: wall time is the seeds needed x one seed's trials / `slots` trials at a time."""
+    def hours(r: PlanRow) -> str:
+        if r.seed_s is None or not np.isfinite(r.seeds_needed):
+            return "?" if r.seed_s is None else "-"
+        return f"{r.seeds_needed * r.seed_s / slots / 3600:.2g} h"
+
+    def seeds(n: float) -> str:
+        return "-" if np.isnan(n) else (f"> {MAX_SEEDS}" if np.isinf(n) else f"{n:.0f}")
+
+    head = (f"power plan from the pilot {pilot}: MDE at this sweep's {planned_seeds} seeds and the seeds each target "
+            f"needs, at power {power:g} and level alpha / m (Holm's first step over the m comparisons); target: "
+            "--effect METRIC=VALUE, else the pilot's |mean delta|; time: that many seeds of the comparison's cells "
+            f"here, {slots} trial(s) at a time")
+    table = ["| comparison | metric | pilot seeds | seed sd | pilot mean delta | level | MDE | target | seeds needed "
+             "| time here |", "|---|---|---|---|---|---|---|---|---|---|"]
+    table += [f"| {r.label} | {r.metric} | {r.pilot_seeds} | {r.sd:.2g} | {r.mean:+.2g} | {r.level:.2g} | "
+              f"{r.mde:.2g} | {r.target:.2g} | {seeds(r.seeds_needed)} | {hours(r)} |" for r in rows]
+    return "\n".join([head, *table])
