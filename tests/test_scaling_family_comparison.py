@@ -1,5 +1,5 @@
 """Family comparisons on constructed cases with known answers: two exact power laws (slope difference,
-iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against per-seed fits and
+iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against per-seed fits (scipy's curve_fit) and
 one-sample t statistics computed independently (the seed is the unit, paired across the two families)."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from scipy import stats
+from test_scaling_fit import curve_fit_power_law
 
 from analysis.pipeline import analyze
 
@@ -88,16 +89,16 @@ def test_noisy_seeds_match_per_seed_fits_paired_by_seed(tmp_path):
     for arch in ("whale", "hstu"):
         for s in SEEDS:
             r = runs[(runs["arch"] == arch) & (runs["seed"] == s)]
-            lines[arch, s] = np.polyfit(np.log(r["flops_per_target"].to_numpy() / 1e9),
-                                        np.log(r["test_auc"].to_numpy() - AUC_REF), 1)  # (slope, intercept)
+            lines[arch, s] = curve_fit_power_law(r["flops_per_target"].to_numpy() / 1e9,
+                                                 r["test_auc"].to_numpy() - AUC_REF)  # (slope, intercept)
     d = np.array([lines["whale", s][0] - lines["hstu", s][0] for s in SEEDS])
     t = stats.t.ppf(0.975, len(SEEDS) - 1)
     se = d.std(ddof=1) / np.sqrt(len(d))
     assert c["seeds"] == list(SEEDS)
-    assert c["slope_diff"]["value"] == pytest.approx(d.mean(), rel=1e-9)
+    assert c["slope_diff"]["value"] == pytest.approx(d.mean(), rel=1e-6)
     assert [c["slope_diff"]["lo"], c["slope_diff"]["hi"]] == pytest.approx([d.mean() - t * se, d.mean() + t * se],
-                                                                           rel=1e-8)
-    assert c["slope_diff"]["p_value"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue, rel=1e-9)
+                                                                           rel=1e-6)
+    assert c["slope_diff"]["p_value"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue, rel=1e-6)
     # one comparison per metric: Holm over one test leaves p as it is
     assert c["slope_diff"]["p_holm"] == pytest.approx(c["slope_diff"]["p_value"], rel=1e-12)
     l_star = np.log(np.sqrt(2.0 * 64.0))
@@ -105,10 +106,10 @@ def test_noisy_seeds_match_per_seed_fits_paired_by_seed(tmp_path):
     lb = np.array([lines["hstu", s][1] + lines["hstu", s][0] * l_star for s in SEEDS])
     half = t * la.std(ddof=1) / np.sqrt(3)
     assert [c["gain_a"]["value"], c["gain_a"]["lo"], c["gain_a"]["hi"]] == pytest.approx(
-        np.exp([la.mean(), la.mean() - half, la.mean() + half]), rel=1e-8)
+        np.exp([la.mean(), la.mean() - half, la.mean() + half]), rel=1e-6)
     diff = np.exp(la) - np.exp(lb)
     half = t * diff.std(ddof=1) / np.sqrt(3)
-    assert [c["diff"]["lo"], c["diff"]["hi"]] == pytest.approx([diff.mean() - half, diff.mean() + half], rel=1e-7)
+    assert [c["diff"]["lo"], c["diff"]["hi"]] == pytest.approx([diff.mean() - half, diff.mean() + half], rel=1e-6)
     assert c["diff"]["seeds_for_80_power"] >= 2
 
 

@@ -62,9 +62,9 @@ def fit_log_linear(lx: np.ndarray, y: np.ndarray) -> Curve | None:
 
 def fit_power_law_gain(lx: np.ndarray, gain: np.ndarray, seed: np.ndarray,
                        to_value: Callable[[np.ndarray], np.ndarray]) -> Curve | None:
-    """Mean of the per-seed lines of ln gain on ln C over the positive gains; None without a seed line."""
-    ok = np.isfinite(gain) & (gain > 0)
-    lines = seed_lines(lx[ok], np.log(gain[ok]), seed[ok])
+    """Mean of the per-seed power laws of the gain (analysis/fits/powerlaw.py); None without a seed line."""
+    ok = np.isfinite(gain)
+    lines = seed_lines(lx[ok], gain[ok], seed[ok])
     if not lines:
         return None
     b = float(np.mean([v[0] for v in lines.values()]))

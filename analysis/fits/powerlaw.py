@@ -1,8 +1,9 @@
 """Power-law fit of a gain against compute with the seed as the unit of replication.
 
-ln(gain) = intercept + slope * ln(x), natural logarithms; each seed fitted alone, the family's line the mean of
-the per-seed lines, t interval with df = seeds - 1. The pooled per-point interval is kept only as
-`slope_ci_per_point` (pseudo-replicated, never decided on). docs/analysis.md, *Scaling fits*.
+gain = e^intercept * x^slope, natural logarithms, fitted to the gains themselves by least squares, so a gain
+<= 0 is a point like any other; each seed fitted alone, the family's line the mean of the per-seed (ln) lines,
+t interval with df = seeds - 1. The pooled per-point interval is kept only as `slope_ci_per_point`
+(pseudo-replicated, never decided on). docs/analysis.md, *Scaling fits*.
 """
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 CI_METHOD = ("mean of per-seed slopes (each seed's sizes fitted alone), t interval with df = seeds - 1: the seed "
              "is the unit of replication")
-PER_POINT_METHOD = ("pseudo-replicated: OLS on every per-seed point as if independent (df = points - 2); shown "
-                    "for comparison only")
+PER_POINT_METHOD = ("pseudo-replicated: least squares on every per-seed point as if independent (df = points - 2); "
+                    "shown for comparison only")
 BAND_METHOD = "t interval (df = seeds - 1) of the mean per-seed line at each x"
 LEVEL = 0.95
 GRID = 60  # points of the plotted band
 MIN_SIZES_FOR_R2 = 3
-NO_LOG = "gain <= 0: no logarithm"
+#: Slopes searched; a best slope at the edge is not determined by the points (two sizes whose gains have
+#: opposite signs: no power law passes through both), and the seed gets no line.
+SLOPE_GRID = np.linspace(-10.0, 10.0, 801)
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class DroppedPoint:
 
 @dataclass
 class PowerLawFit:
-    n_points: int  # sizes with at least one positive per-seed gain
+    n_points: int  # sizes with at least one per-seed point
     n_obs: int  # per-seed points in the fit
     slope: float  # mean of the per-seed slopes
     intercept: float  # mean of the per-seed intercepts
@@ -43,16 +46,16 @@ class PowerLawFit:
     df: int  # S - 1
     seed_slopes: dict[int, float]  # seed -> its own slope
     seed_intercepts: dict[int, float]
-    r2: float  # of the per-seed points against the mean line; NaN with < 3 sizes
-    r2_means: float  # of the seed-mean ln gains against the mean line; NaN with < 3 sizes
+    r2: float  # of the per-seed gains against the mean line; NaN with < 3 sizes
+    r2_means: float  # of the seed-mean gains against the mean line; NaN with < 3 sizes
     slope_ci_per_point: tuple[float, float]  # pseudo-replicated interval, for comparison only
     band_x: np.ndarray  # [G] x grid over the fitted sizes
     band_lo: np.ndarray  # [G] lower edge of the band (gain)
     band_hi: np.ndarray  # [G]
     obs_x: np.ndarray  # [N] ln x of each per-seed point
-    obs_y: np.ndarray  # [N] ln gain
+    obs_y: np.ndarray  # [N] gain
     obs_seed: np.ndarray  # [N] its seed
-    dropped: list[DroppedPoint] = field(default_factory=list)
+    dropped: list[DroppedPoint] = field(default_factory=list)  # runs that are not data points (did not learn)
     ci_method: str = CI_METHOD
     band_method: str = BAND_METHOD
 
@@ -68,14 +71,41 @@ class PowerLawFit:
         return float(np.exp(self.obs_x.min())), float(np.exp(self.obs_x.max()))
 
 
-def seed_lines(lx: np.ndarray, ly: np.ndarray, who: np.ndarray) -> dict[int, tuple[float, float]]:
-    """seed -> (slope, intercept) of the OLS line through that seed's points (seeds with >= 2 distinct x)."""
+def level_fit(lx: np.ndarray, gain: np.ndarray) -> tuple[float, float] | None:
+    """(slope, intercept) of gain = e^intercept x^slope by least squares on the gains, every point included;
+    None when the best such curve is not positive or its slope is at the edge of SLOPE_GRID.
+
+    For a slope b the amplitude is linear, so b maximises the explained sum of squares (g.w)^2 / (w.w), w = x^b
+    (x centred on its geometric mean): the grid finds its peak, brentq the root of its derivative there."""
+    if len(np.unique(lx)) < 2:
+        return None
+    centre = float(lx.mean())
+    q = lx - centre
+    w = np.exp(SLOPE_GRID[:, None] * q[None, :])  # [B, N]
+    u = w @ gain  # [B]
+    explained = np.where(u > 0, u * u / (w * w).sum(axis=1), -np.inf)
+    k = int(np.argmax(explained))
+    if not np.isfinite(explained[k]) or k in (0, len(SLOPE_GRID) - 1):
+        return None
+
+    def rising(b: float) -> float:  # the derivative of (g.w)^2 / (w.w) divided by 2 (g.w) / (w.w)^2 > 0
+        e = np.exp(b * q)
+        return float((gain @ (q * e)) * (e @ e) - (gain @ e) * ((q * e) @ e))
+
+    lo, hi = float(SLOPE_GRID[k - 1]), float(SLOPE_GRID[k + 1])
+    b = optimize.brentq(rising, lo, hi, xtol=1e-14) if rising(lo) > 0 > rising(hi) else float(SLOPE_GRID[k])
+    e = np.exp(b * q)
+    return float(b), float(np.log((gain @ e) / (e @ e)) - b * centre)
+
+
+def seed_lines(lx: np.ndarray, gain: np.ndarray, who: np.ndarray) -> dict[int, tuple[float, float]]:
+    """seed -> (slope, intercept) of the level fit through that seed's points (seeds with a positive curve)."""
     out = {}
     for s in np.unique(who):
         mine = who == s
-        if len(np.unique(lx[mine])) >= 2:
-            fit = stats.linregress(lx[mine], ly[mine])
-            out[int(s)] = (float(fit.slope), float(fit.intercept))
+        line = level_fit(lx[mine], gain[mine])
+        if line is not None:
+            out[int(s)] = line
     return out
 
 
@@ -90,57 +120,62 @@ def mean_t_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, fl
 
 
 def _observations(x, gains, seeds, labels, skip):
-    """(ln x, ln gain, seed) of every positive per-seed gain, and every point left out with its reason."""
+    """(ln x, gain, seed) of every per-seed point, and every run left out with its reason."""
     lx, ly, who, dropped = [], [], [], []
     for p in range(len(x)):
         for j, g in enumerate(gains[p]):
             if not np.isfinite(g) or not (np.isfinite(x[p]) and x[p] > 0):
                 continue
-            if (p, j) in skip or g <= 0:
-                dropped.append(DroppedPoint(labels[p], int(seeds[j]), float(g), skip.get((p, j), NO_LOG)))
+            if (p, j) in skip:
+                dropped.append(DroppedPoint(labels[p], int(seeds[j]), float(g), skip[(p, j)]))
                 continue
             lx.append(np.log(x[p]))
-            ly.append(np.log(g))
+            ly.append(g)
             who.append(seeds[j])
     return np.array(lx), np.array(ly), np.array(who), dropped
 
 
-def _r2(lx: np.ndarray, ly: np.ndarray, slope: float, intercept: float) -> float:
-    ss_tot = ((ly - ly.mean()) ** 2).sum()
-    return float(1.0 - ((ly - intercept - slope * lx) ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan")
+def _r2(lx: np.ndarray, y: np.ndarray, slope: float, intercept: float) -> float:
+    ss_tot = ((y - y.mean()) ** 2).sum()
+    return float(1.0 - ((y - np.exp(intercept + slope * lx)) ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan")
 
 
-def _per_point_ci(lx: np.ndarray, ly: np.ndarray, level: float) -> tuple[float, float]:
-    if len(lx) < 3 or len(np.unique(lx)) < 2:
+def _per_point_ci(lx: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float]:
+    """The level fit of every point pooled, its slope's Gauss-Newton standard error with df = points - 2."""
+    line = level_fit(lx, y) if len(lx) >= 3 else None
+    if line is None:
         return float("nan"), float("nan")
-    reg = stats.linregress(lx, ly)
-    t = stats.t.ppf(0.5 + level / 2, len(lx) - 2)
-    return float(reg.slope - t * reg.stderr), float(reg.slope + t * reg.stderr)
+    slope, intercept = line
+    f = np.exp(intercept + slope * lx)
+    jac = np.column_stack([f, f * lx])  # d f / d (intercept, slope)
+    cov = ((y - f) ** 2).sum() / (len(lx) - 2) * np.linalg.inv(jac.T @ jac)
+    half = stats.t.ppf(0.5 + level / 2, len(lx) - 2) * float(np.sqrt(cov[1, 1]))
+    return slope - half, slope + half
 
 
 def fit_power_law(
     x: np.ndarray, gains: np.ndarray, *, labels: list[str], seeds: np.ndarray | None = None, level: float = LEVEL,
     skip: dict[tuple[int, int], str] | None = None,
 ) -> tuple[PowerLawFit | None, list[int], str]:
-    """Fit ln(gain) = a + b ln(x) per seed and average the seeds' lines.
+    """Fit gain = e^a x^b per seed (least squares on the gains) and average the seeds' (a, b).
 
     `x` [P] compute per size (any positive unit); `gains` [P, S] per seed, NaN where a seed is missing;
     `seeds` [S] their names (default 0..S-1); `skip` maps (size index, seed index) of runs that are not data
-    points (e.g. did not learn) to the reason. Returns (fit or None, indices of sizes
-    with no usable seed, note).
+    points (e.g. did not learn) to the reason. Returns (fit or None, indices of sizes with no point, note).
     """
     x = np.asarray(x, dtype=np.float64)
     gains = np.asarray(gains, dtype=np.float64)
     seeds = np.arange(gains.shape[1]) if seeds is None else np.asarray(seeds)
     skip = skip or {}
     lx, ly, who, dropped = _observations(x, gains, seeds, labels, skip)
-    taken = np.array([[g > 0 and (p, j) not in skip for j, g in enumerate(row)] for p, row in enumerate(gains)])
-    usable = np.isfinite(x) & (x > 0) & taken.any(axis=1)  # [P]
-    excluded = np.flatnonzero(~usable).tolist()
+    taken = np.isfinite(gains) & (np.isfinite(x) & (x > 0))[:, None]  # [P, S]
+    for p, j in skip:
+        taken[p, j] = False
+    excluded = np.flatnonzero(~taken.any(axis=1)).tolist()
     used = np.unique(lx)
     lines = seed_lines(lx, ly, who) if len(lx) else {}
     if not lines:
-        return None, excluded, f"{len(used)} size(s) with a positive gain: no seed has a line to fit"
+        return None, excluded, f"{len(used)} size(s): no seed's gains fit a positive power law"
     slopes = np.array([v[0] for v in lines.values()])  # [S]
     intercepts = np.array([v[1] for v in lines.values()])  # [S]
     slope, slope_se, half = mean_t_interval(slopes, level)
@@ -149,8 +184,8 @@ def fit_power_law(
     notes = []
     seeds_without = sorted(set(map(int, seeds)) - set(lines))
     if seeds_without:
-        notes.append(f"seed(s) {', '.join(map(str, seeds_without))} have fewer than 2 sizes with a positive gain: "
-                     "no line of their own, left out of the slope")
+        notes.append(f"seed(s) {', '.join(map(str, seeds_without))}: no positive power law fits their gains (fewer "
+                     "than 2 sizes, a best curve <= 0, or a slope the points do not determine): left out of the slope")
     if len(used) == 2:
         notes.append("2 sizes: the line has no lack-of-fit check and no R²")
     if S < 2:
@@ -164,14 +199,13 @@ def fit_power_law(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_gain = np.nanmean(np.where(taken, gains, np.nan), axis=1)  # [P] over the points taken
-    ok = np.isfinite(mean_gain) & (mean_gain > 0) & np.isfinite(x) & (x > 0)
-    lm, ym = np.log(x[ok]), np.log(mean_gain[ok])
+    ok = np.isfinite(mean_gain)
     fit = PowerLawFit(
         n_points=len(used), n_obs=len(lx), slope=slope, intercept=intercept, slope_se=slope_se,
         intercept_se=intercept_se, slope_ci=(slope - half, slope + half), df=S - 1,
         seed_slopes={k: v[0] for k, v in lines.items()}, seed_intercepts={k: v[1] for k, v in lines.items()},
         r2=_r2(lx, ly, slope, intercept) if enough else float("nan"),
-        r2_means=_r2(lm, ym, slope, intercept) if enough else float("nan"),
+        r2_means=_r2(np.log(x[ok]), mean_gain[ok], slope, intercept) if enough else float("nan"),
         slope_ci_per_point=_per_point_ci(lx, ly, level), band_x=np.exp(grid), band_lo=np.exp(centre - band_half),
         band_hi=np.exp(centre + band_half), obs_x=lx, obs_y=ly, obs_seed=who, dropped=dropped,
     )

@@ -1,4 +1,4 @@
-"""Scaling-law fits: ln(gain) against ln(compute), per architecture family, against an external reference.
+"""Scaling-law fits: the gain against compute as a power law, per architecture family, against an external reference.
 
 Per family: the seed-paired gain points (list-valued sizes ordered by FLOPs), the power law
 (analysis/fits/powerlaw.py), the forms and their checks (fits/forms.py, fits/form_check.py), the compute for a

@@ -254,8 +254,9 @@ def scaling_section(res: AnalysisResult) -> list[str]:
     out += ["### Power law of the gain, the seed as the unit", "",
             f"Gain of each family over the reference **{ref}** (one architecture at one fixed size, outside every "
             "fitted family, same data setting, paired by seed), x on each family's axis "
-            f"({res.scaling[0].convention.x_label}). Fit: ln(gain) = intercept + slope · ln(x). Slope: {CI_METHOD}. "
-            f"Per-point interval: {PER_POINT_METHOD}. R² of the seed-mean ln gains against the mean line, only with "
+            f"({res.scaling[0].convention.x_label}). Fit: gain = e^intercept · x^slope, least squares on the gains "
+            f"themselves (every per-seed point, gains ≤ 0 included). Slope: {CI_METHOD}. "
+            f"Per-point interval: {PER_POINT_METHOD}. R² of the seed-mean gains against the mean line, only with "
             "≥ 3 sizes. Reference range: the slope refitted against every setting of the reference architecture in "
             f"the sweep (table below). Band in the plot: {BAND_METHOD}.", "",
             *_table(["family", "gain", "sizes fitted × seeds", "slope [95% CI, seeds]", "per-seed slopes",

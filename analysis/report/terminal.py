@@ -57,7 +57,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
         out += more
     fitted = [f for f in res.scaling if f.fit is not None and f.metric == "auc"]
     if fitted:
-        out.append(f"scaling  ln(gain) = slope * ln(x) + b   ({CI_METHOD.split(' (')[0]})")
+        out.append(f"scaling  gain = e^b * x^slope   ({CI_METHOD.split(' (')[0]})")
         more = []
         for f in _cut(fitted, 8, more, "fits"):
             lo, hi = f.fit.slope_ci
