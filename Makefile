@@ -102,10 +102,10 @@ bench-throughput: setup
 		$(MAKE) bench ARGS="-k 'peer_hstu or concurrent_trials' $(ARGS)"
 
 # CUDA tests (they skip without CUDA) and a timed WHALE epoch at the seed configuration on the medium
-# synthetic log, printing targets/s and utilisation (cli/gpu_check.py; says so and exits 0 without CUDA).
+# synthetic log, printing targets/s and utilisation (tests/bench/gpu_check.py; says so and exits 0 without CUDA).
 gpu-check: setup
 	$(BIN)/python -m pytest tests/test_gpu.py tests/test_loader_paths.py -q -rs $(ARGS)
-	$(BIN)/python -m cli.gpu_check
+	$(BIN)/python tests/bench/gpu_check.py
 
 clean:
 	rm -rf $(VENV) .benchmarks

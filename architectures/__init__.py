@@ -1,24 +1,9 @@
-"""Model side of recscale: the architecture registry and the automatic discovery of model files.
-
-    @architectures.register("whale", config=WhaleConfig)
-    class Whale(nn.Module):
-        def __init__(self, spec: FeatureSpec, cfg: WhaleConfig): ...
-        def forward(self, batch: Batch) -> torch.Tensor:  # logits [B]
-
-What a model must provide is the contract of `architectures/contract.py`; shared layers live in
-`architectures/blocks/`, FLOP and parameter accounting in `architectures/flops.py`.
-
-Discovery (first use of the registry; subpackages, `_*` modules and `HELPER_MODULES` skipped) and
-`RECSCALE_MODEL_PATH`: docs/architectures.md, "Adding a model".
-
-`build(name, spec, cfg)` accepts a config instance, a mapping of overrides (validated against the
-config dataclass) or None for the defaults; `build(..., attention=kernel)` sets the kernel of the model's
-softmax attentions (`blocks/attention_kernel.py`; "auto" by default, the harness passes `train.attention`).
-
-A model file that cannot be used never stops the others: a file on the model path with the same module
-name as another (a built-in included), a file that fails to import, and a file that registers a name
-another file registered are each skipped and reported (`problems()`, printed once on stderr when the
-registry loads and by `recscale list`), naming the files involved; every other model still lists and runs.
+"""Model side of recscale: the architecture registry (`@architectures.register(name, config=Cfg)`) and the
+discovery of model files (this package and `RECSCALE_MODEL_PATH`); the contract is `contract.py`, adding a
+model: docs/architectures.md. `build(name, spec, cfg, attention=kernel)` takes a config instance, a mapping of
+overrides or None, and sets the kernel of the model's softmax attentions (`blocks/attention_kernel.py`). A
+model file that cannot be used (a duplicate module or architecture name, a failed import) is skipped and
+reported (`problems()`, on stderr when the registry loads and by `recscale list`); the others still load.
 """
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""The `recscale` command line: a thin dispatcher over `cli.commands.<name>` modules.
-
-Command modules are imported lazily, so `recscale inspect` never pays for importing torch or Ray,
-and a problem in one command cannot break the others. A RecscaleError, a failed file operation and a full
-disk are one line on stderr, exit status 2, no traceback (docs/reliability.md, "Output locations").
-
-Each command's parsed arguments carry `process_argv`: the command line this process was started
-with (`sys.argv[1:]`) when `main()` runs as the program, None when it is called from Python with an
-explicit argument list. A command that must restart its own process (`train`, for the malloc settings)
-re-executes exactly that command line, so no flag is ever lost. A command module that sets
-EXIT_WITHOUT_TEARDOWN (`sweep`) ends the program without the interpreter's slow unloading of torch and Ray
-(`exit_without_teardown`).
+"""The `recscale` command line: a thin dispatcher over `cli.commands.<name>` modules, imported lazily (so
+`recscale inspect` never pays for torch or Ray, and a problem in one command cannot break the others). A
+RecscaleError, a failed file operation and a full disk are one line on stderr, exit status 2, no traceback
+(docs/reliability.md, "Output locations"). `args.process_argv` is this process's command line when `main()`
+runs as the program (None from Python): what `reexec_under_malloc` re-executes, so no flag is ever lost.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Data side of recscale: sources, validation, synthetic log, splits, legal histories, encoding,
-prepared artifacts and the batch loader. This module owns the two registries, PROTOCOLS (name -> history
-protocol dataclass) and SOURCES (name -> `components.SourceEntry`), filled by discovery of this package's
-modules (not `synthetic/` nor `_*`) and of `RECSCALE_PROTOCOL_PATH`. Adding one in one file, the contract
-(`protocols/components.py`) and how unusable files are reported: docs/protocols.md, "Adding a protocol or a
-source in one file".
+"""Data side of recscale. This module owns the two registries, PROTOCOLS (name -> history protocol dataclass) and
+SOURCES (name -> `components.SourceEntry`), filled by discovery of this package's modules (not `synthetic/`
+nor `_*`) and of `RECSCALE_PROTOCOL_PATH`: docs/protocols.md, "Adding a protocol or a source in one file".
 """
 from __future__ import annotations
 

@@ -130,11 +130,10 @@ def author50_history_rows(
     *,
     progress: bool = False,
 ) -> tuple[np.ndarray, LinkCoverage]:
-    """int32 [R, L] linked log rows per target request (PAD_ROW where empty) and the link coverage."""
+    """int32 [R, L] linked log rows per target request (PAD_ROW where empty) and the link coverage
+    (`history_len` checked by `Author50Protocol`)."""
     if log.author50_loader is None:
         raise RecscaleError(f"{log.root}: this log has no seq_effective_50 arrays; the author50 protocol needs them")
-    if not 1 <= history_len <= AUTHOR50_WIDTH:
-        raise RecscaleError(f"author50 history_len must be in 1..{AUTHOR50_WIDTH}, got {history_len}")
     n = len(request_rows)
     arrays = np.zeros((n, AUTHOR50_WIDTH, 10), dtype=np.int64)
     has_array = np.zeros(n, dtype=bool)

@@ -1,10 +1,7 @@
 """History protocols, registered in `protocols.PROTOCOLS`: `exposure` (protocols/legal_history.py) and
-`author50` (protocols/author_history.py), each a frozen dataclass of its parameters.
-
-A protocol turns target requests into a history index matrix: int32 [R, L] of exposure-log rows (PAD_ROW = -1
-where empty), valid entries left-aligned in ascending (request_timestamp, request_id, event_id) order, computed
-once per unique target request; everything downstream is protocol-agnostic. The rules of each protocol:
-docs/protocols.md, "Legal history" and "`author50` protocol"; the contract: protocols/components.py.
+`author50` (protocols/author_history.py), each a frozen dataclass of its parameters. A protocol turns target
+requests into an int32 [R, L] matrix of exposure-log rows (PAD_ROW = -1), valid entries left-aligned in
+ascending time; the rules: docs/protocols.md, "Legal history" and "`author50` protocol".
 """
 from __future__ import annotations
 

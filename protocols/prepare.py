@@ -1,11 +1,7 @@
 """`prepare`: turn an exposure log into a content-addressed prepared dataset (artifact folder), and
-`PrepareConfig`, every preparation setting.
-
-Pipeline: load the source -> split by request time -> sample targets per split -> history index once per
-unique target request (the registered protocol) -> vocabularies and numeric statistics fit on training
-inputs -> encoded arrays + manifest, written to a temporary folder and renamed into place. The folder key,
-the integrity checks before reuse and the file layout (`ARTIFACT_FILES`): docs/protocols.md, "Prepared
-dataset (artifact)".
+`PrepareConfig`, every preparation setting. The pipeline (split, targets, histories, vocabularies, encoded
+arrays + manifest written aside and renamed into place), the folder key, the integrity checks before reuse and
+the file layout (`ARTIFACT_FILES`): docs/protocols.md, "Prepared dataset (artifact)".
 """
 from __future__ import annotations
 

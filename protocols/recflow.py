@@ -1,12 +1,8 @@
 """RecFlow reader: `<root>/realshow/YYYY-MM-DD.feather|.parquet` -> validated `ExposureLog`. Every rule is checked
-on the whole log before anything is returned (callers write nothing before that); a broken log raises
-`DataValidationError` naming the file, the 1-based record, the field and the value. The rules, event ids and
-fingerprint: docs/data.md, "RecFlow files and validation".
-
-The author-provided 50-event histories, `seq_effective_50_dict/YYYY-MM-DD.pkl` (a dict request_id -> int array
-[50, 10], columns `recflow_format.AUTHOR50_COLUMNS`, valid rows at the end, zero rows in front), are read lazily
-per day by `Author50Reader`, only through the restricted unpickler of `protocols.safe_pickle`, and their arrays
-are checked for shape and cast to int64.
+on the whole log before anything is returned; a broken log raises `DataValidationError` naming the file, the
+1-based record, the field and the value (the rules, event ids and fingerprint: docs/data.md, "RecFlow files and
+validation"). The author-provided 50-event histories (`seq_effective_50_dict/YYYY-MM-DD.pkl`) are read lazily
+per day by `Author50Reader`, only through `protocols.safe_pickle`, and checked for shape.
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""A restricted unpickler for RecFlow's downloaded `.pkl` files: dicts of ints -> integer numpy arrays.
-
-`pickle.load` on a downloaded file can run arbitrary code (any importable callable can be named in the
-stream). `load_int_array_dict` resolves only the few numpy globals needed to rebuild arrays and numpy
-integer scalars (plus `_codecs.encode`, used by protocol-2 array pickles); any other global (`os.system`,
-`builtins.eval`, ...) is refused before it is called. The loaded object is then checked to be a dict from
-integers to numpy arrays of an integer dtype.
+"""A restricted unpickler for RecFlow's downloaded `.pkl` files (docs/data.md): `load_int_array_dict` resolves only
+the numpy globals needed to rebuild integer arrays and scalars (plus `_codecs.encode`, used by protocol-2 array
+pickles); any other global (`os.system`, `builtins.eval`, ...) is refused before it is called, and the result must
+be a dict from integers to integer numpy arrays.
 """
 from __future__ import annotations
 

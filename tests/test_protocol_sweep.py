@@ -96,7 +96,7 @@ def test_three_arm_sweep_pairs_every_comparison_on_shared_targets(tmp_path):
     facts = json.loads((root / "datasets.json").read_text())
     assert len(facts["datasets"]) == 3
     plan = plan_sweep(sweep)
-    from harness.sweep.datasets import prepare_datasets
+    from harness.sweep.launcher import prepare_datasets
     paths = prepare_datasets(sweep, plan.datasets)  # already prepared: returns the paths
     for split in ("train", "valid", "test"):
         ids = [np.sort(pq.read_table(f"{p}/{split}_targets.parquet", columns=["event_id"])

@@ -10,7 +10,7 @@ import yaml
 
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
-from harness.sweep.model_keys import arch_fields
+from harness.sweep.model_keys import config_fields
 from harness.sweep.plan import grid_points, plan_sweep
 from harness.sweep.schema import load_sweep, parse_sweep
 
@@ -51,7 +51,7 @@ def test_valid_base_loads_and_plans_full_product():
     whale = next(t for t in plan.trials if t.arch == "whale")
     assert whale.model == {"dim": 8, "history_len": 8}  # model follows the data's history length
     for t in plan.trials:  # every config that has the field gets it (whatever architectures declare)
-        assert t.model == {"dim": 8, **({"history_len": 8} if "history_len" in arch_fields(t.arch) else {})}
+        assert t.model == {"dim": 8, **({"history_len": 8} if "history_len" in config_fields(t.arch) else {})}
 
 
 def test_unknown_architecture_lists_valid_ones():

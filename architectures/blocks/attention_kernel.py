@@ -1,13 +1,9 @@
-"""Which kernel computes the softmax attentions: the explicit matmuls written in each block (the plain
-PyTorch reference op), or torch's fused `scaled_dot_product_attention` (`sdpa_attention` here, the fast op).
-
-As in Meta's generative-recommenders, an op takes its kernel as an argument (`attend` in
-`masked_attention.py`, `CrossAttentionRead` in `whale.py`); a module that calls one (`UsesAttentionKernel`)
-holds it in `attention_kernel`, set on a whole model by `set_attention_kernel`, which
-`architectures.build(..., attention=)` calls with the run's `train.attention`. There is no module-level
-setting. The kernels (`auto`, `sdpa`, `explicit`), why CPU keeps the explicit matmuls and how FLOPs are
-counted: docs/training.md, "Speed" (GPU options). `sdpa_attention` keeps the explicit ops' masking rule exactly
-(tests/test_attention_kernels.py compares the fast op with each reference op, forward and backward).
+"""Which kernel computes the softmax attentions: the explicit matmuls written in each block (the plain PyTorch
+reference op), or torch's fused `scaled_dot_product_attention` (`sdpa_attention` here, the fast op, with the
+explicit ops' masking rule exactly). As in generative-recommenders, an op takes its kernel as an argument; a
+module that calls one (`UsesAttentionKernel`) holds it in `attention_kernel`, set on a whole model by
+`set_attention_kernel` (`architectures.build(..., attention=)`). The kernels and FLOP counting: docs/training.md,
+"Speed"; tests/test_attention_kernels.py compares the fast op with each reference op, forward and backward.
 """
 from __future__ import annotations
 

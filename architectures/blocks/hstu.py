@@ -1,25 +1,18 @@
-"""HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases.
-
-After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
-Recommendations" (ICML 2024), as specified by the WHALE seed write-up (docs/architectures.md, "HSTU layer",
-"Shared history branch" and "HSTU-only" in "What the seed models compute").
+"""HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases, after Zhai et al.,
+"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (docs/architectures.md,
+"HSTU layer", "Shared history branch" and "HSTU-only").
 
 For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] and maximum length L_max:
 
     [U, V, Q, K] = split(SiLU(LN(X) W_uvqk))               # LN without affine, W_uvqk without bias
     S_ij = SiLU(q_i . k_j + b_pos[j - i] + b_time[bucket_ij]) / L_max * M_ij     # per head, no softmax
-                                                            # (M applied as an additive MASKED bias, 1/L_max after
-                                                            #  the value product: same numbers, fewer N x N passes)
     A_i  = LN(sum_j S_ij v_j)                               # heads concatenated, LN without affine
     X'   = (X + W_o (A * U) + b_o) * valid                  # PAD positions re-zeroed after every layer
 
-`bucket(dt) = clamp(floor(ln(max(|dt_ms|, 1)) / 0.301), 0, 128)`. The read mask and the bucket matrix depend
-only on timestamps and validity, so they are built once per batch (`history_layout` for the shared history
-branch, `sequence_layout` for HSTU-only's sequence) and shared by every layer.
-
-The kernels are the encoder's `kernel` (`HSTUKernel`, set on a whole model by `set_hstu_kernel`), passed to
-every layer: the CPU fast ops (`pointwise_attention.py`, `table_lookup.py`) or the plain reference ops.
-`HistoryBranch` is the shared history branch of WHALE and Shallow-hybrid: event tokens, then an encoder.
+The read mask and the bucket matrix are built once per batch (`history_layout`, `sequence_layout`) and shared
+by every layer. The kernels are the encoder's `HSTUKernel` (set by `set_hstu_kernel`): the CPU fast ops
+(`pointwise_attention.py`, `table_lookup.py`) or the plain reference ops. `HistoryBranch` is the shared history
+branch of WHALE and Shallow-hybrid: event tokens, then an encoder.
 """
 from __future__ import annotations
 

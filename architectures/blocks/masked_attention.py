@@ -1,17 +1,10 @@
-"""Multi-head softmax attention with key masks, written as explicit matmuls.
+"""Multi-head softmax attention with key masks, written as explicit matmuls (HELIX, OneTrans, RankMixer+Transformer).
 
-Used by HELIX (encoder, MixFormer and decoder cross-attention), OneTrans and the RankMixer+Transformer
-baseline. `explicit_attend` is the plain PyTorch reference op: the score and value products are plain
-`matmul`s so that fvcore counts them. `attend` takes the kernel as an argument (`attention_kernel.py`):
-under "sdpa", or "auto" on CUDA, it calls `sdpa_attention` (torch's `scaled_dot_product_attention`, which
-fvcore counts through its own handle) instead. The modules calling it hold their kernel in
-`attention_kernel` (`UsesAttentionKernel`, set by `set_attention_kernel`).
-
-Masking rule (the same as WHALE's fusion, `whale.py`): keys that are not allowed get zero weight exactly, and a
-query with no allowed key reads zero (no NaN): weights = softmax(scores masked to the dtype minimum)
-multiplied by the allowed mask. `KVProjection` projects keys/values once (HELIX's lazy K/V cache; fewer
-key/value heads with `kv_heads`, GQA), `QueryRead` reads a precomputed `KV`, and `MultiHeadAttention` is the
-two together.
+`explicit_attend` is the plain reference op (plain `matmul`s, so fvcore counts them); `attend` takes the kernel
+as an argument (`attention_kernel.py`) and calls `sdpa_attention` under "sdpa", or "auto" on CUDA. Masking rule
+(as WHALE's fusion): keys not allowed get zero weight exactly, and a query with no allowed key reads zero:
+softmax(scores masked to the dtype minimum) times the allowed mask. `KVProjection` projects keys/values once
+(HELIX's lazy K/V cache; GQA with `kv_heads`), `QueryRead` reads a precomputed `KV`, `MultiHeadAttention` is both.
 """
 from __future__ import annotations
 

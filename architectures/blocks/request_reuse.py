@@ -1,16 +1,13 @@
-"""Request reuse: compute the candidate-independent (history) side once per request, then give every
-candidate its result. The one implementation behind every model's `reuse_requests` switch (when it is exact,
-and why it is off by default: docs/architectures.md, "Configuration").
+"""Request reuse: compute the candidate-independent (history) side once per request, then give every candidate
+its result; the one implementation behind every model's `reuse_requests` switch (when it is exact, and why it
+is off by default: docs/architectures.md, "Configuration").
 
     out = history_per_request(encode, batch, enabled=cfg.reuse_requests)
 
-`encode` receives only the history keys of the batch (`HISTORY_KEYS`), with or without reuse, so it
-cannot read the candidate. Its result may be a tensor, a tuple / list of results, or an object with
-`index_rows(index)` (e.g. `masked_attention.KV`); every leaf has the batch axis first. With reuse on and
-at least two candidates in some request, `encode` runs on one row per request (`RequestGroups.select`,
-the first candidate of each) and its result is gathered back (`RequestGroups.expand_tree`); otherwise
-it runs on the full batch. Gradients flow back through the gathers (whose backward sums the candidates'
-gradients into their request's row).
+`encode` receives only the history keys of the batch (`HISTORY_KEYS`), so it cannot read the candidate; its
+result (a tensor, a tuple / list, or an object with `index_rows(index)`, batch axis first) is computed on the
+first candidate of each request and gathered back (with reuse on and some request holding two candidates; else
+on the full batch); the gathers' backward sums the candidates' gradients into their request's row.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
-"""SwiGLU, the one gated feed-forward network of every model, and its gate/up normalisations.
+"""SwiGLU, the one gated feed-forward network of every model, and its gate/up normalisations (docs/architectures.md,
+"Shared blocks"; the normalisation is HELIX's stability fix, docs/helix.md).
 
-    SwiGLU(x) = W_d (SiLU(n(x' W_g)) * n(x' W_u))          [..., W] -> [..., W], no biases
+    SwiGLU(x) = W_d (SiLU(n(x' W_g)) * n(x' W_u))          [..., W] -> [..., W], no biases, no residual
     x' = x, or LayerNorm(x) with `input_norm="layer"`
-    n  = the gate/up normalisation `gate_up_norm` (identity for "none")
+    n  = `gate_up_norm`: "rms" (g / rms(g), no gain), "softcap" (c * tanh(v / c), c = `SOFTCAP`) or "none"
 
-It never adds a residual: a block writes `x + ffn(x)` (or `x + ffn(norm(x))` with its own norm).
 `tokens=T` gives every one of T tokens its own W_g, W_u, W_d (`PerTokenLinear`; input [B, T, W]), the
-per-token FFN of HELIX's MPTF; otherwise the weights are shared by every position. OneTrans writes the same
-formula with its mixed (shared / per-token) weights and a fused gate/up projection.
-
-Gate/up normalisation (HELIX's stability fix, after QK-Norm): the gate and up branch outputs are each
-normalised before the product, without a learnable gain (a gain was found to re-amplify the outliers).
-The paper does not name the normalisation; we use RMS normalisation over the hidden channels:
-- `"rms"`: gate <- g / rms(g), up <- u / rms(u) (non-parametric);
-- `"softcap"`: the earlier fix, bounding extreme activations: v <- c * tanh(v / c) with c = `SOFTCAP`
-  on both branches (a smooth stand-in for a hard clip at the threshold);
-- `"none"`: plain SwiGLU.
+per-token FFN of HELIX's MPTF; otherwise the weights are shared by every position.
 """
 from __future__ import annotations
 

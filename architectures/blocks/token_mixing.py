@@ -1,8 +1,5 @@
-"""RankMixer-style token mixing: the parameter-free Mixup, per-token linear maps and the RankMixer block.
-
-RankMixer (Zhu et al., 2025) cuts heterogeneous features into T tokens, then alternates a parameter-free
-token mixing with a feed-forward network that has its own parameters per token. HELIX's MPTF
-(`helix.py`) reuses `mixup`, and its per-token SwiGLU (`blocks/swiglu.py`) `PerTokenLinear`, from here.
+"""RankMixer-style token mixing (Zhu et al., 2025): the parameter-free Mixup, per-token linear maps and the
+RankMixer block; HELIX's MPTF (`helix.py`) reuses `mixup` and `PerTokenLinear`.
 
 `mixup` splits every token's W channels into T slices of W/T; output token t is the concatenation of slice t
 of all T input tokens (a transpose of [T, T, W/T]; applying it twice is the identity). `SegmentMixTokenizer`

@@ -1,7 +1,5 @@
-"""One Wukong interaction layer: Factorization Machine Block + Linear Compression Block.
-
-After Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024), as specified
-by the WHALE seed write-up (docs/architectures.md; its adaptations are listed in architectures/wukong.py).
+"""One Wukong interaction layer: Factorization Machine Block + Linear Compression Block, after Zhang et al.,
+"Wukong" (ICML 2024), as the WHALE seed write-up specifies it (docs/architectures.md, "Wukong layer").
 
 For n input tokens X [B, n, D]:
 
@@ -10,9 +8,7 @@ For n input tokens X [B, n, D]:
     C = W_L X,   W_L in R^{k_c x n}, no bias    # LCB: k_c learned mixtures over the token axis
     X_next = LN([F; C] + R(X))                  # R = W_R X (no bias) when n != k_f + k_c, else X
 
-LN(vec G) is one affine LayerNorm over the n^2-vector; the last LN is over each token's D features.
-Every matrix product is a linear / matmul, so the FLOP counters see all of them; the products over the
-token axis are written as linear maps on X^T so that fvcore's shape rules count them exactly.
+The products over the token axis are written as linear maps on X^T so that fvcore's shape rules count them.
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The counted cost of a model (`count_cost`: forward matrix FLOPs per target and parameters, on one batch), the
 matrix-multiply rate of a device in the dtype a step's products run in (`matmul_rate`, `matmul_rate_cached`)
-and the counted-FLOP utilisation of training against it (`utilisation`): docs/training.md ("Metrics", "Speed").
-Against the rate of the dtype actually used: a bf16 step measured against the fp32 rate would read 4.6x too
-high on this machine's CPU (905 against 198 GFLOP/s, 2 threads) and more on GPUs.
+and the counted-FLOP utilisation against it (`utilisation`): docs/training.md ("Metrics", "Speed"). A bf16 step
+measured against the fp32 rate would read 4.6x too high on this machine's CPU (905 against 198 GFLOP/s).
 """
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Timing the training step on schema-valid random batches (`recscale bench --arch`, the sweep's dry run and the
-benchmarks in tests/bench): `measure` times `TrainStep`, the training loop's own step, over pre-built batches
-(loading excluded), with targets/s, forward FLOPs/target and the counted-FLOP utilisation against a matmul rate
-taken in the step's dtype, the best of CALIBRATION_SECONDS of products before the timed steps and as long again
-after (a moment of interference cannot lower the denominator). `profile_steps` (`bench --breakdown`) splits the
-operators' self time of a few more steps (device time on CUDA) into the matrix products (`PRODUCT_OPS`) and the
-rest, giving the products' achieved rate and the utilisation ceiling it sets; their executed FLOPs are counted
-by `torch.utils.flop_counter` over one more step outside the profiled ones (the profiler's own `with_flops`
-slowed WHALE's step by ~17 % here, against ~3 % for the plain profiler). docs/training.md ("`recscale bench`").
+benchmarks in tests/bench): `measure` times `TrainStep`, the training loop's own step, over pre-built batches,
+with the counted-FLOP utilisation against a matmul rate taken in the step's dtype before and after the steps
+(the best). `profile_steps` (`bench --breakdown`) splits the operators' self time into the matrix products
+(`PRODUCT_OPS`) and the rest, their FLOPs counted by `torch.utils.flop_counter` over one more step outside the
+profiled ones (the profiler's own `with_flops` slowed WHALE's step by ~17 %). docs/training.md ("`recscale bench`").
 """
 from __future__ import annotations
 

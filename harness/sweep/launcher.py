@@ -1,6 +1,7 @@
-"""Launching a sweep through Ray Tune: datasets first, then an optional tuning stage or Optuna search, then the
-grid, then runs.parquet and sweep_summary.json (docs/sweeps.md: the stages, "What a sweep writes" and
-"Interruptions, failures, resume").
+"""Launching a sweep through Ray Tune: datasets first (each distinct one prepared once, in the driver, after the
+synthetic log is generated when the sweep has no `data.root`), then an optional tuning stage or Optuna search,
+then the grid, then runs.parquet and sweep_summary.json (docs/sweeps.md: the stages, "Datasets are prepared
+once", "What a sweep writes" and "Interruptions, failures, resume").
 
 Each stage is one `tune.Tuner`: the grid and the tuning stage are one `tune.grid_search` over their distinct
 points (`plan.grid_points`, `plan.tuning_points`), so no trial runs twice; the search is `OptunaSearch` behind
@@ -12,9 +13,11 @@ session only around its stages.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -34,14 +37,15 @@ from core.results_layout import (
     SWEEP_FILE,
     TUNING_FILE,
 )
+from core.typed_config import ConfigError, from_dict
 from protocols.output_location import check_writable
+from protocols.prepare import PrepareConfig, prepare
 
 from . import interrupt, tuning
 from .collect import collect_runs, finished_rows
 from .dataset_facts import write_dataset_facts
-from .datasets import prepare_datasets
 from .interrupt import StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
-from .plan import SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
+from .plan import DatasetPlan, SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
 from .ray_sessions import RaySessionError, check_address_reachable, quiet_ray_notices, ray_session
 from .schema import SearchDimension, SearchSection, Sweep, parse_sweep
 from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
@@ -112,6 +116,45 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
     sweep_dir.mkdir(parents=True, exist_ok=True)
     atomic_write.write_text(stored, sweep.source_text)
     return sweep_dir, resume
+
+
+#: Prepare-setting names at the start of a word, as the prepare errors spell them.
+_SETTING_RE = re.compile(r"(?<![\w.])(split\.\w+|n_(?:train|valid|test)\b)")
+
+
+def log_root(sweep: Sweep) -> Path:
+    """The folder of the log every dataset of this sweep is prepared from (generated if synthetic)."""
+    if sweep.data_root is not None:
+        return sweep.data_root
+    from protocols.synthetic import generate
+
+    data = sweep.config.data
+    out = Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}"
+    t0 = time.perf_counter()
+    generate(cast(str, data.scale), out, seed=data.log_seed)  # no data_root: the schema requires a scale
+    print(f"synthetic log ({data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
+          file=sys.stderr)
+    return out
+
+
+def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str, str]:
+    """Dataset id -> absolute artifact path, preparing each distinct dataset once."""
+    datasets = list(datasets)
+    root = log_root(sweep)
+    paths: dict[str, str] = {}
+    for d in datasets:
+        mapping = {**d.prepare, "root": str(root), "out": str(sweep.config.data.prepared_dir())}
+        cfg = from_dict(PrepareConfig, mapping, prefix="data.")
+        t0 = time.perf_counter()
+        try:
+            path = Path(prepare(cfg)).resolve()
+        except RecscaleError as e:  # name the keys as the sweep file spells them (data.split..., data.n_...)
+            message = _SETTING_RE.sub(r"data.\1", str(e))
+            raise (ConfigError if isinstance(e, ConfigError) else RecscaleError)(
+                f"dataset {d.dataset_id}: {message}") from None
+        print(f"dataset {d.dataset_id} ready in {path} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        paths[d.dataset_id] = str(path)
+    return paths
 
 
 

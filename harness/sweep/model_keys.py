@@ -14,13 +14,8 @@ from core.typed_config import ConfigError
 
 
 @cache
-def _fields(arch: str) -> tuple[str, ...]:
+def config_fields(arch: str) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(architectures.entry(arch).config_cls))
-
-
-def arch_fields(arch: str) -> list[str]:
-    """Config field names of architecture `arch`."""
-    return list(_fields(arch))
 
 
 def scope(key: str) -> tuple[str | None, str]:
@@ -72,13 +67,13 @@ def check_key(where: str, key: str, archs: list[str]) -> None:
     if owner is not None:
         if owner not in archs:
             raise ConfigError(f"{where}: {owner} is not an architecture of this sweep ({', '.join(archs)})")
-        if name not in _fields(owner):
-            valid = sorted(set(_fields(owner)) - {"history_len"})
+        if name not in config_fields(owner):
+            valid = sorted(set(config_fields(owner)) - {"history_len"})
             raise ConfigError(f"{where}: not a config field of {owner}; valid: {', '.join(valid)}")
         return
-    lacking = [a for a in archs if name not in _fields(a)]
+    lacking = [a for a in archs if name not in config_fields(a)]
     if len(lacking) == len(archs):
-        valid = sorted({f for a in archs for f in _fields(a)} - {"history_len"})
+        valid = sorted({f for a in archs for f in config_fields(a)} - {"history_len"})
         raise ConfigError(f"{where}: not a config field of {', '.join(archs)}; valid: {', '.join(valid)}")
     if lacking:
         owners = [a for a in archs if a not in lacking]

@@ -4,7 +4,7 @@ utilisation (bf16 autocast and TF32 at their defaults), plus `recscale bench --b
 loader and the training step (with the matrix products' share of the step's device time). Without a
 CUDA device it says so and exits 0 (the CUDA tests skip the same way).
 
-    python -m cli.gpu_check [--scale medium] [--arch whale] [--set model.k=v ...]
+    python tests/bench/gpu_check.py [--scale medium] [--arch whale] [--set model.k=v ...]
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from protocols.synthetic import MARKER
 
-    p = argparse.ArgumentParser(prog="python -m cli.gpu_check", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="tests/bench/gpu_check.py", description=__doc__.splitlines()[0])
     p.add_argument("--scale", default="medium")
     p.add_argument("--arch", default="whale")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
