@@ -33,10 +33,9 @@ from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
 from .blocks.config_checks import check_choices, require_positive, require_positive_number
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.heads import PredictionHead
 from .blocks.history_window import recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HSTUEncoder, sequence_layout
-from .blocks.mlp import MLP
+from .blocks.mlp import MLP, PredictionHead
 
 
 @dataclass

@@ -23,9 +23,9 @@ from protocols.schema import Batch, FeatureSpec
 
 from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.heads import PredictionHead
 from .blocks.history_window import recent_history
 from .blocks.hstu import DEFAULT_NUM_BUCKETS, HistoryBranch
+from .blocks.mlp import PredictionHead
 from .blocks.wukong import WukongLayer, wukong_stack
 
 

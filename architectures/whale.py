@@ -44,9 +44,9 @@ from protocols.schema import Batch, FeatureSpec
 from .blocks.attention_kernel import UsesAttentionKernel, sdpa_attention, use_sdpa
 from .blocks.config_checks import check_choices, require_positive, require_positive_number
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.heads import PredictionHead
 from .blocks.history_window import History, recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HistoryBranch
+from .blocks.mlp import PredictionHead
 from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import SwiGLU
 from .blocks.wukong import WukongLayer, wukong_stack

@@ -27,7 +27,7 @@ from protocols.schema import Batch, FeatureSpec
 
 from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.heads import PredictionHead
+from .blocks.mlp import PredictionHead
 from .blocks.wukong import WukongLayer, wukong_stack
 
 

@@ -1,8 +1,12 @@
-"""The ReLU MLP used by tokenizers, heads and the DIN / DeepFM deep networks (biases on).
+"""The ReLU MLP used by tokenizers, heads and the DIN / DeepFM deep networks (biases on), and the prediction head.
 
 `MLP(in_dim, hidden, out_dim)`: Linear -> ReLU -> Linear for one hidden width, or
 Linear -> ReLU -> ... -> Linear through every width of a sequence `hidden` (an empty sequence is one
 Linear). Layers are `nn.Sequential` children 0, 1, 2, ... in that order.
+
+`PredictionHead` (Wukong, HSTU-only, Shallow-hybrid, WHALE): flatten the final tokens, then in_dim -> hidden -> 1
+(WHALE, Wukong and Shallow-hybrid flatten 8 x 64 tokens, 512 -> 128 -> 1; HSTU-only reads the candidate token,
+64 -> 128 -> 1).
 """
 from __future__ import annotations
 
@@ -25,3 +29,14 @@ class MLP(nn.Sequential):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
         return super().forward(x)
+
+
+class PredictionHead(nn.Module):
+    """[B, ...] -> logits [B]: flatten everything after the batch axis, then in_dim -> hidden -> 1."""
+
+    def __init__(self, in_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.mlp = MLP(in_dim, hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(x.flatten(1)).squeeze(-1)
