@@ -1,7 +1,11 @@
 """Curve forms, held-out checks, extrapolations and power statements on points drawn from known curves plus
-noise: the parameters come back within stated tolerances, the true form wins the held-out comparison, and
-the closed forms of the log-linear extrapolation and of the paired t-test power hold."""
+noise: the parameters come back within stated tolerances, the true form wins the held-out comparison, the
+closed forms of the log-linear extrapolation and of the paired t-test power hold, an interval the seed draws
+do not bound reads "unbounded" (never the search bound), and no form is fitted on as many sizes as it has
+parameters."""
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -9,7 +13,17 @@ import pytest
 from analysis.fits.axes import Convention
 from analysis.fits.extrapolation import TARGET_STEP, compute_for_gain
 from analysis.fits.form_check import check_forms
-from analysis.fits.forms import LOG_LINEAR, SATURATING, Ladder, fit_saturating
+from analysis.fits.forms import (
+    LOG_LINEAR,
+    POWER_LAW,
+    SATURATING,
+    Ladder,
+    fit_saturating,
+    interval_text,
+    open_seed_interval,
+)
+from analysis.pipeline import json_safe
+from analysis.report.section import as_json
 from analysis.stats.paired import minimum_detectable_effect, seeds_for_power
 
 X = np.geomspace(1e-4, 1e-1, 6)  # [P] training GFLOPs
@@ -69,10 +83,36 @@ def test_log_linear_slope_is_recovered_and_its_extrapolation_has_the_closed_form
     assert ext.determined and ext.interval.lo <= ext.x <= ext.interval.hi
 
 
-def test_a_flat_ladder_gives_no_determined_extrapolation():
+def test_a_flat_ladder_gives_no_determined_extrapolation_and_an_interval_unbounded_above():
+    """A flat ladder: most seed draws never reach the target, so the interval has no upper end. The search
+    bound is no value: +inf in the fit, "unbounded above" in the words and report, null + a flag in JSON."""
     values = _draw(lambda c: 0.74 + 0.0 * c, 3, 1e-3, 5)
     ext = compute_for_gain(_ladder(values), LOG_LINEAR)
-    assert not ext.determined and ext.words.startswith("not determined")
+    assert not ext.determined and ext.words == "not determined: the fitted curve does not reach it (unbounded above)"
+    assert np.isfinite(ext.interval.lo) and ext.interval.hi == np.inf
+    written = json.loads(json.dumps(json_safe(as_json(ext))))["interval"]
+    assert written["hi"] is None and written["unbounded_above"] and not written["unbounded_below"]
+    assert written["lo"] == pytest.approx(ext.interval.lo)
+    assert interval_text(ext.interval.lo, ext.interval.hi) == f"[{ext.interval.lo:.3g}, unbounded above]"
+    below = open_seed_interval(3, lambda idx: -np.inf if 0 in idx else float(idx.sum()))
+    assert below.lo == -np.inf and interval_text(below.lo, below.hi) == f"[unbounded below, {below.hi:.3g}]"
+
+
+def test_no_form_is_fitted_on_as_many_sizes_as_it_has_parameters():
+    """3 sizes: the saturating form (3 parameters) is not fitted, nor drawn, nor extrapolated; the two
+    2-parameter forms are. 2 sizes: none is."""
+    values = _draw(lambda c: 0.76 - 0.004 * c**-0.3, 3, 1e-4, 8)[:3]
+    three = Ladder("auc", ["a", "b", "c"], X[:3], values, np.full(3, 0.7), np.arange(3), True,
+                   Convention("training", "gflops", "absolute"))
+    check = check_forms(three)
+    sat = check.form(SATURATING)
+    assert three.fit(SATURATING) is None and sat.params == {} and sat.intervals == {} and not sat.held_out
+    assert sat.notes == ["not fitted: 3 parameters on 3 sizes"] and compute_for_gain(three, SATURATING) is None
+    assert check.form(LOG_LINEAR).params and check.form(POWER_LAW).params
+    two = Ladder("auc", ["a", "b"], X[:2], values[:2], np.full(3, 0.7), np.arange(3), True,
+                 Convention("training", "gflops", "absolute"))
+    assert [r.notes for r in check_forms(two).forms] == [["not fitted: 2 parameters on 2 sizes"]] * 2 + [
+        ["not fitted: 3 parameters on 2 sizes"]]
 
 
 @pytest.mark.parametrize("sd, effect", [(0.002, 0.001), (0.2, 0.085), (0.01, 0.02)])

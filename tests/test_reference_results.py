@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,8 @@ import pytest
 from cpu_kernels import kernels, other_kernels
 from output_diff import json_differences, text_differences
 
+from analysis.fits.extrapolation import SEARCH_REACH
+from analysis.fits.forms import ALPHA_BOUNDS, N_PARAMS, UNBOUNDED
 from analysis.pipeline import analyze
 from analysis.reference import OPTIONAL_INPUTS, REFERENCE_INPUTS
 
@@ -137,3 +140,34 @@ def test_plots_are_the_same_bytes_every_time(tmp_path):
         copy = _analysed_copy(folder, tmp_path / f"copy{i}")
         drawn.append({p.name: p.read_bytes() for p in (copy / "plots").iterdir()})
     assert {"seed_strip.png", "settings.png"} <= drawn[0].keys() and drawn[0] == drawn[1]
+
+
+def _floats(x):
+    if isinstance(x, dict):
+        return [v for y in x.values() for v in _floats(y)]
+    if isinstance(x, list):
+        return [v for y in x for v in _floats(y)]
+    return [x] if isinstance(x, float) else []
+
+
+@pytest.mark.parametrize("folder", REFERENCES, ids=[p.name for p in REFERENCES])
+def test_fits_keep_every_point_print_no_bound_and_fit_no_form_on_as_many_sizes(folder):
+    """Issue 40's fits on the committed studies: no search bound printed as a value (the bootstrap's old clip
+    1e6, the extrapolation's reach, the placeholder for undefined draws: "unbounded" and null instead), no
+    per-seed point left out but runs that did not learn, no form with as many parameters as sizes."""
+    report, summary = (folder / "report.md").read_text(), _json(folder)
+    assert not re.search(r"(?<![\d.])1e\+06|e\+1[45]\d", report)  # 1e+06 alone, not 2.21e+06
+    assert not any(v == 1e6 or abs(v) >= UNBOUNDED for v in _floats(summary))
+    for f in summary.get("scaling", []):
+        sizes = [p for p in f["points"] if any(g is not None for g in p["gain_per_seed"].values())]
+        top = max((p["x"] for p in sizes), default=0.0)
+        for e in f["compute_for_further_gain"]:
+            assert e["interval"]["hi"] is None or e["interval"]["hi"] < top * SEARCH_REACH * (1 - 1e-9)
+        if f["fit"] is not None:
+            points = sum(g is not None for p in sizes for g in p["gain_per_seed"].values())
+            assert f["fit"]["n_obs"] + len(f["fit"]["dropped_points"]) == points and len(sizes) > 2
+            assert all("did not learn" in d["reason"] for d in f["fit"]["dropped_points"])
+        for r in (f["forms"] or {}).get("forms", []):
+            assert not r["params"] or N_PARAMS[r["form"]] < len(sizes)
+            alpha = r["intervals"].get("alpha", {})
+            assert not set(ALPHA_BOUNDS) & {alpha.get("lo"), alpha.get("hi")}

@@ -103,10 +103,10 @@ def test_gains_at_or_below_zero_are_points_and_only_runs_that_did_not_learn_are_
     for j, seed in enumerate(range(10, 18)):
         ok = keep[:, j]
         assert fit.seed_slopes[seed] == pytest.approx(curve_fit_power_law(flops[ok], gains[ok, j])[0], rel=1e-6)
-    none, excluded_all, note = fit_power_law(flops[:2], -np.abs(gains[:2]), labels=["", ""])
+    none, excluded_all, note = fit_power_law(flops[:3], -np.abs(gains[:3]), labels=[""] * 3)
     assert none is None and excluded_all == [] and "no seed's gains fit a positive power law" in note
     skipped = {(p, j): "did not learn" for p in range(2) for j in range(8)}
-    none, excluded_all, _ = fit_power_law(flops[:2], gains[:2], labels=["", ""], skip=skipped)
+    none, excluded_all, _ = fit_power_law(flops[:3], gains[:3], labels=[""] * 3, skip=skipped)
     assert none is None and excluded_all == [0, 1]
 
 
@@ -128,10 +128,12 @@ def test_a_known_power_law_with_negative_small_gains_is_recovered_at_the_stated_
     assert 0.92 <= covered / 400 <= 0.98
 
 
-def test_no_r2_for_two_sizes():
+def test_two_parameters_are_not_fitted_on_two_sizes():
     flops, _, gains = _noisy_points(3, n_seeds=3)
-    fit, _, note = fit_power_law(flops[:2], gains[:2], labels=["a", "b"])
-    assert np.isnan(fit.r2) and np.isnan(fit.r2_means) and "no R²" in note
+    fit, excluded, note = fit_power_law(flops[:2], gains[:2], labels=["a", "b"])
+    assert fit is None and excluded == [] and note == "not fitted: 2 parameters on 2 sizes"
+    fit, _, note = fit_power_law(flops[:3], gains[:3], labels=["a", "b", "c"])
+    assert np.isfinite(fit.r2) and np.isfinite(fit.r2_means) and note == ""
 
 
 def _results(runs: pd.DataFrame, analysis: dict | None = None) -> SweepResults:

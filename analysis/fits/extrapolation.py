@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from ..stats.bootstrap import LEVEL, SeedInterval, seed_interval
-from .forms import FORMS, Curve, Ladder
+from ..stats.bootstrap import LEVEL, SeedInterval
+from .forms import FORMS, Curve, Ladder, interval_text, open_seed_interval
 
 TARGET_STEP = 0.001
 REACH = 10.0
@@ -63,19 +63,18 @@ def compute_for_gain(ladder: Ladder, form: str) -> ComputeForGain | None:
     central = _further(ladder.fit(form), step, start, ladder.higher_is_better)
     if np.isnan(central):
         return None
-    ci = seed_interval(ladder.n_seeds, lambda idx: _further(ladder.fit(form, seeds=tuple(idx)), step, start,
-                                                            ladder.higher_is_better),
-                       clip=(start, start + np.log(SEARCH_REACH)))
+    ci = open_seed_interval(ladder.n_seeds, lambda idx: _further(ladder.fit(form, seeds=tuple(idx)), step, start,
+                                                                 ladder.higher_is_better))
     interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share, ci.n_seeds)
     x_top = float(ladder.x[top])
     determined = bool(np.isfinite(central) and np.isfinite(ci.hi) and ci.hi <= start + np.log(REACH)
                       and ci.undefined_share <= (1 - LEVEL) / 2)
     x = float(np.exp(central))
-    shown = f"[{interval.lo:.3g}, {interval.hi:.3g}]"
+    shown = interval_text(interval.lo, interval.hi)
     if determined:
         words = f"{x:.3g} ({x / x_top:.3g}x the largest size) {shown}"
     elif not np.isfinite(central):
-        words = f"not determined: the fitted curve does not reach it within {SEARCH_REACH:g}x the largest size"
+        words = "not determined: the fitted curve does not reach it (unbounded above)"
     else:
         words = (f"not determined: {x:.3g} ({x / x_top:.3g}x the largest size) but the interval {shown} leaves the "
                  f"measured range by more than a factor {REACH:g}")

@@ -14,10 +14,10 @@ from scipy import stats
 from harness import runs_columns as C
 
 from ..config import ScalingConfig
-from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
+from ..stats.bootstrap import Estimate, SeedInterval
 from ..stats.paired import holm, seeds_for_power
 from .axes import UNIT_NAMES, Convention
-from .forms import fit_log_linear
+from .forms import fit_log_linear, interval_text, open_seed_interval
 from .papers import HELIX_CTR
 from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
 from .scaling import FamilyScaling
@@ -204,12 +204,13 @@ def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, line
         out.crossover = f"parallel fits: no crossover ({ahead_hi} ahead throughout)"
         return
     reach = np.log(CROSSOVER_REACH)
-    ci = seed_interval(len(ia), lambda idx: _crossing(ia[idx], sa[idx], ib[idx], sb[idx]),
-                       clip=(lo - 50.0, hi + 50.0))
-    out.crossover_interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share, ci.n_seeds)
+    ci = open_seed_interval(len(ia), lambda idx: _crossing(ia[idx], sa[idx], ib[idx], sb[idx]))
+    with np.errstate(over="ignore"):  # a crossing beyond e^709 is as unbounded as one that never happens
+        out.crossover_interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share,
+                                              ci.n_seeds)
     leader = out.a if db > 0 else out.b
     other = out.b if leader == out.a else out.a
-    shown = f"[{out.crossover_interval.lo:.3g}, {out.crossover_interval.hi:.3g}]"
+    shown = interval_text(out.crossover_interval.lo, out.crossover_interval.hi)
     if not (lo - reach <= xc <= hi + reach):
         out.crossover = f"no crossover in range ({ahead_hi} ahead over the whole measured range)"
         return

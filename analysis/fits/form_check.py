@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from ..stats.bootstrap import SeedInterval, seed_interval
-from .forms import FORMS, N_PARAMS, POWER_LAW, Ladder
+from ..stats.bootstrap import SeedInterval
+from .forms import FORMS, N_PARAMS, POWER_LAW, Ladder, open_seed_interval
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def _intervals(ladder: Ladder, form: str, names: list[str]) -> dict[str, SeedInt
             curve = ladder.fit(form, seeds=tuple(idx))
             return float("nan") if curve is None or not curve.identified else curve.params[name]
         return of
-    return {name: seed_interval(ladder.n_seeds, statistic(name)) for name in names}
+    return {name: open_seed_interval(ladder.n_seeds, statistic(name)) for name in names}
 
 
 def check_forms(ladder: Ladder) -> FormCheck:
@@ -118,17 +118,16 @@ def check_forms(ladder: Ladder) -> FormCheck:
     for form in FORMS:
         curve = ladder.fit(form)
         if curve is None:
-            results.append(FormResult(form, {}, {}, [], None, notes=["cannot be fitted on these points"]))
+            results.append(FormResult(form, {}, {}, [], None,
+                                      notes=[ladder.unfitted(form) or "cannot be fitted on these points"]))
             continue
         held = _held_out(ladder, form, means)
         top = int(np.nanargmax(np.where(np.isfinite(means), ladder.x, np.nan)))
         largest = next((h for h in held if h.label == ladder.labels[top]), None)
         f, df, p = _lack_of_fit(ladder, form)
         intervals = _intervals(ladder, form, list(curve.params)) if curve.identified else {}
-        res = FormResult(form, dict(curve.params), intervals, held, largest, f, df, p, identified=curve.identified)
-        if df[0] <= 0:
-            res.notes.append(f"{len(means)} sizes for {N_PARAMS[form]} parameters: no lack-of-fit test")
-        results.append(res)
+        results.append(FormResult(form, dict(curve.params), intervals, held, largest, f, df, p,
+                                  identified=curve.identified))
     check = FormCheck(ladder.metric, seed_sd, seed_sd / np.sqrt(ladder.n_seeds), results)
     _best(check)
     return check

@@ -1,26 +1,21 @@
-"""The three functional forms a scaling ladder is fitted with, and the ladder they are fitted on
-(docs/analysis.md, "Three forms, held out and tested").
-
-Points are (ln C, y, seed) with C the compute on the fit's axis; every form returns a `Curve` that predicts y at
-any C, so held-out checks and extrapolations treat them alike: the power law of the gain (the mean of the per-seed
-lines of analysis/fits/powerlaw.py, y = reference value + gain), log-linear (OLS) and saturating (robust
-least squares from variable-projection starts; an exponent at a bound of ALPHA_BOUNDS leaves the parameters
-"not identified"). A `Ladder` holds one family's metric per size and seed, the reference per seed and the compute
-axis; `fit(form, sizes, seeds)` fits a form on a subset of sizes and a multiset of seeds and caches the result,
-so leave-one-size-out checks, seed bootstraps and extrapolations share their fits."""
+"""The three functional forms a scaling ladder is fitted with (power law of the gain, log-linear, saturating),
+each a `Curve` that predicts the metric at any ln C, and the `Ladder` they are fitted on, which caches every fit
+(sizes x seeds) that held-out checks, seed bootstraps and extrapolations share. docs/analysis.md, "Three forms,
+held out and tested"."""
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from scipy import optimize
 
+from ..stats.bootstrap import SeedInterval, seed_interval
 from .axes import Convention
 from .data_scaling import FORM as LOSS_SURFACE
-from .powerlaw import seed_lines
+from .powerlaw import PARAMETERS, seed_lines
 
 POWER_LAW = "power law of the gain"
 LOG_LINEAR = "log-linear"
@@ -31,11 +26,34 @@ SATURATING = "saturating"
 #: The L(N, D) surface of analysis/fits/data_scaling.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
 ITERATIVE_FORMS = (SATURATING, LOSS_SURFACE)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
-N_PARAMS = {POWER_LAW: 2, LOG_LINEAR: 2, SATURATING: 3}
+N_PARAMS = {POWER_LAW: PARAMETERS, LOG_LINEAR: 2, SATURATING: 3}
 ALPHA_BOUNDS = (1e-3, 5.0)
 ALPHA_GRID = np.geomspace(ALPHA_BOUNDS[0], ALPHA_BOUNDS[1], 40)
 N_STARTS = 3
 LOSS = "soft_l1"
+
+
+#: Where the seed bootstrap puts a draw whose statistic is out of reach (inf) or undefined (NaN): far enough that
+#: a percentile interpolated towards it is beyond UNBOUNDED, which no statistic here reaches.
+BEYOND = 1e150
+UNBOUNDED = 1e148
+
+
+def open_seed_interval(n_seeds: int, statistic: Callable[[np.ndarray], float]) -> SeedInterval:
+    """The seed bootstrap's percentile interval (analysis/stats/bootstrap.py) with an end the draws do not
+    bound as -inf / +inf, never a search bound as a number (the report says "unbounded above")."""
+    ci = seed_interval(n_seeds, statistic, clip=(-BEYOND, BEYOND))
+
+    def end(v: float) -> float:
+        return float(np.copysign(np.inf, v)) if abs(v) >= UNBOUNDED else v
+    return replace(ci, lo=end(ci.lo), hi=end(ci.hi))
+
+
+def interval_text(lo: float, hi: float, fmt: str = ".3g") -> str:
+    """"[lo, hi]", an infinite end as "unbounded below" / "unbounded above" (NaN as an en dash)."""
+    def end(v: float) -> str:
+        return f"unbounded {'above' if v > 0 else 'below'}" if np.isinf(v) else "–" if np.isnan(v) else format(v, fmt)
+    return f"[{end(lo)}, {end(hi)}]"
 
 
 @dataclass
@@ -175,8 +193,16 @@ class Ladder:
                     who.append(k)
         return np.array(lx), np.array(y), np.array(g), np.array(who)
 
+    def unfitted(self, form: str) -> str:
+        """Why `form` is not fitted on the whole ladder ("" when it is)."""
+        n = int(np.isfinite(self.size_means()).sum())
+        return f"not fitted: {N_PARAMS[form]} parameters on {n} size{'s' * (n != 1)}" if N_PARAMS[form] >= n else ""
+
     def fit(self, form: str, sizes: tuple[int, ...] | None = None,
             seeds: tuple[int, ...] | None = None) -> Curve | None:
+        """`form` on `sizes` (default: every size, None when `unfitted`) and `seeds` (default: every seed)."""
+        if sizes is None and self.unfitted(form):
+            return None
         sizes = tuple(range(len(self.x))) if sizes is None else tuple(sizes)
         seeds = tuple(range(self.n_seeds)) if seeds is None else tuple(sorted(int(s) for s in seeds))
         key = (form, sizes, seeds)
@@ -201,4 +227,4 @@ class Ladder:
         return float("nan") if curve is None else float(curve.predict(np.array(at_lx)))
 
 
-__all__ = ["LOG_LINEAR", "POWER_LAW", "SATURATING", "Ladder"]
+__all__ = ["LOG_LINEAR", "POWER_LAW", "SATURATING", "Ladder", "interval_text", "open_seed_interval"]

@@ -20,7 +20,8 @@ PER_POINT_METHOD = ("pseudo-replicated: least squares on every per-seed point as
 BAND_METHOD = "t interval (df = seeds - 1) of the mean per-seed line at each x"
 LEVEL = 0.95
 GRID = 60  # points of the plotted band
-MIN_SIZES_FOR_R2 = 3
+#: intercept and slope: fitted only on more sizes than that (on as many it passes through every size mean)
+PARAMETERS = 2
 #: Slopes searched; a best slope at the edge is not determined by the points (two sizes whose gains have
 #: opposite signs: no power law passes through both), and the seed gets no line.
 SLOPE_GRID = np.linspace(-10.0, 10.0, 801)
@@ -46,8 +47,8 @@ class PowerLawFit:
     df: int  # S - 1
     seed_slopes: dict[int, float]  # seed -> its own slope
     seed_intercepts: dict[int, float]
-    r2: float  # of the per-seed gains against the mean line; NaN with < 3 sizes
-    r2_means: float  # of the seed-mean gains against the mean line; NaN with < 3 sizes
+    r2: float  # of the per-seed gains against the mean line
+    r2_means: float  # of the seed-mean gains against the mean line
     slope_ci_per_point: tuple[float, float]  # pseudo-replicated interval, for comparison only
     band_x: np.ndarray  # [G] x grid over the fitted sizes
     band_lo: np.ndarray  # [G] lower edge of the band (gain)
@@ -173,7 +174,9 @@ def fit_power_law(
         taken[p, j] = False
     excluded = np.flatnonzero(~taken.any(axis=1)).tolist()
     used = np.unique(lx)
-    lines = seed_lines(lx, ly, who) if len(lx) else {}
+    if len(used) <= PARAMETERS:
+        return None, excluded, f"not fitted: {PARAMETERS} parameters on {len(used)} size{'s' * (len(used) != 1)}"
+    lines = seed_lines(lx, ly, who)
     if not lines:
         return None, excluded, f"{len(used)} size(s): no seed's gains fit a positive power law"
     slopes = np.array([v[0] for v in lines.values()])  # [S]
@@ -186,8 +189,6 @@ def fit_power_law(
     if seeds_without:
         notes.append(f"seed(s) {', '.join(map(str, seeds_without))}: no positive power law fits their gains (fewer "
                      "than 2 sizes, a best curve <= 0, or a slope the points do not determine): left out of the slope")
-    if len(used) == 2:
-        notes.append("2 sizes: the line has no lack-of-fit check and no R²")
     if S < 2:
         notes.append(f"{S} seed with a line: no interval (needs 2)")
     grid = np.linspace(lx.min(), lx.max(), GRID)  # [G] ln x
@@ -195,7 +196,6 @@ def fit_power_law(
     centre = per_seed.mean(axis=0)
     band_half = (stats.t.ppf(0.5 + level / 2, S - 1) * per_seed.std(axis=0, ddof=1) / np.sqrt(S)
                  if S >= 2 else np.full(GRID, np.nan))
-    enough = len(used) >= MIN_SIZES_FOR_R2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_gain = np.nanmean(np.where(taken, gains, np.nan), axis=1)  # [P] over the points taken
@@ -204,8 +204,7 @@ def fit_power_law(
         n_points=len(used), n_obs=len(lx), slope=slope, intercept=intercept, slope_se=slope_se,
         intercept_se=intercept_se, slope_ci=(slope - half, slope + half), df=S - 1,
         seed_slopes={k: v[0] for k, v in lines.items()}, seed_intercepts={k: v[1] for k, v in lines.items()},
-        r2=_r2(lx, ly, slope, intercept) if enough else float("nan"),
-        r2_means=_r2(np.log(x[ok]), mean_gain[ok], slope, intercept) if enough else float("nan"),
+        r2=_r2(lx, ly, slope, intercept), r2_means=_r2(np.log(x[ok]), mean_gain[ok], slope, intercept),
         slope_ci_per_point=_per_point_ci(lx, ly, level), band_x=np.exp(grid), band_lo=np.exp(centre - band_half),
         band_hi=np.exp(centre + band_half), obs_x=lx, obs_y=ly, obs_seed=who, dropped=dropped,
     )

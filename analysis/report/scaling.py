@@ -2,8 +2,8 @@
 checks, reference sensitivity, extrapolations, marginal returns and the family comparisons.
 
 Words follow the Holm-corrected p-values (analysis/fits/family_comparison.py): "differs" only below alpha after the
-correction, and "no significant difference" is never written as "no difference". R² is shown only for fits
-of at least three sizes.
+correction, and "no significant difference" is never written as "no difference". A form is fitted only on
+more sizes than it has parameters; an interval end the seed draws do not bound reads "unbounded".
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 from core.results_layout import RUNS_FILE
 
 from ..fits.axes import UNIT_NAMES
-from ..fits.extrapolation import REACH, SEARCH_REACH, TARGET_STEP
+from ..fits.extrapolation import REACH, TARGET_STEP
 from ..fits.family_comparison import (
     ALPHA,
     CROSSOVER_REACH,
@@ -25,7 +25,7 @@ from ..fits.family_comparison import (
 )
 from ..fits.family_comparison import METHOD as COMPARISON_METHOD
 from ..fits.form_check import FormCheck, FormResult
-from ..fits.forms import ALPHA_BOUNDS, N_PARAMS
+from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, interval_text
 from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
 from ..fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
@@ -77,20 +77,12 @@ def _power_rows(res) -> list[list[str]]:
     return rows
 
 
-def _dropped_lines(res) -> list[str]:
-    lines = [f"- {d.label}, seed {d.seed}: {f.gain_label} = {d.gain:+.4g} — {d.reason}"
-             for f in res.scaling if f.fit for d in f.fit.dropped]
-    lines += [f"- {p.label}: no seed with a usable gain — left out of the power law" for f in res.scaling
-              for p in f.excluded]
-    return lines
-
-
 # ----------------------------------------------------------------------------------------------
 # forms
 
 
 def _interval(i: SeedInterval | None, fmt: str = ".3g") -> str:
-    return "" if i is None or not np.isfinite(i.lo) else f" [{_f(i.lo, fmt)}, {_f(i.hi, fmt)}]"
+    return "" if i is None or np.isnan(i.lo) else " " + interval_text(i.lo, i.hi, fmt)
 
 
 def _params(r: FormResult) -> str:
@@ -107,6 +99,8 @@ def _in_se(x: float, se: float) -> str:
 def lack_of_fit_words(r: FormResult, seed_se: float) -> str:
     """The verdict: lack of fit by the Holm-corrected F test, or by held-out errors beyond HELD_OUT_LIMIT seed
     SEs of a size mean, or neither detected."""
+    if not r.params:
+        return "; ".join(r.notes)
     if not np.isfinite(r.lof_p):
         stat = "F test not possible: " + ("; ".join(r.notes) or "no pure error")
     else:
@@ -256,15 +250,13 @@ def scaling_section(res: AnalysisResult) -> list[str]:
             "fitted family, same data setting, paired by seed), x on each family's axis "
             f"({res.scaling[0].convention.x_label}). Fit: gain = e^intercept · x^slope, least squares on the gains "
             f"themselves (every per-seed point, gains ≤ 0 included). Slope: {CI_METHOD}. "
-            f"Per-point interval: {PER_POINT_METHOD}. R² of the seed-mean gains against the mean line, only with "
-            "≥ 3 sizes. Reference range: the slope refitted against every setting of the reference architecture in "
+            f"Per-point interval: {PER_POINT_METHOD}. R² of the seed-mean gains against the mean line. Fitted only "
+            "on 3 sizes or more (2 parameters on 2 sizes pass through both). Reference range: the slope refitted "
+            "against every setting of the reference architecture in "
             f"the sweep (table below). Band in the plot: {BAND_METHOD}.", "",
             *_table(["family", "gain", "sizes fitted × seeds", "slope [95% CI, seeds]", "per-seed slopes",
                      "per-point interval (pseudo-replicated, not used)", "R² (means)", "slope over references",
                      "notes"], _power_rows(res)), ""]
-    dropped = _dropped_lines(res)
-    out += ["**Points the power law cannot take** (listed with the reason; every other per-seed point is fitted):",
-            "", *(dropped or ["- none"]), ""]
     not_learned = sorted({f"- {n}" for f in res.scaling for n in f.not_learned})
     if not_learned:
         out += ["**Runs that did not learn** (left out of every fit, the marginal returns and the held-out checks):",
@@ -281,7 +273,8 @@ def scaling_section(res: AnalysisResult) -> list[str]:
                 "observed). Lack of fit: F test of the size means' residuals against the seeds' pure error "
                 "(conservative when a seed shifts all its sizes), Holm-corrected over every form test of this "
                 f"report; a form whose held-out RMSE exceeds {HELD_OUT_LIMIT:g} seed SEs also lacks fit. "
-                f"Parameters per form: {', '.join(f'{k} {v}' for k, v in N_PARAMS.items())}.", "",
+                f"Parameters per form: {', '.join(f'{k} {v}' for k, v in N_PARAMS.items())}; a form is not fitted on "
+                "as many sizes as it has parameters (it would pass through every size mean).", "",
                 *_table(["family", "metric", "form", "parameters [seed-bootstrap 95%]", "leave-one-size-out RMSE",
                          "largest size held out", "lack of fit"], forms), "", *_best_lines(res), ""]
     refs = _reference_rows(res)
@@ -296,8 +289,8 @@ def scaling_section(res: AnalysisResult) -> list[str]:
         out += ["### Compute for a further gain", "",
                 f"Compute at which each fitted form reaches its own value at the largest size plus {TARGET_STEP:.1%} "
                 f"of that size's mean metric, with a seed-bootstrap interval. **Not determined** when the interval "
-                f"reaches beyond {REACH:g}× the largest measured compute, or the form does not get there within "
-                f"{SEARCH_REACH:g}× in more than 2.5% of the draws.", "",
+                f"reaches beyond {REACH:g}× the largest measured compute, or the form never gets there (unbounded above) "
+                "in more than 2.5% of the draws.", "",
                 *_table(["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"], ext), ""]
     out += _points_section(res) + _marginal_section(res) + _helix_lines(res)
     return out + figures(res, "scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss")

@@ -27,6 +27,7 @@ from ..fits.marginal_returns import Step
 from ..fits.powerlaw import PowerLawFit
 from ..fits.reference import ReferenceSlope
 from ..result import AnalysisResult
+from ..stats.bootstrap import SeedInterval
 from ..stats.delong import DeLongResult
 from ..stats.paired import PairedStats
 
@@ -116,6 +117,7 @@ COMPUTED: dict[type, dict[str, Callable[[Any], Any]]] = {
     FormResult: {"rmse": lambda r: r.rmse, "largest": lambda r: None if r.largest is None else
                  {"label": r.largest.label, "error": r.largest.error}},
     PowerLawFit: {"n_seeds": lambda f: f.n_seeds},
+    SeedInterval: {"unbounded_below": lambda i: i.lo == -np.inf, "unbounded_above": lambda i: i.hi == np.inf},
     HeldOutError: {"error": lambda h: h.error},
     HeldOut: {"error": lambda h: h.error},
     PairedStats: {"ci": lambda s: [s.ci_low, s.ci_high]},
