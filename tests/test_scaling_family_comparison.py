@@ -1,6 +1,7 @@
 """Family comparisons on constructed cases with known answers: two exact power laws (slope difference,
-iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against per-seed fits (scipy's curve_fit) and
-one-sample t statistics computed independently (the seed is the unit, paired across the two families)."""
+iso-FLOP gains and the crossover computed by hand), and noisy seeds checked against per-seed fits (scipy's
+curve_fit) and one-sample t statistics computed independently (the seed is the unit, paired across the two
+families)."""
 from __future__ import annotations
 
 import json

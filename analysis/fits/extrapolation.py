@@ -1,8 +1,5 @@
-"""Compute needed for a further gain, read off each fitted form, with a seed-bootstrap interval.
-
-Root search on ln C (brentq) up to SEARCH_REACH times the largest compute (+inf when out of reach); "not
-determined" per REACH and the 2.5% rule. docs/analysis.md, *Scaling fits* (Compute for a further gain).
-"""
+"""Compute needed for a further gain, read off each fitted form (a root on ln C up to SEARCH_REACH times the
+largest compute), with a seed-bootstrap interval. docs/analysis.md, *Scaling fits* (Compute for a further gain)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

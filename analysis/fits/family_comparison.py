@@ -17,7 +17,7 @@ from ..config import ScalingConfig
 from ..stats.bootstrap import Estimate, SeedInterval
 from ..stats.paired import holm, seeds_for_power
 from .axes import UNIT_NAMES, Convention
-from .forms import fit_log_linear, interval_text, open_seed_interval
+from .forms import LOG_LINEAR, interval_text, open_seed_interval
 from .papers import HELIX_CTR
 from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
 from .scaling import FamilyScaling
@@ -125,19 +125,10 @@ def paired_contrast(diffs: np.ndarray, effect: float, *, level: float = LEVEL,
 
 
 def _seed_log_linear_slopes(f: FamilyScaling, seeds: list[int]) -> dict[int, float]:
-    out: dict[int, float] = {}
     ladder = f.ladder
-    if ladder is None:
-        return out
-    for s in seeds:
-        j = int(np.flatnonzero(ladder.seeds == s)[0]) if s in ladder.seeds else None
-        if j is None:
-            continue
-        lx, y, _, _ = ladder.points(tuple(range(len(ladder.x))), (j,))
-        curve = fit_log_linear(lx, y)
-        if curve is not None:
-            out[s] = curve.params["b"]
-    return out
+    curves = {} if ladder is None else {s: ladder.fit(LOG_LINEAR, seeds=(int(np.flatnonzero(ladder.seeds == s)[0]),))
+                                        for s in seeds if s in ladder.seeds}
+    return {s: c.params["b"] for s, c in curves.items() if c is not None}
 
 
 def compare_families(fa: FamilyScaling, fb: FamilyScaling, *, level: float = LEVEL) -> FamilyComparison:

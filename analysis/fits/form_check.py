@@ -1,9 +1,5 @@
-"""Does a functional form hold on this ladder? Held-out errors against seed noise, lack of fit, best form.
-
-Per form of analysis/fits/forms.py: bootstrap intervals, leave-one-size-out errors in seed SEs, the
-lack-of-fit F test (Holm-corrected later, in analysis/fits/family_comparison.py), the best form.
-docs/analysis.md, *Scaling fits* (Three forms).
-"""
+"""Does a form of analysis/fits/forms.py hold on this ladder? Bootstrap intervals, leave-one-size-out errors in
+seed SEs, the lack-of-fit F test (Holm-corrected in family_comparison.py), the best form (docs/analysis.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

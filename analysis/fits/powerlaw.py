@@ -1,10 +1,6 @@
-"""Power-law fit of a gain against compute with the seed as the unit of replication.
-
-gain = e^intercept * x^slope, natural logarithms, fitted to the gains themselves by least squares, so a gain
-<= 0 is a point like any other; each seed fitted alone, the family's line the mean of the per-seed (ln) lines,
-t interval with df = seeds - 1. The pooled per-point interval is kept only as `slope_ci_per_point`
-(pseudo-replicated, never decided on). docs/analysis.md, *Scaling fits*.
-"""
+"""Power law of a gain against compute, gain = e^intercept x^slope by least squares on the gains (a gain <= 0 is
+a point like any other), each seed fitted alone and the seeds' lines averaged, t interval with df = seeds - 1;
+the pseudo-replicated per-point interval only for comparison. docs/analysis.md, *Scaling fits*."""
 from __future__ import annotations
 
 import warnings
@@ -54,8 +50,6 @@ class PowerLawFit:
     band_lo: np.ndarray  # [G] lower edge of the band (gain)
     band_hi: np.ndarray  # [G]
     obs_x: np.ndarray  # [N] ln x of each per-seed point
-    obs_y: np.ndarray  # [N] gain
-    obs_seed: np.ndarray  # [N] its seed
     dropped: list[DroppedPoint] = field(default_factory=list)  # runs that are not data points (did not learn)
     ci_method: str = CI_METHOD
     band_method: str = BAND_METHOD
@@ -73,11 +67,9 @@ class PowerLawFit:
 
 
 def level_fit(lx: np.ndarray, gain: np.ndarray) -> tuple[float, float] | None:
-    """(slope, intercept) of gain = e^intercept x^slope by least squares on the gains, every point included;
-    None when the best such curve is not positive or its slope is at the edge of SLOPE_GRID.
-
-    For a slope b the amplitude is linear, so b maximises the explained sum of squares (g.w)^2 / (w.w), w = x^b
-    (x centred on its geometric mean): the grid finds its peak, brentq the root of its derivative there."""
+    """(slope, intercept) of gain = e^intercept x^slope by least squares on the gains, every point included (None:
+    no positive curve, or a slope at the edge of SLOPE_GRID). The amplitude is linear for a given slope b, so b
+    maximises (g.w)^2 / (w.w), w = x^b: found on the grid, refined by brentq on the derivative."""
     if len(np.unique(lx)) < 2:
         return None
     centre = float(lx.mean())
@@ -206,6 +198,6 @@ def fit_power_law(
         seed_slopes={k: v[0] for k, v in lines.items()}, seed_intercepts={k: v[1] for k, v in lines.items()},
         r2=_r2(lx, ly, slope, intercept), r2_means=_r2(np.log(x[ok]), mean_gain[ok], slope, intercept),
         slope_ci_per_point=_per_point_ci(lx, ly, level), band_x=np.exp(grid), band_lo=np.exp(centre - band_half),
-        band_hi=np.exp(centre + band_half), obs_x=lx, obs_y=ly, obs_seed=who, dropped=dropped,
+        band_hi=np.exp(centre + band_half), obs_x=lx, dropped=dropped,
     )
     return fit, excluded, "; ".join(notes)

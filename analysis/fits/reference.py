@@ -1,11 +1,6 @@
-"""The reference a scaling gain is measured against (one architecture at one fixed size, outside every fitted
-family), and how much a power-law slope depends on it (docs/analysis.md, "Reference" and "Reference
-sensitivity").
-
-`resolve_reference` refuses a reference inside a fitted family (its member would be the zero point, and
-AUC(C) - AUC(C_member) is no power law) and a selector matching several architectures or model settings; the
-same check runs on a sweep's planned trials (`check_planned`, `recscale sweep FILE --dry-run`).
-`slopes_by_reference` refits the power law against every setting of the reference architecture in the sweep."""
+"""The reference a scaling gain is measured against, validated on the runs (`resolve_reference`) or on a sweep's
+planned trials (`check_planned`), and the slope against every setting of it (`slopes_by_reference`).
+docs/analysis.md, "Reference" and "Reference sensitivity"."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -146,7 +141,6 @@ class ReferenceSlope:
     slope: float
     ci: tuple[float, float]
     n_seeds: int  # seeds with a line
-    n_dropped: int  # per-seed points the logarithm could not take
 
 
 def _reference_settings(runs: pd.DataFrame, ref: Reference) -> list[dict]:
@@ -186,8 +180,7 @@ def slopes_by_reference(runs: pd.DataFrame, ref: Reference, family_rows: pd.Data
         chosen = all(str(ref.setting.get(k)) == str(v) for k, v in setting.items())
         nan = float("nan")
         out.append(ReferenceSlope(name, chosen, nan if fit is None else fit.slope,
-                                  (nan, nan) if fit is None else fit.slope_ci, 0 if fit is None else fit.n_seeds,
-                                  0 if fit is None else len(fit.dropped)))
+                                  (nan, nan) if fit is None else fit.slope_ci, 0 if fit is None else fit.n_seeds))
     return out
 
 

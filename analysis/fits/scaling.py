@@ -1,10 +1,6 @@
-"""Scaling-law fits: the gain against compute as a power law, per architecture family, against an external reference.
-
-Per family: the seed-paired gain points (list-valued sizes ordered by FLOPs), the power law
-(analysis/fits/powerlaw.py), the forms and their checks (fits/forms.py, fits/form_check.py), the compute for a
-further gain (fits/extrapolation.py), reference sensitivity (fits/reference.py), the oracle-gap share per
-point and the marginal returns (fits/marginal_returns.py). What each means: docs/analysis.md, *Scaling fits*.
-"""
+"""Scaling fits per architecture family against an external reference: the seed-paired gain points, and from
+the sibling modules the power law, forms, extrapolations, reference sensitivity and marginal returns
+(docs/analysis.md, *Scaling fits*)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -5,6 +5,7 @@ has nothing to show for it; FIGURES names them in the order `draw_figures` draws
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,9 +58,17 @@ def apply_style() -> None:
     sns.set_theme(style="whitegrid", context="notebook", font_scale=1.0)
 
 
-def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0) -> Path:
-    fig.tight_layout(rect=(0.0, bottom, 1.0, 1.0))  # `bottom` leaves room for a figure legend
-    fig.savefig(path, dpi=DPI)
+def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0, dpi: int = DPI) -> Path:
+    """Lay out and write `fig`: `bottom` (a share of its height) leaves room for a figure legend, and the panels
+    start below the figure title's lines (tight_layout leaves a suptitle out, so a tall figure's panel titles ran
+    into it)."""
+    title, height = fig._suptitle, fig.get_figheight()  # matplotlib keeps the figure title there
+    top = 1.0
+    if title is not None:  # pinned 0.1 inch below the top edge, the panels below its last line
+        title.set(y=1.0 - 0.1 / height, va="top")
+        top -= (0.2 + 0.22 * (title.get_text().count("\n") + 1)) / height
+    fig.tight_layout(rect=(0.0, bottom, 1.0, top))
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 
@@ -84,11 +93,11 @@ def _helix_line(ax: plt.Axes, fits: list[FamilyScaling]) -> None:
 
 
 def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: bool = True) -> Path | None:
-    """Log-log gain against compute: one colour per family, seeds as small dots, seed means as large
-    markers, the fitted line with its t band; HELIX's CTR line only in its own convention."""
+    """Gain against compute (log x): one colour per family, every seed's gain as a small dot (gains <= 0 too),
+    seed means as large markers, the fitted power law with its t band; HELIX's CTR line only in its own
+    convention."""
     fits = [f for f in fits if f.metric == metric and f.points]
-    positive = [p for f in fits for p in f.points if np.isfinite(p.gain) and p.gain > 0 and np.isfinite(p.x)]
-    if not positive:
+    if not any(np.isfinite(p.gain) and np.isfinite(p.x) for f in fits for p in f.points):
         return None
     apply_style()
     fig, ax = plt.subplots(figsize=(8.5, 5.8))
@@ -97,9 +106,9 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
         x = np.array([p.x for p in fam.points])
         g = np.array([p.gain for p in fam.points])
         for p in fam.points:  # per-seed gains
-            seed_gain = p.gain_per_seed[np.isfinite(p.gain_per_seed) & (p.gain_per_seed > 0)]
-            ax.scatter(np.full(len(seed_gain), p.x), seed_gain, s=12, color=colour, alpha=0.45, lw=0)
-        ok = np.isfinite(g) & (g > 0) & np.isfinite(x)
+            seed_gain = p.gain_per_seed[np.isfinite(p.gain_per_seed)]
+            ax.scatter(np.full(len(seed_gain), p.x), seed_gain, s=14, color=colour, alpha=0.6, lw=0)
+        ok = np.isfinite(g) & np.isfinite(x)
         label = fam.family
         if fam.fit is not None:
             lo, hi = fam.fit.slope_ci
@@ -108,18 +117,19 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
             ax.plot(xs, fam.fit.predict(xs), color=colour, lw=2)
             if np.isfinite(fam.fit.band_lo).all():
                 ax.fill_between(xs, fam.fit.band_lo, fam.fit.band_hi, color=colour, alpha=0.15, lw=0)
-        if (~ok).any():
-            label += f" ({int((~ok).sum())} size(s) $\\leq$ 0 not drawn)"
+        else:
+            label += ": " + ("; ".join(fam.notes) or "not fitted")
         ax.scatter(x[ok], g[ok], s=60, color=colour, edgecolor="black", lw=0.6, zorder=3, label=label)
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.axhline(0.0, color="grey", lw=0.8, ls=":")
     conv = fits[0].convention
     if helix and any(f.helix is not None and f.helix.comparable for f in fits):
         _helix_line(ax, fits)
     ax.set_xlabel(f"{conv.x_label} (log scale)")
-    ax.set_ylabel(f"{fits[0].gain_label} vs {fits[0].reference} (log scale)")
-    ax.set_title(f"Scaling: {fits[0].gain_label} against compute\n(small dots: seeds; large: seed means; "
-                 "bands: 95% t band of the mean per-seed line, df = seeds − 1)", fontsize=11)
+    ax.set_ylabel(fits[0].gain_label)
+    ax.set_title(textwrap.fill(f"{fits[0].gain_label} vs {fits[0].reference} against compute, one colour per family",
+                               80) + "\nsmall dots: seeds; large: seed means; line: fitted power law; band: its "
+                 "95% t band", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
     return save_figure(fig, path)
 
@@ -207,11 +217,14 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
         ax.axvline(0.0, color="grey", lw=1, ls="--")
         ax.set_xlabel(_xlabel(m), fontsize=9)
         ax.set_ylabel("")
-        ax.set_title(f"test {metric_label(m)} (bar: mean over seeds)")
+        ax.set_title(f"test {metric_label(m)}")
+    handles, names = axes[0].get_legend_handles_labels()
     if axes[0].get_legend() is not None:
-        sns.move_legend(axes[0], "best", title="seed", fontsize=8)
+        axes[0].get_legend().remove()
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=9, frameon=False,
+               title="colour: seed (black bar: mean over seeds)", title_fontsize=9)
     fig.suptitle("Ablations: per-seed paired deltas", fontsize=12)
-    return save_figure(fig, path)
+    return save_figure(fig, path, bottom=0.7 / fig.get_figheight())
 
 
 def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> pd.DataFrame:
@@ -358,8 +371,8 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
         ax.axis("off")
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle(f"{metric_label(metric)} against compute: three forms (solid: measured range; dashed: up to "
-                 f"{BEYOND:g}x beyond)", fontsize=10)
+    fig.suptitle(f"{metric_label(metric)} against compute: three forms (grey: seeds; black: seed means; solid: "
+                 f"measured range; dashed: up to {BEYOND:g}x beyond)", fontsize=10)
     return save_figure(fig, path, bottom=0.08)
 
 
@@ -442,8 +455,9 @@ def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
 # ----------------------------------------------------------------------------------------------
 # learning curves (harness/curves.py): one figure per family, from the TensorBoard event files of its runs.
 # Within a family each model size has a colour and each seed a thin line: training loss against optimiser step
-# (left) and validation NE at each evaluation (right, when logged). Every run is drawn, unhealthy ones dashed
-# (their status in the legend); nothing for runs without event files (a published reference has no run folders).
+# (left) and validation NE at each evaluation (right, when a run evaluated twice or more). Every run is drawn,
+# unhealthy ones dashed (their status in the legend); nothing for runs without event files (a published
+# reference has no run folders).
 
 
 LOSS, VALID = "train/loss", "valid/ne"
@@ -464,6 +478,10 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
     cols = results.config_columns
     sizes = size_columns(runs, cols, results.config.scaling.size_by)
     fams = family_columns(runs, cols, sizes)
+
+    def size_of(r: pd.Series) -> tuple:
+        return tuple(str(show(r[s])) for s in sizes)
+
     # a family is named by the columns that tell families apart (arch and any varying setting), not by the
     # settings every run shares
     named = [i for i, c in enumerate(fams) if c == C.ARCH or runs[c].nunique(dropna=False) > 1]
@@ -473,18 +491,18 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
         key = tuple(key[i] for i in named)
         if not any(curves.get(i, {}).get(LOSS) for i in fam.index):
             continue
-        size_keys = sorted({tuple(str(show(r[c])) for c in sizes) for _, r in fam.iterrows()},
+        size_keys = sorted({size_of(r) for _, r in fam.iterrows()},
                            key=lambda k: [(0, float(x), "") if x.replace(".", "", 1).isdigit() else (1, 0.0, x)
                                           for x in k])  # numbers in order, then names
         colour = {k: plt.cm.viridis(0.85 * j / max(len(size_keys) - 1, 1)) for j, k in enumerate(size_keys)}
         # sizes are told apart by the size columns that vary inside this family (not other families' columns)
         label_cols = [c for c in sizes if fam[c].nunique(dropna=True) > 1]
-        has_valid = any(curves.get(i, {}).get(VALID) for i in fam.index)
+        has_valid = any(len(curves.get(i, {}).get(VALID, ())) >= 2 for i in fam.index)  # one point is no curve
         fig, axes = plt.subplots(1, 2 if has_valid else 1, figsize=(11 if has_valid else 6.5, 4.2), squeeze=False)
         labelled = set()
-        for i, r in fam.iterrows():
+        for i, r in sorted(fam.iterrows(), key=lambda ir: size_keys.index(size_of(ir[1]))):  # legend in size order
             c = curves.get(i, {})
-            size = tuple(str(show(r[s])) for s in sizes)
+            size = size_of(r)
             bad = status is not None and status.get(i, "ok") != "ok"
             name = ", ".join(f"{s.removeprefix(C.MODEL_PREFIX)}={show(r[s])}" for s in label_cols) or str(r[C.ARCH])
             label = name if size not in labelled else None
@@ -501,17 +519,15 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
                 axes[0, 1].plot(steps, values, marker="o", markersize=3, **style)
         axes[0, 0].set(xlabel="optimiser step", ylabel="training loss (mean per target, per window)",
                        title="training loss")
-        axes[0, 0].legend(fontsize=7, title="size (one line per seed)", title_fontsize=7, loc="upper right")
+        coloured = ", ".join(c.removeprefix(C.MODEL_PREFIX) for c in label_cols) or "model"
+        axes[0, 0].legend(fontsize=7, title=f"colour: {coloured} (each seed a line)", title_fontsize=7,
+                          loc="upper right")
         if has_valid:
             axes[0, 1].axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
             axes[0, 1].set(xlabel="optimiser step", ylabel="validation NE", title="validation NE (1 = base rate)")
         fig.suptitle(", ".join(f"{fams[j].removeprefix(C.MODEL_PREFIX)}={show(v)}" for j, v in zip(named, key)),
                      fontsize=10)
-        fig.tight_layout()
-        path = plots / layout.plot_file(f"curves_{_name(key)}")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        out[f"curves_{_name(key)}"] = path
+        out[f"curves_{_name(key)}"] = save_figure(fig, plots / layout.plot_file(f"curves_{_name(key)}"), dpi=110)
     return out
 
 

@@ -7,7 +7,7 @@ more sizes than it has parameters; an interval end the seed draws do not bound r
 """
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, interval_text
 from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
 from ..fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
-from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD, PowerLawFit
+from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD
 from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
@@ -54,11 +54,6 @@ def _seeds(n: float) -> str:
 # power law of the gain
 
 
-def _seed_slopes(f: FamilyScaling) -> str:
-    s = list(cast(PowerLawFit, f.fit).seed_slopes.values())
-    return "–" if not s else ", ".join(f"{v:.3f}" for v in s)
-
-
 def _power_rows(res) -> list[list[str]]:
     rows = []
     for f in res.scaling:
@@ -72,7 +67,8 @@ def _power_rows(res) -> list[list[str]]:
         pp = fit.slope_ci_per_point
         rows.append([f.family, f.gain_label, f"{fit.n_points}/{n_all} × {fit.n_seeds} ({fit.n_obs} points)",
                      f"{fit.slope:.3f} [{_f(fit.slope_ci[0], '.3f')}, {_f(fit.slope_ci[1], '.3f')}] (df {fit.df})",
-                     _seed_slopes(f), f"[{_f(pp[0], '.3f')}, {_f(pp[1], '.3f')}]", _f(fit.r2_means, ".3f"), rng,
+                     ", ".join(f"{v:.3f}" for v in fit.seed_slopes.values()),
+                     f"[{_f(pp[0], '.3f')}, {_f(pp[1], '.3f')}]", _f(fit.r2_means, ".3f"), rng,
                      "; ".join(f.notes) or "–"])
     return rows
 
@@ -289,8 +285,8 @@ def scaling_section(res: AnalysisResult) -> list[str]:
         out += ["### Compute for a further gain", "",
                 f"Compute at which each fitted form reaches its own value at the largest size plus {TARGET_STEP:.1%} "
                 f"of that size's mean metric, with a seed-bootstrap interval. **Not determined** when the interval "
-                f"reaches beyond {REACH:g}× the largest measured compute, or the form never gets there (unbounded above) "
-                "in more than 2.5% of the draws.", "",
+                f"reaches beyond {REACH:g}× the largest measured compute, or the form never gets there (unbounded "
+                "above) in more than 2.5% of the draws.", "",
                 *_table(["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"], ext), ""]
     out += _points_section(res) + _marginal_section(res) + _helix_lines(res)
     return out + figures(res, "scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss")

@@ -99,7 +99,7 @@ KEYS: dict[type, dict[str, str | None]] = {
     FormCheck: {"metric": None},
     FormResult: {"largest": None, "lof_f": None, "lof_df": None, "lof_p": None, "lof_p_holm": None},
     PowerLawFit: {"slope_ci_per_point": "slope_ci_per_point_pseudo_replicated", "dropped": "dropped_points",
-                  **dict.fromkeys(("band_x", "band_lo", "band_hi", "obs_x", "obs_y", "obs_seed", "band_method"))},
+                  **dict.fromkeys(("band_x", "band_lo", "band_hi", "obs_x", "band_method"))},
     ReferenceSlope: {"is_chosen": "chosen", "ci": "slope_ci"},
     FamilyComparison: {"convention": None, "log_linear_diff": "log_linear_slope_diff"},
     MetricComparison: {"metric": None, "stats": ""},
