@@ -1,6 +1,6 @@
 """Learning curves: train_run writes TensorBoard event files with the documented tags at every
 `log_every_steps` global step without changing any number of the run, and `recscale analyze` draws one
-learning-curve figure per family from them."""
+learning-curve figure per family from them (a validation panel only where a run evaluated twice or more)."""
 from __future__ import annotations
 
 import json
@@ -114,3 +114,31 @@ def test_a_mid_epoch_evaluation_draws_no_random_number_and_leaves_the_model_trai
     assert session.model.training
     assert all(torch.equal(v, weights[k]) for k, v in session.model.state_dict().items())
     assert [s for s, _ in read_curves(tmp_path)["valid/ne"]] == [3]
+
+
+def test_a_validation_panel_needs_two_evaluations(tmp_path):
+    """Runs that evaluated validation once (one epoch) get no validation-NE panel (one point is no curve): the
+    figure is the training-loss panel alone; with two evaluations the panel is drawn beside it."""
+    from PIL import Image
+    from torch.utils.tensorboard import SummaryWriter
+
+    from analysis.pipeline import analyze
+
+    widths = {}
+    for evaluations in (1, 2):
+        root = tmp_path / f"eval{evaluations}"
+        rows = []
+        for seed in (0, 1):
+            trial = f"whale-seed{seed}"
+            with SummaryWriter(str(root / "runs" / trial / CURVES_DIR)) as writer:
+                for step in range(1, 9):
+                    writer.add_scalar("train/loss", 0.7 - 0.01 * step, step)
+                for step in (8, 4)[:evaluations]:
+                    writer.add_scalar("valid/ne", 0.95, step)
+            rows.append({"trial_id": trial, "run_dir": f"runs/{trial}", "arch": "whale", "seed": seed,
+                         "model.dim": 8, "test_auc": 0.7, "test_logloss": 0.5})
+        pd.DataFrame(rows).to_parquet(root / "runs.parquet")
+        (root / "sweep.yaml").write_text(yaml.safe_dump({"name": "sweep", "base": {"arch": "whale"}}))
+        res = analyze(root, progress=False, plots=True)
+        widths[evaluations] = Image.open(root / res.plots["curves_whale"]).size[0]
+    assert widths == {1: 6.5 * 110, 2: 11 * 110}  # figure inches x dpi: one panel, then two
