@@ -78,19 +78,6 @@ def fit_log_linear(lx: np.ndarray, y: np.ndarray) -> Curve | None:
     return Curve(LOG_LINEAR, {"a": float(a), "b": float(b)}, lambda q: a + b * np.asarray(q))
 
 
-def fit_power_law_gain(lx: np.ndarray, gain: np.ndarray, seed: np.ndarray,
-                       to_value: Callable[[np.ndarray], np.ndarray]) -> Curve | None:
-    """Mean of the per-seed power laws of the gain (analysis/fits/powerlaw.py); None without a seed line."""
-    ok = np.isfinite(gain)
-    lines = seed_lines(lx[ok], gain[ok], seed[ok])
-    if not lines:
-        return None
-    b = float(np.mean([v[0] for v in lines.values()]))
-    a = float(np.mean([v[1] for v in lines.values()]))
-    return Curve(POWER_LAW, {"intercept": a, "slope": b},
-                 lambda q: to_value(np.exp(a + b * np.asarray(q))))
-
-
 def _saturating(params: np.ndarray, lx: np.ndarray, sign: float) -> np.ndarray:
     y_inf, amp, alpha = params
     return y_inf + sign * amp * np.exp(-alpha * lx)
@@ -218,8 +205,14 @@ class Ladder:
             return fit_log_linear(lx, y)
         if form == SATURATING:
             return fit_saturating(lx, y, higher_is_better=self.higher_is_better, scale=self.seed_sd())
+        ok = np.isfinite(g)  # the mean of the per-seed power laws of the gain (analysis/fits/powerlaw.py)
+        lines = seed_lines(lx[ok], g[ok], who[ok])
+        if not lines:
+            return None
+        b, a = (float(np.mean(v)) for v in zip(*lines.values()))
         ref_mean = float(np.mean(self.ref[list(seeds)]))
-        return fit_power_law_gain(lx, g, who, lambda gain: self.convention.value_of(self.metric, gain, ref_mean))
+        return Curve(POWER_LAW, {"intercept": a, "slope": b},
+                     lambda q: self.convention.value_of(self.metric, np.exp(a + b * np.asarray(q)), ref_mean))
 
     def predict(self, form: str, at_lx: float, sizes: tuple[int, ...] | None = None,
                 seeds: tuple[int, ...] | None = None) -> float:

@@ -1,10 +1,6 @@
-"""The scaling part of report.md and analysis.json: fits with the seed as the unit, their forms, held-out
-checks, reference sensitivity, extrapolations, marginal returns and the family comparisons.
-
-Words follow the Holm-corrected p-values (analysis/fits/family_comparison.py): "differs" only below alpha after the
-correction, and "no significant difference" is never written as "no difference". A form is fitted only on
-more sizes than it has parameters; an interval end the seed draws do not bound reads "unbounded".
-"""
+"""The scaling part of report.md and analysis.json: the fits and their checks, marginal returns and the family
+comparisons, in words that follow the Holm-corrected p-values ("no significant difference" is never written as
+"no difference"). What each means: docs/analysis.md, *Scaling fits* and *Family comparisons*."""
 from __future__ import annotations
 
 from typing import Any
