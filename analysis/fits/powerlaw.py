@@ -113,19 +113,15 @@ def mean_t_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, fl
 
 
 def _observations(x, gains, seeds, labels, skip):
-    """(ln x, gain, seed) of every per-seed point, and every run left out with its reason."""
-    lx, ly, who, dropped = [], [], [], []
-    for p in range(len(x)):
-        for j, g in enumerate(gains[p]):
-            if not np.isfinite(g) or not (np.isfinite(x[p]) and x[p] > 0):
-                continue
-            if (p, j) in skip:
-                dropped.append(DroppedPoint(labels[p], int(seeds[j]), float(g), skip[(p, j)]))
-                continue
-            lx.append(np.log(x[p]))
-            ly.append(g)
-            who.append(seeds[j])
-    return np.array(lx), np.array(ly), np.array(who), dropped
+    """(ln x, gain, seed) of every per-seed point (sizes, then seeds), the [P, S] mask of the points taken, and
+    every run left out with its reason."""
+    taken = np.isfinite(gains) & (np.isfinite(x) & (x > 0))[:, None]  # [P, S]
+    dropped = [DroppedPoint(labels[p], int(seeds[j]), float(gains[p, j]), why)
+               for (p, j), why in sorted(skip.items()) if taken[p, j]]
+    for p, j in skip:
+        taken[p, j] = False
+    size, seed = np.nonzero(taken)  # [N] each
+    return np.log(x[size]), gains[size, seed], seeds[seed], taken, dropped
 
 
 def _r2(lx: np.ndarray, y: np.ndarray, slope: float, intercept: float) -> float:
@@ -160,10 +156,7 @@ def fit_power_law(
     gains = np.asarray(gains, dtype=np.float64)
     seeds = np.arange(gains.shape[1]) if seeds is None else np.asarray(seeds)
     skip = skip or {}
-    lx, ly, who, dropped = _observations(x, gains, seeds, labels, skip)
-    taken = np.isfinite(gains) & (np.isfinite(x) & (x > 0))[:, None]  # [P, S]
-    for p, j in skip:
-        taken[p, j] = False
+    lx, ly, who, taken, dropped = _observations(x, gains, seeds, labels, skip)
     excluded = np.flatnonzero(~taken.any(axis=1)).tolist()
     used = np.unique(lx)
     if len(used) <= PARAMETERS:
