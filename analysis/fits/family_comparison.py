@@ -1,7 +1,5 @@
-"""Family against family, paired by seed: slope differences, gain at matched compute (iso-FLOP), crossover
-(docs/analysis.md, "Family comparisons"); and Holm's correction over each family of scaling tests the report
-puts words on (`correct_scaling_tests`: the lack-of-fit F tests of analysis/fits/form_check.py, and per metric
-each kind of family contrast; marginal-return steps are corrected in analysis/fits/marginal_returns.py)."""
+"""Family against family, paired by seed (slope differences, iso-FLOP gains, crossover), and Holm's correction
+over the lack-of-fit tests and each kind of family contrast (`correct_scaling_tests`). docs/analysis.md."""
 from __future__ import annotations
 
 import itertools

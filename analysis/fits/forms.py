@@ -43,10 +43,8 @@ def open_seed_interval(n_seeds: int, statistic: Callable[[np.ndarray], float]) -
     """The seed bootstrap's percentile interval (analysis/stats/bootstrap.py) with an end the draws do not
     bound as -inf / +inf, never a search bound as a number (the report says "unbounded above")."""
     ci = seed_interval(n_seeds, statistic, clip=(-BEYOND, BEYOND))
-
-    def end(v: float) -> float:
-        return float(np.copysign(np.inf, v)) if abs(v) >= UNBOUNDED else v
-    return replace(ci, lo=end(ci.lo), hi=end(ci.hi))
+    lo, hi = (float(np.copysign(np.inf, v)) if abs(v) >= UNBOUNDED else v for v in (ci.lo, ci.hi))
+    return replace(ci, lo=lo, hi=hi)
 
 
 def interval_text(lo: float, hi: float, fmt: str = ".3g") -> str:

@@ -59,9 +59,7 @@ def apply_style() -> None:
 
 
 def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0, dpi: int = DPI) -> Path:
-    """Lay out and write `fig`: `bottom` (a share of its height) leaves room for a figure legend, and the panels
-    start below the figure title's lines (tight_layout leaves a suptitle out, so a tall figure's panel titles ran
-    into it)."""
+    """Lay out and write `fig`: `bottom` (a share of its height) for a figure legend, the panels below its title."""
     title, height = fig._suptitle, fig.get_figheight()  # matplotlib keeps the figure title there
     top = 1.0
     if title is not None:  # pinned 0.1 inch below the top edge, the panels below its last line
