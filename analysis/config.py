@@ -11,55 +11,65 @@ from core.typed_config import ConfigError, from_dict
 from harness import metric_registry
 from harness import runs_columns as C
 
+QuestionKind = Literal["comparison", "ablation_set", "slope", "slope_difference"]
+Expect = Literal["a", "b", "either"]
+
 
 @dataclass
-class ComparisonConfig:
-    """One ablation: runs matching `a` against runs matching `b` (delta = A - B).
-
-    `vary: {column: [value_a, value_b]}` is shorthand for a = {column: value_a}, b = {column: value_b};
-    `where` restricts both sides (e.g. to one architecture).
-    """
+class QuestionConfig:
+    """One question the study asks (`analysis.questions`): a comparison of `a` with `b` (or `vary`) within `where`,
+    an ablation set (each value of `switch` against `full`), a slope or a slope difference; the keys each kind
+    reads and what settles it: docs/analysis.md, *Questions*."""
 
     name: str = ""
+    kind: QuestionKind = "comparison"
+    metric: str = "auc"
     a: dict[str, Any] = field(default_factory=dict)
     b: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, list] = field(default_factory=dict)
     where: dict[str, Any] = field(default_factory=dict)
+    expect: Expect = "either"
+    source: str = ""
+    smallest_effect: float = 0.0
+    switch: str = ""
+    full: Any = None
+    names: dict[str, str] = field(default_factory=dict)
+    family: str = ""
+    families: list[str] = field(default_factory=list)
+    target_half_width: float = 0.0
 
     def __post_init__(self) -> None:
+        metric_registry.check_metric("metric", self.metric)
+        if self.smallest_effect < 0 or self.target_half_width < 0:
+            raise ConfigError(f"question {self.name!r}: smallest_effect and target_half_width are >= 0")
+        if self.kind == "comparison":
+            self._comparison()
+        elif self.kind == "ablation_set":
+            if not self.switch or self.full is None:
+                raise ConfigError(f"{'full' if self.switch else 'switch'}: ablation set {self.name!r} needs the "
+                                  "switch column and its full-model value")
+            self.name = self.name or f"ablations of {self.switch} = {self.full}"
+        elif self.kind == "slope" and not self.family:
+            raise ConfigError(f"family: slope question {self.name!r} names the family whose slope it reads")
+        elif self.kind == "slope_difference" and (len(self.families) != 2 or len(set(self.families)) != 2):
+            raise ConfigError(f"families: slope_difference {self.name!r} names two families, got {self.families}")
+        self.name = self.name or (f"slope of {self.family}" if self.kind == "slope"
+                                  else f"slope {self.families[0]} - {self.families[-1]}")
+
+    def _comparison(self) -> None:
         if self.vary:
             if self.a or self.b:
-                raise ConfigError(f"comparison {self.name!r}: give either a/b or vary, not both")
+                raise ConfigError(f"question {self.name!r}: give either a/b or vary, not both")
             if len(self.vary) != 1:
-                raise ConfigError(f"comparison {self.name!r}: vary names exactly one column, got {list(self.vary)}")
+                raise ConfigError(f"question {self.name!r}: vary names exactly one column, got {list(self.vary)}")
             ((column, values),) = self.vary.items()
             if not isinstance(values, list) or len(values) != 2:
-                raise ConfigError(f"comparison {self.name!r}: vary.{column} needs two values [a, b], got {values!r}")
-            self.a, self.b = {column: values[0]}, {column: values[1]}
+                raise ConfigError(f"question {self.name!r}: vary.{column} needs two values [a, b], got {values!r}")
+            self.a, self.b, self.vary = {column: values[0]}, {column: values[1]}, {}
         if not self.a or not self.b:
-            raise ConfigError(f"comparison {self.name!r}: needs both a and b selectors (or vary)")
-        if not self.name:
-            self.name = f"{_describe(self.a)} vs {_describe(self.b)}"
-
-
-@dataclass
-class ExpectationConfig:
-    """A claim from another study, "A beats B" on `metric`, to be checked on this sweep's seeds
-    (`analysis.expectations`). `source` says where the claim comes from; `where` restricts both sides."""
-
-    claim: str = ""
-    a: dict[str, Any] = field(default_factory=dict)
-    b: dict[str, Any] = field(default_factory=dict)
-    where: dict[str, Any] = field(default_factory=dict)
-    metric: str = "auc"
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.a or not self.b:
-            raise ConfigError(f"{'a' if not self.a else 'b'}: claim {self.claim!r} needs both a and b selectors")
-        metric_registry.check_metric("metric", self.metric)
-        if not self.claim:
-            self.claim = f"{_describe(self.a)} beats {_describe(self.b)}"
+            raise ConfigError(f"{'a' if not self.a else 'b'}: question {self.name!r} needs both a and b selectors "
+                              "(or vary)")
+        self.name = self.name or f"{describe(self.a)} vs {describe(self.b)}"
 
 
 XAxis = Literal["forward", "training"]
@@ -108,8 +118,7 @@ class DataScalingConfig:
 @dataclass
 class AnalysisConfig:
     baseline: str | None = None
-    comparisons: list[ComparisonConfig] = field(default_factory=list)
-    expectations: list[ExpectationConfig] = field(default_factory=list)
+    questions: list[QuestionConfig] = field(default_factory=list)
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
     data_scaling: DataScalingConfig = field(default_factory=DataScalingConfig)
     metrics: list[str] = field(default_factory=lambda: list(metric_registry.names()))
@@ -119,7 +128,8 @@ class AnalysisConfig:
     n_resamples: int = 9999
     bootstrap_seed: int = 0
     delong: bool = True
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seed": "bootstrap_seed"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seed": "bootstrap_seed", "comparisons": "questions",
+                                              "expectations": "questions"}
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -134,7 +144,8 @@ class AnalysisConfig:
             metric_registry.check_metric(f"analysis.metrics[{i}]", name)
 
 
-def _describe(selector: dict[str, Any]) -> str:
+def describe(selector: dict[str, Any]) -> str:
+    """A selector in words: its architecture by name, other columns as key=value."""
     return ", ".join(str(v) if k == C.ARCH else f"{k}={v}" for k, v in selector.items())
 
 

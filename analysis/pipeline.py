@@ -23,9 +23,9 @@ from core import results_layout as layout
 from harness.sweep.tuning import read_choice
 
 from .collect import load_results, run_folders_absent, unreadable_runs
-from .compare.ablations import ablation_analysis, delong_coverage
-from .compare.expectations import evaluate_expectations
+from .compare.delong_seeds import delong_coverage
 from .compare.protocol import protocol_evidence, rank_comparison
+from .compare.questions import evaluate_questions
 from .fits.data_scaling import data_scaling_analysis
 from .fits.family_comparison import correct_scaling_tests, family_comparisons
 from .fits.reference import resolve_reference
@@ -78,7 +78,7 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     out += [f"{fam}: {n} seed(s) (< {MIN_SEEDS}): its slope interval and family comparisons rest on few replicates"
             for fam, n in few.items()]
     out += list(res.data_scaling.dropped) if res.data_scaling is not None else []
-    delong = delong_coverage(res.results, res.ablations)
+    delong = delong_coverage(res.results, [a.paired for a in res.ablations])
     return out + compare_notes + ([delong] if delong else [])
 
 
@@ -93,13 +93,13 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     scaling = scaling_analysis(results, reference)
     comparisons, compare_notes = family_comparisons(scaling, results.config.scaling)
     correct_scaling_tests(scaling, comparisons)
-    ablations = ablation_analysis(results, progress=progress)
+    questions = evaluate_questions(results, scaling, comparisons, progress=progress)
+    ablations = [s for q in questions for s in q.strata]
     arm_facts, arm_pairs, protocol_notes = protocol_evidence(results, ablations)
     head = headline(results, reference)
-    res = AnalysisResult(results, scaling, ablations, head, comparisons, reference,
+    res = AnalysisResult(results, scaling, ablations, head, comparisons, reference, questions=questions,
                          arm_facts=arm_facts, arm_pairs=arm_pairs, ranks=rank_comparison(results), health=health)
     annotate_headline(head, everything.runs, everything.config_columns, health)
-    res.expectations = evaluate_expectations(results)
     res.data_scaling = data_scaling_analysis(results)
     res.tuning = read_choice(root)  # None for a sweep without a tuning stage
     res.retried = retried_runs(everything.runs, everything.config_columns)

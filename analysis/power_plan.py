@@ -16,8 +16,9 @@ from core.results_layout import RUNS_FILE
 from harness import runs_columns as C
 
 from .collect import SweepResults, config_columns, default_baseline, hashable_lists, read_runs
-from .compare.pairing import default_comparisons, pair_runs, select
-from .config import AnalysisConfig, ComparisonConfig
+from .compare.pairing import pair_runs, select
+from .compare.questions import questions_of
+from .config import AnalysisConfig, QuestionConfig
 from .stats.paired import MAX_SEEDS, minimum_detectable_effect, seeds_for_power
 
 
@@ -48,7 +49,7 @@ def load_pilot(path: Path, cfg: AnalysisConfig) -> SweepResults:
                         config_columns=config_columns(runs), baseline=str(cfg.baseline))
 
 
-def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comparison: ComparisonConfig,
+def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comparison: QuestionConfig,
                  stratum: Mapping[str, object]) -> float | None:
     """Estimated seconds of the planned trials (`trials`: their records) one seed of `comparison`'s cells costs:
     sides A and B within `where` and the stratum, at the plan's first seed; None when a side or an estimate is
@@ -69,7 +70,7 @@ def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict], seco
     effect by metric name), else on the first of analysis.metrics with the pilot's |mean delta| as target.
     Level: alpha / m, Holm's first step over the m strata (the level each faces while none is decided)."""
     cfg = pilot.config
-    comparisons = cfg.comparisons or default_comparisons(pilot)
+    comparisons = [q for q, _ in questions_of(pilot) if q.kind == "comparison"]
     strata = [(c, p) for c in comparisons for p in pair_runs(pilot, c) if p.error is None]
     planned = hashable_lists(pd.DataFrame(trials))
     rows: list[PlanRow] = []

@@ -29,7 +29,8 @@ from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from harness.sweep.collect import with_digests
 
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
-from .compare.pairing import default_comparisons, pair_runs
+from .compare.pairing import pair_runs
+from .compare.questions import questions_of
 from .compare.score_ranks import ranks_file, write_score_ranks
 from .pipeline import replace_path
 from .run_health import record_trends
@@ -84,7 +85,7 @@ def _record_trends(sweep_dir: Path, runs_file: Path) -> None:
 def _write_ranks(sweep_dir: Path, out: Path, trust_edits: bool) -> None:
     """Score ranks of every run that a comparison varying a data setting pairs (nothing when none does)."""
     results = load_results(sweep_dir, trust_edits=trust_edits)
-    comparisons = results.config.comparisons or default_comparisons(results)
+    comparisons = [q for q, _ in questions_of(results) if q.kind == "comparison"]
     rows = [int(r) for c in comparisons for p in pair_runs(results, c) if p.varies_data
             for r in (*p.rows_a, *p.rows_b)]
     if rows and results.config.delong:

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .collect import SweepResults
-from .compare.ablations import AblationResult
-from .compare.expectations import ExpectationResult
 from .compare.protocol import ArmFacts, RankComparison
+from .compare.questions import AblationResult, QuestionResult
 from .fits.data_scaling import DataScaling
 from .fits.family_comparison import FamilyComparison
 from .fits.reference import Reference
@@ -21,7 +20,7 @@ from .run_health import RetriedRun, RunHealth
 class AnalysisResult:
     results: SweepResults
     scaling: list[FamilyScaling]
-    ablations: list[AblationResult]
+    ablations: list[AblationResult]  # every stratum of every comparison question, one Holm family
     headline: Headline | None = None
     comparisons: list[FamilyComparison] = field(default_factory=list)
     reference: Reference | None = None
@@ -36,8 +35,8 @@ class AnalysisResult:
     #: target sharing and history membership of every two data arms (None: no datasets.json)
     arm_pairs: list[ArmFacts] | None = None
     ranks: RankComparison | None = None  # rank order of the models per data arm, DiDs between arms
-    #: claims of `analysis.expectations` checked on this sweep (`analysis.expectations`)
-    expectations: list[ExpectationResult] = field(default_factory=list)
+    #: every question of the sweep with its answer (analysis/compare/questions.py), the report's first table
+    questions: list[QuestionResult] = field(default_factory=list)
     health: RunHealth | None = None  # every run's status, the runs left out
     #: the L(N, D) fit, only for a sweep that varies data.n_train (analysis/fits/data_scaling.py)
     data_scaling: DataScaling | None = None

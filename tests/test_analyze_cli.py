@@ -72,7 +72,7 @@ def make_results(root: Path, *, analysis: dict | None = None, delay_zero: bool =
 
 ANALYSIS = {
     "baseline": "wukong",
-    "comparisons": [
+    "questions": [
         {"name": "WHALE vs MeanPool", "a": {"arch": "whale"}, "b": {"arch": "whale_meanpool"},
          "where": {"model.dim": 64}},
         {"name": "Shallow-hybrid vs Wukong", "a": {"arch": "shallow_hybrid"}, "b": {"arch": "wukong"}},
@@ -97,10 +97,12 @@ def test_analyze_writes_report_plots_and_verdicts(tmp_path, capsys):
     assert not list(root.glob(".analysis-*")), "temporary folder left behind"
 
     by_name = {a["comparison"]: a for a in summary["ablations"]}
-    assert by_name["WHALE vs MeanPool"]["metrics"]["auc"]["verdict"] == "significant across seeds"
-    assert by_name["Shallow-hybrid vs Wukong"]["metrics"]["auc"]["verdict"] == "within seed noise"
+    assert by_name["WHALE vs MeanPool"]["metrics"]["auc"]["verdict"] == "decided"
+    assert by_name["WHALE vs MeanPool"]["answer"].startswith("whale better: delta +")
+    assert by_name["Shallow-hybrid vs Wukong"]["metrics"]["auc"]["verdict"] == "not decided"
+    assert by_name["Shallow-hybrid vs Wukong"]["answer"].startswith(f"not decided at {len(SEEDS)} seeds (MDE ")
     assert by_name["delay 0 s vs 60 s"]["stratum"] == {"model.dim": 64}, "only the shared width pairs"
-    assert by_name["delay 0 s vs 60 s"]["metrics"]["auc"]["verdict"] == "significant across seeds"
+    assert by_name["delay 0 s vs 60 s"]["metrics"]["auc"]["verdict"] == "decided"
     assert len(by_name["WHALE vs MeanPool"]["delong"]) == len(SEEDS)
     assert all("p" in d for d in by_name["WHALE vs MeanPool"]["delong"])
 
@@ -111,7 +113,7 @@ def test_analyze_writes_report_plots_and_verdicts(tmp_path, capsys):
     power = next(f for f in whale["forms"]["forms"] if f["form"] == "power law of the gain")
     assert power["largest"]["label"] == "dim=256"
     assert "Runs that did not learn" not in report  # nothing else is left out of a fit
-    assert "significant across seeds" in out and "report:" in out
+    assert "whale better: delta +" in out and "report:" in out
     assert len(out.splitlines()) <= 35
 
 

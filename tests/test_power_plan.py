@@ -15,7 +15,7 @@ from cli.main import main as cli_main
 SEEDS = [0, 1, 2, 3]
 FULL = np.array([0.750, 0.752, 0.748, 0.751])
 DELTA = {"off": np.array([0.004, 0.006, 0.003, 0.005]), "other": np.array([0.001, -0.002, 0.003, 0.000])}
-CONFIG = {"comparisons": [{"name": "full vs off", "vary": {"model.variant": ["full", "off"]}},
+CONFIG = {"questions": [{"name": "full vs off", "vary": {"model.variant": ["full", "off"]}},
                           {"name": "full vs other", "vary": {"model.variant": ["full", "other"]}}]}
 
 

@@ -57,7 +57,7 @@ def make_arms(root, *, drop_b: int = 0, comparisons=None, facts: bool = True):
                              "model.dim": 32, "data.name": name, "test_auc": _auc(arch, name, s),
                              "test_logloss": 0.5 - _auc(arch, name, s) / 10})
     pd.DataFrame(rows).to_parquet(root / "runs.parquet")
-    analysis = {"baseline": "wukong", "n_resamples": 999, "comparisons": comparisons or [
+    analysis = {"baseline": "wukong", "n_resamples": 999, "questions": comparisons or [
         {"name": "delay 0 s vs 60 s", "vary": {"delay_s": [0, 60]}},
         {"name": "exposure-60s vs author50", "a": {"protocol": "exposure", "delay_s": 60},
          "b": {"protocol": "author50"}}]}

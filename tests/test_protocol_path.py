@@ -83,7 +83,7 @@ def test_one_file_protocol_with_a_new_parameter_sweeps_end_to_end(tmp_path):
         "grid": {"seed": SEEDS, "window_s": WINDOWS},
         "resources": {"cpu": 1}, "max_concurrent": 2, "max_failures": 0,
         "analysis": {"baseline": "wukong", "n_resamples": 199,
-                     "comparisons": [{"name": "window 10 min vs 1 day", "vary": {"window_s": WINDOWS}}]},
+                     "questions": [{"name": "window 10 min vs 1 day", "vary": {"window_s": WINDOWS}}]},
     }))
     ran = _cli(["sweep", str(sweep), "--results", str(tmp_path / "results"), "--num-cpus", "2"], path, timeout=900)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]

@@ -37,7 +37,7 @@ def _sweep(cache) -> str:
             {"name": "exposure-60s", "protocol": "exposure", "delay_s": 60},
             {"name": "author50", "protocol": "author50"}]},
         "resources": {"cpu": 1}, "max_concurrent": 2, "max_failures": 1,
-        "analysis": {"baseline": "wukong", "n_resamples": 999, "comparisons": [
+        "analysis": {"baseline": "wukong", "n_resamples": 999, "questions": [
             {"name": "delay 0 s vs 60 s", "vary": {"delay_s": [0, 60]}},
             {"name": "exposure-60s vs author50", "a": {"protocol": "exposure", "delay_s": 60},
              "b": {"protocol": "author50"}}]},

@@ -1,7 +1,7 @@
-"""The report opens with the per-architecture table (values checked against pandas/numpy on the runs table,
-the oracle-gap share by hand), in the order headline -> comparisons -> fits -> family comparisons, on disk and
-on stdout; a folder with only sweep.yaml and runs.parquet is analysed with DeLong's absence named, and twice
-(or as a copy under another name) gives the same analysis.json."""
+"""The report opens with the answers, then the per-architecture table (values checked against pandas/numpy on the
+runs table, the oracle-gap share by hand), in the order answers -> headline -> comparisons -> fits -> family
+comparisons, on disk and on stdout; a folder with only sweep.yaml and runs.parquet is analysed with DeLong's
+absence named, and twice (or as a copy under another name) gives the same analysis.json."""
 from __future__ import annotations
 
 import json
@@ -25,15 +25,18 @@ def _with_oracle(root: Path) -> pd.DataFrame:
     return runs
 
 
-def test_headline_table_comes_first_with_independently_computed_values(tmp_path, capsys):
+def test_headline_table_follows_the_answers_with_independently_computed_values(tmp_path, capsys):
     root = make_results(tmp_path / "h", analysis=ANALYSIS)
     runs = _with_oracle(root)
     assert main(["analyze", str(root), "--no-plots"]) == 0
     out = capsys.readouterr().out
     report = (root / "report.md").read_text()
-    order = [report.index(h) for h in ("## Results per architecture", "## Comparisons", "## Scaling fits")]
+    sections = ("## Answers", "## Results per architecture", "## Comparisons", "## Scaling fits")
+    order = [report.index(h) for h in sections]
     assert order == sorted(order)
-    assert out.splitlines()[1].lstrip().startswith("architecture (setting)")  # stdout opens with the table
+    lines = out.splitlines()  # stdout opens with the answers and the best line, then the table
+    best = next(i for i, x in enumerate(lines) if x.startswith("best: "))
+    assert lines[1].startswith("answers  (") and lines[best + 1].lstrip().startswith("architecture (setting)")
     summary = json.loads((root / "analysis.json").read_text())
     rows = {r["label"]: r for r in summary["headline"]["rows"]}
     whale = runs[(runs["arch"] == "whale") & (runs["model.dim"] == 128)]

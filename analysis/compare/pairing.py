@@ -1,14 +1,6 @@
-"""Pairing runs for an ablation: which run of A goes with which run of B.
-
-A comparison selects the runs matching selector `a` and those matching `b` (both within `where`). They are
-paired by seed and by every other setting both sides carry (a column only one side fills, such as an
-architecture-specific width, is not a pairing key). Each distinct value of the pairing keys is a stratum,
-reported as its own comparison, so seed deltas never mix different sizes or protocols.
-
-A comparison that varies a data setting (protocol, delay, history length) compares two datasets: it pairs on
-seed and every other setting whatever the dataset's name or id (`analysis.columns.DATASET_IDENTITY`),
-and a setting only one side has (`delay_s` is empty under author50) is a stratum of that side, not a key.
-A comparison that finds no pair is an error (`PairedRuns.error`), reported as such, never a silent n = 0.
+"""Pairing runs for a comparison question: which run of A goes with which run of B (by seed and every setting both
+sides carry, one stratum per value of those keys; data-setting comparisons pair across datasets), and
+`PairedRuns.error` when nothing pairs (docs/analysis.md, *The report, in order*, item 2).
 """
 from __future__ import annotations
 
@@ -24,7 +16,7 @@ from harness import runs_columns as C
 
 from ..collect import SweepResults
 from ..columns import DATASET_IDENTITY, show, varies_data
-from ..config import ComparisonConfig
+from ..config import QuestionConfig
 
 
 @dataclass
@@ -73,18 +65,11 @@ def select(runs: pd.DataFrame, selector: dict[str, Any]) -> np.ndarray:
     return mask
 
 
-def default_comparisons(results: SweepResults) -> list[ComparisonConfig]:
-    """Every architecture against the baseline."""
-    others = [a for a in sorted(results.runs[C.ARCH].unique()) if a != results.baseline]
-    return [ComparisonConfig(name=f"{a} vs {results.baseline}", a={C.ARCH: a}, b={C.ARCH: results.baseline})
-            for a in others]
-
-
 def _filled(frame: pd.DataFrame, column: str) -> bool:
     return bool(frame[column].notna().any())
 
 
-def pair_runs(results: SweepResults, comparison: ComparisonConfig) -> list[PairedRuns]:
+def pair_runs(results: SweepResults, comparison: QuestionConfig) -> list[PairedRuns]:
     """One `PairedRuns` per stratum; a comparison without matching runs gives one empty entry with a note."""
     runs = results.runs
     scope = select(runs, comparison.where)

@@ -26,7 +26,7 @@ from protocols.errors import DataValidationError
 from ..collect import SweepResults
 from ..columns import arm_columns, arm_label, labelled_columns, show
 from ..stats.paired import holm, paired_stats, verdict
-from .ablations import AblationResult
+from .questions import AblationResult, decide
 
 
 @dataclass
@@ -163,15 +163,13 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
             continue
         a = np.array([d.auc_a for d in done])
         b = np.array([d.auc_b for d in done])
-        st = paired_stats(a, b, alpha=cfg.alpha, power=cfg.power, n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed)
+        st = paired_stats(a, b, alpha=cfg.alpha, n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed)
         st = type(st)(**{**st.__dict__, "notes": (*st.notes, f"AUC on the {f.shared} shared {f.split} targets "
                                                                f"({f.dropped} held by one arm only left out)")})
         r.metrics["auc"].stats = st
         recomputed = True
-    if recomputed:  # Holm again over the AUC p-values, as ablation_analysis does
-        ps = holm([r.metrics["auc"].stats.p_t for r in ablations if "auc" in r.metrics])
-        for r, p in zip([r for r in ablations if "auc" in r.metrics], ps):
-            r.metrics["auc"].p_holm, r.metrics["auc"].verdict = float(p), verdict(p, cfg.alpha)
+    if recomputed:  # the report's one family decided again
+        decide(ablations, cfg.alpha, cfg.power)
     return facts, pairs, warnings
 
 

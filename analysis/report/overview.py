@@ -1,5 +1,5 @@
-"""The report's sections about the runs themselves: the title, the table per architecture (headline), the
-comparisons (gain over the baseline, Holm verdicts, DeLong), the expectations checked, the grouped-metric and
+"""The report's sections about the runs themselves: the title, the answers to the study's questions (first), the
+table per architecture (headline), the comparisons' seed-level statistics and DeLong, the grouped-metric and
 data-setting figures, and the warnings."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 
 from harness import metric_registry
 
-from ..compare.ablations import AblationResult
-from ..compare.expectations import ExpectationResult
+from ..compare.delong_seeds import delong_summary
+from ..compare.questions import AblationResult, QuestionResult, best_answer
+from ..config import describe
 from ..headline import Headline
 from ..result import AnalysisResult
 from .section import Section, as_json, figures, markdown_table, mean_sd, num, signed_delta
@@ -94,7 +95,46 @@ HEADLINE = Section("headline", _headline, _headline_json)
 
 
 # ----------------------------------------------------------------------------------------------
-# comparisons
+# questions: the report's first table; the terminal summary prints the same answers (report/terminal.py)
+
+
+def family_note(res: AnalysisResult) -> str:
+    """How the comparisons' verdicts were reached, in one sentence."""
+    cfg, m = res.results.config, sum(np.isfinite(mc.level) for s in res.ablations for mc in s.metrics.values())
+    return (f"paired t over seeds, Holm over the {m} comparison(s) of this report at alpha {cfg.alpha:g}; interval: t "
+            f"interval at the level Holm decides each at; MDE: power {cfg.power:g} at Holm's first step alpha / {m}")
+
+
+def best(res: AnalysisResult) -> str:
+    return best_answer(res.headline, res.ablations, res.results.config.split)
+
+
+def _expected(q: QuestionResult) -> str:
+    e = q.question
+    said = f"{describe(e.a if e.expect == 'a' else e.b)} better" if e.expect != "either" else ""
+    return "; ".join(x for x in (said, e.source) if x) or "–"
+
+
+def _questions(res: AnalysisResult) -> list[str]:
+    if not res.questions:
+        return ["## Answers", "", "No questions: a single architecture and no `analysis.questions`.", ""]
+    split = res.results.config.split
+    rows = [[q.question.name, f"{split} {metric_registry.get(q.question.metric).label}", _expected(q),
+             "<br>".join(f"{where}: {a}" if where else a for where, a in q.answers)] for q in res.questions]
+    top = best(res)
+    return ["## Answers", "", f"Comparisons: {family_note(res)}. Slopes: the fit's interval against the target "
+            "half-width. Evidence in the sections below.", "",
+            *markdown_table(["question", "metric", "expected", "answer"], rows), "", *([top, ""] if top else [])]
+
+
+def _question_json(q: QuestionResult) -> dict[str, Any]:
+    return {"question": q.question.name, "kind": q.question.kind, "metric": q.question.metric, "set": q.group,
+            "expect": q.question.expect, "source": q.question.source, "settled": q.settled,
+            "answers": [{"setting": w, "answer": a} for w, a in q.answers]}
+
+
+QUESTIONS = Section("questions", _questions, lambda res: {"questions": [_question_json(q) for q in res.questions],
+                                                          "best": best(res)})
 
 
 def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
@@ -104,30 +144,28 @@ def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
         if mc is None:
             continue
         if r.paired.error:
-            rows.append([r.label, "0", *["–"] * 8, "**error: no paired runs**"])
+            rows.append([r.label, "0", *["–"] * 9, "**error: no paired runs**"])
             continue
         s = mc.stats
+        asked = metric == r.question.metric
         rows.append([r.label, str(s.n), signed_delta(s.mean), num(s.std, ".2g"),
                      f"[{signed_delta(s.ci_low)}, {signed_delta(s.ci_high)}]", num(s.p_t), num(s.p_wilcoxon),
-                     num(s.p_permutation), num(mc.p_holm), num(s.mde, ".2g"),
-                     f"**{mc.verdict}**" if mc.verdict else "–"])
+                     num(s.p_permutation), num(mc.p_holm), num(mc.level, ".2g"),
+                     f"[{signed_delta(mc.interval[0])}, {signed_delta(mc.interval[1])}]" if asked else "–",
+                     num(mc.mde, ".2g"), r.answer if asked else "– (no question on this metric)"])
     return rows
 
 
 def _ablations(res: AnalysisResult) -> list[str]:
     if not res.ablations:
-        return ["## Comparisons", "", "No comparisons (a single architecture and no `analysis.comparisons`).", ""]
+        return []
     alpha = res.results.config.alpha
-    default = not res.results.config.comparisons
-    title = f"Gain over the baseline ({res.results.baseline})" if default else "Comparisons"
-    out = [f"## {title}: seed variance and significance", "",
+    out = ["## Comparisons: seed variance and significance", "",
            "Delta = A − B per seed, runs paired by seed and every shared setting. p (t): paired t-test; "
-           "p (W): Wilcoxon signed-rank; p (flip): sign-flip permutation; p Holm: paired t p-value after Holm's "
-           "correction across the comparisons of this report (per metric), which gives the verdict. "
-           f"MDE: smallest true delta a paired t-test detects with power {res.results.config.power:g} "
-           "at this seed spread and count.", ""]
-    header = ["comparison", "seeds", "mean Δ", "sd", "95% BCa", "p (t)", "p (W)", "p (flip)", "p Holm", "MDE",
-              "verdict"]
+           "p (W): Wilcoxon signed-rank; p (flip): sign-flip permutation; 95% BCa: bootstrap interval (descriptive). "
+           f"The answer: {family_note(res)} (level, interval, MDE columns).", ""]
+    header = ["comparison", "seeds", "mean Δ", "sd", "95% BCa", "p (t)", "p (W)", "p (flip)", "p Holm", "level",
+              "interval", "MDE", "answer"]
     for m in res.results.config.metrics:
         rows = _ablation_rows(res, m)
         if rows:
@@ -135,7 +173,7 @@ def _ablations(res: AnalysisResult) -> list[str]:
             out += [f"### {res.results.config.split} {spec.label} ({spec.better} is better)", "",
                     *markdown_table(header, rows), ""]
     if res.results.config.delong:
-        rows = [[r.label, r.delong_summary(alpha),
+        rows = [[r.label, delong_summary(r.delong, alpha),
                  ", ".join(f"{d.seed}: Δ {d.result.delta:+.4f}, z {d.result.z:+.2f}" for d in r.delong
                            if d.result is not None) or "–"] for r in res.ablations]
         out += ["### DeLong's paired AUC test per seed", "",
@@ -150,52 +188,11 @@ def _ablations(res: AnalysisResult) -> list[str]:
 
 def _ablation_json(r: AblationResult) -> dict[str, Any]:
     return {"comparison": r.paired.comparison, "stratum": r.paired.stratum, "seeds": r.paired.seeds.tolist(),
-            **({"error": r.paired.error} if r.paired.error else {}), "metrics": as_json(r.metrics),
-            "delong": as_json(r.delong)}
+            **({"error": r.paired.error} if r.paired.error else {}), "answer": r.answer,
+            "metrics": as_json(r.metrics), "delong": as_json(r.delong)}
 
 
 ABLATIONS = Section("ablations", _ablations, lambda res: {"ablations": [_ablation_json(r) for r in res.ablations]})
-
-
-# ----------------------------------------------------------------------------------------------
-# expectations
-
-
-def _expectations(res: AnalysisResult) -> list[str]:
-    """Each claim with its per-seed deltas and Holm-corrected outcome; nothing when the sweep states none."""
-    items, split, alpha = res.expectations, res.results.config.split, res.results.config.alpha
-    if not items:
-        return []
-    lines = ["## Expectations checked on these seeds", "",
-             "Each claim reads \"A beats B\" on the named metric; its source says where it comes from "
-             "(another study, or what the data were built to contain). Runs are paired by seed and every "
-             "shared setting; Δ = A − B per seed (for LogLoss a negative Δ favours A). The paired t p-value is "
-             "Holm-corrected across the claims of this report: **holds** = "
-             f"adjusted p < {alpha:g} in the claimed direction, **does not hold** = adjusted p < {alpha:g} in "
-             "the opposite direction, **not significant** = neither (the per-seed deltas are the evidence).", "",
-             "| claim | source | metric | seeds | A better in | per-seed Δ | mean Δ | p (t) | p Holm | outcome |",
-             "|" + "---|" * 10]
-    for r in items:
-        spec = metric_registry.get(r.expectation.metric)
-        won = r.a_better
-        per_seed = ", ".join(f"{int(s)}: {d:+.4f}" for s, d in zip(r.paired.seeds, r.stats.deltas)) or "–"
-        lines.append(f"| {r.label} | {r.expectation.source or '–'} | {split} {spec.label} | {r.stats.n} | "
-                     f"{int(won.sum())}/{len(won)} | {per_seed} | {num(r.stats.mean, '+.5f')} | "
-                     f"{num(r.stats.p_t, '.3g')} | {num(r.p_holm, '.3g')} | **{r.outcome}** |")
-    notes = sorted({f"- {r.label}: {n}" for r in items for n in r.paired.notes})
-    return lines + [""] + (["Notes:", "", *notes, ""] if notes else [])
-
-
-def _expectation_json(r: ExpectationResult) -> dict[str, Any]:
-    return {"claim": r.expectation.claim, "source": r.expectation.source, "metric": r.expectation.metric,
-            "a": r.expectation.a, "b": r.expectation.b, "stratum": r.paired.stratum,
-            "seeds": [int(s) for s in r.paired.seeds], "deltas": list(r.stats.deltas),
-            "a_better": int(r.a_better.sum()), "mean": r.stats.mean, "std": r.stats.std, "p_t": r.stats.p_t,
-            "p_holm": r.p_holm, "outcome": r.outcome, "notes": list(r.paired.notes)}
-
-
-EXPECTATIONS = Section("expectations", _expectations, lambda res: {
-    "expectations": [_expectation_json(r) for r in res.expectations]} if res.expectations else {})
 
 
 # ----------------------------------------------------------------------------------------------

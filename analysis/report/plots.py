@@ -25,14 +25,13 @@ from harness.curves import read_curves
 
 from ..collect import SweepResults
 from ..columns import family_columns, labelled_columns, show, size_columns
-from ..compare.ablations import AblationResult
+from ..compare.questions import AblationResult
 from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
 from ..fits.form_check import FormCheck
 from ..fits.forms import FORMS, Ladder
 from ..fits.papers import HELIX_CTR
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
-from ..stats.paired import SIGNIFICANT
 from .data_scaling import bound_text
 from .section import metric_label
 
@@ -141,8 +140,8 @@ def _delta_frame(ablations: list[AblationResult], metrics: list[str]) -> pd.Data
                 continue
             for seed, d in zip(r.paired.seeds, mc.stats.deltas):
                 rows.append({"comparison": r.label, "metric": m, C.SEED: int(seed), "delta": d * DELTA_SCALE,
-                             "mean": mc.stats.mean * DELTA_SCALE, "lo": mc.stats.ci_low * DELTA_SCALE,
-                             "hi": mc.stats.ci_high * DELTA_SCALE, "significant": mc.verdict == SIGNIFICANT})
+                             "mean": mc.stats.mean * DELTA_SCALE, "lo": mc.interval[0] * DELTA_SCALE,
+                             "hi": mc.interval[1] * DELTA_SCALE, "decided": mc.decided, "asked": bool(mc.verdict)})
     return pd.DataFrame(rows)
 
 
@@ -174,7 +173,9 @@ def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
 
 
 def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path) -> Path | None:
-    """Mean paired delta per comparison with its 95% BCa interval; filled = significant across seeds."""
+    """Mean paired delta per comparison with the interval its verdict uses (t at the level Holm decides it at),
+    for the metrics questions ask about; filled = decided."""
+    metrics = [m for m in metrics if any(m in r.metrics and r.metrics[m].verdict for r in ablations)]
     grid = _comparison_grid(ablations, metrics)
     if grid is None:
         return None
@@ -184,18 +185,17 @@ def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path)
         y = np.arange(len(labels))
         err = np.vstack([sub["mean"] - sub["lo"], sub["hi"] - sub["mean"]])
         ax.errorbar(sub["mean"], y, xerr=np.where(np.isfinite(err), err, 0), fmt="none", ecolor="black", capsize=3)
-        sig = sub["significant"].fillna(False).astype(bool).to_numpy()
-        ax.scatter(sub["mean"][sig], y[sig], s=55, color="C3", zorder=3, label=SIGNIFICANT)
+        sig = sub["decided"].fillna(False).astype(bool).to_numpy()
+        ax.scatter(sub["mean"][sig], y[sig], s=55, color="C3", zorder=3, label="decided (Holm)")
         ax.scatter(sub["mean"][~sig], y[~sig], s=55, facecolor="white", edgecolor="C0", lw=1.5, zorder=3,
-                   label="within seed noise / not testable")
+                   label="not decided / not testable")
         ax.axvline(0.0, color="grey", lw=1, ls="--")
         ax.set_yticks(y, labels)
         ax.set_ylim(len(labels) - 0.5, -0.5)
         ax.set_xlabel(_xlabel(m), fontsize=9)
-        ax.set_title(f"test {metric_label(m)}")
+        ax.set_title(f"test {metric_label(m)}: mean paired delta over seeds,\ninterval at the level Holm decides it at")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=9, frameon=False)
-    fig.suptitle("Ablations: mean paired delta over seeds with 95% BCa interval", fontsize=12)
     return save_figure(fig, path, bottom=0.45 / fig.get_figheight())
 
 

@@ -13,11 +13,11 @@ from harness import metric_registry
 from harness import runs_columns as C
 
 from ..columns import show
-from ..compare.ablations import AblationResult
 from ..compare.protocol import METHOD as DID_METHOD
 from ..compare.protocol import ArmFacts, RankComparison
+from ..compare.questions import AblationResult
 from ..result import AnalysisResult
-from ..stats.paired import SIGNIFICANT
+from ..stats.paired import DECIDED
 from .section import Section, as_json
 from .section import markdown_table as _table
 
@@ -82,11 +82,11 @@ def _comparison_line(res: AnalysisResult, name: str, items: list[tuple[int, Abla
         mc = r.metrics.get("auc")
         if mc is None:
             continue
-        per.append(f"{_stratum(r)} {_d(mc.stats.mean)} ({mc.verdict or 'not testable'}; {_delong(r, alpha)})")
-    hits = sum(1 for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == SIGNIFICANT)
+        per.append(f"{_stratum(r)} {_d(mc.stats.mean)} ({r.answer}; {_delong(r, alpha)})")
+    hits = sum(1 for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == DECIDED)
     head = _membership(first) + ". " if same else ""
     return (f"- **{name}:** {head}{res.results.config.split} AUC difference A − B: {'; '.join(per)}. "
-            f"{hits} of {len(items)} significant across seeds after Holm.")
+            f"{hits} of {len(items)} decided across seeds after Holm.")
 
 
 def _noise_line(res: AnalysisResult) -> str | None:
@@ -116,45 +116,45 @@ def _ranking_lines(rc: RankComparison) -> list[str]:
     orders = "; ".join(f"{a}: " + " > ".join(rc.order(a, higher_is_better=higher)) for a in rc.arms)
     taus = ", ".join(f"{p} vs {q} {tau:+.2f}" for p, q, tau, _ in rc.kendall)
     swaps = [d for d in rc.did if d.swaps]
-    sig = [d for d in rc.did if d.verdict == SIGNIFICANT]
+    sig = [d for d in rc.did if d.verdict == DECIDED]
     out = [f"- **Ranking** (seed-mean {metric_registry.get(rc.metric).label}, best first): {orders}. "
            f"Kendall τ between arms: {taus}."]
     swap_text = ("no pair of models changes order between arms" if not swaps else
                  f"{len(swaps)} (pair, arm pair) order swaps, "
-                 f"{sum(d.verdict == SIGNIFICANT for d in swaps)} of them significant")
+                 f"{sum(d.verdict == DECIDED for d in swaps)} of them decided")
     largest = max(rc.did, key=lambda d: abs(d.mean) if np.isfinite(d.mean) else -1.0, default=None)
     big = ("" if largest is None else f" Largest |DiD|: ({largest.x} − {largest.y}) under {largest.arm_p} minus under "
            f"{largest.arm_q} = {_d(largest.mean)} [{_d(largest.ci[0])}, {_d(largest.ci[1])}], Holm p "
            f"{_d(largest.p_holm, '.3g')}.")
     out.append(f"- **Between-arm differences of model pairs** (difference-in-differences over seeds): {swap_text}; "
-               f"{len(sig)} of {len(rc.did)} DiDs significant after Holm.{big}")
+               f"{len(sig)} of {len(rc.did)} DiDs decided after Holm.{big}")
     return out
 
 
 def _so_line(res: AnalysisResult) -> str:
     changes, stays = [], []
     for name, items in _groups(res).items():
-        sig = [_stratum(r) for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == SIGNIFICANT]
-        rest = [_stratum(r) for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict != SIGNIFICANT]
+        sig = [_stratum(r) for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == DECIDED]
+        rest = [_stratum(r) for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict != DECIDED]
         if sig:
             changes.append(f"{name}: the AUC of {', '.join(sig)}")
         if rest:
-            stays.append(f"{name}: the AUC of {', '.join(rest)} (within seed noise)")
+            stays.append(f"{name}: the AUC of {', '.join(rest)} (not decided at these seeds)")
     rc = res.ranks
     if rc is not None:
-        sig_did = [d for d in rc.did if d.verdict == SIGNIFICANT]
+        sig_did = [d for d in rc.did if d.verdict == DECIDED]
         changes += [f"the gap {d.x} − {d.y} ({_d(float(d.gap_p.mean()))} under {d.arm_p}, "
                     f"{_d(float(d.gap_q.mean()))} under {d.arm_q}; DiD {_d(d.mean)} [{_d(d.ci[0])}, {_d(d.ci[1])}])"
                     for d in sig_did]
         if not sig_did:
-            stays.append("the comparison of every model pair (no DiD significant"
-                         + (", although some orders swap within seed noise)" if any(d.swaps for d in rc.did) else ")"))
-    mdes = [r.metrics["auc"].stats.mde for _, items in _groups(res).items() for _, r in items
-            if "auc" in r.metrics and np.isfinite(r.metrics["auc"].stats.mde)]
-    power = (f" With these seeds a paired t-test detects (power {res.results.config.power:g}) AUC differences of "
+            stays.append("the comparison of every model pair (no DiD decided"
+                         + (", although some orders swap)" if any(d.swaps for d in rc.did) else ")"))
+    mdes = [r.metrics["auc"].mde for _, items in _groups(res).items() for _, r in items
+            if "auc" in r.metrics and np.isfinite(r.metrics["auc"].mde)]
+    power = (f" With these seeds the verdicts' tests detect (power {res.results.config.power:g}) AUC differences of "
              f"{min(mdes):.4f} to {max(mdes):.4f} (MDE per comparison): smaller effects are not ruled out."
              if mdes else "")
-    return ("- **So:** changes with the protocol: " + ("; ".join(changes) or "nothing beyond seed noise")
+    return ("- **So:** changes with the protocol: " + ("; ".join(changes) or "nothing decided")
             + ". Does not change: " + ("; ".join(stays) or "–") + "." + power)
 
 
@@ -194,8 +194,8 @@ def _facts_rows(res: AnalysisResult) -> list[list[str]]:
                      "–" if f is None else f"{f.share_history_differs:.2%}",
                      "–" if f is None else f"{f.mean_valid_length_a:.2f} / {f.mean_valid_length_b:.2f}",
                      "–" if f is None else f"{f.mean_common_events:.1f}",
-                     "–" if mc is None else f"{_d(mc.stats.mean)} [{_d(mc.stats.ci_low)}, {_d(mc.stats.ci_high)}]",
-                     "–" if mc is None else _d(mc.p_holm, ".3g"), "–" if mc is None else (mc.verdict or "–"),
+                     "–" if mc is None else f"{_d(mc.stats.mean)} [{_d(mc.interval[0])}, {_d(mc.interval[1])}]",
+                     "–" if mc is None else _d(mc.p_holm, ".3g"), "–" if mc is None else r.answer,
                      _delong(r, alpha), seeds])
     return rows
 
@@ -230,11 +230,11 @@ def protocol_section(res: AnalysisResult) -> list[str]:
                 f"Per comparison stratum: the data arms A / B, the {split} targets "
                 f"both score / held by one arm only (from {DATASETS_FILE}), the share of shared targets whose history "
                 "holds a different set of events, the mean valid history length of each arm (distinct events), the "
-                f"mean number of history events both hold; then the seed-level {split} AUC Δ = A − B with its BCa "
-                "interval and Holm-adjusted paired t p-value (as in the comparisons table), and DeLong's paired "
-                "test on the identical targets per seed (Δ and p).", "",
+                f"mean number of history events both hold; then the seed-level {split} AUC Δ = A − B with the "
+                "verdict's interval, Holm-adjusted paired t p-value and answer (as in the comparisons table), and "
+                "DeLong's paired test on the identical targets per seed (Δ and p).", "",
                 *_table(["comparison", "arms A / B", "shared / dropped targets", "history differs",
-                         "mean valid length A / B", "events in common", "AUC Δ [95% BCa]", "p Holm", "verdict",
+                         "mean valid length A / B", "events in common", "AUC Δ [verdict interval]", "p Holm", "answer",
                          "DeLong", "per seed: Δ (p)"], rows), ""]
     rc = res.ranks
     if rc is not None:

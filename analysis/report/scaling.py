@@ -127,7 +127,7 @@ def _best_lines(res) -> list[str]:
             continue
         margin = ("" if not np.isfinite(c.best_margin_se) else
                   f", ahead of the next form by {c.best_margin_se:.1f} seed SEs of a size mean"
-                  + (" (within seed noise: the forms are not told apart)" if c.best_margin_se < 2 else ""))
+                  + (" (not told apart at these seeds)" if c.best_margin_se < 2 else ""))
         out.append(f"- {f.family}, {_label(f.metric)}: smallest leave-one-size-out error: **{c.best}** "
                    f"(over {', '.join(c.compared_on)}{margin}; seed SE of a size mean {c.seed_se:.2g})")
     return out

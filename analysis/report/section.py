@@ -18,8 +18,9 @@ import numpy as np
 from harness import metric_registry
 from harness.sweep.tuning import SettingChoice
 
-from ..compare.ablations import DeLongSeed, MetricComparison
+from ..compare.delong_seeds import DeLongSeed
 from ..compare.protocol import ArmFacts, DiD
+from ..compare.questions import MetricComparison
 from ..fits.data_scaling import HeldOut
 from ..fits.family_comparison import FamilyComparison, PairedContrast
 from ..fits.form_check import FormCheck, FormResult, HeldOutError
@@ -120,7 +121,7 @@ COMPUTED: dict[type, dict[str, Callable[[Any], Any]]] = {
     SeedInterval: {"unbounded_below": lambda i: i.lo == -np.inf, "unbounded_above": lambda i: i.hi == np.inf},
     HeldOutError: {"error": lambda h: h.error},
     HeldOut: {"error": lambda h: h.error},
-    PairedStats: {"ci": lambda s: [s.ci_low, s.ci_high]},
+    PairedStats: {"ci": lambda s: [s.ci_low, s.ci_high]},  # BCa
     ArmFacts: {"dropped": lambda f: f.dropped},
     DiD: {"deltas": lambda d: d.deltas, "swaps": lambda d: d.swaps},
 }

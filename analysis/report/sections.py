@@ -7,7 +7,7 @@ from typing import Any
 from ..result import AnalysisResult
 from .data_scaling import DATA_SCALING
 from .health import HEALTH, RETRIED
-from .overview import ABLATIONS, CURVES, EXPECTATIONS, GROUPED, HEADLINE, TITLE, WARNINGS
+from .overview import ABLATIONS, CURVES, GROUPED, HEADLINE, QUESTIONS, TITLE, WARNINGS
 from .protocol import ANSWER, PROTOCOL
 from .scaling import FAMILY_COMPARISONS, SCALING
 from .section import Section
@@ -15,7 +15,8 @@ from .tuning import TUNING
 
 SECTIONS: tuple[Section, ...] = (
     TITLE,
-    ANSWER,  # the protocol answer opens the report
+    QUESTIONS,  # the answers open the report
+    ANSWER,  # then the protocol answer
     HEADLINE,
     HEALTH,
     RETRIED,
@@ -23,7 +24,6 @@ SECTIONS: tuple[Section, ...] = (
     CURVES,
     ABLATIONS,
     PROTOCOL,
-    EXPECTATIONS,
     SCALING,
     FAMILY_COMPARISONS,
     DATA_SCALING,
@@ -32,9 +32,9 @@ SECTIONS: tuple[Section, ...] = (
 )
 
 #: analysis.json's keys in the order readers know; a key not listed follows them, in section order.
-JSON_ORDER = ("sweep", "runs", "baseline", "reference", "headline", "scaling", "scaling_notes", "family_comparisons",
-              "ablations", "protocol", "plots", "warnings", "run_health", "expectations", "data_scaling", "tuning",
-              "retried_runs")
+JSON_ORDER = ("sweep", "runs", "baseline", "reference", "questions", "best", "headline", "scaling", "scaling_notes",
+              "family_comparisons", "ablations", "protocol", "plots", "warnings", "run_health", "data_scaling",
+              "tuning", "retried_runs")
 
 
 def render_report(res: AnalysisResult) -> str:

@@ -1,6 +1,6 @@
-"""The terminal summary of an analysis (`recscale analyze`, `recscale reference`): in the report's order the
-headline table, comparisons, expectations, fits, marginal returns, data scaling and family comparisons, each cut to
-a few rows, then the answer (best architecture, its gain over the baseline)."""
+"""The terminal summary of an analysis (`recscale analyze`, `recscale reference`): in the report's order the answers
+to the study's questions and the best architecture (the same objects and words as report.md's first table), then
+the headline table, fits, marginal returns, data scaling and family comparisons, each cut to a few rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,11 +10,11 @@ from harness import runs_columns as C
 from ..fits.powerlaw import CI_METHOD
 from ..result import AnalysisResult
 from .data_scaling import data_scaling_lines
+from .overview import best, family_note
 from .section import estimate_text as _est
 from .section import mean_sd as _pm
 from .section import metric_label as _label
 from .section import num as _f
-from .section import signed_delta as _delta
 
 
 def _cut(items: list, n: int, out: list[str], what: str) -> list:
@@ -24,9 +24,10 @@ def _cut(items: list, n: int, out: list[str], what: str) -> list:
 
 
 def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 12) -> str:
-    """A short text summary in the report's order: headline table, comparisons, fits, family comparisons."""
+    """A short text summary in the report's order: answers, headline table, fits, family comparisons."""
     split = res.results.config.split
     out = [f"sweep {res.results.name}: {len(res.results.runs)} runs, baseline {res.results.baseline}"]
+    out += answer_lines(res, max_rows=2 * max_rows)
     h = res.headline
     if h is not None and h.rows:
         oracle = "  oracle gap" if h.has_oracle else ""
@@ -36,24 +37,6 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
             share = f"  {r.share_oracle_gap:6.1%}" if h.has_oracle and np.isfinite(r.share_oracle_gap) else ""
             out.append(f"  {r.label[:40]:<40} {r.n_seeds:>5}  {_pm(r.auc)}  {_pm(r.logloss)}  "
                        f"{_f(r.flops_per_target / 1e6, '.4g'):>7}{share}")
-        out += more
-    if res.ablations:
-        out.append(f"comparisons  ({split} AUC, delta = A - B, Holm-adjusted paired t)")
-        more = []
-        for r in _cut(res.ablations, max_rows, more, "comparisons"):
-            mc = r.metrics.get("auc")
-            if r.paired.error:
-                out.append(f"  {r.label[:40]:<40} error: no paired runs")
-            elif mc is not None:
-                out.append(f"  {r.label[:40]:<40} {_delta(mc.stats.mean)}  n={mc.stats.n}  "
-                           f"p={_f(mc.p_holm, '.2g'):<6} {mc.verdict}")
-        out += more
-    if res.expectations:
-        out.append("expectations  (delta = A - B per seed, Holm-adjusted paired t)")
-        more = []
-        for e in _cut(res.expectations, max_rows, more, "expectations"):
-            out.append(f"  {e.label[:40]:<40} {_delta(e.stats.mean)}  A better in {int(e.a_better.sum())}/"
-                       f"{len(e.a_better)}  p={_f(e.p_holm, '.2g'):<6} {e.outcome}")
         out += more
     fitted = [f for f in res.scaling if f.fit is not None and f.metric == "auc"]
     if fitted:
@@ -85,7 +68,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     if len(res.warnings) > 4:
         out.append(f"  ... {len(res.warnings) - 4} more warnings in the report")
     out.append(f"report: {report_path}")
-    return "\n".join(out + _answer_lines(res, split))
+    return "\n".join(out)
 
 
 def _keep_baseline(rows: list, n: int, out: list[str], baseline: str | None) -> list:
@@ -96,35 +79,16 @@ def _keep_baseline(rows: list, n: int, out: list[str], baseline: str | None) -> 
     return shown
 
 
-def _answer_lines(res: AnalysisResult, split: str) -> list[str]:
-    """The summary's last lines: which architecture did best, and its gain over the baseline with the
-    Holm-corrected verdict of that comparison (one sentence each)."""
-    h, runs, baseline = res.headline, res.results.runs, res.results.baseline
-    rivals = [r for r in (h.rows if h is not None else []) if r.setting.get(C.ARCH) != baseline
-              and np.isfinite(r.auc[0])]
-    if not rivals:
+def answer_lines(res: AnalysisResult, *, max_rows: int = 24) -> list[str]:
+    """The answers of report.md's first table, one line per question setting, then the best architecture."""
+    if not res.questions:
         return []
-    best = max(rivals, key=lambda r: r.auc[0])
-    lines = [f"answer: the best architecture is {best.label} ({split} AUC {best.auc[0]:.4f} over {best.n_seeds} "
-             f"seed(s))."]
-    versus = [r for r in res.ablations if not r.paired.error and "auc" in r.metrics
-              and runs.loc[r.paired.rows_b[0], C.ARCH] == baseline
-              and runs.loc[r.paired.rows_a[0], C.ARCH] == best.setting.get(C.ARCH)]
-    # the comparison of the best setting itself (same width, ...); else the arch's largest gain, named by label
-    same_setting = [r for r in versus if all(str(runs.loc[r.paired.rows_a[0], c]) == str(v)
-                                             for c, v in best.setting.items() if c in runs.columns)]
-    if versus:
-        top = (same_setting or [max(versus, key=lambda r: r.metrics["auc"].stats.mean)])[0]
-        mc = top.metrics["auc"]
-        lines.append(f"answer: its gain over the baseline {baseline} is {_delta(mc.stats.mean).strip()} {split} AUC "
-                     f"({top.label}; {mc.verdict}, Holm-adjusted p={_f(mc.p_holm, '.2g')}, n={mc.stats.n}).")
-    else:
-        base = [r.auc[0] for r in (h.rows if h is not None else [])
-                if r.setting.get(C.ARCH) == baseline and np.isfinite(r.auc[0])]
-        gain = f"{_delta(best.auc[0] - max(base)).strip()} {split} AUC (mean over seeds) " if base else ""
-        lines.append(f"answer: its gain over the baseline {baseline} is {gain}untested: no configured comparison "
-                     "pairs them.")
-    return lines
+    out = [f"answers  ({family_note(res)})"]
+    rows = [(q.question.name + (f" [{where}]" if where else ""), a) for q in res.questions for where, a in q.answers]
+    more: list[str] = []
+    out += [f"  {name[:44]:<44} {a}" for name, a in _cut(rows, max_rows, more, "answers")]
+    top = best(res)
+    return out + more + ([top] if top else [])
 
 
 def _marginal_lines(res: AnalysisResult) -> list[str]:

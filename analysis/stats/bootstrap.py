@@ -1,16 +1,9 @@
 """Seed bootstrap: intervals for any statistic of a study by resampling its seeds, the unit of replication.
 
-`seed_interval(n_seeds, statistic)` draws seeds with replacement (scipy.stats.bootstrap on the seed indices,
-percentile method) and recomputes `statistic(indices)` on each draw: the whole fit (every size of a drawn seed
-comes along) is redone, so the interval carries the seed-to-seed scatter of the fitted quantity and nothing
-that treats one seed's sizes as independent. With S seeds there are only C(2S-1, S) distinct draws (10 with 3
-seeds), so each distinct multiset of seeds is computed once and cached; with so few seeds the percentile
-interval is coarse and the report says how many seeds it rests on.
-
-A statistic that is undefined on a draw (a crossover of parallel lines, a target beyond an asymptote)
-returns +-inf or NaN; `undefined_share` counts them. Infinite values are clipped to `clip` and NaN is put at
-its upper end (every statistic here is undefined only by being out of reach: parallel lines, a target past an
-asymptote) before the percentiles, so that the interval reports "beyond" rather than failing.
+`seed_interval(n_seeds, statistic)` redoes the whole fit on each draw of seeds with replacement (percentile
+method; each distinct multiset computed once). A statistic undefined on a draw (parallel lines, a target past an
+asymptote) counts in `undefined_share` and sits at the upper end, so the interval reports "beyond" rather than
+failing (docs/analysis.md, *Scaling fits*).
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Seed-level significance of one paired comparison: is the gain of A over B larger than seed noise?
-
-Input is one metric measured for A and B on the same seeds (and the same data, sizes and settings), so the
-unit of replication is the seed. For the per-seed deltas d = A - B this module reports their mean and
-standard deviation, a 95% BCa bootstrap interval (scipy.stats.bootstrap), a paired t-test
-(scipy.stats.ttest_rel), a Wilcoxon signed-rank test, a sign-flip permutation test
-(scipy.stats.permutation_test, exact when 2**n <= n_resamples), the minimum detectable effect of a paired
-t-test at the observed spread and seed count, and Holm's step-down correction across the comparisons of
-one report. With fewer than two paired seeds only the deltas are reported.
+"""Seed-level statistics of one paired comparison, the seed being the unit of replication: for the per-seed
+deltas d = A - B their mean and sd, a 95% BCa bootstrap interval, paired t, Wilcoxon and sign-flip tests; Holm's
+correction, the level it decides each comparison at, the t interval and the MDE at that level, which make the
+verdict (analysis/compare/questions.py; docs/analysis.md, *Questions*).
 """
 from __future__ import annotations
 
@@ -16,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
-SIGNIFICANT = "significant across seeds"
-NOISE = "within seed noise"
+DECIDED = "decided"
+NOT_DECIDED = "not decided"
 UNTESTABLE = "not testable"
 
 
@@ -34,12 +29,7 @@ class PairedStats:
     p_t: float
     p_wilcoxon: float
     p_permutation: float
-    mde: float
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def testable(self) -> bool:
-        return self.n >= 2 and np.isfinite(self.p_t)
 
 
 def bca_interval(deltas: np.ndarray, *, n_resamples: int, seed: int, level: float = 0.95) -> tuple[float, float]:
@@ -66,20 +56,21 @@ def sign_flip_pvalue(deltas: np.ndarray, *, n_resamples: int, seed: int) -> floa
     return float(res.pvalue)
 
 
-def minimum_detectable_effect(std: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Smallest true mean delta a two-sided paired t-test detects with `power` at level `alpha`.
+def t_power(lam: float, n: int, alpha: float) -> float:
+    """Power of a two-sided one-sample t-test at level `alpha` with n values and noncentrality lam = delta *
+    sqrt(n) / sd: P(|T| > t_crit), T ~ nct(n - 1, lam), exactly."""
+    t_crit = stats.t.ppf(1.0 - alpha / 2.0, n - 1)
+    far_tail = np.nan_to_num(stats.nct.cdf(-t_crit, n - 1, lam))  # ~0 for lam > 0; NaN-prone for large lam
+    return float(stats.nct.sf(t_crit, n - 1, lam) + far_tail)
 
-    Solved exactly with the noncentral t distribution: power(lam) = P(|T| > t_crit), T ~ nct(n - 1, lam),
-    lam = delta * sqrt(n) / std.
-    """
+
+def minimum_detectable_effect(std: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true mean delta a two-sided paired t-test detects with `power` at level `alpha` (`t_power`)."""
     if n < 2 or not np.isfinite(std) or std <= 0.0:
         return float("nan")
-    df = n - 1
-    t_crit = stats.t.ppf(1.0 - alpha / 2.0, df)
 
     def shortfall(lam: float) -> float:
-        far_tail = np.nan_to_num(stats.nct.cdf(-t_crit, df, lam))  # ~0 for lam > 0; NaN-prone for large lam
-        return float(stats.nct.sf(t_crit, df, lam) + far_tail - power)
+        return t_power(lam, n, alpha) - power
 
     high = 1.0
     while shortfall(high) < 0.0:  # power grows with lam: double until the root is bracketed
@@ -88,41 +79,60 @@ def minimum_detectable_effect(std: float, n: int, *, alpha: float = 0.05, power:
     return float(lam * std / np.sqrt(n))
 
 
-def holm(pvalues: np.ndarray | list[float]) -> np.ndarray:
-    """Holm step-down adjusted p-values (family-wise error control); NaN entries stay NaN, others count."""
+def _holm_uncapped(pvalues: np.ndarray | list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The p-values and their Holm-adjusted values before the cap at 1; NaN entries stay NaN and do not count."""
     p = np.asarray(pvalues, dtype=np.float64)
     out = np.full_like(p, np.nan)
     finite = np.flatnonzero(np.isfinite(p))
-    m = len(finite)
-    if m == 0:
-        return out
     order = finite[np.argsort(p[finite], kind="stable")]
-    scaled = (m - np.arange(m)) * p[order]
-    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
-    return out
+    out[order] = np.maximum.accumulate((len(order) - np.arange(len(order))) * p[order])
+    return p, out
+
+
+def holm(pvalues: np.ndarray | list[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values (family-wise error control); NaN entries stay NaN, others count."""
+    return np.minimum(_holm_uncapped(pvalues)[1], 1.0)
+
+
+def holm_levels(pvalues: np.ndarray | list[float], alpha: float) -> np.ndarray:
+    """The level alpha / c at which Holm's step-down decides each p-value, c being its Holm factor (m - k + 1 at
+    rank k, more where a p-value ranked before it needed more): p < level exactly when the Holm-adjusted p <
+    alpha. NaN entries stay NaN."""
+    p, adjusted = _holm_uncapped(pvalues)
+    level = np.full_like(p, alpha)  # a p-value of exactly 0 is decided at any level
+    np.divide(alpha * p, adjusted, out=level, where=adjusted > 0)
+    level[np.isnan(p)] = np.nan
+    return level
+
+
+def t_interval(mean: float, std: float, n: int, level: float) -> tuple[float, float]:
+    """Two-sided (1 - level) t interval of a mean delta: it excludes 0 exactly when the paired t p < level."""
+    if n < 2 or not (np.isfinite(std) and np.isfinite(level)):
+        return float("nan"), float("nan")
+    half = float(stats.t.ppf(1.0 - level / 2.0, n - 1) * std / np.sqrt(n))
+    return mean - half, mean + half
 
 
 def verdict(p_adjusted: float, alpha: float) -> str:
     """Words for a Holm-adjusted seed-level p-value."""
     if not np.isfinite(p_adjusted):
         return UNTESTABLE
-    return SIGNIFICANT if p_adjusted < alpha else NOISE
+    return DECIDED if p_adjusted < alpha else NOT_DECIDED
 
 
-def paired_stats(
-    a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, power: float = 0.8, n_resamples: int = 9999, seed: int = 0
-) -> PairedStats:
+def paired_stats(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_resamples: int = 9999,
+                 seed: int = 0) -> PairedStats:
     """All seed-level statistics of `a - b` for values of A and B aligned by seed."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     d = a - b
     n = len(d)
     nan = float("nan")
     if n == 0:
-        return PairedStats(0, (), nan, nan, nan, nan, nan, nan, nan, nan, ("no paired seeds",))
+        return PairedStats(0, (), nan, nan, nan, nan, nan, nan, nan, ("no paired seeds",))
     mean = float(d.mean())
     if n < 2:
         note = f"only {n} paired seed: deltas reported without p-values (a seed spread needs at least 2)"
-        return PairedStats(n, tuple(d.tolist()), mean, nan, nan, nan, nan, nan, nan, nan, (note,))
+        return PairedStats(n, tuple(d.tolist()), mean, nan, nan, nan, nan, nan, nan, (note,))
     std = float(d.std(ddof=1))
     notes: list[str] = []
     lo, hi = bca_interval(d, n_resamples=n_resamples, seed=seed)
@@ -143,8 +153,7 @@ def paired_stats(
         notes.append(f"with {n} seeds the sign-flip and Wilcoxon p-values cannot go below {floor:.3g}")
     if n < 10:
         notes.append(f"BCa interval from {n} seeds is rough")
-    mde = minimum_detectable_effect(std, n, alpha=alpha, power=power)
-    return PairedStats(n, tuple(d.tolist()), mean, std, lo, hi, p_t, p_w, p_perm, mde, tuple(notes))
+    return PairedStats(n, tuple(d.tolist()), mean, std, lo, hi, p_t, p_w, p_perm, tuple(notes))
 
 
 #: The largest seed count `seeds_for_power` searches; beyond it the answer is "more than this".
@@ -159,10 +168,7 @@ def seeds_for_power(std: float, effect: float, *, alpha: float = 0.05, power: fl
         return float("nan")
 
     def reached(n: int) -> bool:
-        df = n - 1
-        t_crit = stats.t.ppf(1.0 - alpha / 2.0, df)
-        lam = abs(effect) * np.sqrt(n) / std
-        return float(stats.nct.sf(t_crit, df, lam) + np.nan_to_num(stats.nct.cdf(-t_crit, df, lam))) >= power
+        return t_power(abs(effect) * np.sqrt(n) / std, n, alpha) >= power
 
     if not reached(MAX_SEEDS):
         return float("inf")

@@ -1,40 +1,21 @@
-"""Ablation comparisons of one report: seed-level statistics per metric, Holm correction, DeLong per seed.
-
-Holm's correction runs over every comparison stratum of the report, separately for each metric, on the
-paired t p-values; the verdict words come from those adjusted p-values. DeLong's test answers a different
-question (could the AUC gap on this test set be test-sample noise, for one trained model per side) and is
-reported per seed next to the seed-level verdict.
-"""
+"""DeLong's paired AUC test per seed of a comparison (analysis/stats/delong.py on the two runs' predictions):
+could the AUC gap on this test set be test-sample noise, for one trained model per side? It answers a
+different question from the seed-level verdict (analysis/compare/questions.py) and is reported beside it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from core.results_layout import RUNS_FILE, predictions_file
-from harness import metric_registry
 from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
 from ..collect import SweepResults
 from ..stats.delong import DeLongResult, delong_paired
-from ..stats.paired import PairedStats, holm, paired_stats, verdict
-from .pairing import PairedRuns, default_comparisons, pair_runs
+from .pairing import PairedRuns
 from .score_ranks import ScoreRanks
-
-
-@dataclass
-class MetricComparison:
-    metric: str
-    stats: PairedStats
-    p_holm: float = float("nan")
-    verdict: str = ""
-
-    @property
-    def favours_a(self) -> bool:
-        return (self.stats.mean > 0) == metric_registry.get(self.metric).higher_is_better
 
 
 @dataclass
@@ -44,26 +25,7 @@ class DeLongSeed:
     note: str = ""
 
 
-@dataclass
-class AblationResult:
-    paired: PairedRuns
-    metrics: dict[str, MetricComparison]
-    delong: list[DeLongSeed] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return self.paired.label
-
-    def delong_summary(self, alpha: float) -> str:
-        done = [d.result for d in self.delong if d.result is not None]
-        if not done:
-            notes = {d.note for d in self.delong if d.note}
-            return "; ".join(sorted(notes)) or "not run"
-        hits = sum(r.p_value < alpha for r in done)
-        return f"p < {alpha:g} in {hits}/{len(done)} seeds (median p {np.median([r.p_value for r in done]):.3g})"
-
-
-class _PredictionCache:
+class PredictionCache:
     """Predictions keyed by run row, so the baseline's file is read once for all its comparisons; a run
     without its prediction file falls back to its column of the folder's score-ranks file, if any."""
 
@@ -83,7 +45,7 @@ class _PredictionCache:
         return self.frames[row]
 
 
-def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, row_a: int, row_b: int) -> DeLongSeed:
+def _delong_for_seed(results: SweepResults, cache: PredictionCache, seed: int, row_a: int, row_b: int) -> DeLongSeed:
     pa, pb = cache.get(row_a), cache.get(row_b)
     if pa is None or pb is None:
         return DeLongSeed(int(seed), None, "no prediction files")
@@ -105,14 +67,29 @@ def _delong_for_seed(results: SweepResults, cache: _PredictionCache, seed: int, 
                       note)
 
 
-def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> str | None:
+def delong_seeds(results: SweepResults, cache: PredictionCache, paired: PairedRuns) -> list[DeLongSeed]:
+    """DeLong's test for every seed of one comparison stratum."""
+    return [_delong_for_seed(results, cache, s, ra, rb)
+            for s, ra, rb in zip(paired.seeds, paired.rows_a, paired.rows_b)]
+
+
+def delong_summary(seeds: list[DeLongSeed], alpha: float) -> str:
+    done = [d.result for d in seeds if d.result is not None]
+    if not done:
+        notes = {d.note for d in seeds if d.note}
+        return "; ".join(sorted(notes)) or "not run"
+    hits = sum(r.p_value < alpha for r in done)
+    return f"p < {alpha:g} in {hits}/{len(done)} seeds (median p {np.median([r.p_value for r in done]):.3g})"
+
+
+def delong_coverage(results: SweepResults, compared: list[PairedRuns]) -> str | None:
     """A warning naming how many compared runs have no prediction file (DeLong skipped for them), or None.
 
     A results folder may hold only sweep.yaml and runs.parquet (a committed reference study): everything but
     DeLong comes from runs.parquet, and this says so instead of dropping the test silently."""
     if not results.config.delong:
         return None
-    rows = sorted({int(r) for a in ablations for r in (*a.paired.rows_a, *a.paired.rows_b)})
+    rows = sorted({int(r) for p in compared for r in (*p.rows_a, *p.rows_b)})
     paths = {r: results.predictions_path(r) for r in rows}
     ranks = ScoreRanks(results)
     ranked = {r for r in rows if C.TRIAL_ID in results.runs.columns and ranks.has(str(results.runs.at[r, C.TRIAL_ID]))}
@@ -123,32 +100,3 @@ def delong_coverage(results: SweepResults, ablations: list[AblationResult]) -> s
     where = f" (e.g. {example.relative_to(results.root)})" if example is not None else " (no run_dir column)"
     return (f"DeLong skipped where a run has no predictions: {len(missing)} of {len(rows)} compared run(s) lack "
             f"{predictions_file(results.config.split)}{where}; the seed-level statistics come from {RUNS_FILE}")
-
-
-def ablation_analysis(results: SweepResults, *, progress: bool = True) -> list[AblationResult]:
-    cfg, runs = results.config, results.runs
-    comparisons = cfg.comparisons or default_comparisons(results)
-    strata = [p for c in comparisons for p in pair_runs(results, c)]
-    metrics = [m for m in cfg.metrics if results.has_metric(m)]
-    cache = _PredictionCache(results)
-    out: list[AblationResult] = []
-    for paired in tqdm(strata, desc="comparisons", disable=not progress, file=None):
-        per_metric = {}
-        for m in metrics:
-            col = results.metric_column(m)
-            a = runs.loc[paired.rows_a, col].to_numpy(dtype=np.float64)
-            b = runs.loc[paired.rows_b, col].to_numpy(dtype=np.float64)
-            keep = np.isfinite(a) & np.isfinite(b)
-            per_metric[m] = MetricComparison(m, paired_stats(a[keep], b[keep], alpha=cfg.alpha, power=cfg.power,
-                                                             n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed))
-        seeds = []
-        if cfg.delong:
-            seeds = [_delong_for_seed(results, cache, s, ra, rb)
-                     for s, ra, rb in zip(paired.seeds, paired.rows_a, paired.rows_b)]
-        out.append(AblationResult(paired, per_metric, seeds))
-    for m in metrics:
-        adjusted = holm([r.metrics[m].stats.p_t for r in out])
-        for r, p in zip(out, adjusted):
-            r.metrics[m].p_holm = float(p)
-            r.metrics[m].verdict = verdict(p, cfg.alpha)
-    return out

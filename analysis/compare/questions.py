@@ -1,0 +1,276 @@
+"""The study's questions (`analysis.questions`) and their one evaluator, `evaluate_questions`: every comparison
+stratum of the report in one Holm family, each verdict's interval that of its test at the level Holm decides it
+at and its MDE that of Holm's first step; slope questions read the fits' intervals (docs/analysis.md,
+*Questions*). `question_deltas` gives a comparison question's per-seed deltas per stratum, for a power plan or a
+sequential rule."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from core.results_layout import RUNS_FILE
+from core.typed_config import ConfigError
+from harness import metric_registry
+from harness import runs_columns as C
+
+from ..collect import SweepResults
+from ..columns import show
+from ..config import QuestionConfig, describe
+from ..fits.family_comparison import FamilyComparison
+from ..fits.scaling import FamilyScaling
+from ..headline import Headline
+from ..stats.paired import (
+    DECIDED,
+    UNTESTABLE,
+    PairedStats,
+    holm,
+    holm_levels,
+    minimum_detectable_effect,
+    paired_stats,
+    t_interval,
+    verdict,
+)
+from .delong_seeds import DeLongSeed, PredictionCache, delong_seeds
+from .pairing import PairedRuns, pair_runs
+
+nan = float("nan")
+
+
+@dataclass
+class MetricComparison:
+    """One metric of a comparison stratum; the verdict fields are set for its question's metric only."""
+
+    metric: str
+    stats: PairedStats
+    p_holm: float = nan
+    level: float = nan  # the level Holm decides it at: p (t) < level exactly when p_holm < alpha
+    interval: tuple[float, float] = (nan, nan)  # t interval at 1 - level: excludes 0 exactly when decided
+    mde: float = nan  # smallest true delta Holm decides with analysis.power whatever the others (t at alpha / m)
+    verdict: str = ""  # DECIDED, NOT_DECIDED or UNTESTABLE; "" for a metric no question asks about
+
+    @property
+    def favours_a(self) -> bool:
+        return (self.stats.mean > 0) == metric_registry.get(self.metric).higher_is_better
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict == DECIDED
+
+
+@dataclass
+class AblationResult:
+    """One stratum of a comparison question: its paired runs, every metric, DeLong per seed."""
+
+    question: QuestionConfig
+    paired: PairedRuns
+    metrics: dict[str, MetricComparison]
+    delong: list[DeLongSeed] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.paired.label
+
+    @property
+    def setting(self) -> str:
+        """The stratum's settings in words ("" for a single stratum)."""
+        return ", ".join(f"{k.removeprefix(C.MODEL_PREFIX)}={show(v)}" for k, v in self.paired.stratum.items())
+
+    @property
+    def warning(self) -> str:
+        """Why the verdict's test cannot reach its stated error rate at this seed count ("" when it can)."""
+        two = len(self.paired.seeds) == 2
+        return "2 seeds: the t-test has 1 df and the sign-flip / Wilcoxon p-values cannot go below 0.5" if two else ""
+
+    @property
+    def below_smallest_effect(self) -> bool:
+        """Not decided, and the verdict's interval lies within +-smallest_effect: settled as too small to matter."""
+        mc, e = self.metrics.get(self.question.metric), self.question.smallest_effect
+        return mc is not None and not mc.decided and e > 0 and -e < mc.interval[0] and mc.interval[1] < e
+
+    @property
+    def settled(self) -> bool:
+        mc = self.metrics.get(self.question.metric)
+        return not self.paired.error and mc is not None and (mc.decided or self.below_smallest_effect)
+
+    @property
+    def answer(self) -> str:
+        """The verdict in words: the better side with the delta and its interval, or why it is not decided."""
+        q, mc = self.question, self.metrics.get(self.question.metric)
+        n = len(self.paired.seeds)
+        if self.paired.error:
+            text = "error: no paired runs"
+        elif mc is None or mc.verdict in ("", UNTESTABLE):
+            text = f"not testable at {n} paired seed(s)"
+        elif mc.decided:
+            lo, hi = mc.interval
+            text = (f"{describe(q.a) if mc.favours_a else describe(q.b)} better: delta {mc.stats.mean:+.5f} "
+                    f"[{lo:+.5f}, {hi:+.5f}]")
+            if q.expect != "either":
+                text += " (as expected)" if mc.favours_a == (q.expect == "a") else " (against the expected direction)"
+        elif self.below_smallest_effect:
+            lo, hi = mc.interval
+            text = f"no effect of {q.smallest_effect:g} or more: delta in [{lo:+.5f}, {hi:+.5f}]"
+        else:
+            text = f"not decided at {n} seeds (MDE {mc.mde:.2g})"
+        return text + (f" (warning: {self.warning})" if self.warning else "")
+
+
+@dataclass
+class QuestionResult:
+    """One question (an ablation set gives one per switch value, `group` naming the set) and its answer."""
+
+    question: QuestionConfig
+    strata: list[AblationResult] = field(default_factory=list)  # comparison questions
+    slope_answer: str = ""  # slope questions
+    slope_settled: bool = False
+    group: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Every stratum decided (or below the smallest effect); a slope interval narrow enough."""
+        return all(s.settled for s in self.strata) if self.strata else self.slope_settled
+
+    @property
+    def answers(self) -> list[tuple[str, str]]:
+        """(setting, answer) per stratum; one ("", answer) for a slope question."""
+        if self.question.kind in ("slope", "slope_difference"):
+            return [("", self.slope_answer)]
+        return [(s.setting, s.answer) for s in self.strata]
+
+
+def questions_of(results: SweepResults) -> list[tuple[QuestionConfig, str]]:
+    """(question, ablation set name) for every question of the sweep, ablation sets expanded into one
+    comparison per switch value; every architecture against the baseline when the sweep declares none."""
+    declared = results.config.questions or [
+        QuestionConfig(name=f"{a} vs {results.baseline}", a={C.ARCH: a}, b={C.ARCH: results.baseline})
+        for a in sorted(results.runs[C.ARCH].unique()) if a != results.baseline]
+    out = []
+    for q in declared:
+        if q.kind != "ablation_set":
+            out.append((q, ""))
+            continue
+        if q.switch not in results.runs.columns:
+            raise ConfigError(f"analysis.questions: ablation set {q.name!r}: no column {q.switch!r} in {RUNS_FILE}")
+        typed = {str(x): x for x in results.runs[q.switch].dropna().unique()}
+        for v in list(q.names) or sorted(set(typed) - {str(q.full)}):
+            out.append((dataclasses.replace(q, kind="comparison", name=q.names.get(str(v), f"{q.full} vs {v}"),
+                                            a={q.switch: q.full}, b={q.switch: typed.get(str(v), v)}, names={}),
+                        q.name))
+    return out
+
+
+def _metric_values(results: SweepResults, paired: PairedRuns, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """A's and B's values of `metric` on the stratum's seeds, pairs without a finite value on both left out."""
+    column = results.metric_column(metric)
+    a = results.runs.loc[paired.rows_a, column].to_numpy(dtype=np.float64)
+    b = results.runs.loc[paired.rows_b, column].to_numpy(dtype=np.float64)
+    keep = np.isfinite(a) & np.isfinite(b)
+    return a[keep], b[keep]
+
+
+def question_deltas(results: SweepResults, question: QuestionConfig) -> list[tuple[PairedRuns, np.ndarray]]:
+    """Per stratum of a comparison question: its paired runs and the per-seed deltas A - B of the question's
+    metric (in `paired.seeds` order, a seed without a finite value on both sides left out)."""
+    out = []
+    for paired in pair_runs(results, question):
+        a, b = _metric_values(results, paired, question.metric)
+        out.append((paired, a - b))
+    return out
+
+
+def decide(strata: list[AblationResult], alpha: float, power: float) -> None:
+    """One Holm over the question metric of every stratum: sets p_holm, level, interval, MDE and verdict. The MDE
+    is at alpha / m, Holm's first step (Holm decides whatever that level does: a floor on its power)."""
+    asked = [s.metrics[s.question.metric] for s in strata if s.question.metric in s.metrics]
+    p = [mc.stats.p_t for mc in asked]
+    first_step = alpha / max(int(np.isfinite(p).sum()), 1)
+    for mc, p_holm, level in zip(asked, holm(p), holm_levels(p, alpha)):
+        s = mc.stats
+        mc.p_holm, mc.level, mc.verdict = float(p_holm), float(level), verdict(p_holm, alpha)
+        mc.interval = t_interval(s.mean, s.std, s.n, level)
+        mc.mde = minimum_detectable_effect(s.std, s.n, alpha=first_step, power=power) if np.isfinite(level) else nan
+
+
+def _compare(results: SweepResults, questions: list[tuple[QuestionConfig, str]], progress: bool
+             ) -> list[QuestionResult]:
+    cfg = results.config
+    metrics = [m for m in cfg.metrics if results.has_metric(m)]
+    cache = PredictionCache(results)
+    out = [QuestionResult(q, group=group) for q, group in questions if q.kind == "comparison"]
+    work = [(r, p) for r in out for p in pair_runs(results, r.question)]
+    for r, paired in tqdm(work, desc="comparisons", disable=not progress, file=None):
+        per_metric = {m: MetricComparison(m, paired_stats(*_metric_values(results, paired, m), alpha=cfg.alpha,
+                                                          n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed))
+                      for m in dict.fromkeys([*metrics, r.question.metric]) if results.has_metric(m)}
+        r.strata.append(AblationResult(r.question, paired, per_metric,
+                                       delong_seeds(results, cache, paired) if cfg.delong else []))
+    decide([s for r in out for s in r.strata], cfg.alpha, cfg.power)
+    return out
+
+
+def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[FamilyComparison]) -> QuestionResult:
+    """A slope question read from the fits: the interval, and whether its half-width meets the target (or,
+    without a target, whether it excludes zero)."""
+    if q.kind == "slope":
+        f = next((f for f in scaling if f.family == q.family and f.metric == q.metric and f.fit is not None), None)
+        if f is None:
+            return QuestionResult(q, slope_answer=f"no power-law fit of family {q.family!r} on {q.metric}")
+        value, (lo, hi), n = f.fit.slope, f.fit.slope_ci, f.fit.n_seeds
+    else:
+        c = next((c for c in comparisons if [c.a, c.b] in (q.families, q.families[::-1]) and c.metric == q.metric
+                  and c.slope_diff is not None), None)
+        if c is None or c.slope_diff is None:
+            return QuestionResult(q, slope_answer="no family comparison of these families (analysis.scaling.compare)")
+        sign = 1.0 if c.a == q.families[0] else -1.0
+        e = c.slope_diff.estimate
+        value, (lo, hi), n = sign * e.value, sorted((sign * e.lo, sign * e.hi)), c.slope_diff.n_seeds
+    half = (hi - lo) / 2.0
+    settled = bool(half <= q.target_half_width) if q.target_half_width > 0 else bool(lo > 0 or hi < 0)
+    text = f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}] at {n} seeds"
+    if not settled:
+        text += (f"; half-width {half:.3g} above the target {q.target_half_width:g}: open" if q.target_half_width > 0
+                 else "; the interval holds 0: open")
+    return QuestionResult(q, slope_answer=text, slope_settled=settled)
+
+
+def evaluate_questions(results: SweepResults, scaling: list[FamilyScaling], comparisons: list[FamilyComparison],
+                       *, progress: bool = True) -> list[QuestionResult]:
+    """Every question of the sweep answered, in declaration order (ablation sets expanded)."""
+    questions = questions_of(results)
+    compared = iter(_compare(results, questions, progress))
+    return [next(compared) if q.kind == "comparison" else _slope(q, scaling, comparisons) for q, _ in questions]
+
+
+def best_answer(head: Headline | None, strata: list[AblationResult], split: str) -> str:
+    """The architecture with the highest mean AUC, named best only when a decided comparison favours it over
+    every other architecture (at its own setting where one is compared there); else "not decided among" it
+    and the architectures it is not decided against."""
+    rows = [r for r in (head.rows if head is not None else []) if np.isfinite(r.auc[0])]
+    archs = sorted({r.setting[C.ARCH] for r in rows})
+    if len(archs) < 2:
+        return ""
+    best = max(rows, key=lambda r: r.auc[0])
+    arch = best.setting[C.ARCH]
+    open_ = [y for y in archs if y != arch and not _decided_against(arch, y, best.setting, strata)]
+    top = f"highest mean {split} AUC: {best.label}, {best.auc[0]:.4f} over {best.n_seeds} seed(s)"
+    if open_:
+        return f"best: not decided among {', '.join([arch, *open_])} ({top})"
+    return f"best: {arch} ({top}; decided against every other architecture)"
+
+
+def _decided_against(x: str, y: str, setting: dict, strata: list[AblationResult]) -> bool:
+    """Does a decided AUC comparison favour architecture x over y (the one at x's `setting` where there is one)?"""
+    runs: list[tuple[AblationResult, bool]] = []
+    for s in strata:
+        mc = s.metrics.get("auc")
+        if s.paired.error or mc is None or s.question.metric != "auc":
+            continue
+        arch_a, arch_b = s.question.a.get(C.ARCH, s.question.where.get(C.ARCH)), s.question.b.get(C.ARCH)
+        if {arch_a, arch_b} == {x, y}:
+            runs.append((s, mc.decided and mc.favours_a == (arch_a == x)))
+    here = [won for s, won in runs if all(str(s.paired.stratum.get(c, v)) == str(v) for c, v in setting.items())]
+    chosen = here or [won for _, won in runs]
+    return bool(chosen) and all(chosen)
