@@ -1,6 +1,6 @@
-"""The power plan of `recscale sweep FILE --dry-run --pilot RUNS`: per comparison of the sweep, the seed sd of its
-paired deltas in a pilot's runs, the MDE at the sweep's planned seeds, the seeds its target effect needs and their
-wall time here. Levels, targets and costs: docs/analysis.md, *Power plan*.
+"""The power plan of `recscale sweep FILE --dry-run --pilot RUNS`: per comparison question of the sweep, the seed sd
+of its paired deltas in a pilot's runs, the MDE at the sweep's planned seeds, the seeds its target effect needs and
+their wall time here. Levels, targets and costs: docs/analysis.md, *Power plan*.
 """
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from core.results_layout import RUNS_FILE
 from harness import runs_columns as C
 
 from .collect import SweepResults, config_columns, default_baseline, hashable_lists, read_runs
-from .compare.pairing import pair_runs, select
-from .compare.questions import questions_of
+from .compare.pairing import select
+from .compare.questions import question_deltas, questions_of
 from .config import AnalysisConfig, QuestionConfig
 from .stats.paired import MAX_SEEDS, minimum_detectable_effect, seeds_for_power
 
 
 @dataclass(frozen=True)
 class PlanRow:
-    """One comparison stratum and metric of the plan; `seed_s`: estimated seconds of the trials one more seed of
-    its cells costs (None when unknown); `target`: the effect to detect, from --effect or the pilot's |mean|."""
+    """One comparison stratum of the plan; `seed_s`: estimated seconds of the trials one more seed of its cells
+    costs (None when unknown); `target`: the effect to detect."""
 
     label: str
     metric: str
@@ -41,7 +41,7 @@ class PlanRow:
 
 def load_pilot(path: Path, cfg: AnalysisConfig) -> SweepResults:
     """A pilot's runs (a runs.parquet, or a results or reference folder holding one) under the planned sweep's
-    `analysis:` section (its comparisons, metrics and levels)."""
+    `analysis:` section (its questions and levels)."""
     file = path if path.suffix == ".parquet" else path / RUNS_FILE
     runs = read_runs(file)
     cfg = dataclasses.replace(cfg, baseline=cfg.baseline or default_baseline(runs))
@@ -64,30 +64,25 @@ def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comp
     return None if not costs or any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
 
 
-def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict], seconds: Mapping[str, float | None],
-               effects: Mapping[str, float]) -> list[PlanRow]:
-    """Every comparison stratum of `pilot` (as the report pairs them) on each metric of `effects` (the target
-    effect by metric name), else on the first of analysis.metrics with the pilot's |mean delta| as target.
-    Level: alpha / m, Holm's first step over the m strata (the level each faces while none is decided)."""
+def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict],
+               seconds: Mapping[str, float | None]) -> list[PlanRow]:
+    """Every comparison stratum of the pilot's questions on its question's metric, paired as the report pairs them.
+    Level: alpha / m, Holm's first step over the m testable strata (the report's MDE level); target: the question's
+    `smallest_effect`, else the pilot's |mean delta|."""
     cfg = pilot.config
-    comparisons = [q for q, _ in questions_of(pilot) if q.kind == "comparison"]
-    strata = [(c, p) for c in comparisons for p in pair_runs(pilot, c) if p.error is None]
+    strata = [(q, paired, d) for q, _ in questions_of(pilot) if q.kind == "comparison"
+              for paired, d in question_deltas(pilot, q) if paired.error is None]
+    level = cfg.alpha / max(sum(len(d) > 1 and np.ptp(d) > 0 for _, _, d in strata), 1)  # m: the testable ones
     planned = hashable_lists(pd.DataFrame(trials))
     rows: list[PlanRow] = []
-    for metric in list(effects) or [next(m for m in cfg.metrics if pilot.has_metric(m))]:
-        col = pilot.metric_column(metric)
-        level = cfg.alpha / max(len(strata), 1)
-        for comparison, paired in strata:
-            d = (pilot.runs.loc[paired.rows_a, col].to_numpy(dtype=np.float64)
-                 - pilot.runs.loc[paired.rows_b, col].to_numpy(dtype=np.float64))
-            d = d[np.isfinite(d)]
-            sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
-            mean = float(d.mean()) if len(d) else float("nan")
-            target = effects.get(metric, abs(mean))
-            rows.append(PlanRow(paired.label, metric, len(d), sd, mean, level,
-                                minimum_detectable_effect(sd, planned_seeds, alpha=level, power=cfg.power), target,
-                                seeds_for_power(sd, target, alpha=level, power=cfg.power),
-                                seed_seconds(planned, seconds, comparison, paired.stratum)))
+    for question, paired, d in strata:
+        sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
+        mean = float(d.mean()) if len(d) else float("nan")
+        target = question.smallest_effect or abs(mean)
+        rows.append(PlanRow(paired.label, question.metric, len(d), sd, mean, level,
+                            minimum_detectable_effect(sd, planned_seeds, alpha=level, power=cfg.power), target,
+                            seeds_for_power(sd, target, alpha=level, power=cfg.power),
+                            seed_seconds(planned, seconds, question, paired.stratum)))
     return rows
 
 
@@ -102,9 +97,9 @@ def format_power_plan(rows: list[PlanRow], pilot: Path, planned_seeds: int, slot
         return "-" if np.isnan(n) else (f"> {MAX_SEEDS}" if np.isinf(n) else f"{n:.0f}")
 
     head = (f"power plan from the pilot {pilot}: MDE at this sweep's {planned_seeds} seeds and the seeds each target "
-            f"needs, at power {power:g} and level alpha / m (Holm's first step over the m comparisons); target: "
-            "--effect METRIC=VALUE, else the pilot's |mean delta|; time: that many seeds of the comparison's cells "
-            f"here, {slots} trial(s) at a time")
+            f"needs, at power {power:g} and level alpha / m (Holm's first step over the m comparisons, as the report); "
+            "target: the question's smallest_effect, else the pilot's |mean delta|; time: that many seeds of the "
+            f"comparison's cells here, {slots} trial(s) at a time")
     table = ["| comparison | metric | pilot seeds | seed sd | pilot mean delta | level | MDE | target | seeds needed "
              "| time here |", "|---|---|---|---|---|---|---|---|---|---|"]
     table += [f"| {r.label} | {r.metric} | {r.pilot_seeds} | {r.sd:.2g} | {r.mean:+.2g} | {r.level:.2g} | "

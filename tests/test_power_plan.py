@@ -1,6 +1,6 @@
 """The power plan of `recscale sweep --dry-run --pilot` (analysis/power_plan.py) on a hand-made pilot: seed sd by
-hand, MDE and seeds needed against the noncentral t computed here, the normal closed form as a bound, and the
-cost of one more seed from the planned trials' estimates."""
+hand, MDE and seeds needed against the noncentral t computed here, the normal
+closed form as a bound, and the cost of one more seed from the planned trials' estimates."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +16,8 @@ SEEDS = [0, 1, 2, 3]
 FULL = np.array([0.750, 0.752, 0.748, 0.751])
 DELTA = {"off": np.array([0.004, 0.006, 0.003, 0.005]), "other": np.array([0.001, -0.002, 0.003, 0.000])}
 CONFIG = {"questions": [{"name": "full vs off", "vary": {"model.variant": ["full", "off"]}},
-                          {"name": "full vs other", "vary": {"model.variant": ["full", "other"]}}]}
+                        {"name": "full vs other", "vary": {"model.variant": ["full", "other"]},
+                         "smallest_effect": 0.01}]}
 
 
 @pytest.fixture
@@ -43,14 +44,14 @@ def _t_power(effect: float, sd: float, n: int, level: float) -> float:
 def test_plan_rows_against_the_noncentral_t_by_hand(pilot_dir):
     pilot = load_pilot(pilot_dir, analysis_config(CONFIG))
     trials, seconds = _planned({"full": 10.0, "off": 20.0, "other": 40.0}, seeds=3)
-    rows = power_plan(pilot, 3, trials, seconds, {})
+    rows = power_plan(pilot, 3, trials, seconds)
     assert [r.label for r in rows] == ["full vs off", "full vs other"] and {r.metric for r in rows} == {"auc"}
-    for row, variant, seed_s in zip(rows, ("off", "other"), (30.0, 50.0)):
+    for row, variant, target, seed_s in zip(rows, ("off", "other"), (abs(DELTA["off"].mean()), 0.01), (30.0, 50.0)):
         sd = DELTA[variant].std(ddof=1)
         assert row.pilot_seeds == 4 and row.sd == pytest.approx(sd) and row.mean == pytest.approx(DELTA[variant].mean())
         assert row.level == pytest.approx(0.05 / 2)  # Holm's first step over the two comparisons
         assert _t_power(row.mde, sd, 3, row.level) == pytest.approx(0.8, abs=1e-6)  # the MDE at the planned 3 seeds
-        assert row.target == pytest.approx(abs(DELTA[variant].mean()))  # no --effect: the pilot's |mean delta|
+        assert row.target == pytest.approx(target)  # the question's smallest_effect, else the pilot's |mean delta|
         n = int(row.seeds_needed)  # the smallest seed count whose t-test reaches 80% power
         assert _t_power(row.target, sd, n, row.level) >= 0.8 > _t_power(row.target, sd, n - 1, row.level)
         z = (stats.norm.isf(row.level / 2) + stats.norm.isf(0.2)) * sd / row.target
@@ -58,12 +59,11 @@ def test_plan_rows_against_the_noncentral_t_by_hand(pilot_dir):
         assert row.seed_s == pytest.approx(seed_s)  # one seed of both sides' trials
 
 
-def test_effect_sets_the_target_and_a_parquet_path_reads_the_same(pilot_dir):
+def test_a_parquet_path_reads_the_same_and_an_unplanned_side_has_no_time(pilot_dir):
     pilot = load_pilot(pilot_dir / "runs.parquet", analysis_config(CONFIG))
     trials, seconds = _planned({"full": 10.0, "off": 20.0}, seeds=2)
-    (off, other) = power_plan(pilot, 5, trials, seconds, {"auc": 0.01})
-    assert off.target == other.target == 0.01
-    assert other.sd > off.sd and other.seeds_needed >= off.seeds_needed
+    off, other = power_plan(pilot, 5, trials, seconds)
+    assert off.sd == pytest.approx(DELTA["off"].std(ddof=1))
     assert other.seed_s is None  # a side the planned sweep does not run has no estimate
     text = format_power_plan([off, other], pilot_dir, 5, slots=2, power=0.8)
     hours = off.seeds_needed * 30.0 / 2 / 3600

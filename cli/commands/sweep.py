@@ -39,11 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="validate, print datasets, trials, the estimated compute and wall time (from a few "
                              "training steps of every distinct configuration, timed now: seconds), and exit")
     parser.add_argument("--pilot", type=Path, metavar="RUNS",
-                        help="with --dry-run: a power plan per comparison from a pilot's runs (a runs.parquet, or a "
-                             "results or reference folder): seed sd, MDE at the planned seeds, seeds needed, time")
-    parser.add_argument("--effect", action="append", default=[], metavar="METRIC=VALUE",
-                        help="with --pilot: the effect to plan for on METRIC, e.g. auc=3e-4 (repeatable; default: "
-                             "the pilot's |mean delta| per comparison)")
+                        help="with --dry-run: a power plan per comparison question from a pilot's runs (a "
+                             "runs.parquet, or a results or reference folder): seed sd, MDE at the planned seeds, "
+                             "seeds needed, time")
     parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
     parser.add_argument("--num-cpus", type=int, default=None, metavar="N",
@@ -58,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep.schema import load_sweep
 
     sweep = load_sweep(args.file)
-    if (args.pilot or args.effect) and not args.dry_run:
-        raise ConfigError("--pilot and --effect plan a sweep: give them with --dry-run")
+    if args.pilot and not args.dry_run:
+        raise ConfigError("--pilot plans a sweep: give it with --dry-run")
     if args.dry_run:
         reexec_under_malloc(args)  # time steps as trials run them: under the malloc settings
         return _dry_run(sweep, args)
@@ -162,21 +160,10 @@ def _planned_seeds(plan) -> int:
 
 
 def _power_plan(sweep, plan, records: list[dict], estimate, args: argparse.Namespace) -> list:
-    """The power plan's rows (analysis/power_plan.py) for --pilot, with --effect's targets."""
+    """The power plan's rows (analysis/power_plan.py) for --pilot."""
     from analysis.config import analysis_config
     from analysis.power_plan import load_pilot, power_plan
-    from harness import metric_registry
 
-    effects = {}
-    for item in args.effect:
-        metric, sep, value = item.partition("=")
-        metric_registry.check_metric("--effect", metric)
-        try:
-            effects[metric] = abs(float(value)) if sep else float("nan")
-        except ValueError:
-            raise ConfigError(f"--effect {item!r}: expected METRIC=VALUE, e.g. auc=3e-4") from None
-        if not effects[metric] > 0:
-            raise ConfigError(f"--effect {item!r}: expected METRIC=VALUE with VALUE a nonzero number, e.g. auc=3e-4")
     pilot = load_pilot(args.pilot, analysis_config(sweep.config.analysis))
     seconds = {t: e.total_s for t, e in estimate.trials.items()}
-    return power_plan(pilot, _planned_seeds(plan), records, seconds, effects)
+    return power_plan(pilot, _planned_seeds(plan), records, seconds)
