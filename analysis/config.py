@@ -79,14 +79,8 @@ GainKind = Literal["absolute", "relative"]
 
 @dataclass
 class ScalingConfig:
-    """How scaling points, families, the reference, the axes and family comparisons are formed.
-
-    `x_axis`: `forward` = forward matrix FLOPs per target; `training` = 3 x forward per sample (forward plus
-    a backward pass of twice its cost). `x_unit`: `flops` or `gflops` (1e9). `gain`: `absolute` dAUC =
-    AUC - AUC_ref, or `relative` dAUC / AUC_ref; the LogLoss gain (L_ref - L) / L_ref is relative either way.
-    `compare`: pairs of families (architecture names or family labels) to compare; empty = every pair of
-    fitted families in the same context.
-    """
+    """How scaling points, families, the reference, the axes and family comparisons are formed (the axis, unit and
+    gain conventions: docs/analysis.md, *Scaling fits*)."""
 
     reference: dict[str, Any] = field(default_factory=dict)
     size_by: list[str] = field(default_factory=list)

@@ -1,11 +1,6 @@
-"""The report's one section type, the text formatting sections share, and `as_json`, the one way a result's
-dataclass becomes analysis.json (docs/analysis.md).
-
-A `Section` gives, from the same `AnalysisResult`, its report.md lines (tables and words) and its analysis.json
-entries; analysis/report/sections.py lists the registered sections in report order. `as_json` writes a
-dataclass as its fields in order, then its computed keys (COMPUTED), under the keys of KEYS where they are not
-the field's name; what is not one dataclass's copy (the words of a verdict, the settings a point was measured
-at) is built by the section that holds it."""
+"""The report's one section type (its report.md lines and analysis.json entries from the same `AnalysisResult`;
+analysis/report/sections.py lists them in order), the text formatting sections share, and `as_json`, the one way
+a result's dataclass becomes analysis.json: its fields, then its computed keys (COMPUTED), renamed by KEYS."""
 from __future__ import annotations
 
 import dataclasses
