@@ -170,3 +170,16 @@ def test_bad_questions_name_the_key(tmp_path, capsys, analysis, key):
     assert main(["analyze", str(root), "--no-plots"]) == 2
     assert key in capsys.readouterr().err
     assert not (root / "report.md").exists()
+
+
+def test_every_committed_report_states_its_answers_in_its_first_25_lines():
+    """Issue 39's done-when: each committed reference's report.md opens with every question's answer (and the best
+    line), as its analysis.json records them."""
+    from pathlib import Path
+
+    folders = sorted(p for p in (Path(__file__).resolve().parents[1] / "results" / "reference").glob("*") if p.is_dir())
+    for folder in folders:
+        summary = json.loads((folder / "analysis.json").read_text())
+        head = "\n".join((folder / "report.md").read_text().splitlines()[:25])
+        shown = [a["answer"] for q in summary["questions"] for a in q["answers"]] + [summary["best"]]
+        assert [a for a in shown if a not in head] == [], folder.name
