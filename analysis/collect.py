@@ -23,10 +23,6 @@ from protocols.errors import DataValidationError
 
 from .config import AnalysisConfig, analysis_config
 
-PREDICTION_COLUMNS = ("event_id", "label", "score")
-#: runs.parquet column with the oracle (true-probability) AUC of a run's split, as train_run records it.
-ORACLE_COLUMN = C.oracle_auc_column("{split}")
-
 
 @dataclass
 class SweepResults:
@@ -49,7 +45,7 @@ class SweepResults:
     @property
     def oracle_column(self) -> str:
         """Per-run AUC of the true probabilities on the analysed split (synthetic logs only)."""
-        return ORACLE_COLUMN.format(split=self.config.split)
+        return C.oracle_auc_column(self.config.split)
 
     def run_path(self, run_dir: str) -> Path:
         return self.root / str(run_dir)
@@ -68,7 +64,7 @@ class SweepResults:
             return None
         # checked against the size and checksum metrics.json records; a damaged file is an error naming it
         table = run_folder.read_predictions(self.run_path(run_dir), self.config.split)
-        frame = table.select(list(PREDICTION_COLUMNS)).to_pandas()
+        frame = table.select(["event_id", "label", "score"]).to_pandas()
         if frame["event_id"].duplicated().any():
             row = int(np.flatnonzero(frame["event_id"].duplicated().to_numpy())[0])
             raise DataValidationError(str(path), "event_id", "duplicate event", record=row,
@@ -133,7 +129,7 @@ def hashable_lists(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def _read_sweep_doc(path: Path) -> dict[str, Any]:
+def read_sweep_doc(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
@@ -145,19 +141,14 @@ def _read_sweep_doc(path: Path) -> dict[str, Any]:
     return doc
 
 
-def plain_config_columns() -> tuple[str, ...]:
-    """Columns that describe a run's setting besides every model./train./data. column: the architecture
-    and the data settings (protocol, each registered protocol's parameters, task)."""
-    return (C.ARCH, *C.data_setting_columns())
-
-
 def config_columns(runs: pd.DataFrame) -> list[str]:
-    """Setting columns present in `runs` (seed excluded), in a stable order.
+    """Setting columns present in `runs` (seed excluded), in a stable order: the architecture, the data settings
+    (protocol, each registered protocol's parameters, task), then every model./train./data. column.
 
     A key a tuning stage chose (named in the `tuned` column, e.g. `train.lr`) is no setting: its value follows
     from the setting, so it neither splits families nor counts as a varied setting."""
     tuned = set(runs[C.TUNED].dropna().astype(str)) if C.TUNED in runs.columns else set()
-    cols = [c for c in plain_config_columns() if c in runs.columns]
+    cols = [c for c in (C.ARCH, *C.data_setting_columns()) if c in runs.columns]
     cols += sorted(c for c in runs.columns
                    if c.startswith(C.CONFIG_PREFIXES) and c != f"{C.TRAIN_PREFIX}seed" and c not in tuned)
     return cols
@@ -176,7 +167,7 @@ def load_results(root: Path | str, *, baseline: str | None = None, trust_edits: 
     if not root.is_dir():
         raise RecscaleError(f"{root}: results folder not found")
     runs = read_runs(root / RUNS_FILE, trust_edits=trust_edits)
-    doc = _read_sweep_doc(root / SWEEP_FILE)
+    doc = read_sweep_doc(root / SWEEP_FILE)
     try:
         cfg = analysis_config(doc.get("analysis"))
     except RecscaleError as e:

@@ -1,13 +1,7 @@
 """Which columns of runs.parquet make a model size, a family, a data setting and a data arm (docs/analysis.md,
-"Families and sizes" and "Data protocols").
-
-Size columns are `analysis.scaling.size_by`, or by default every numeric model.* column plus `model.size`; a
-model.* column that follows the size within each architecture is an attribute of the size, not a family key.
-A family is one architecture at one value of every other setting. A data setting
-(`harness.runs_columns.data_setting_columns()` or a `data.*` column) changes the prepared dataset; `data.name`
-and `dataset_id` identify the dataset as a whole, so a comparison that varies a data setting never pairs on
-them; a data arm is one value of the data columns a sweep varies. The functions take a plain runs table, so
-planned trials (`--dry-run`) and finished runs are read alike."""
+"Families and sizes" and "Data protocols"). `data.name` and `dataset_id` name a dataset as a whole, so a
+comparison that varies a data setting never pairs on them. The functions take a plain runs table, so planned
+trials (`--dry-run`) and finished runs are read alike."""
 from __future__ import annotations
 
 from typing import Any

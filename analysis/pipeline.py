@@ -1,14 +1,6 @@
-"""`analyze(sweep folder)`: load results, fit, test, plot, and write report.md + plots/ + analysis.json.
-
-Every run of runs.parquet is expected: a row whose run folder, metrics.json or (when DeLong compares it)
-predictions file is missing is named in `warnings` (terminal summary, report.md, analysis.json) and kept in
-`AnalysisResult.unread_runs` (`recscale analyze --strict` fails on it). A folder whose run folders are all
-absent (a published reference study holding only sweep.yaml and runs.parquet) gets the single DeLong
-coverage warning instead, while `unread_runs` still lists every run.
-
-Outputs are first written to a temporary folder inside the sweep folder and then moved into place, so an
-interrupted analysis leaves the previous report intact and never a half-written one.
-"""
+"""`analyze(sweep folder)`: load results, fit, test, plot, and write report.md + plots/ + analysis.json, atomically
+(a temporary folder inside the sweep folder, then moved into place). Which runs it expects and how an unreadable
+one is reported (`AnalysisResult.unread_runs`, `--strict`): docs/analysis.md."""
 from __future__ import annotations
 
 import json

@@ -1,16 +1,8 @@
-"""Committed reference studies: publish a finished sweep's shareable files into `results/reference/<sweep>/`
-and analyse the copy there; and judge whether a fresh run of the sweep reproduced it (docs/reproducibility.md).
-
-A reference folder holds `sweep.yaml`, `runs.parquet`, where the sweep varies a data setting also
-`datasets.json` and `score_ranks_<split>.parquet` (all DeLong's test needs), and what `recscale analyze` writes
-from those: never run folders, checkpoints or predictions, so that analysing a copy reproduces its analysis.json.
-What the analysis would measure from run folders (the still-falling check) is measured at publishing and written
-into the copy of runs.parquet.
-
-`compare_with_reference` matches the two runs tables by `trial_id` and compares `REPRODUCED_COLUMNS` trial by
-trial: **bit-exact**, **within tolerance** (every difference within `seed_noise_tolerance`: `fraction` x the
-setting's seed SD, floored at the median per-setting SD, since an SD from three seeds is rough; and no
-systematic shift, a one-sample t-test of the differences in SD units at SHIFT_ALPHA), or **NOT reproduced**."""
+"""Committed reference studies (docs/reproducibility.md): `publish_reference` copies a finished sweep's shareable
+files into `results/reference/<sweep>/` (never run folders, checkpoints or predictions, so that analysing the copy
+reproduces its analysis.json; what the analysis would measure from run folders, the still-falling check, is
+written into the copy's runs.parquet), and `compare_with_reference` judges trial by trial whether a fresh run of
+the sweep reproduced it: **bit-exact**, **within tolerance** of the seed noise, or **NOT reproduced**."""
 from __future__ import annotations
 
 import shutil
@@ -20,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from core.atomic_write import write_parquet
 from core.errors import RecscaleError
-from core.results_layout import DATASETS_FILE, TUNING_FILE
+from core.results_layout import DATASETS_FILE, TUNING_FILE, score_ranks_file
 from harness import runs_columns as C
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from harness.sweep.collect import with_digests
@@ -31,7 +24,7 @@ from harness.sweep.collect import with_digests
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
 from .compare.pairing import pair_runs
 from .compare.questions import questions_of
-from .compare.score_ranks import ranks_file, write_score_ranks
+from .compare.score_ranks import write_score_ranks
 from .pipeline import replace_path
 from .run_health import record_trends
 
@@ -40,7 +33,7 @@ REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
 #: Inputs a reference holds when its sweep has them: the datasets' facts and the tuning stage's choice (every
 #: tuning trial's validation metric), written by `recscale sweep`, and the score ranks of the data comparisons'
 #: runs, written here (`analysis.compare.score_ranks`).
-OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, ranks_file("test"), ranks_file("valid"))
+OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, score_ranks_file("test"), score_ranks_file("valid"))
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bool = False) -> Path:
@@ -89,7 +82,7 @@ def _write_ranks(sweep_dir: Path, out: Path, trust_edits: bool) -> None:
     rows = [int(r) for c in comparisons for p in pair_runs(results, c) if p.varies_data
             for r in (*p.rows_a, *p.rows_b)]
     if rows and results.config.delong:
-        write_score_ranks(results, rows, out / ranks_file(results.config.split))
+        write_score_ranks(results, rows, out / score_ranks_file(results.config.split))
 
 
 #: Per-run columns that must agree between a fresh sweep and its reference for it to count as reproduced.
@@ -167,7 +160,7 @@ def _read_runs(folder: Path, trust_edits: bool) -> pd.DataFrame:
 
 def seed_noise_tolerance(reference: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series, float]:
     """(seed SD used, the setting's own seed SD, the floor) per reference trial (indexed like `reference`)
-    for `metric`, by the rule in the module docstring; the tolerance is a multiple of the first."""
+    for `metric` (docs/reproducibility.md: the tolerance is a multiple of the first)."""
     settings = [c for c in config_columns(reference.reset_index()) if c in reference.columns]
     values = reference[metric].astype(np.float64)
     keys = [reference[c].astype(str) for c in settings]
@@ -185,8 +178,6 @@ def seed_noise_tolerance(reference: pd.DataFrame, metric: str) -> tuple[pd.Serie
 def _shift_p(standardised: pd.Series) -> float | None:
     """p of a one-sample t-test of the standardised signed differences against zero (None when fewer than
     SHIFT_MIN_TRIALS differ, or they are not finite)."""
-    from scipy import stats
-
     x = standardised.to_numpy(dtype=np.float64)
     if not np.isfinite(x).all() or np.count_nonzero(x) < SHIFT_MIN_TRIALS:
         return None

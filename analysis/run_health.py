@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,12 +38,12 @@ class Exclusion:
 @dataclass
 class RunHealth:
     status: pd.Series  # per row of the full runs table
+    used: pd.Series  # per row: analysed (not failed, or every run of its setting failed)
+    runs: pd.DataFrame  # every run of runs.parquet (`status` and `used` are indexed like it)
     excluded: list[Exclusion] = field(default_factory=list)
     derived_rows: int = 0  # rows whose status was derived here, not recorded
     unchecked: list[str] = field(default_factory=list)  # criteria not checked for some run
     total_runs: int = 0
-    used: pd.Series | None = None  # per row: analysed (not failed, or every run of its setting failed)
-    runs: pd.DataFrame | None = None  # every run of runs.parquet (`status` is indexed like it)
     falling_unchecked: Counter[str] = field(default_factory=Counter)  # why still_falling was not checked: runs
     falling_here: int = 0  # runs whose still_falling check ran here, from their run folder's curves
 
@@ -90,6 +90,10 @@ def why_kept(e: Exclusion) -> str:
 
 def _str(v: Any) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+
+
+def _show(v: Any) -> str:
+    return str(v.item() if isinstance(v, np.generic) else v)
 
 
 def curve_trend(row: Mapping[str, Any], run_path: Callable[[str], Path] | None) -> Trend | str:
@@ -156,45 +160,38 @@ def assess(runs: pd.DataFrame, cols: list[str], run_path: Callable[[str], Path] 
     """Status of every row of `runs` (recorded where the run recorded one, else derived from its columns), and
     which unhealthy ones are left out: those whose setting (`cols`) has an ok run. `run_path` maps a `run_dir`
     to its folder, whose curves serve the still-falling check of runs that did not record it."""
-    statuses, excluded, derived, here = [], [], 0, 0
+    statuses, reasons, recorded, here = [], [], [], 0
     unchecked: Counter[str] = Counter()
     why_not: Counter[str] = Counter()
-    reasons_of: dict[Any, str] = {}
-    derived_of: dict[Any, bool] = {}
-    for i, row in enumerate(runs.to_dict("records")):
-        recorded = _str(row.get(H.STATUS_KEY))
-        if recorded:
-            status, reasons, missing, trend = _recorded_with_curve(row, run_path)
+    rows = runs.to_dict("records")
+    for row in rows:
+        recorded.append(bool(_str(row.get(H.STATUS_KEY))))
+        if recorded[-1]:
+            status, why, missing, trend = _recorded_with_curve(row, run_path)
             here += isinstance(trend, Trend)
         else:
             trend = curve_trend(row, run_path)
             h = H.classify(row, trend)
-            status, reasons, missing = h.status, "; ".join(h.reasons), list(h.unchecked)
-            derived += 1
+            status, why, missing = h.status, "; ".join(h.reasons), list(h.unchecked)
         if "still_falling" in missing:
             why_not[trend if isinstance(trend, str) else "not recorded"] += 1
         unchecked.update(missing)
         statuses.append(status)
-        reasons_of[runs.index[i]], derived_of[runs.index[i]] = reasons, not recorded
+        reasons.append(why)
     status = pd.Series(statuses, index=runs.index, dtype=object)
     usable = ~status.isin(FAILED)
     setting_usable = usable.groupby([runs[c].astype(str) for c in cols], dropna=False).transform("any") if cols \
         else pd.Series(bool(usable.any()), index=runs.index)
     used = usable | ~setting_usable
-    for i, (idx, row) in enumerate(runs.iterrows()):
-        if status[idx] != H.OK:
-            excluded.append(Exclusion(str(row.get(C.TRIAL_ID, f"row {i}")), status[idx], reasons_of[idx],
-                                      derived_of[idx], kept=bool(used[idx])))
-    out = RunHealth(status, excluded, derived, [c for c in H.CRITERIA if unchecked[c]], len(runs),
-                    falling_unchecked=why_not, falling_here=here)
-    out.used = used
-    out.runs = runs
-    return out
+    excluded = [Exclusion(str(row.get(C.TRIAL_ID, f"row {i}")), s, why, not rec, kept=bool(u))
+                for i, (row, s, why, rec, u) in enumerate(zip(rows, statuses, reasons, recorded, used)) if s != H.OK]
+    return RunHealth(status, used, runs, excluded, recorded.count(False), [c for c in H.CRITERIA if unchecked[c]],
+                     len(runs), falling_unchecked=why_not, falling_here=here)
 
 
 def healthy(results: SweepResults, health: RunHealth) -> SweepResults:
     """`results` with only the runs `health` uses (renumbered); the same object when it uses every run."""
-    keep = cast(pd.Series, health.used).to_numpy(dtype=bool)  # set by assess()
+    keep = health.used.to_numpy(dtype=bool)
     if keep.all():
         return results
     return dataclasses.replace(results, runs=results.runs[keep].reset_index(drop=True))
@@ -211,8 +208,7 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     labels = {}
     for k, rows in runs.groupby(cols, dropna=False, sort=True):
         k = k if isinstance(k, tuple) else (k,)
-        labels[tuple(str(v.item() if isinstance(v, np.generic) else v) for v in k)] = \
-            counts_label(health.status.loc[rows.index])
+        labels[tuple(_show(v) for v in k)] = counts_label(health.status.loc[rows.index])
     for r in h.rows:
         r.health = labels.get(tuple(str(r.setting[c]) for c in cols), "")
     h.has_health = True
@@ -231,10 +227,6 @@ class RetriedRun:
     status: str  # the final attempt's health status
     lr_initial: float
     lr_used: float
-
-
-def _show(v: Any) -> str:
-    return str(v.item() if isinstance(v, np.generic) else v)
 
 
 def retried_runs(runs: pd.DataFrame, cols: list[str]) -> list[RetriedRun] | None:

@@ -1,13 +1,7 @@
-"""Does the data protocol change the conclusions? The evidence beside each comparison that varies a data setting,
-and the rank order of the models per data arm with the difference-in-differences of every model pair between
-arms (docs/analysis.md, "Data protocols").
-
-`protocol_evidence` reads the sweep's `datasets.json` (`harness.sweep.dataset_facts`): targets each arm scores
-and shares, how many histories changed, mean history lengths, for every compared pair and every two arms
-(`arm_pairs`); where arms do not share every target and scores exist, that comparison's seed-level AUC
-statistics are recomputed on the shared targets. `rank_comparison` orders models per arm by seed-mean metric
-(Kendall's tau between arms) and tests each per-seed DiD_s = (M[X,P,s] - M[Y,P,s]) - (M[X,Q,s] - M[Y,Q,s]) with
-a one-sample t-test, Holm over every DiD of the report."""
+"""Does the data protocol change the conclusions? `protocol_evidence`: the target sharing and history membership
+(the sweep's datasets.json) beside each comparison that varies a data setting, its seed-level AUC statistics
+recomputed on the shared targets where the arms differ; `rank_comparison`: the models' rank order per data arm and
+the per-seed difference-in-differences of every model pair between arms (docs/analysis.md, "Data protocols")."""
 from __future__ import annotations
 
 import itertools
@@ -19,11 +13,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from core.results_layout import DATASETS_FILE
+from core.results_layout import DATASETS_FILE, SWEEP_FILE
+from harness import metric_registry
 from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
-from ..collect import SweepResults
+from ..collect import SweepResults, read_sweep_doc
 from ..columns import arm_columns, arm_label, labelled_columns, show
 from ..stats.paired import holm, paired_stats, verdict
 from .questions import AblationResult, decide
@@ -144,11 +139,7 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
     if data and doc is None:
         warnings.append(f"no {DATASETS_FILE} in the results folder (written by `recscale sweep`): the target "
                         "sharing and history membership of the compared data arms are unknown")
-    facts: dict[int, ArmFacts] = {}
-    for i in data:
-        f = arm_facts(results, doc, ablations[i])
-        if f is not None:
-            facts[i] = f
+    facts = {i: f for i in data if (f := arm_facts(results, doc, ablations[i])) is not None}
     recomputed = False
     cfg = results.config
     for i, f in facts.items():
@@ -240,11 +231,7 @@ def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:
 
 def _arm_order(results: SweepResults, labels: list[str]) -> list[str]:
     """The sweep's own order of its data bundles (grid.data in sweep.yaml), else sorted labels."""
-    from core.results_layout import SWEEP_FILE
-
-    from ..collect import _read_sweep_doc
-
-    grid = _read_sweep_doc(results.root / SWEEP_FILE).get("grid") or {}
+    grid = read_sweep_doc(results.root / SWEEP_FILE).get("grid") or {}
     named = [str(v["name"]) for v in grid.get("data", []) if isinstance(v, dict) and "name" in v]
     first = [n for n in named if n in labels]
     return first + sorted(set(labels) - set(first))
@@ -282,7 +269,7 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
         return None
     means = means[arms]
     counts = cell.groupby(["model", "arm"]).size().unstack("arm").loc[means.index, arms]
-    higher = _higher_is_better(metric)
+    higher = metric_registry.get(metric).higher_is_better
     models = list(means[arms[0]].sort_values(ascending=not higher, kind="stable").index)
     out = RankComparison(metric, arms, models, means.loc[models], counts.loc[models], notes=notes)
     for p, q in itertools.combinations(arms, 2):
@@ -304,9 +291,3 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
     for d, ph in zip(out.did, holm([d.p_value for d in out.did])):
         d.p_holm, d.verdict = float(ph), verdict(ph, cfg.alpha)
     return out
-
-
-def _higher_is_better(metric: str) -> bool:
-    from harness import metric_registry
-
-    return metric_registry.get(metric).higher_is_better

@@ -1,14 +1,8 @@
-"""`score_ranks_<split>.parquet`: the order of every compared run's scores, so that DeLong's test can be
-rerun without run folders (a published reference study holds no predictions).
-
-DeLong's statistic depends on the scores only through their order and ties (it is built from midranks), so
-replacing each run's scores by their dense ranks (1 = lowest score, equal scores share a rank) gives
-bit-identical AUCs, variances, z and p. The file has one row per event: `event_id`, `label`, and one
-`uint32` column per run named by its `trial_id` (null where that run did not score the event).
-`reference publish` writes it for the runs of the comparisons that vary a data setting (protocol, delay,
-history length), where per-target paired tests are the point; the analysis reads a run's column when the
-run's own prediction file is absent.
-"""
+"""`score_ranks_<split>.parquet`: the dense rank of every compared run's scores, so that a published reference
+study (no predictions) reruns DeLong's test bit for bit: its statistic depends on the scores only through their
+order and ties (docs/analysis.md, "Data protocols"). One row per event: `event_id`, `label`, and one `uint32`
+column per run named by its `trial_id` (null where that run did not score the event). `reference publish` writes
+it; the analysis reads a run's column when the run's own prediction file is absent."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,8 +19,6 @@ from harness import runs_columns as C
 from protocols.errors import DataValidationError
 
 from ..collect import SweepResults
-
-ranks_file = score_ranks_file
 
 
 def write_score_ranks(results: SweepResults, rows: list[int], out: Path) -> Path | None:
@@ -69,7 +61,7 @@ class ScoreRanks:
     """The ranks file of a sweep folder, read once (absent file: no run has ranks)."""
 
     def __init__(self, results: SweepResults):
-        path = results.root / ranks_file(results.config.split)
+        path = results.root / score_ranks_file(results.config.split)
         self.path = path
         self.table = pq.read_table(path) if path.exists() else None
 

@@ -1,24 +1,11 @@
-"""Data as a compute axis: the loss surface L(N, D) = E + A / N^alpha + B / D^beta, its fit (Chinchilla's
-approach 3), and the compute-optimal frontier of a sweep that varies `data.n_train` (docs/analysis.md, "Data as
-a compute axis"; `data_scaling_analysis` returns None for other sweeps).
-
-The fit minimises the Huber loss (HUBER_DELTA) of log residuals, sum_i Huber(LSE(a - alpha ln N_i,
-b - beta ln D_i, e) - ln L_i) with A = e^a, B = e^b, E = e^e, on N and D divided by their geometric means: the
-N_STARTS best points of a grid each start an L-BFGS-B refinement run to float precision (GTOL; what a
-re-analysis on another CPU is compared at, docs/reproducibility.md). An exponent at a bound of
-EXPONENT_BOUNDS leaves the surface not `identified`. For C = FLOPS_PER_PARAM_TARGET N D (6 N D):
-
-    N*(C) = G (C/6)^(beta/(alpha+beta)),   D*(C) = G^-1 (C/6)^(alpha/(alpha+beta)),
-    G = (alpha A / (beta B))^(1/(alpha+beta)).
-
-Every run is one point (N = `params_non_embedding`, D = `train_targets` else `data.n_train`, L = the configured
-loss), and one without a positive finite N, D or L is listed with its reason; intervals come from the seed
-bootstrap (analysis/stats/bootstrap.py), the held-out check refits without the largest D (and N), and the
-detectable effect is a paired t-test's between neighbouring D at the configured power."""
+"""Data as a compute axis: the loss surface L(N, D) = E + A / N^alpha + B / D^beta fitted by Chinchilla's approach 3,
+its seed-bootstrap intervals, held-out check, detectable effect and compute-optimal frontier N*(C), D*(C) for
+C = 6 N D, for a sweep that varies `data.n_train` (`data_scaling_analysis` returns None for other sweeps). The
+method, the frontier's closed form and which runs are points: docs/analysis.md, "Data as a compute axis"."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -32,6 +19,7 @@ from harness import runs_columns as C
 from ..collect import SweepResults
 from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
 from ..stats.paired import minimum_detectable_effect
+from .axes import TRAINING_MULTIPLIER
 
 #: The fit's name in analysis.json (`form`): an iterative fit (analysis/fits/forms.py ITERATIVE_FORMS), so a
 #: re-analysis compares it at the optimiser's precision (docs/reproducibility.md).
@@ -52,6 +40,7 @@ _AB_SHARES = (1e-3, 1e-2, 0.05, 0.2, 0.6)     # A (B) at the geometric-mean size
 #: objective is about 1e-5, so any ftol > 0 stopped it at a relative precision of ftol / 1e-5 (1e-7 at the former
 #: 1e-12), which left the parameters fixed to only about 3e-4 relative and moved them with the CPU's kernels.
 GTOL = 1e-12
+PARAMS = ("E", "A", "B", "alpha", "beta")
 
 
 @dataclass(frozen=True)
@@ -86,7 +75,7 @@ class Surface:
         return c / (FLOPS_PER_PARAM_TARGET * self.n_opt(c))
 
     def params(self) -> dict[str, float]:
-        return {k: v for k, v in asdict(self).items() if k in ("E", "A", "B", "alpha", "beta")}
+        return {k: getattr(self, k) for k in PARAMS}
 
 
 def _huber(r: np.ndarray) -> np.ndarray:
@@ -141,7 +130,6 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
                    alpha=alpha, beta=beta, identified=inside, objective=float(best.fun))
 
 
-PARAMS = ("E", "A", "B", "alpha", "beta")
 #: The frontier is drawn from FRONTIER_REACH times below the smallest to FRONTIER_REACH times above the
 #: largest measured compute 6 N D; beyond the measured range it is an extrapolation (the report says so).
 FRONTIER_REACH = 10.0
@@ -184,14 +172,6 @@ class DataScaling:
     power: float = 0.8
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def loss_column(self) -> str:
-        return f"{self.split}_{self.metric}"
-
-
-def varies_n_train(runs: pd.DataFrame) -> bool:
-    return C.N_TRAIN in runs.columns and runs[C.N_TRAIN].nunique(dropna=True) > 1
-
 
 def surface_points(runs: pd.DataFrame, loss_column: str) -> tuple[pd.DataFrame, list[str]]:
     """(one row per usable run: n, d, loss, seed, run; and a reason for each run left out)."""
@@ -203,13 +183,10 @@ def surface_points(runs: pd.DataFrame, loss_column: str) -> tuple[pd.DataFrame, 
         C.SEED: runs[C.SEED],
         "run": runs[C.TRIAL_ID] if C.TRIAL_ID in runs.columns else runs.index.astype(str),
     })
-    dropped = []
-    for _, row in frame.iterrows():
-        bad = [k for k in ("n", "d", "loss") if not (np.isfinite(row[k]) and row[k] > 0)]
-        if bad:
-            dropped.append(f"{row['run']}: no positive finite {', '.join(bad)} (left out of the L(N, D) fit)")
-    ok = frame[["n", "d", "loss"]].gt(0).all(axis=1) & np.isfinite(frame[["n", "d", "loss"]]).all(axis=1)
-    return frame[ok].reset_index(drop=True), dropped
+    good = frame[["n", "d", "loss"]].gt(0) & np.isfinite(frame[["n", "d", "loss"]])
+    dropped = [f"{run}: no positive finite {', '.join(good.columns[~ok])} (left out of the L(N, D) fit)"
+               for run, ok in zip(frame["run"], good.to_numpy()) if not ok.all()]
+    return frame[good.all(axis=1)].reset_index(drop=True), dropped
 
 
 class _SeedFits:
@@ -235,14 +212,10 @@ class _SeedFits:
         return seed_interval(len(self.seeds), statistic, clip=(-UNDETERMINED, UNDETERMINED))
 
 
-def _cell_means(points: pd.DataFrame) -> pd.DataFrame:
-    return points.groupby(["n", "d"])["loss"].agg(["mean", "std", "count"]).reset_index()
-
-
 def _held_out(points: pd.DataFrame) -> list[HeldOut]:
     """Refit without the largest D, then without the largest N; predict the left-out cells' seed means."""
     out = []
-    cells = _cell_means(points)
+    cells = points.groupby(["n", "d"])["loss"].agg(["mean", "std", "count"]).reset_index()
     for label, col in (("largest D", "d"), ("largest N", "n")):
         top = points[col].max()
         fit = fit_surface(*(points.loc[points[col] < top, k].to_numpy() for k in ("n", "d", "loss")))
@@ -275,8 +248,6 @@ def _counted_ratio(runs: pd.DataFrame) -> dict[float, float]:
     """Per N: the project's counted training FLOPs per target (3 x forward, analysis/fits/axes.py) over 6 N."""
     if C.FLOPS_PER_TARGET not in runs.columns or C.PARAMS_NON_EMBEDDING not in runs.columns:
         return {}
-    from .axes import TRAINING_MULTIPLIER
-
     frame = runs[[C.PARAMS_NON_EMBEDDING, C.FLOPS_PER_TARGET]].dropna()
     ratio = TRAINING_MULTIPLIER * frame[C.FLOPS_PER_TARGET] / (FLOPS_PER_PARAM_TARGET * frame[C.PARAMS_NON_EMBEDDING])
     return {float(n): float(r) for n, r in ratio.groupby(frame[C.PARAMS_NON_EMBEDDING]).median().items()}
@@ -299,7 +270,7 @@ def _frontier(fits: _SeedFits, surface: Surface, points: pd.DataFrame, c_lo: flo
 def data_scaling_analysis(results: SweepResults) -> DataScaling | None:
     """The L(N, D) fit, its intervals, frontier and checks; None unless the sweep varies data.n_train."""
     runs = results.runs
-    if not varies_n_train(runs):
+    if C.N_TRAIN not in runs.columns or runs[C.N_TRAIN].nunique(dropna=True) <= 1:
         return None
     cfg = results.config.data_scaling
     loss_column = f"{cfg.split}_{cfg.metric}"
@@ -318,9 +289,9 @@ def data_scaling_analysis(results: SweepResults) -> DataScaling | None:
                          "the frontier are not determined by these sizes")
         return out
     fits = _SeedFits(points)
-    getters = {**{k: attrgetter(k) for k in PARAMS}, "n_exponent": attrgetter("n_exponent")}
     share = 0.0
-    for name, get in getters.items():
+    for name in (*PARAMS, "n_exponent"):
+        get = attrgetter(name)
         iv = fits.interval(get)
         out.intervals[name] = Estimate(float(get(out.surface)), iv.lo, iv.hi)
         share = max(share, iv.undefined_share)

@@ -26,10 +26,12 @@ class ComputeForGain:
     words: str
 
 
-def reach_compute(curve: Curve | None, target: float, start_lx: float, higher_is_better: bool) -> float:
-    """ln C >= start_lx where `curve` first reaches `target`; +inf if it does not within SEARCH_REACH."""
+def _further(curve: Curve | None, step: float, start_lx: float, higher_is_better: bool) -> float:
+    """ln C >= start_lx where `curve` first gains `step` over its value at start_lx; +inf if it does not within
+    SEARCH_REACH."""
     if curve is None:
         return float("nan")
+    target = float(curve.predict(np.array(start_lx))) + step
     sign = 1.0 if higher_is_better else -1.0
     grid = np.linspace(start_lx, start_lx + np.log(SEARCH_REACH), GRID)
     short = sign * (np.asarray(curve.predict(grid), dtype=np.float64) - target)  # >= 0 once reached
@@ -40,13 +42,6 @@ def reach_compute(curve: Curve | None, target: float, start_lx: float, higher_is
     if k == 0:
         return float(grid[0])
     return float(optimize.brentq(lambda q: sign * (float(curve.predict(np.array(q))) - target), grid[k - 1], grid[k]))
-
-
-def _further(curve: Curve | None, step: float, start_lx: float, higher_is_better: bool) -> float:
-    if curve is None:
-        return float("nan")
-    target = float(curve.predict(np.array(start_lx))) + step
-    return reach_compute(curve, target, start_lx, higher_is_better)
 
 
 def compute_for_gain(ladder: Ladder, form: str) -> ComputeForGain | None:

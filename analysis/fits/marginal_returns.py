@@ -79,7 +79,7 @@ class MarginalReturns:
 
 
 def paired_step(start: str, end: str, flops: tuple[float, float], seeds: np.ndarray, prev: np.ndarray,
-                nxt: np.ndarray, higher_is_better: bool, level: float = LEVEL) -> Step:
+                nxt: np.ndarray, level: float = LEVEL) -> Step:
     """Statistics of one step; `prev`, `nxt` [S] are the metric per seed (NaN where a seed is missing)."""
     both = np.isfinite(prev) & np.isfinite(nxt)  # [S]
     deltas = nxt[both] - prev[both]  # [n]
@@ -110,8 +110,8 @@ def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, s
     if len(order) < 2:
         return None
     higher = metric_registry.get(metric).higher_is_better
-    steps = [paired_step(labels[i], labels[j], (flops[i], flops[j]), np.asarray(seeds), values[i], values[j],
-                         higher, level) for i, j in zip(order[:-1], order[1:])]
+    steps = [paired_step(labels[i], labels[j], (flops[i], flops[j]), np.asarray(seeds), values[i], values[j], level)
+             for i, j in zip(order[:-1], order[1:])]
     for s, p in zip(steps, holm([s.p_value for s in steps])):
         s.p_holm = float(p)
         significant = bool(np.isfinite(p) and p < alpha)

@@ -1,10 +1,5 @@
-"""report.md's `## Run health` and `## Retried runs`, analysis.json's `run_health` and `retried_runs`.
-
-Run health: the counts, the criteria, what could not be checked and every run left out (analysis/run_health.py).
-Retried runs: those a sweep's `retry:` policy trained again at a lower learning rate (harness/sweep/retry.py),
-from runs.parquet's `retry_*` columns; each row holds its trial's final attempt, used like any other run (its
-setting is the one planned, its health the final attempt's). A sweep without `retry:` has no such section.
-"""
+"""report.md's `## Run health` and `## Retried runs`, analysis.json's `run_health` and `retried_runs`
+(analysis/run_health.py; docs/analysis.md, "Run health", and docs/sweeps.md, "Retry")."""
 from __future__ import annotations
 
 from harness import run_health as H

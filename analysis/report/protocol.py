@@ -18,12 +18,12 @@ from ..compare.protocol import ArmFacts, RankComparison
 from ..compare.questions import AblationResult
 from ..result import AnalysisResult
 from ..stats.paired import DECIDED
-from .section import Section, as_json
+from .section import Section, as_json, num
 from .section import markdown_table as _table
 
 
 def _d(x: float, fmt: str = "+.4f") -> str:
-    return "–" if x is None or not np.isfinite(x) else format(x, fmt)
+    return num(x, fmt)
 
 
 def _stratum(r: AblationResult) -> str:
@@ -185,18 +185,15 @@ def _facts_rows(res: AnalysisResult) -> list[list[str]]:
     for i, r in enumerate(res.ablations):
         if not (r.paired.varies_data and len(r.paired.seeds)):
             continue
-        f = res.arm_facts.get(i)
-        mc = r.metrics.get("auc")
+        f, mc = res.arm_facts.get(i), r.metrics.get("auc")
+        facts = ["–"] * 5 if f is None else [
+            f"{f.arm_a} / {f.arm_b}", f"{f.shared:,} / {f.dropped:,}", f"{f.share_history_differs:.2%}",
+            f"{f.mean_valid_length_a:.2f} / {f.mean_valid_length_b:.2f}", f"{f.mean_common_events:.1f}"]
+        auc = ["–"] * 3 if mc is None else [f"{_d(mc.stats.mean)} [{_d(mc.interval[0])}, {_d(mc.interval[1])}]",
+                                             _d(mc.p_holm, ".3g"), r.answer]
         seeds = ", ".join(f"{d.seed}: {d.result.delta:+.4f} (p {d.result.p_value:.2g})" for d in r.delong
                           if d.result is not None) or "–"
-        rows.append([r.label, "–" if f is None else f"{f.arm_a} / {f.arm_b}",
-                     "–" if f is None else f"{f.shared:,} / {f.dropped:,}",
-                     "–" if f is None else f"{f.share_history_differs:.2%}",
-                     "–" if f is None else f"{f.mean_valid_length_a:.2f} / {f.mean_valid_length_b:.2f}",
-                     "–" if f is None else f"{f.mean_common_events:.1f}",
-                     "–" if mc is None else f"{_d(mc.stats.mean)} [{_d(mc.interval[0])}, {_d(mc.interval[1])}]",
-                     "–" if mc is None else _d(mc.p_holm, ".3g"), "–" if mc is None else r.answer,
-                     _delong(r, alpha), seeds])
+        rows.append([r.label, *facts, *auc, _delong(r, alpha), seeds])
     return rows
 
 

@@ -1,12 +1,5 @@
-"""report.md's `## Tuning` section, analysis.json's `tuning` and the edge warnings, from the sweep's tuning.json.
-
-A sweep with a `tuning:` section chose a value of one training key (the learning rate, usually) per setting
-on the validation metric before measuring (harness/sweep/tuning.py). The table lists, per setting, the chosen
-value and the mean validation metric over the tuning seeds at every grid value. A value chosen at the grid's
-lowest or highest point is a warning: the best value may lie beyond the grid, and the setting's results then
-describe a learning rate that was not shown to be its best. A value with an unhealthy tuning run (marked in the
-table) could not be chosen; a setting where every value had one (`fallback`) is a warning too.
-"""
+"""report.md's `## Tuning` section, analysis.json's `tuning` and the edge warnings, from the sweep's tuning.json
+(the choice per setting: harness/sweep/tuning.py; what the table and warnings say: docs/sweeps.md, "Tuning")."""
 from __future__ import annotations
 
 from core.results_layout import RUNS_FILE
