@@ -64,9 +64,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bo
 
 
 def _record_trends(sweep_dir: Path, runs_file: Path) -> None:
-    """Write the still-falling check, measured from the sweep's run folders' curves, into the reference's copy
-    of runs.parquet for the runs that did not record it (`run_health.record_trends`): the reference keeps no
-    run folders, so its analysis could not measure it."""
+    """`run_health.record_trends` written into the reference's copy of runs.parquet (it keeps no run folders)."""
     runs = pd.read_parquet(runs_file)
     runs, filled = record_trends(runs, lambda run_dir: sweep_dir / run_dir)
     if filled and C.ROW_DIGEST in runs.columns:  # the added values digested too (the rows were verified)
@@ -212,16 +210,15 @@ def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str, *,
     for col in REPRODUCED_COLUMNS:
         sd_used, sd, floor = seed_noise_tolerance(ref, col)
         tol = sd_fraction * sd_used if absolute is None else pd.Series(absolute, index=ref.index)
-        d = (fresh.loc[both, col].astype(np.float64) - ref.loc[both, col].astype(np.float64)).abs()
-        d = d.fillna(np.inf).where(~(fresh.loc[both, col].isna() & ref.loc[both, col].isna()), 0.0)
+        diff = fresh.loc[both, col].astype(np.float64) - ref.loc[both, col].astype(np.float64)
+        d = diff.abs().fillna(np.inf).where(~(fresh.loc[both, col].isna() & ref.loc[both, col].isna()), 0.0)
         if len(d):
             worst = str(d.idxmax())
             scale = sd_used.loc[both].where(sd_used.loc[both] > 0)
-            standardised = (fresh.loc[both, col].astype(np.float64) - ref.loc[both, col].astype(np.float64)) / scale
             agreements[col] = MetricAgreement(
                 col, float(d.max()), worst, float(sd[worst]), float(tol[worst]),
                 [(str(t), float(d[t]), float(tol[t])) for t in d.index if d[t] > tol[t]],
-                floor_sd=floor, median_in_sd=float((d / scale).median()), shift_p=_shift_p(standardised))
+                floor_sd=floor, median_in_sd=float((d / scale).median()), shift_p=_shift_p(diff / scale))
         else:
             agreements[col] = MetricAgreement(col, float("nan"), "", float("nan"), float("nan"))
     rule = (f"|difference| <= {absolute:g}" if absolute is not None else

@@ -66,15 +66,17 @@ def read_facts(results: SweepResults) -> dict[str, Any] | None:
     return doc
 
 
-def _pair(doc: dict[str, Any], a: str, b: str, split: str) -> dict[str, Any] | None:
+def _facts(doc: dict[str, Any], a: str, b: str, names: dict[str, str], split: str,
+           notes: tuple[str, ...] = ()) -> ArmFacts | None:
+    """What datasets.json holds on datasets `a` and `b` in `split`, each named by `names` (None: nothing)."""
     for p in doc["pairs"]:
         if {p["a"], p["b"]} == {a, b} and split in p["splits"]:
-            s = dict(p["splits"][split])
-            if p["a"] != a:  # stored the other way round: swap the per-side fields
-                for x, y in (("targets_a", "targets_b"), ("only_a", "only_b"),
-                             ("mean_valid_length_a", "mean_valid_length_b")):
-                    s[x], s[y] = s[y], s[x]
-            return s
+            s = p["splits"][split]
+            x, y = ("a", "b") if p["a"] == a else ("b", "a")  # stored the other way round: swap the per-side fields
+            return ArmFacts(a, b, names[a], names[b], split, int(s[f"targets_{x}"]), int(s[f"targets_{y}"]),
+                            int(s["shared_targets"]), float(s["share_history_differs"]),
+                            int(s["targets_history_differs"]), float(s[f"mean_valid_length_{x}"]),
+                            float(s[f"mean_valid_length_{y}"]), float(s["mean_common_events"]), list(notes))
     return None
 
 
@@ -89,20 +91,8 @@ def arm_facts(results: SweepResults, doc: dict[str, Any] | None, r: AblationResu
     names = {str(runs.at[x, C.DATASET_ID]): str(runs.at[x, C.DATA_NAME]) if C.DATA_NAME in runs.columns
              and isinstance(runs.at[x, C.DATA_NAME], str) else str(runs.at[x, C.DATASET_ID])
              for x in (*r.paired.rows_a, *r.paired.rows_b)}
-    notes = [f"{len(pairs)} dataset pairs among the paired runs; facts of the first"] if len(pairs) > 1 else []
-    if a == b:
-        return None
-    s = _pair(doc, a, b, results.config.split)
-    if s is None:
-        return None
-    return _facts(a, b, names[a], names[b], results.config.split, s, notes)
-
-
-def _facts(a: str, b: str, name_a: str, name_b: str, split: str, s: dict[str, Any], notes: list[str]) -> ArmFacts:
-    return ArmFacts(a, b, name_a, name_b, split, int(s["targets_a"]), int(s["targets_b"]), int(s["shared_targets"]),
-                    float(s["share_history_differs"]), int(s["targets_history_differs"]),
-                    float(s["mean_valid_length_a"]), float(s["mean_valid_length_b"]),
-                    float(s["mean_common_events"]), notes)
+    notes = (f"{len(pairs)} dataset pairs among the paired runs; facts of the first",) if len(pairs) > 1 else ()
+    return None if a == b else _facts(doc, a, b, names, results.config.split, notes)
 
 
 def arm_pairs(results: SweepResults, doc: dict[str, Any] | None) -> tuple[list[ArmFacts] | None, list[str]]:
@@ -118,11 +108,11 @@ def arm_pairs(results: SweepResults, doc: dict[str, Any] | None) -> tuple[list[A
     split = results.config.split
     out, missing = [], []
     for a, b in itertools.combinations(sorted(names), 2):
-        s = _pair(doc, a, b, split)
-        if s is None:
+        f = _facts(doc, a, b, names, split)
+        if f is None:
             missing.append(f"{names[a]} / {names[b]}")
         else:
-            out.append(_facts(a, b, names[a], names[b], split, s, []))
+            out.append(f)
     warnings = [f"{DATASETS_FILE} holds no {split} facts for {len(missing)} pair(s) of the analysed datasets "
                 f"({'; '.join(missing)}): their target sharing is unknown"] if missing else []
     return out, warnings
@@ -212,9 +202,10 @@ class RankComparison:
     kendall: list[tuple[str, str, float, float]] = field(default_factory=list)  # (P, Q, tau, p)
     notes: list[str] = field(default_factory=list)
 
-    def order(self, arm: str, *, higher_is_better: bool = True) -> list[str]:
+    def order(self, arm: str) -> list[str]:
         """Models measured under `arm`, best first."""
-        return list(self.means[arm].dropna().sort_values(ascending=not higher_is_better, kind="stable").index)
+        higher = metric_registry.get(self.metric).higher_is_better
+        return list(self.means[arm].dropna().sort_values(ascending=not higher, kind="stable").index)
 
 
 def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:

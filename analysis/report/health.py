@@ -23,10 +23,9 @@ def _health(res: AnalysisResult) -> list[str]:
                 "expectation below, except where every run of the setting failed. Undertrained ones are used and "
                 "marked: leaving out only the seeds that learned least would bias their setting's mean; the results "
                 "then describe this recipe, which did not train those settings far enough.", "",
-                "| run | status | reason | in the analysis |", "|---|---|---|---|"]
-        out += [f"| {e.trial} | {e.status} | {e.reasons}{' (derived)' if e.derived else ''} | "
-                f"{'**' + why_kept(e) + '**' if e.kept else 'left out'} |" for e in health.excluded]
-        out.append("")
+                *markdown_table(["run", "status", "reason", "in the analysis"],
+                                [[e.trial, e.status, e.reasons + (" (derived)" if e.derived else ""),
+                                  f"**{why_kept(e)}**" if e.kept else "left out"] for e in health.excluded]), ""]
     return out
 
 

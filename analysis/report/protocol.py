@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from core.results_layout import DATASETS_FILE, RUNS_FILE
-from harness import metric_registry
 from harness import runs_columns as C
 
 from ..columns import show
@@ -18,7 +17,7 @@ from ..compare.protocol import ArmFacts, RankComparison
 from ..compare.questions import AblationResult
 from ..result import AnalysisResult
 from ..stats.paired import DECIDED
-from .section import Section, as_json, num
+from .section import Section, as_json, metric_label, num
 from .section import markdown_table as _table
 
 
@@ -77,12 +76,8 @@ def _comparison_line(res: AnalysisResult, name: str, items: list[tuple[int, Abla
     first = next((f for f in facts if f is not None), None)
     same = first is None or all(f is None or (f.dataset_a, f.dataset_b) == (first.dataset_a, first.dataset_b)
                                 for f in facts)
-    per = []
-    for _, r in items:
-        mc = r.metrics.get("auc")
-        if mc is None:
-            continue
-        per.append(f"{_stratum(r)} {_d(mc.stats.mean)} ({r.answer}; {_delong(r, alpha)})")
+    per = [f"{_stratum(r)} {_d(mc.stats.mean)} ({r.answer}; {_delong(r, alpha)})"
+           for _, r in items if (mc := r.metrics.get("auc")) is not None]
     hits = sum(1 for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == DECIDED)
     head = _membership(first) + ". " if same else ""
     return (f"- **{name}:** {head}{res.results.config.split} AUC difference A − B: {'; '.join(per)}. "
@@ -93,8 +88,7 @@ def _noise_line(res: AnalysisResult) -> str | None:
     """DeLong (test-set noise of one trained pair) against the spread of the per-seed deltas (seed noise)."""
     alpha = res.results.config.alpha
     items = [r for group in _groups(res).values() for _, r in group]
-    done = [(r, [d.result for d in r.delong if d.result is not None]) for r in items]
-    done = [(r, x) for r, x in done if x]
+    done = [(r, x) for r in items if (x := [d.result for d in r.delong if d.result is not None])]
     if not done:
         return None
     n_all = sum(len(x) for _, x in done)
@@ -112,12 +106,11 @@ def _noise_line(res: AnalysisResult) -> str | None:
 
 
 def _ranking_lines(rc: RankComparison) -> list[str]:
-    higher = metric_registry.get(rc.metric).higher_is_better
-    orders = "; ".join(f"{a}: " + " > ".join(rc.order(a, higher_is_better=higher)) for a in rc.arms)
+    orders = "; ".join(f"{a}: " + " > ".join(rc.order(a)) for a in rc.arms)
     taus = ", ".join(f"{p} vs {q} {tau:+.2f}" for p, q, tau, _ in rc.kendall)
     swaps = [d for d in rc.did if d.swaps]
     sig = [d for d in rc.did if d.verdict == DECIDED]
-    out = [f"- **Ranking** (seed-mean {metric_registry.get(rc.metric).label}, best first): {orders}. "
+    out = [f"- **Ranking** (seed-mean {metric_label(rc.metric)}, best first): {orders}. "
            f"Kendall τ between arms: {taus}."]
     swap_text = ("no pair of models changes order between arms" if not swaps else
                  f"{len(swaps)} (pair, arm pair) order swaps, "
@@ -198,8 +191,7 @@ def _facts_rows(res: AnalysisResult) -> list[list[str]]:
 
 
 def _rank_rows(rc: RankComparison) -> list[list[str]]:
-    higher = metric_registry.get(rc.metric).higher_is_better
-    orders = {a: rc.order(a, higher_is_better=higher) for a in rc.arms}
+    orders = {a: rc.order(a) for a in rc.arms}
     rows = []
     for k in range(len(rc.models)):
         row = [str(k + 1)]
@@ -235,7 +227,7 @@ def protocol_section(res: AnalysisResult) -> list[str]:
                          "DeLong", "per seed: Δ (p)"], rows), ""]
     rc = res.ranks
     if rc is not None:
-        label = metric_registry.get(rc.metric).label
+        label = metric_label(rc.metric)
         out += ["## Rank order of the models per data arm", "",
                 f"Seed-mean {split} {label} per arm, best first (seeds in parentheses). Kendall τ of the seed means "
                 "between arms: " + ", ".join(f"{p} vs {q} {t:+.2f} (p {pv:.2g})" for p, q, t, pv in rc.kendall) + ".",
@@ -254,14 +246,11 @@ def _protocol_json(res: AnalysisResult) -> dict[str, Any]:
     if not res.arm_facts and res.ranks is None:
         return {}
     rc = res.ranks
-    ranks = None
-    if rc is not None:
-        higher = metric_registry.get(rc.metric).higher_is_better
-        ranks = {"metric": rc.metric, "arms": rc.arms, "method": DID_METHOD, "notes": rc.notes,
-                 "order": {a: [{"model": m, "mean": float(rc.means.at[m, a]), "n_seeds": int(rc.n_seeds.at[m, a])}
-                               for m in rc.order(a, higher_is_better=higher)] for a in rc.arms},
-                 "kendall": [{"a": p, "b": q, "tau": t, "p": pv} for p, q, t, pv in rc.kendall],
-                 "did": as_json(rc.did)}
+    ranks = None if rc is None else {
+        "metric": rc.metric, "arms": rc.arms, "method": DID_METHOD, "notes": rc.notes,
+        "order": {a: [{"model": m, "mean": float(rc.means.at[m, a]), "n_seeds": int(rc.n_seeds.at[m, a])}
+                      for m in rc.order(a)] for a in rc.arms},
+        "kendall": [{"a": p, "b": q, "tau": t, "p": pv} for p, q, t, pv in rc.kendall], "did": as_json(rc.did)}
     return {"protocol": {
         "arm_facts": {str(i): {"comparison": res.ablations[i].label, **as_json(f)}
                       for i, f in sorted(res.arm_facts.items())},
