@@ -56,15 +56,13 @@ class RunHealth:
         """Report lines: what was checked, how, and what was left out (empty list when every run is ok and
         every criterion was checked)."""
         out = []
-        others = [c for c in self.unchecked if c != "still_falling"]
+        others = ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked if c != "still_falling")
         if self.derived_rows:
             out.append(f"run health of {self.derived_rows} of {self.total_runs} run(s) derived from {RUNS_FILE}'s "
                        "columns (the runs predate the recorded status)"
-                       + ("; not checked for them: " + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in others)
-                          if others else ""))
+                       + (f"; not checked for them: {others}" if others else ""))
         elif others:
-            out.append("run health: not checked for some runs: "
-                       + ", ".join(f"{c} ({H.CRITERIA[c]})" for c in others))
+            out.append(f"run health: not checked for some runs: {others}")
         if self.falling_unchecked:
             out.append(f"still_falling ({H.CRITERIA['still_falling']}) not checked for "
                        f"{sum(self.falling_unchecked.values())} of {self.total_runs} run(s): "

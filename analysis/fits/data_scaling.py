@@ -53,7 +53,6 @@ class Surface:
     alpha: float
     beta: float
     identified: bool = True
-    objective: float = float("nan")
 
     def predict(self, n: np.ndarray | float, d: np.ndarray | float) -> np.ndarray:
         n, d = np.asarray(n, dtype=np.float64), np.asarray(d, dtype=np.float64)
@@ -127,7 +126,7 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
     lo, hi = EXPONENT_BOUNDS
     inside = all(lo * (1 + BOUND_SLACK) < x < hi * (1 - BOUND_SLACK) for x in (alpha, beta))
     return Surface(E=float(np.exp(e)), A=float(np.exp(a) * n0 ** alpha), B=float(np.exp(b) * d0 ** beta),
-                   alpha=alpha, beta=beta, identified=inside, objective=float(best.fun))
+                   alpha=alpha, beta=beta, identified=inside)
 
 
 #: The frontier is drawn from FRONTIER_REACH times below the smallest to FRONTIER_REACH times above the

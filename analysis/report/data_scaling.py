@@ -19,6 +19,7 @@ from ..fits.data_scaling import (
 )
 from ..result import AnalysisResult
 from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
+from ..stats.bootstrap import Estimate
 from .section import Section, as_json, markdown_table, metric_label, num
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
@@ -65,7 +66,7 @@ def _section(res: AnalysisResult) -> list[str]:
             e = ds.intervals[k]
             words.append(f"the {axis} exponent {k} is {num(e.value)}" if _determined(e.lo, e.hi) else
                          f"the {axis} exponent {k} is not determined by these sizes (interval "
-                         f"{bound_text(e.lo, '.3g')} to {bound_text(e.hi, '.3g')})")
+                         f"{bound_text(e.lo)} to {bound_text(e.hi)})")
         out += ["Reading: " + "; ".join(words) + ".", ""]
     if ds.held_out:
         rows = [[h.left_out, f"{h.n:,.0f}", f"{h.d:,.0f}", num(h.observed, ".4f"), num(h.predicted, ".4f"),
@@ -80,9 +81,8 @@ def _section(res: AnalysisResult) -> list[str]:
                 "form does not carry beyond the sizes it was fitted on, and neither does the frontier.", ""]
     if not ds.frontier.empty:
         f = ds.frontier.iloc[::FRONTIER_STEP]
-        rows = [[f"{r.c:.3g}", f"{num(r.n_opt)} [{bound_text(r.n_lo, '.3g')}, {bound_text(r.n_hi, '.3g')}]",
-                 f"{num(r.d_opt)} [{bound_text(r.d_lo, '.3g')}, {bound_text(r.d_hi, '.3g')}]", num(r.loss_opt, ".4f"),
-                 "yes" if r.measured else "no: extrapolated"] for r in f.itertuples()]
+        rows = [[f"{r.c:.3g}", _est(Estimate(r.n_opt, r.n_lo, r.n_hi)), _est(Estimate(r.d_opt, r.d_lo, r.d_hi)),
+                 num(r.loss_opt, ".4f"), "yes" if r.measured else "no: extrapolated"] for r in f.itertuples()]
         out += [f"Compute-optimal allocation for C = {FLOPS_PER_PARAM_TARGET:g} N D (measured C: "
                 f"{ds.measured_c[0]:.3g} to {ds.measured_c[1]:.3g} FLOPs):", ""]
         out += markdown_table(["C (FLOPs)", "N*(C) [95%]", "D*(C) [95%]", f"fitted {metric_label(ds.metric)}",
