@@ -36,9 +36,7 @@ _EXPONENT_GRID = (0.05, 0.15, 0.3, 0.5, 0.8, 1.2, 2.0)
 _E_SHARES = (0.5, 0.8, 0.9, 0.97, 0.995)      # E as a share of the smallest observed loss
 _AB_SHARES = (1e-3, 1e-2, 0.05, 0.2, 0.6)     # A (B) at the geometric-mean size, as a share of the mean loss
 #: L-BFGS-B stops on a projected gradient below GTOL or when its line search can no longer decrease the
-#: objective. Its relative-decrease rule is off (ftol=0): it measures the decrease against max(|f|, 1), and this
-#: objective is about 1e-5, so any ftol > 0 stopped it at a relative precision of ftol / 1e-5 (1e-7 at the former
-#: 1e-12), which left the parameters fixed to only about 3e-4 relative and moved them with the CPU's kernels.
+#: objective; its relative-decrease rule is off (ftol=0: why, docs/reproducibility.md).
 GTOL = 1e-12
 PARAMS = ("E", "A", "B", "alpha", "beta")
 
