@@ -37,6 +37,7 @@ DATA_FINGERPRINT = "data_fingerprint"
 FLOPS_PER_TARGET = "flops_per_target"
 PARAMS_NON_EMBEDDING = "params_non_embedding"
 TRAIN_TARGETS = "train_targets"  # training targets seen
+WALL_S = "wall_s"  # the run's wall seconds (harness/train.py)
 #: sha256 (16 hex) of the row's every other column, timings included (nothing in a written row legitimately
 #: changes): written by harness.sweep.collect, checked by `analyze` and `reference check` (docs/sweeps.md).
 ROW_DIGEST = "row_digest"

@@ -15,7 +15,7 @@ from analysis.compare.questions import question_deltas
 from analysis.pipeline import analyze
 from analysis.report.sections import render_report
 from analysis.report.terminal import terminal_summary
-from analysis.stats.paired import DECIDED, minimum_detectable_effect
+from analysis.stats.paired import DECIDED, minimum_detectable_effect, seeds_for_power
 from cli.main import main
 
 SEEDS = [0, 1, 2, 3, 4]
@@ -77,7 +77,10 @@ def test_questions_are_one_holm_family_with_words_that_follow_the_test(tmp_path,
     assert answers[1].startswith("whale better") and answers[1].endswith("(against the expected direction)")
     mc = got["ablations"][2]["metrics"]["auc"]
     assert mc["mde"] == pytest.approx(minimum_detectable_effect(np.std(deltas[2], ddof=1), 5, alpha=0.05 / 4))
-    assert answers[2] == f"not decided at 5 seeds (MDE {mc['mde']:.2g})"
+    n = seeds_for_power(np.std(deltas[2], ddof=1), abs(deltas[2].mean()), alpha=0.05 / 4)  # the power plan's count
+    assert mc["seeds_needed"] == n and 5 < n < 1000
+    assert answers[2] == (f"not decided at 5 seeds (MDE {mc['mde']:.2g}); about {n - 5:.0f} more seeds for the "
+                          f"observed delta {abs(deltas[2].mean()):.2g}")  # no wall_s column: no hours
     assert answers[3].startswith("whale better: delta -")  # LogLoss: lower is better
     assert [g["settled"] for g in got["questions"]] == [True, True, False, True]
     report = (root / "report.md").read_text()
@@ -183,3 +186,37 @@ def test_every_committed_report_states_its_answers_in_its_first_25_lines():
         head = "\n".join((folder / "report.md").read_text().splitlines()[:25])
         shown = [a["answer"] for q in summary["questions"] for a in q["answers"]] + [summary["best"]]
         assert [a for a in shown if a not in head] == [], folder.name
+
+
+def test_an_open_answer_names_the_seeds_the_power_plan_gives_on_a_reference():
+    """Issue 39's "open: about N more seeds (about T h)": each undecided stratum of the demo reference states the
+    seeds `recscale sweep --dry-run --pilot` plans for it (capped alike), and T = N x its runs' wall seconds."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from analysis.collect import load_results
+    from analysis.compare.questions import evaluate_questions
+    from analysis.power_plan import load_pilot, power_plan
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "reference" / "demo"
+    results = load_results(folder)
+    results.config = dataclasses.replace(results.config, delong=False)
+    strata = [s for q in evaluate_questions(results, [], [], progress=False) for s in q.strata]
+    rows = power_plan(load_pilot(folder, results.config), 3, results.runs.to_dict("records"), {})
+    assert [s.paired.label for s in strata] == [r.label for r in rows]
+    capped = 0
+    for s, row in zip(strata, rows):
+        assert not s.metrics["auc"].decided and s.answer.startswith("not decided at 3 seeds (MDE ")
+        if np.isinf(row.seeds_needed):
+            capped += 1
+            assert s.answer.endswith(f"; > 1000 seeds for the observed delta {row.target:.2g}")
+            continue
+        more = re.search(r"; about (\d+) more seeds? for the observed delta ([\d.e-]+) \(about ([\d.e-]+) h of",
+                         s.answer)
+        assert more is not None, s.answer
+        assert int(more[1]) == row.seeds_needed - row.pilot_seeds and more[2] == f"{row.target:.2g}"
+        runs = results.runs.wall_s
+        hours = int(more[1]) * (runs.loc[s.paired.rows_a].mean() + runs.loc[s.paired.rows_b].mean()) / 3600
+        assert more[3] == f"{hours:.2g}"
+    assert 0 < capped < len(rows)

@@ -1,7 +1,8 @@
 """The study's questions (`analysis.questions`) and their one evaluator, `evaluate_questions`: every comparison
 stratum of the report in one Holm family, each verdict's interval that of its test at the level Holm decides it
 at and its MDE that of Holm's first step; slope questions read the fits' intervals (docs/analysis.md,
-*Questions*). `question_deltas` gives a comparison question's per-seed deltas per stratum, for a power plan or a
+*Questions*); an undecided stratum's answer adds the seeds its effect needs, counted as the power plan counts
+them (analysis/power_plan.py). `question_deltas` gives a comparison question's per-seed deltas per stratum, for a power plan or a
 sequential rule."""
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ from ..fits.scaling import FamilyScaling
 from ..headline import Headline
 from ..stats.paired import (
     DECIDED,
+    MAX_SEEDS,
     UNTESTABLE,
     PairedStats,
     holm,
     holm_levels,
     minimum_detectable_effect,
     paired_stats,
+    seeds_for_power,
     t_interval,
     verdict,
 )
@@ -49,6 +52,7 @@ class MetricComparison:
     level: float = nan  # the level Holm decides it at: p (t) < level exactly when p_holm < alpha
     interval: tuple[float, float] = (nan, nan)  # t interval at 1 - level: excludes 0 exactly when decided
     mde: float = nan  # smallest true delta Holm decides with analysis.power whatever the others (t at alpha / m)
+    seeds_needed: float = nan  # seeds detecting its stratum's `target` at that level and power (inf: > MAX_SEEDS)
     verdict: str = ""  # DECIDED, NOT_DECIDED or UNTESTABLE; "" for a metric no question asks about
 
     @property
@@ -68,6 +72,14 @@ class AblationResult:
     paired: PairedRuns
     metrics: dict[str, MetricComparison]
     delong: list[DeLongSeed] = field(default_factory=list)
+    seed_wall_s: float | None = None  # recorded wall seconds of one seed of its two cells (mean over its seeds)
+
+    @property
+    def target(self) -> tuple[float, str]:
+        """The effect the seeds needed are counted for, and what it is: the question's smallest_effect when
+        declared, else the observed |mean delta| (the power plan's target)."""
+        mc, e = self.metrics.get(self.question.metric), self.question.smallest_effect
+        return (e, "the smallest effect") if e else (abs(mc.stats.mean) if mc else nan, "the observed delta")
 
     @property
     def label(self) -> str:
@@ -114,8 +126,19 @@ class AblationResult:
             lo, hi = mc.interval
             text = f"no effect of {q.smallest_effect:g} or more: delta in [{lo:+.5f}, {hi:+.5f}]"
         else:
-            text = f"not decided at {n} seeds (MDE {mc.mde:.2g})"
+            text = f"not decided at {n} seeds (MDE {mc.mde:.2g})" + self._seeds_to_decide(mc)
         return text + (f" (warning: {self.warning})" if self.warning else "")
+
+    def _seeds_to_decide(self, mc: MetricComparison) -> str:
+        """"; about N more seeds for <target> (about T h of trials)", capped as the power plan caps it."""
+        effect, what = self.target
+        if np.isnan(mc.seeds_needed):
+            return ""
+        if np.isinf(mc.seeds_needed):
+            return f"; > {MAX_SEEDS} seeds for {what} {effect:.2g}"
+        more = max(int(mc.seeds_needed) - len(self.paired.seeds), 0)
+        hours = f" (about {more * self.seed_wall_s / 3600:.2g} h of trials)" if self.seed_wall_s is not None else ""
+        return f"; about {more} more seed{'' if more == 1 else 's'} for {what} {effect:.2g}{hours}"
 
 
 @dataclass
@@ -182,16 +205,28 @@ def question_deltas(results: SweepResults, question: QuestionConfig) -> list[tup
 
 
 def decide(strata: list[AblationResult], alpha: float, power: float) -> None:
-    """One Holm over the question metric of every stratum: sets p_holm, level, interval, MDE and verdict. The MDE
-    is at alpha / m, Holm's first step (Holm decides whatever that level does: a floor on its power)."""
-    asked = [s.metrics[s.question.metric] for s in strata if s.question.metric in s.metrics]
-    p = [mc.stats.p_t for mc in asked]
+    """One Holm over the question metric of every stratum: sets p_holm, level, interval, MDE, seeds needed and
+    verdict. The MDE and seeds needed are at alpha / m, Holm's first step (Holm decides whatever that level does:
+    a floor on its power), as the power plan's."""
+    asked = [(r, r.metrics[r.question.metric]) for r in strata if r.question.metric in r.metrics]
+    p = [mc.stats.p_t for _, mc in asked]
     first_step = alpha / max(int(np.isfinite(p).sum()), 1)
-    for mc, p_holm, level in zip(asked, holm(p), holm_levels(p, alpha)):
+    for (r, mc), p_holm, level in zip(asked, holm(p), holm_levels(p, alpha)):
         s = mc.stats
         mc.p_holm, mc.level, mc.verdict = float(p_holm), float(level), verdict(p_holm, alpha)
         mc.interval = t_interval(s.mean, s.std, s.n, level)
-        mc.mde = minimum_detectable_effect(s.std, s.n, alpha=first_step, power=power) if np.isfinite(level) else nan
+        if np.isfinite(level):
+            mc.mde = minimum_detectable_effect(s.std, s.n, alpha=first_step, power=power)
+            mc.seeds_needed = seeds_for_power(s.std, r.target[0], alpha=first_step, power=power)
+
+
+def _seed_wall_s(results: SweepResults, paired: PairedRuns) -> float | None:
+    """Mean over the stratum's seeds of the recorded wall seconds of its A and B runs (None without them)."""
+    if C.WALL_S not in results.runs.columns or not len(paired.seeds):
+        return None
+    wall = results.runs[C.WALL_S]
+    seconds = wall.loc[paired.rows_a].to_numpy(float) + wall.loc[paired.rows_b].to_numpy(float)  # [S]
+    return float(seconds.mean()) if np.isfinite(seconds).all() else None
 
 
 def _compare(results: SweepResults, questions: list[tuple[QuestionConfig, str]], progress: bool
@@ -206,7 +241,8 @@ def _compare(results: SweepResults, questions: list[tuple[QuestionConfig, str]],
                                                           n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed))
                       for m in dict.fromkeys([*metrics, r.question.metric]) if results.has_metric(m)}
         r.strata.append(AblationResult(r.question, paired, per_metric,
-                                       delong_seeds(results, cache, paired) if cfg.delong else []))
+                                       delong_seeds(results, cache, paired) if cfg.delong else [],
+                                       _seed_wall_s(results, paired)))
     decide([s for r in out for s in r.strata], cfg.alpha, cfg.power)
     return out
 

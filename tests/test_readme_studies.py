@@ -1,0 +1,57 @@
+"""Issue 40's "one answer everywhere" for the README: each row of its committed-studies table states only verdicts
+its reference's analysis.json gives (decided counts, seed counts, MDE range, best, slope questions, healthy runs),
+every expected value derived from that file."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows() -> dict[str, str]:
+    """Study name -> the README table row that links its report."""
+    readme = (ROOT / "README.md").read_text()
+    links = dict(re.findall(r"^\[(\w+)\]: results/reference/(\w+)/report\.md$", readme, flags=re.M))
+    rows = {m[1]: m[0] for m in re.finditer(r"^\| \[(\w+)\] \|.*$", readme, flags=re.M)}
+    assert rows and set(rows) <= set(links)
+    return {links[name]: row for name, row in rows.items()}
+
+
+def _strata(summary: dict) -> list[tuple[dict, int]]:
+    """(the question metric's statistics, paired seeds) of every comparison stratum."""
+    metric = {q["question"]: q["metric"] for q in summary["questions"] if q["kind"] == "comparison"}
+    return [(a["metrics"][metric[a["comparison"]]], len(a["seeds"])) for a in summary["ablations"]
+            if a["comparison"] in metric and metric[a["comparison"]] in a["metrics"]]
+
+
+@pytest.mark.parametrize("study, row", sorted(_rows().items()))
+def test_each_readme_study_row_gives_its_reference_verdicts(study, row):
+    summary = json.loads((ROOT / "results" / "reference" / study / "analysis.json").read_text())
+    strata = _strata(summary)
+    decided = sum(mc["verdict"] == "decided" for mc, _ in strata)
+    if m := re.search(r"none of the (\d+) comparisons decided", row):
+        assert (decided, len(strata)) == (0, int(m[1]))
+    says_none = re.search(r"\bno\b[^;(]* decided|none of|not decided for either", row) is not None
+    assert says_none == (bool(strata) and decided == 0), "the row says nothing is decided exactly when so"
+    if "beats" in row or "(decided" in row:
+        assert decided > 0
+    for m in re.finditer(r"decided at (\d+)(?: to (\d+))? seeds", row):
+        open_seeds = {n for mc, n in strata if mc["verdict"] != "decided"}
+        assert open_seeds and (min(open_seeds), max(open_seeds)) == (int(m[1]), int(m[2] or m[1]))
+    if m := re.search(r"MDE ([\d.]+) to ([\d.]+)", row):
+        mdes = [mc["mde"] for mc, _ in strata if mc["mde"] is not None]
+        assert (f"{min(mdes):.2g}", f"{max(mdes):.2g}") == (m[1], m[2])
+    best = summary.get("best", "")
+    if "no best named" in row:
+        assert best.startswith("best: not decided among ")
+    elif best and not best.startswith("best: not decided"):
+        assert "no best" not in row
+    if m := re.search(r"\b(both|one|no) slope differences? open", row):
+        slopes = [q["settled"] for q in summary["questions"] if q["kind"] == "slope_difference"]
+        assert slopes.count(False) == {"both": 2, "one": 1, "no": 0}[m[1]] and (m[1] != "both" or len(slopes) == 2)
+    if m := re.search(r"all (\d+) runs healthy", row):
+        assert summary["runs"] == summary["run_health"]["counts"]["ok"] == int(m[1])
