@@ -1,4 +1,4 @@
-"""The report's figures, written as PNG (docs/analysis.md, "Plots"): scaling fits and the three forms per family,
+"""The report's figures, written as PNG (docs/analysis.md, "Plots"): scaling fits and the forms fitted per family,
 ablation forest and seed strips, protocol / delay settings, the data-scaling IsoFLOP curves and frontier, grouped
 metrics, and the learning curves of each family. Each function returns the path it wrote, or None when the sweep
 has nothing to show for it; FIGURES names them in the order `draw_figures` draws them."""
@@ -9,7 +9,7 @@ import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -59,7 +59,8 @@ def apply_style() -> None:
 
 def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0, dpi: int = DPI) -> Path:
     """Lay out and write `fig`: `bottom` (a share of its height) for a figure legend, the panels below its title."""
-    title, height = fig._suptitle, fig.get_figheight()  # matplotlib keeps the figure title there
+    title = getattr(fig, "_suptitle", None)  # the figure title's Text: matplotlib has no public getter for it
+    height = fig.get_figheight()
     top = 1.0
     if title is not None:  # pinned 0.1 inch below the top edge, the panels below its last line
         title.set(y=1.0 - 0.1 / height, va="top")
@@ -367,10 +368,13 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
         ax.set_ylim(lo - pad, hi + pad)
     for ax in axes.ravel()[len(fams):]:
         ax.axis("off")
-    handles, labels = axes.ravel()[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle(f"{metric_label(metric)} against compute: three forms (grey: seeds; black: seed means; solid: "
-                 f"measured range; dashed: up to {BEYOND:g}x beyond)", fontsize=10)
+    drawn: dict[str, Any] = {}  # label -> handle over every panel: a form fitted nowhere gets no legend entry
+    for ax in axes.ravel():
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            drawn.setdefault(label, handle)
+    fig.legend(drawn.values(), drawn.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(f"{metric_label(metric)} against compute: {len(drawn)} of {len(FORMS)} forms fitted (grey: seeds; "
+                 f"black: seed means; solid: measured range; dashed: up to {BEYOND:g}x beyond)", fontsize=10)
     return save_figure(fig, path, bottom=0.08)
 
 
