@@ -30,7 +30,7 @@ def pilot_dir(tmp_path):
 
 
 def _planned(seconds_by_variant: dict[str, float], seeds: int) -> tuple[list[dict], dict[str, float]]:
-    trials = [{"trial_id": f"{v}-{s}", "arch": "helix", "seed": s, "model.variant": v}
+    trials: list[dict] = [{"trial_id": f"{v}-{s}", "arch": "helix", "seed": s, "model.variant": v}
               for v in seconds_by_variant for s in range(seeds)]
     return trials, {t["trial_id"]: seconds_by_variant[t["model.variant"]] for t in trials}
 

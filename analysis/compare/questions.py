@@ -2,8 +2,8 @@
 stratum of the report in one Holm family, each verdict's interval that of its test at the level Holm decides it
 at and its MDE that of Holm's first step; slope questions read the fits' intervals (docs/analysis.md,
 *Questions*); an undecided stratum's answer adds the seeds its effect needs, counted as the power plan counts
-them (analysis/power_plan.py). `question_deltas` gives a comparison question's per-seed deltas per stratum, for a power plan or a
-sequential rule."""
+them (analysis/power_plan.py). `question_deltas` gives a comparison question's per-seed deltas per stratum,
+for a power plan or a sequential rule."""
 from __future__ import annotations
 
 import dataclasses
@@ -251,10 +251,11 @@ def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[Fa
     """A slope question read from the fits: the interval, and whether its half-width meets the target (or,
     without a target, whether it excludes zero)."""
     if q.kind == "slope":
-        f = next((f for f in scaling if f.family == q.family and f.metric == q.metric and f.fit is not None), None)
-        if f is None:
+        fit = next((f.fit for f in scaling if f.family == q.family and f.metric == q.metric and f.fit is not None),
+                   None)
+        if fit is None:
             return QuestionResult(q, slope_answer=f"no power-law fit of family {q.family!r} on {q.metric}")
-        value, (lo, hi), n = f.fit.slope, f.fit.slope_ci, f.fit.n_seeds
+        value, (lo, hi), n = fit.slope, fit.slope_ci, fit.n_seeds
     else:
         c = next((c for c in comparisons if [c.a, c.b] in (q.families, q.families[::-1]) and c.metric == q.metric
                   and c.slope_diff is not None), None)

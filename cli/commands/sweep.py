@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="validate, print datasets, trials, the estimated compute and wall time (from a few "
                              "training steps of every distinct configuration, timed now: seconds), and exit")
     parser.add_argument("--pilot", type=Path, metavar="RUNS",
-                        help="with --dry-run: a power plan per comparison question from a pilot's runs (a "
-                             "runs.parquet, or a results or reference folder): seed sd, MDE at the planned seeds, "
+                        help=f"with --dry-run: a power plan per comparison question from a pilot's runs (a "
+                             f"{RUNS_FILE}, or a results or reference folder): seed sd, MDE at the planned seeds, "
                              "seeds needed, time")
     parser.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results root; the sweep writes DIR/<name>/ (default: results)")
