@@ -17,7 +17,7 @@ from harness import runs_columns as C
 
 from .collect import SweepResults, config_columns, default_baseline, hashable_lists, read_runs
 from .compare.pairing import select
-from .compare.questions import question_deltas, questions_of
+from .compare.questions import question_deltas, questions_of, target_effect
 from .config import AnalysisConfig, QuestionConfig
 from .stats.paired import MAX_SEEDS, minimum_detectable_effect, seeds_for_power
 
@@ -78,7 +78,7 @@ def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict],
     for question, paired, d in strata:
         sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
         mean = float(d.mean()) if len(d) else float("nan")
-        target = question.smallest_effect or abs(mean)
+        target = target_effect(question, mean)[0]
         rows.append(PlanRow(paired.label, question.metric, len(d), sd, mean, level,
                             minimum_detectable_effect(sd, planned_seeds, alpha=level, power=cfg.power), target,
                             seeds_for_power(sd, target, alpha=level, power=cfg.power),

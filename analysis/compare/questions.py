@@ -64,6 +64,13 @@ class MetricComparison:
         return self.verdict == DECIDED
 
 
+def target_effect(question: QuestionConfig, mean_delta: float) -> tuple[float, str]:
+    """The effect a stratum's seeds needed are counted for, in the report and the power plan alike, and what it
+    is: the question's smallest_effect when declared, else the observed |mean delta|."""
+    e = question.smallest_effect
+    return (e, "the smallest effect") if e else (abs(mean_delta), "the observed delta")
+
+
 @dataclass
 class AblationResult:
     """One stratum of a comparison question: its paired runs, every metric, DeLong per seed."""
@@ -76,10 +83,9 @@ class AblationResult:
 
     @property
     def target(self) -> tuple[float, str]:
-        """The effect the seeds needed are counted for, and what it is: the question's smallest_effect when
-        declared, else the observed |mean delta| (the power plan's target)."""
-        mc, e = self.metrics.get(self.question.metric), self.question.smallest_effect
-        return (e, "the smallest effect") if e else (abs(mc.stats.mean) if mc else nan, "the observed delta")
+        """The effect the seeds needed are counted for, and what it is (`target_effect`)."""
+        mc = self.metrics.get(self.question.metric)
+        return target_effect(self.question, mc.stats.mean if mc else nan)
 
     @property
     def label(self) -> str:
