@@ -156,7 +156,7 @@ def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
         raise ConfigError("root: the folder of the log is required")
     protocol = cfg.protocol_config()
     ensure_inputs = getattr(protocol, "ensure_inputs", None)
-    if ensure_inputs is not None:  # input files the protocol needs beyond the log (protocols/components.py)
+    if ensure_inputs is not None:  # input files the protocol needs beyond the log (protocols/__init__.py)
         ensure_inputs(cfg.source, Path(cfg.root), progress=progress)
     log = SOURCES.get(cfg.source)(Path(cfg.root))
     return prepare_log(log, cfg, progress=progress)

@@ -13,8 +13,7 @@ import pyarrow.feather as feather
 
 import protocols
 
-from . import register_source
-from .components import SourceDefaults
+from . import SourceDefaults, register_source
 from .errors import DataValidationError
 from .log import ExposureLog
 from .movielens import read_movielens

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from analysis.fits.axes import Convention
-from analysis.fits.extrapolation import TARGET_STEP, compute_for_gain
 from analysis.fits.form_check import check_forms
 from analysis.fits.forms import (
     LOG_LINEAR,
     POWER_LAW,
     SATURATING,
+    TARGET_STEP,
     Ladder,
+    compute_for_gain,
     fit_saturating,
     interval_text,
     open_seed_interval,

@@ -173,7 +173,7 @@ def test_the_protocol_dataclass_default_is_the_one_used(monkeypatch):
     """A protocol declaring `delay_s = 0.0` gets 0 s when the config leaves it unset (it got prepare's 60 s)."""
     import protocols
     from core.typed_config import ConfigError
-    from protocols.components import check_protocol_class
+    from protocols import check_protocol_class
     from protocols.prepare import PrepareConfig
 
     @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ def test_the_protocol_dataclass_default_is_the_one_used(monkeypatch):
      "parameter 'sizes' has type"),
 ])
 def test_the_protocol_contract_is_checked_at_registration(cls_text, why):
-    from protocols.components import check_protocol_class
+    from protocols import check_protocol_class
 
     scope: dict = {"dataclass": dataclasses.dataclass}
     exec(cls_text, scope)  # noqa: S102 - a class defined from text, to test each contract breach alone

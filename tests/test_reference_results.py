@@ -26,8 +26,7 @@ import pytest
 from cpu_kernels import kernels, other_kernels
 from output_diff import json_differences, text_differences
 
-from analysis.fits.extrapolation import SEARCH_REACH
-from analysis.fits.forms import ALPHA_BOUNDS, N_PARAMS, UNBOUNDED
+from analysis.fits.forms import ALPHA_BOUNDS, N_PARAMS, SEARCH_REACH, UNBOUNDED
 from analysis.pipeline import analyze
 from analysis.reference import OPTIONAL_INPUTS, REFERENCE_INPUTS
 

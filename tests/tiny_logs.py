@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from protocols.components import SourceEntry
+from protocols import SourceEntry
 from protocols.log import ExposureLog
 from protocols.schema import make_event_id
 

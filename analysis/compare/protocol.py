@@ -20,7 +20,7 @@ from protocols.errors import DataValidationError
 
 from ..collect import SweepResults, read_sweep_doc
 from ..columns import arm_columns, arm_label, labelled_columns, show
-from ..stats.paired import holm, paired_stats, verdict
+from ..stats.paired import holm, paired_stats, t_interval, verdict
 from .questions import AblationResult, decide
 
 
@@ -214,8 +214,7 @@ def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:
     d.mean = float(x.mean()) if len(x) else float("nan")
     if len(x) >= 2:
         d.sd = float(x.std(ddof=1))
-        half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1)) * d.sd / np.sqrt(len(x))
-        d.ci = (d.mean - half, d.mean + half)
+        d.ci = t_interval(d.mean, d.sd, len(x), 1.0 - level)
         d.p_value = float(stats.ttest_1samp(x, 0.0).pvalue) if d.sd > 0 else float("nan")
     return d
 

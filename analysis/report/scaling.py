@@ -10,7 +10,6 @@ import numpy as np
 from core.results_layout import RUNS_FILE
 
 from ..fits.axes import UNIT_NAMES
-from ..fits.extrapolation import REACH, TARGET_STEP
 from ..fits.family_comparison import (
     ALPHA,
     CROSSOVER_REACH,
@@ -21,7 +20,7 @@ from ..fits.family_comparison import (
 )
 from ..fits.family_comparison import METHOD as COMPARISON_METHOD
 from ..fits.form_check import FormCheck, FormResult
-from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, interval_text
+from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, REACH, TARGET_STEP, interval_text
 from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
 from ..fits.papers import HELIX_CTR, HELIX_CVR_SLOPE

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     ds = None
     if args.data:
         from harness.evaluate import loader_options, open_dataset
-        from harness.speed.loader_rate import copy_rate, loader_rate
+        from harness.speed.throughput import copy_rate, loader_rate
 
         ds = open_dataset(args.data)
         progress(f"timing the loader: {args.batches} batches of {tc.batch_size} targets, and this machine's copy rate")

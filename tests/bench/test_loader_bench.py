@@ -2,7 +2,7 @@
 
 - throughput: targets/s assembled (np.take gathers, masking, tensor conversion), with and without
   prefetch threads and narrow integer types, each also as a ratio to this machine's memory-copy rate of
-  the same bytes per target (`harness.speed.loader_rate.copy_rate`), which makes the figure comparable across
+  the same bytes per target (`harness.speed.throughput.copy_rate`), which makes the figure comparable across
   machines and loads;
 - hidden loading: a consumer that sleeps a fixed time per batch (three times the loader's own time per
   batch, at least 10 ms)
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loader_reference import reference_batches  # noqa: E402
 from tiny_logs import random_log  # noqa: E402
 
-from harness.speed.loader_rate import copy_rate, loader_rate  # noqa: E402
+from harness.speed.throughput import copy_rate, loader_rate  # noqa: E402
 from protocols.artifact import PreparedDataset  # noqa: E402
 from protocols.prepare import PrepareConfig, prepare_log  # noqa: E402
 
