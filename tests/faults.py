@@ -8,6 +8,8 @@
   `harness.sweep.launcher.run_trial` with it) whose first attempt of every trial id containing
   `DIE_ONCE` kills its own Ray worker process after 3 training batches, so that Tune's retry and
   the resume from the trial's checkpoint run for real.
+- `run_trial_failing_alike`: the same, except that every attempt of a trial whose id contains `FAILS_ALIKE`
+  raises the same RuntimeError before training (a failure no retry can mend).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Any
 
 #: Trials whose id contains this die once (see run_trial_dying_once).
 DIE_ONCE = "whale-seed1"
+#: Trials whose id contains this fail the same way on every attempt (see run_trial_failing_alike).
+FAILS_ALIKE = "wukong-seed2"
 #: File left in a run folder whose worker was killed.
 FAULT_MARKER = ".fault_injected"
 
@@ -82,3 +86,22 @@ def run_trial_dying_once(config: dict[str, Any], context: Any) -> dict[str, Any]
         return trainable.run_trial(config, context)
     finally:
         trainable.train_run = retry.train_run = real_train_run
+
+
+def run_trial_failing_alike(config: dict[str, Any], context: Any) -> dict[str, Any]:
+    """`run_trial`, except that a trial whose run folder name contains FAILS_ALIKE raises
+    RuntimeError("the same failure every time") on every attempt, before it trains."""
+    from harness.sweep import trainable
+
+    real_train_run = trainable.train_run
+
+    def train_run(cfg: Any, out_dir: Any, **kwargs: Any) -> dict[str, Any]:
+        if FAILS_ALIKE in Path(out_dir).name:
+            raise RuntimeError("the same failure every time")
+        return real_train_run(cfg, out_dir, **kwargs)
+
+    trainable.train_run = train_run
+    try:
+        return trainable.run_trial(config, context)
+    finally:
+        trainable.train_run = real_train_run

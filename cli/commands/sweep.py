@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
               f"({timings_text(outcome.summary)})")
     if outcome.failed:
         print(f"recscale sweep: {len(outcome.failed)} trial(s) failed: " + "; ".join(outcome.failed)
-              + f"\nrerun with `{_resume_command(args)}` to retry them", file=sys.stderr)
+              + f"; rerun with `{_resume_command(args)}` to retry them", file=sys.stderr)
         return 1
     if outcome.interrupted:
         print(f"recscale sweep: interrupted; finished trials are kept. Continue with `{_resume_command(args)}`",

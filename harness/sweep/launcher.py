@@ -48,7 +48,7 @@ from .interrupt import StopOnInterrupt, SweepInterrupted, catch_interrupts, watc
 from .plan import DatasetPlan, SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
 from .ray_sessions import RaySessionError, check_address_reachable, quiet_ray_notices, ray_session
 from .schema import SearchDimension, SearchSection, Sweep, parse_sweep
-from .trainable import GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
+from .trainable import FAILS_ALIKE, GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
 
 
 class SweepError(RecscaleError):
@@ -185,6 +185,10 @@ class TrialProgress(tune.Callback):
         if interrupt.requested():  # StopOnInterrupt ends the stage next: end the bar's line first
             self.on_experiment_end(trials)
 
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        if FAILS_ALIKE in result:  # raised next; Tune retries while num_failures (counted then) <= max_failures
+            trial.run_metadata.num_failures = trial.max_failures
+
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._get(trials).write(f"trial {trial} failed (worker died or raised); retrying")
 
@@ -297,8 +301,9 @@ def _failures(results: Any) -> list[str]:
     out = []
     for r in results:
         if r.error is not None:
-            first = (str(r.error).strip().splitlines() or [""])[-1]
-            out.append(f"{Path(r.path).name}: {type(r.error).__name__}: {first} (see {r.path}/error.txt)")
+            cause = getattr(r.error, "cause", None) or r.error  # a RayTaskError holds the trial's own exception
+            text = one_line(cause) if isinstance(cause, RecscaleError) else f"{type(cause).__name__}: {one_line(cause)}"
+            out.append(f"{Path(r.path).name}: {text} (see {r.path}/error.txt)")
     return out
 
 

@@ -10,6 +10,8 @@ Where Ray has no public API, and what is used instead:
   `auto` cluster: the private `ray._raylet.Config.initialize` reloads it, as Ray's own token setup does;
 - `ray.init(_temp_dir=...)`, one of ray.init's "hidden / experimental options", is the only way a driver
   chooses the temporary folder of the Ray it starts (`ray start --temp-dir` is the command-line one).
+- the raylet's report of a dead worker is printed to stdout by a driver thread (`ray._private.worker.
+  print_to_stdstream`, no logger, no option): `quiet_ray_notices` drops it there, as the launcher says it in one line.
 
 A local session's record (`records_dir()`) names this host, the driver's pid and its /proc start time (so a
 reused pid is not mistaken for the driver) and the temporary folder; `remove_stale()` ends the processes
@@ -92,6 +94,8 @@ RAY_NOTICES: tuple[tuple[str, str], ...] = (
     ("ray.tune.execution.tune_controller", "Trial task failed for trial"),
     ("ray.tune.tune", "Trials did not complete"),
 )
+#: The raylet's report of a dead worker (with its ids and guesses why), printed to stdout by the driver.
+WORKER_DIED = "A worker died or was killed"
 
 
 class _DropNotice(logging.Filter):
@@ -105,17 +109,27 @@ class _DropNotice(logging.Filter):
 
 @contextmanager
 def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
-    """Drop RAY_NOTICES (token-authentication notice, `Tuner.restore(...)` hint) while the block runs,
-    unless `verbose`; Ray's other warnings and errors still reach the terminal."""
+    """Drop RAY_NOTICES (token-authentication notice, `Tuner.restore(...)` hint) and WORKER_DIED while the block
+    runs, unless `verbose`; Ray's other warnings and errors still reach the terminal."""
     if verbose:
         yield
         return
+    import ray._private.worker as ray_worker
+
+    printer = ray_worker.print_to_stdstream
+
+    def print_unless_worker_died(data: dict, ignore_prefix: bool) -> None:
+        if not any(WORKER_DIED in line for line in data.get("lines", ())):
+            printer(data, ignore_prefix)
+
     filters = [(logging.getLogger(name), _DropNotice(text)) for name, text in RAY_NOTICES]
     for logger, f in filters:
         logger.addFilter(f)
+    ray_worker.print_to_stdstream = print_unless_worker_died
     try:
         yield
     finally:
+        ray_worker.print_to_stdstream = printer
         for logger, f in filters:
             logger.removeFilter(f)
 

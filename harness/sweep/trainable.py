@@ -1,8 +1,10 @@
 """The Ray Tune function trainable: one trial = one `train_run(resume=True)` into `results/<sweep>/runs/<trial>/`
 (`tuning/runs/<trial>/` in the tuning stage; docs/sweeps.md). It resolves its grid point with the same
 `plan.resolve_trial` the dry run uses, so names and settings always agree; a retried or resumed trial continues
-from its checkpoint. Every start, attempt and end is appended to trials.jsonl, from which the launcher times
-the sweep.
+from its checkpoint. Every start, attempt, failure and end is appended to trials.jsonl, from which the launcher times
+the sweep. A failure that a retry would repeat (`fails_alike`) is reported to Tune just before it is raised, and
+the launcher's progress callback ends the trial without the `max_failures` retries (docs/sweeps.md,
+"Interruptions, failures, resume").
 """
 from __future__ import annotations
 
@@ -17,24 +19,31 @@ from typing import Any
 
 import torch
 
-from core.errors import RecscaleError
+from core.errors import RecscaleError, one_line
 from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
-from core.typed_config import from_dict
+from core.typed_config import ConfigError, from_dict
 from harness import run_folder
+from harness.checkpoint import ResumeRefused
 from harness.config import RunConfig, TrainConfig
 from harness.runs_columns import RAY_NODE
 from harness.speed.sweep_estimate import trial_threads
 from harness.train import train_run
+from protocols.errors import DataValidationError
+from protocols.integrity import ArtifactDamagedError
 
 from . import retry
 from .collect import scalar_metrics, write_trial_record
-from .plan import resolve_trial
+from .plan import TrialPlan, resolve_trial
 from .schema import Sweep
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
 TUNING_STAGE = "tuning"
 #: Key of the grid stage's one Tune axis: its values are the distinct grid points (plan.grid_points).
 GRID_POINT = "point"
+#: Key of the result a trial reports just before raising a failure that a retry would repeat.
+FAILS_ALIKE = "fails_alike"
+#: Errors of the input (config, data, a refused checkpoint, a damaged run folder): every attempt fails alike.
+INPUT_ERRORS = (ConfigError, DataValidationError, ArtifactDamagedError, ResumeRefused, run_folder.RunFolderError)
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,25 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
     sweep_dir = Path(context.sweep_dir)
     run_dir = context.runs_dir() / trial.trial_id
     log_event(sweep_dir, trial=trial.trial_id, event="start")
+    try:
+        return _train_trial(trial, context, run_dir, t_start)
+    except Exception as e:
+        if fails_alike(e, sweep_dir, trial.trial_id) and context.stage != "search":  # search: Optuna wants its metric
+            tune.report({FAILS_ALIKE: f"{type(e).__name__}: {one_line(e)}"})
+        raise
 
+
+def fails_alike(error: Exception, sweep_dir: Path, trial_id: str) -> bool:
+    """Record the failure in trials.jsonl; whether a retry would repeat it: an input error, or the same type and
+    message as the trial's previous attempt (a worker that died raised nothing, and is retried)."""
+    cause = f"{type(error).__name__}: {one_line(error)}"
+    before = [e for e in read_events(sweep_dir) if e.get("trial") == trial_id and e["event"] in ("error", "end")]
+    log_event(sweep_dir, trial=trial_id, event="error", error=cause)
+    return isinstance(error, INPUT_ERRORS) or (bool(before) and before[-1].get("error") == cause)
+
+
+def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start: float) -> dict[str, Any]:
+    sweep_dir = Path(context.sweep_dir)
     resources = context.sweep.config.resources
     threads = trial_threads(trial, resources)  # train.num_threads, else the sweep's CPUs per trial
     train = from_dict(TrainConfig, trial.train, prefix="train.")
