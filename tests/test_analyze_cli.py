@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from cli.main import main
@@ -139,6 +140,7 @@ def test_single_seed_reports_deltas_without_p_values(tmp_path, capsys):
     assert "without p-values" in auc["notes"][0]
 
 
+@pytest.mark.fault
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, capsys):
     root = make_results(tmp_path / "bad")
     runs = pd.read_parquet(root / "runs.parquet").drop(columns=["seed"])
@@ -168,6 +170,7 @@ def test_list_valued_config_columns_are_accepted(tmp_path, capsys):
         "shallow_hybrid vs wukong", "whale vs wukong", "whale_meanpool vs wukong"}
 
 
+@pytest.mark.fault
 def test_missing_runs_are_each_reported_and_strict_fails(tmp_path, capsys):
     """A deleted run folder and a deleted predictions file: named on stdout, in report.md and in
     analysis.json warnings; exit 0 by default, 1 with --strict (the report is written either way)."""
@@ -188,6 +191,7 @@ def test_missing_runs_are_each_reported_and_strict_fails(tmp_path, capsys):
     assert "--strict: 2 of" in capsys.readouterr().err
 
 
+@pytest.mark.fault
 def test_complete_results_pass_strict_and_reference_style_folder_keeps_one_warning(tmp_path, capsys):
     import shutil
 

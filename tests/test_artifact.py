@@ -160,6 +160,7 @@ def test_prepare_is_content_addressed_and_a_noop_the_second_time(tmp_path):
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir() if p.name.startswith(".tmp")) == []
 
 
+@pytest.mark.fault
 def test_a_failed_prepare_leaves_nothing_behind(tmp_path, monkeypatch):
     log = _log(23)
 

@@ -106,6 +106,7 @@ CASES = [
 ]
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("name,rel,damage,text,open_refuses", CASES, ids=[c[0] for c in CASES])
 def test_damaged_artifact_exit_2_names_the_file_and_prepare_rebuilds_it(
         name, rel, damage, text, open_refuses, copy, pristine, log, capsys):
@@ -134,6 +135,7 @@ def test_damaged_artifact_exit_2_names_the_file_and_prepare_rebuilds_it(
     assert sorted(p.name for p in copy.parent.iterdir()) == [copy.name]  # no .tmp-/.damaged- folders left
 
 
+@pytest.mark.fault
 def test_deleted_manifest(copy, log, capsys):
     (copy / "manifest.json").unlink()
     with pytest.raises(RecscaleError, match="no manifest.json"):
@@ -144,6 +146,7 @@ def test_deleted_manifest(copy, log, capsys):
     assert cli_main(["verify", str(copy)]) == 0
 
 
+@pytest.mark.fault
 def test_a_failed_rebuild_leaves_the_damaged_artifact_unverifiable_and_no_temporary_folder(
         copy, log, monkeypatch, capsys):
     _truncate(copy / "history.npy")
@@ -162,6 +165,7 @@ def test_a_failed_rebuild_leaves_the_damaged_artifact_unverifiable_and_no_tempor
     assert cli_main(["verify", str(copy)]) == 0
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("removed", [("integrity", "manifest_blake2b"), ("manifest_blake2b",)])
 def test_a_manifest_without_integrity_records_is_damaged_and_rebuilt_by_prepare(removed, copy, log, capsys):
     """No checksums (or no manifest checksum): the artifact does not open and verify refuses it (exit 2),
@@ -179,6 +183,7 @@ def test_a_manifest_without_integrity_records_is_damaged_and_rebuilt_by_prepare(
     assert cli_main(["verify", str(copy)]) == 0
 
 
+@pytest.mark.fault
 def test_verify_of_a_missing_folder_exits_2(tmp_path, capsys):
     assert cli_main(["verify", str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err
@@ -195,6 +200,7 @@ def _train_argv(art: Path, out: Path, *extra: str) -> list[str]:
             "--out", str(out), "--no-progress", *extra]
 
 
+@pytest.mark.fault
 def test_train_refuses_an_artifact_with_one_flipped_byte_in_any_file(pristine, tmp_path, capsys):
     """Every file of the artifact (the manifest too), one at a time: `recscale train` exits 2 naming it and
     writes no run folder; the sizes are unchanged, so only the checksums can tell."""
@@ -213,6 +219,7 @@ def test_train_refuses_an_artifact_with_one_flipped_byte_in_any_file(pristine, t
         assert not out.exists(), rel
 
 
+@pytest.mark.fault
 def test_train_subprocess_refuses_a_flipped_history_and_no_verify_skips_the_check(pristine, tmp_path):
     import os
     import subprocess
@@ -236,6 +243,7 @@ def test_train_subprocess_refuses_a_flipped_history_and_no_verify_skips_the_chec
     assert (tmp_path / "run" / "metrics.json").exists()
 
 
+@pytest.mark.fault
 def test_verifying_a_large_artifact_shows_progress(pristine, tmp_path, monkeypatch, capsys):
     from protocols import integrity
 

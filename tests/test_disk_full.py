@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from tests.fixtures_data import tiny_artifact, tiny_log  # noqa: F401  (pytest fixtures)
+from tests.sweep_files import tiny_sweep, write_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "RECSCALE_MALLOC_REEXEC": "1"}
@@ -55,6 +55,7 @@ def files_under(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
 
 
+@pytest.mark.fault
 def test_synth_and_prepare_on_a_full_disk_leave_nothing(tiny_log, tmp_path):  # noqa: F811
     with small_fs(tmp_path / "mnt", "512k") as mnt:  # pyarrow's OSError names no file: the --out folder is named
         one_disk_full_line(recscale("synth", "--scale", "tiny", "--out", str(mnt / "log"), "--quiet"), "synth",
@@ -66,6 +67,7 @@ def test_synth_and_prepare_on_a_full_disk_leave_nothing(tiny_log, tmp_path):  # 
         assert files_under(mnt) == []  # no artifact, no .tmp- folder (the empty --out root stays)
 
 
+@pytest.mark.fault
 def test_train_whose_first_checkpoint_does_not_fit_leaves_no_run_folder(tiny_artifact, tmp_path):  # noqa: F811
     with small_fs(tmp_path / "mnt", "64k") as mnt:  # torch's RuntimeError hides the ENOSPC in its context
         one_disk_full_line(recscale("train", "--arch", "wukong", "--data", str(tiny_artifact), "--set", "dim=8",
@@ -73,6 +75,7 @@ def test_train_whose_first_checkpoint_does_not_fit_leaves_no_run_folder(tiny_art
         assert list(mnt.iterdir()) == []
 
 
+@pytest.mark.fault
 def test_a_checkpoint_that_does_not_fit_keeps_the_previous_and_the_run_resumes(tiny_artifact, tmp_path):  # noqa: F811
     from harness.checkpoint import read_checkpoint_file
 
@@ -92,29 +95,14 @@ def test_a_checkpoint_that_does_not_fit_keeps_the_previous_and_the_run_resumes(t
         assert (run / "metrics.json").exists() and not list(run.glob(".*.tmp.*"))
 
 
-def _sweep_file(folder: Path, cache: Path) -> Path:
-    path = folder / "full.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "full",
-        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 600, "n_valid": 200,
-                 "n_test": 200, "cache": str(cache)},
-        "train": {"device": "cpu", "batch_size": 64, "checkpoint_every_batches": 1},
-        "model": {"dim": 8},
-        "grid": {"arch": ["wukong"], "seed": [0, 1]},
-        "resources": {"cpu": 1},
-        "max_concurrent": 1,
-        "max_failures": 0,
-    }))
-    return path
-
-
+@pytest.mark.fault
 @pytest.mark.slow
 def test_a_sweep_on_a_full_disk_resumes_once_space_is_freed_to_the_uninterrupted_runs(tmp_path):
     """The trials' checkpoints do not fit on 400 kB: one line naming the sweep folder, exit 2, no traceback. Ray's
     experiment state, which a full disk can leave cut short, is then cut short for certain; once space is freed
     `sweep --resume` says so in one line, runs the stage afresh from the run folders and ends with the
     uninterrupted sweep's runs, bit for bit."""
-    sweep = _sweep_file(tmp_path, tmp_path / "cache")
+    sweep = write_sweep(tmp_path, tiny_sweep("full", tmp_path / "cache", max_failures=0))
     reference = recscale("sweep", str(sweep), "--results", str(tmp_path / "reference"), "--num-cpus", "1")
     assert reference.returncode == 0, reference.stderr
     want = pq.read_table(tmp_path / "reference" / "full" / "runs.parquet").to_pandas().set_index("trial_id")

@@ -34,6 +34,7 @@ def _run(art: Path, out: Path, **train) -> dict:
     return train_run(cfg, out, progress=False)
 
 
+@pytest.mark.fault
 def test_resume_of_a_folder_that_does_not_exist_is_an_error(tiny_artifact, tmp_path):  # noqa: F811
     out = tmp_path / "mistyped"
     proc = subprocess.run([sys.executable, "-m", "cli", "train", "--arch", "wukong", "--data",
@@ -46,6 +47,7 @@ def test_resume_of_a_folder_that_does_not_exist_is_an_error(tiny_artifact, tmp_p
     assert not out.exists()
 
 
+@pytest.mark.fault
 def test_several_epochs_test_the_best_validation_epoch(tiny_artifact, tmp_path):  # noqa: F811
     per_epoch = [_run(tiny_artifact, tmp_path / f"last{k}", epochs=k, select_epoch="last") for k in (1, 2, 3, 4)]
     valid = [m["valid_auc"] for m in per_epoch]

@@ -27,10 +27,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
-import yaml
 
 from protocols.integrity import verify_artifact
 from tests.fixtures_data import TINY_HISTORY_LEN, TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401
+from tests.sweep_files import tiny_sweep, write_sweep
 
 CLI = [sys.executable, "-m", "cli"]
 
@@ -105,10 +105,12 @@ def _check_prepare_kills(log: Path, tmp_path: Path, seeds: list[int], *, late: b
         assert verify_artifact(rebuilt)["integrity"]["files"] == want, f"seed {seed}, kill at {delay:.2f} s"
 
 
+@pytest.mark.fault
 def test_prepare_killed_then_rerun_gives_the_uninterrupted_artifact(tiny_log, tmp_path):  # noqa: F811
     _check_prepare_kills(tiny_log, tmp_path, [0], late=True)
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_prepare_killed_at_many_points(tiny_log, tmp_path):  # noqa: F811
     _check_prepare_kills(tiny_log, tmp_path, list(range(1, 7)), late=False)
@@ -153,10 +155,12 @@ def _check_train_kills(data: Path, tmp_path: Path, seeds: list[int], *, late: bo
         assert not list(out.glob(".*.tmp.*")), where
 
 
+@pytest.mark.fault
 def test_train_killed_then_resumed_equals_the_uninterrupted_run(tiny_artifact, tmp_path):  # noqa: F811
     _check_train_kills(tiny_artifact, tmp_path, [0], late=True)
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_train_killed_at_many_points(tiny_artifact, tmp_path):  # noqa: F811
     _check_train_kills(tiny_artifact, tmp_path, list(range(1, 7)), late=False)
@@ -166,26 +170,11 @@ def test_train_killed_at_many_points(tiny_artifact, tmp_path):  # noqa: F811
 # sweep
 
 
-def _sweep_file(tmp_path: Path, cache: Path) -> Path:
-    path = tmp_path / "killed_sweep.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "kill9",
-        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 600, "n_valid": 200,
-                 "n_test": 200, "cache": str(cache)},
-        "train": {"device": "cpu", "batch_size": 64, "checkpoint_every_batches": 1},
-        "model": {"dim": 8},
-        "grid": {"arch": ["wukong"], "seed": [0, 1, 2]},
-        "resources": {"cpu": 1},
-        "max_concurrent": 1,
-    }))
-    return path
-
-
 @pytest.fixture(scope="module")
 def sweep_reference(tmp_path_factory):
     """The sweep file (its data cache prepared) and an uninterrupted run's runs.parquet."""
     root = tmp_path_factory.mktemp("kill9_sweep")
-    sweep = _sweep_file(root, root / "cache")
+    sweep = write_sweep(root, tiny_sweep("kill9", root / "cache", grid={"seed": [0, 1, 2]}), "killed_sweep.yaml")
     ref, _ = _run(["sweep", str(sweep), "--results", str(root / "reference"), "--num-cpus", "1"], timeout=900)
     assert ref.returncode == 0, ref.stderr
     want = pq.read_table(root / "reference" / "kill9" / "runs.parquet").to_pandas().set_index("trial_id")
@@ -217,6 +206,7 @@ def _run_killed_after_records(argv: list[str], events: Path, k: int, extra_s: fl
         time.sleep(0.5)
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sweep_killed_then_resumed_has_each_trial_once_with_uninterrupted_metrics(sweep_reference, tmp_path, seed):

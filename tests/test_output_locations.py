@@ -61,6 +61,7 @@ def _only(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("kind", ["read-only mount", "parent is a file"])
 def test_writing_commands_refuse_an_unwritable_location(kind, request, tiny_log, tiny_artifact, tmp_path,  # noqa: F811
                                                         capsys):
@@ -84,6 +85,7 @@ def test_writing_commands_refuse_an_unwritable_location(kind, request, tiny_log,
         assert _only(root) == []  # nothing at all was created
 
 
+@pytest.mark.fault
 def test_analyze_refuses_a_results_folder_on_a_read_only_mount(tmp_path, capsys):
     target = tmp_path / "mnt"
     if not _mount(target):
@@ -98,6 +100,7 @@ def test_analyze_refuses_a_results_folder_on_a_read_only_mount(tmp_path, capsys)
         subprocess.run(["umount", str(target)], check=False)
 
 
+@pytest.mark.fault
 def test_a_subprocess_prints_one_line_and_no_traceback(under_a_file, tiny_artifact):  # noqa: F811
     proc = subprocess.run([sys.executable, "-m", "cli", "train", "--arch", "wukong", "--data",
                            str(tiny_artifact), "--set", "dim=8", "--out", str(under_a_file / "run"), "--no-progress"],
@@ -108,6 +111,7 @@ def test_a_subprocess_prints_one_line_and_no_traceback(under_a_file, tiny_artifa
                                    f"{under_a_file} is a file, not a folder")
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("address,why", [("notahost:abc", "port 'abc' is not a number"),
                                          ("10.0.0.1:99999", "port '99999' is not a number"),
                                          ("notahost", "no port"), (":6379", "no host")])
@@ -123,6 +127,7 @@ def test_malformed_address_exits_2_before_anything_is_written(address, why, tmp_
     assert not results.exists()
 
 
+@pytest.mark.fault
 def test_a_sweep_folder_without_any_started_trial_does_not_block_the_next_launch(tmp_path):
     from harness.sweep.launcher import SweepError, prepare_sweep_dir
     from harness.sweep.plan import plan_sweep

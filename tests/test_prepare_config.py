@@ -35,6 +35,7 @@ def test_protocol_config_takes_the_fields_the_protocol_has():
     assert PrepareConfig.of(delay_s=0, history_len=None).protocol_params == {"delay_s": 0.0}
 
 
+@pytest.mark.fault
 def test_prepare_config_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"^protocol: unknown 'exposures'; valid: author50, exposure$"):
         PrepareConfig.of(protocol="exposures")
@@ -65,6 +66,7 @@ def test_flags_are_aliases_of_set_keys():
     assert prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "LOG")) == PrepareConfig.of(root="LOG")
 
 
+@pytest.mark.fault
 def test_prepare_cli_refuses_bad_keys_with_the_key_named():
     with pytest.raises(ConfigError, match=r"delay_s: given twice"):
         prepare_cmd.config_from_args(_args("--source", "synthetic", "--root", "x", "--delay-s", "0",

@@ -98,6 +98,7 @@ def test_data_comparisons_pair_by_seed_whatever_the_dataset(tmp_path):
     assert not any("no paired runs" in w for w in res.warnings)
 
 
+@pytest.mark.fault
 def test_a_comparison_without_pairs_is_an_error_not_a_silent_untestable(tmp_path):
     root = make_arms(tmp_path / "sweep", comparisons=[
         {"name": "delay 0 s vs 30 s", "vary": {"delay_s": [0, 30]}},

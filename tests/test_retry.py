@@ -124,6 +124,7 @@ def test_a_healthy_run_is_trained_once(data, tmp_path):
     assert (m["retry_attempts"], m["retry_history"], m["retry_lr_used"]) == (0, "0.01 ok", 0.01)
 
 
+@pytest.mark.fault
 def test_interrupted_mid_attempt_resumes_to_the_same_run(data, uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
     with interrupt_training_after(BATCHES + 5), pytest.raises(Interrupted):  # attempt 1, after 5 batches
@@ -136,6 +137,7 @@ def test_interrupted_mid_attempt_resumes_to_the_same_run(data, uninterrupted, tm
     _same_run(run_dir, uninterrupted)
 
 
+@pytest.mark.fault
 def test_interrupted_between_attempts_and_while_promoting(data, uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
 

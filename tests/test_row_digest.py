@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from analysis.collect import read_runs
 from analysis.reference import publish_reference
@@ -61,6 +62,7 @@ def test_collected_rows_carry_a_digest_of_their_values(tmp_path):
     read_runs(sweep / "runs.parquet")  # verifies without complaint
 
 
+@pytest.mark.fault
 def test_analyze_refuses_an_edited_value_naming_the_run_and_the_column(tmp_path, capsys):
     sweep = _sweep(tmp_path / "s")
     _edit(sweep / "runs.parquet", "test_auc", 2, 0.9)
@@ -76,6 +78,7 @@ def test_analyze_refuses_an_edited_value_naming_the_run_and_the_column(tmp_path,
     assert "whale-seed0" in err and "wall_s is 99.0" in err
 
 
+@pytest.mark.fault
 def test_a_committed_reference_with_one_edited_value_is_refused_unless_trusted(tmp_path, capsys):
     ref = tmp_path / "demo"
     shutil.copytree(REPO / "results" / "reference" / "demo", ref)
@@ -91,6 +94,7 @@ def test_a_committed_reference_with_one_edited_value_is_refused_unless_trusted(t
     assert "predates row digests" not in capsys.readouterr().err
 
 
+@pytest.mark.fault
 def test_a_table_written_before_digests_is_analysed_with_a_note(tmp_path, capsys):
     ref = tmp_path / "demo"
     shutil.copytree(REPO / "results" / "reference" / "demo", ref)
@@ -98,6 +102,7 @@ def test_a_table_written_before_digests_is_analysed_with_a_note(tmp_path, capsys
     assert "predates row digests; its rows cannot be verified" in capsys.readouterr().err
 
 
+@pytest.mark.fault
 def test_publish_keeps_the_digest_valid_and_refuses_an_edited_sweep(tmp_path, capsys):
     sweep = _sweep(tmp_path / "s")
     out = publish_reference(sweep, tmp_path / "ref" / "s")
@@ -110,6 +115,7 @@ def test_publish_keeps_the_digest_valid_and_refuses_an_edited_sweep(tmp_path, ca
     assert main(["reference", "check", str(sweep), str(out), "--trust-edits"]) == 1
 
 
+@pytest.mark.fault
 def test_reference_check_names_config_differences_before_the_machines(tmp_path, capsys):
     fresh, ref = _sweep(tmp_path / "fresh", num_heads=4), _sweep(tmp_path / "ref", num_heads=2)
     assert main(["reference", "check", str(fresh), str(ref)]) == 1

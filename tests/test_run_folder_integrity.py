@@ -60,6 +60,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("case", DAMAGE, ids=list(DAMAGE))
 def test_recompute_of_a_damaged_run_exits_2_naming_the_file(finished_run, tiny_artifact, tmp_path, capsys,
                                                             case):  # noqa: F811
@@ -82,6 +83,7 @@ def test_recompute_of_a_damaged_run_exits_2_naming_the_file(finished_run, tiny_a
             (finished_run / f"predictions_{split}.parquet").read_bytes()
 
 
+@pytest.mark.fault
 def test_damaged_config_yaml_is_named(finished_run, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
@@ -90,6 +92,7 @@ def test_damaged_config_yaml_is_named(finished_run, tmp_path, capsys):
     assert f"{run / 'config.yaml'}: invalid YAML" in capsys.readouterr().err
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("case",
                          ["truncated predictions", "flipped byte in sealed predictions", "truncated metrics.json"])
 def test_analyze_of_a_damaged_run_exits_2_naming_the_file(tmp_path, capsys, case):

@@ -61,6 +61,7 @@ def _copy_run(finished_run: Path, tmp_path: Path) -> Path:
     return run
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("where", ["inside the payload", "the whole file"])
 def test_checkpoint_with_a_payload_is_refused(finished_run, tmp_path, where):  # noqa: F811
     run = _copy_run(finished_run, tmp_path)
@@ -88,6 +89,7 @@ def test_a_genuine_checkpoint_still_resumes(finished_run, tmp_path):  # noqa: F8
     assert (run / "metrics.json").read_bytes() != b""
 
 
+@pytest.mark.fault
 def test_artifact_manifest_with_a_payload_is_refused(tiny_artifact, tmp_path):  # noqa: F811
     marker = tmp_path / "ran"
     art = tmp_path / "art"
@@ -102,6 +104,7 @@ def test_artifact_manifest_with_a_payload_is_refused(tiny_artifact, tmp_path):  
     assert marker.exists()
 
 
+@pytest.mark.fault
 def test_object_array_with_a_payload_is_refused_even_without_verify(tiny_artifact, tmp_path):  # noqa: F811
     """history.npy replaced by an object array (a pickle) padded to the recorded size, so only checksums would
     see it: `train --no-verify` refuses it naming the file, runs nothing and leaves no run folder."""
@@ -126,6 +129,7 @@ def test_object_array_with_a_payload_is_refused_even_without_verify(tiny_artifac
     assert marker.exists()
 
 
+@pytest.mark.fault
 def test_yaml_files_with_a_payload_are_refused(finished_run, tmp_path):  # noqa: F811
     marker = tmp_path / "ran"
     # a sweep file
@@ -150,6 +154,7 @@ def test_yaml_files_with_a_payload_are_refused(finished_run, tmp_path):  # noqa:
     assert marker.exists()
 
 
+@pytest.mark.fault
 def test_author50_pickle_with_a_payload_is_refused(tmp_path):
     marker = tmp_path / "ran"
     log = tmp_path / "log"

@@ -37,6 +37,7 @@ def test_loads_dict_of_int_arrays(protocol, tmp_path):
         np.testing.assert_array_equal(loaded[int(k)], v)
 
 
+@pytest.mark.fault
 def test_refuses_pickle_that_runs_a_shell_command(tmp_path):
     marker = tmp_path / "pwned"
     payload = pickle.dumps({1: _RunsShell(str(marker))})
@@ -49,11 +50,13 @@ def test_refuses_pickle_that_runs_a_shell_command(tmp_path):
     assert marker.exists()
 
 
+@pytest.mark.fault
 def test_refuses_builtins_eval():
     with pytest.raises(UnsafePickleError, match="eval"):
         loads_int_array_dict(pickle.dumps(_CallsEval()))
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize(
     "obj, message",
     [
@@ -69,6 +72,7 @@ def test_refuses_other_contents(obj, message):
         loads_int_array_dict(pickle.dumps(obj))
 
 
+@pytest.mark.fault
 def test_garbage_is_a_validation_error(tmp_path):
     path = tmp_path / "bad.pkl"
     path.write_bytes(b"\x80\x04not a pickle at all")

@@ -39,6 +39,7 @@ def test_train_takes_both_spellings(tiny_artifact, spelling):  # noqa: F811
     assert cfg.model == architectures.make_config("whale", {"dim": 32}) and cfg.train.lr == 0.01 and cfg.seed == 3
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("command", ["train", "flops"])
 @pytest.mark.parametrize("spelling", ["model.num_heads=2", "num_heads=2"])
 def test_a_field_the_architecture_lacks_exits_2_naming_key_and_architecture(tiny_artifact, tmp_path, capsys,  # noqa: F811
@@ -52,6 +53,7 @@ def test_a_field_the_architecture_lacks_exits_2_naming_key_and_architecture(tiny
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.fault
 def test_other_set_errors_name_the_key():
     with pytest.raises(ConfigError, match=r"--set train.lr: this command takes only model.<field> keys"):
         parse_set(["train.lr=1"], sections=("model",))

@@ -92,6 +92,7 @@ def _prepare_argv(tmp_path, *extra):
             "--out", str(tmp_path / "out"), "--no-progress", *extra]
 
 
+@pytest.mark.fault
 def test_empty_split_names_the_keys_and_shows_dates(tinytest, tmp_path, capsys):
     argv = _prepare_argv(tmp_path, "--train-start", "2023-01-01", "--valid-start", "2023-02-01")
     assert cli_main(argv) == 2
@@ -107,6 +108,7 @@ def test_empty_split_names_the_keys_and_shows_dates(tinytest, tmp_path, capsys):
     assert "split.test_start, split.test_end" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.fault
 def test_size_larger_than_the_split_names_the_key(tinytest, tmp_path, capsys):
     available = plan_targets(tinytest, PrepareConfig.of(source="tinytest", root="x")).available["valid"]
     assert cli_main(_prepare_argv(tmp_path, "--valid", str(available + 1))) == 2
@@ -116,6 +118,7 @@ def test_size_larger_than_the_split_names_the_key(tinytest, tmp_path, capsys):
     assert cli_main(_prepare_argv(tmp_path, "--valid", str(available), "--train", "all", "--test", "all")) == 0
 
 
+@pytest.mark.fault
 def test_unknown_split_key_names_it(tinytest, tmp_path, capsys):
     assert cli_main(_prepare_argv(tmp_path, "--set", "split.test_begin=2024-02-12")) == 2
     err = capsys.readouterr().err
@@ -137,6 +140,7 @@ def _sweep_file(tmp_path, data: dict) -> str:
     return str(path)
 
 
+@pytest.mark.fault
 def test_sweep_split_errors_exit_2_and_write_nothing(tinytest, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the sweep's default cache (artifacts/) is relative to the working directory
     res = tmp_path / "results"

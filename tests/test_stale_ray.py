@@ -72,6 +72,7 @@ def _sleeper(session: str) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "600"], env={**os.environ, ray_sessions.SESSION_ENV: session})
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_clean_and_the_next_launch_remove_what_a_killed_driver_left_and_nothing_else(tmp_path):
     sweep = _sweep_file(tmp_path)
@@ -136,6 +137,7 @@ def test_clean_and_the_next_launch_remove_what_a_killed_driver_left_and_nothing_
                 subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)], check=False)
 
 
+@pytest.mark.fault
 def test_an_unreadable_or_foreign_record_is_left_alone(tmp_path, monkeypatch):
     """A damaged record is reported, kept, and nothing is done for it; a record of a live driver, of
     another host, or naming a folder outside /tmp/rs-* removes nothing but what it may."""
@@ -164,6 +166,7 @@ def test_an_unreadable_or_foreign_record_is_left_alone(tmp_path, monkeypatch):
     assert sorted(p.name for p in folder.iterdir()) == ["alive.json", "broken.json", "elsewhere.json"]
 
 
+@pytest.mark.fault
 def test_an_unwritable_record_folder_does_not_stop_the_session(tmp_path, monkeypatch, capfd):
     """A cache that cannot hold the record (here a regular file) costs only the clean-up after a kill -9:
     one line says so, and the session's variable is still set, then removed."""

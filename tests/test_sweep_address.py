@@ -39,6 +39,7 @@ def _sweep_file(tmp_path: Path) -> Path:
     return sweep
 
 
+@pytest.mark.fault
 def test_unreachable_address_fails_fast_and_leaves_nothing(tmp_path: Path):
     sweep = _sweep_file(tmp_path)
     results = tmp_path / "results"
@@ -96,6 +97,7 @@ class _NotRay:
             c.close()
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("behaviour", ["silent", "web server"])
 def test_open_port_that_is_not_ray_fails_fast_and_leaves_nothing(tmp_path: Path, behaviour: str):
     sweep = _sweep_file(tmp_path)

@@ -27,6 +27,7 @@ from tests import faults
 from tests.sweep_files import tiny_sweep, write_sweep
 
 
+@pytest.mark.fault
 def test_fails_alike_is_an_input_error_or_the_previous_attempts_failure(tmp_path):
     log_event(tmp_path, trial="t", event="start")
     assert fails_alike(ResumeRefused("RUN/checkpoint.pt: refusing to load"), tmp_path, "t")
@@ -57,6 +58,7 @@ def terminal_lines(text: str) -> list[str]:
     return [ln for ln in lines if ln and not re.search(r"\d+%\|", ln)]
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_a_refused_checkpoint_and_a_repeated_error_fail_at_once_in_one_line(tmp_path, monkeypatch, capfd):
     import ray.cloudpickle

@@ -38,6 +38,7 @@ from harness.sweep.schema import parse_sweep
 from harness.sweep.trainable import read_events
 from tests import faults
 from tests.ray_cluster import ray_node
+from tests.sweep_files import tiny_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -50,17 +51,10 @@ def sweep_cache(tmp_path_factory) -> Path:
 
 
 def _sweep_text(name: str, cache: Path, *, max_concurrent: int = 2, n_train: int = 384) -> str:
-    return yaml.safe_dump({
-        "name": name,
-        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": n_train,
-                 "n_valid": 128, "n_test": 128, "cache": str(cache)},
-        "train": {"batch_size": 64, "eval_batch_size": 256, "device": "cpu", "checkpoint_every_batches": 2},
-        "model": {"dim": 8, "num_layers": 1},
-        "grid": {"arch": ["wukong", "whale"], "seed": [0, 1]},
-        "resources": {"cpu": 1},
-        "max_concurrent": max_concurrent,
-        "max_failures": 2,
-    })
+    return yaml.safe_dump(tiny_sweep(
+        name, cache, data={"n_train": n_train, "n_valid": 128, "n_test": 128},
+        train={"eval_batch_size": 256, "checkpoint_every_batches": 2}, model={"num_layers": 1},
+        grid={"arch": ["wukong", "whale"], "seed": [0, 1]}, max_concurrent=max_concurrent, max_failures=2))
 
 
 ALL_TRIALS = {"wukong-seed0", "wukong-seed1", "whale-seed0", "whale-seed1"}
@@ -71,6 +65,7 @@ def _trained_ends(events: list[dict]) -> list[str]:
     return [e["trial"] for e in events if e["event"] == "end" and not e["reused"]]
 
 
+@pytest.mark.fault
 def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkeypatch, capfd):
     import ray.cloudpickle
 
@@ -135,6 +130,7 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
 CTRL_C_EXIT_S = 5.0
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_interrupted_sweep_stops_within_seconds_and_resumes_only_unfinished_trials(tmp_path, sweep_cache):
     """SIGINT to the driver once the 3rd trial record is in trials.jsonl (the 2nd trial has started: progress,

@@ -54,11 +54,13 @@ def test_valid_base_loads_and_plans_full_product():
         assert t.model == {"dim": 8, **({"history_len": 8} if "history_len" in config_fields(t.arch) else {})}
 
 
+@pytest.mark.fault
 def test_unknown_architecture_lists_valid_ones():
     msg = _error(_with(grid={"arch": ["wukong", "whael"], "seed": [0]}))
     assert "grid.arch" in msg and "'whael'" in msg and "whale_meanpool" in msg and "wukong" in msg
 
 
+@pytest.mark.fault
 def test_unknown_protocol_and_source_list_valid_ones():
     msg = _error(_with(data={"source": "synthetic", "scale": "tiny", "protocol": "exposures"}))
     assert "data.protocol" in msg and "author50, exposure" in msg
@@ -68,6 +70,7 @@ def test_unknown_protocol_and_source_list_valid_ones():
     assert "data.source" in msg and "recflow" in msg and "synthetic" in msg
 
 
+@pytest.mark.fault
 def test_wrong_types_name_the_key():
     msg = _error(_with(max_concurrent="two"))
     assert msg.startswith("max_concurrent: expected an integer, got 'two'") and "null" in msg
@@ -79,6 +82,7 @@ def test_wrong_types_name_the_key():
     assert "grid.seed: expected a non-empty list" in _error(_with(grid={"arch": ["whale"], "seed": 3}))
 
 
+@pytest.mark.fault
 def test_missing_data_paths():
     msg = _error(_with(data={"source": "recflow", "root": "/nonexistent/recflow"}))
     assert "data.root" in msg and "/nonexistent/recflow" in msg and "does not exist" in msg
@@ -90,6 +94,7 @@ def test_missing_data_paths():
     assert "data.scale" in msg and "tiny" in msg and "small" in msg
 
 
+@pytest.mark.fault
 def test_unknown_keys_and_axes_list_valid_ones():
     msg = _error(_with(resoures={"cpu": 1}))
     assert "resoures" in msg and "resources" in msg and "valid keys" in msg
@@ -101,6 +106,7 @@ def test_unknown_keys_and_axes_list_valid_ones():
     assert "grid.model.num_heads" in msg and "fmb_tokens" in msg
 
 
+@pytest.mark.fault
 def test_search_section_checks():
     search = {"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, "metric": "test_auc", "mode": "max"}
     msg = _error(_with(search=search))
@@ -164,6 +170,7 @@ def test_model_axis_scoped_to_one_architecture_runs_the_others_once():
     assert all("retained_tokens" not in t.model for t in plan.trials if t.arch == "wukong")
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("section, spelled", [
     ({"model": {"dim": 8, "kv_cache": "last_layer"}}, "model.kv_cache"),
     ({"model": {"size": "XS"}}, "model.size"),
@@ -198,6 +205,7 @@ def test_per_architecture_settings_apply_to_that_architecture_only():
     }
 
 
+@pytest.mark.fault
 def test_per_architecture_key_errors():
     grid = {"arch": ["whale", "helix"], "seed": [0]}
     msg = _error(_with(model={"hstu": {"num_heads": 2}}, grid=grid))
@@ -223,6 +231,7 @@ def test_demo_is_five_models_at_three_widths_times_three_seeds():
         assert points == [(d, s) for d in (4, 8, 16) for s in (0, 1, 2)]  # >= 3 sizes: every family is fitted
 
 
+@pytest.mark.fault
 def test_cli_prints_named_error_and_exits_2(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(_with(grid={"arch": ["transformer9000"]}))
@@ -241,6 +250,7 @@ def test_cli_dry_run_prints_trial_table(tmp_path, capsys):
     assert "estimated compute" in out and not (tmp_path / "res").exists()  # a dry run writes nothing
 
 
+@pytest.mark.fault
 def test_unfinished_sweep_folder_needs_resume(tmp_path):
     from harness.sweep.launcher import SweepError, prepare_sweep_dir
 
@@ -255,6 +265,7 @@ def test_unfinished_sweep_folder_needs_resume(tmp_path):
     assert prepare_sweep_dir(sweep, plan, tmp_path, resume=True) == (sweep_dir, True)
 
 
+@pytest.mark.fault
 def test_optional_section_errors_keep_their_reason():
     """A bad key inside an optional section (`search: X | None`) is reported with its own reason."""
     msg = _error(_with(search={"space": {"model.dim": {"choice": [8]}}, "metrik": "valid_auc"}))
@@ -326,6 +337,7 @@ def test_protocol_parameters_resolve_to_what_the_protocol_uses():
     assert len(author) == 1 and author[0].prepare["history_len"] == Author50Protocol.history_len
 
 
+@pytest.mark.fault
 def test_data_value_errors_name_the_grid_key():
     assert _error(_with(grid={"arch": ["whale"], "delay_s": [0, -5]})).startswith("grid.delay_s: must be >= 0")
     assert _error(_with(grid={"arch": ["whale"], "history_len": [0]})).startswith("grid.history_len: must be >= 1")
@@ -337,6 +349,7 @@ def test_data_value_errors_name_the_grid_key():
     assert msg.startswith("data.split.timezone: unknown time zone")
 
 
+@pytest.mark.fault
 def test_bundle_fields_are_checked_together():
     """A width of 4 is legal for HELIX only with mix_tokens dividing it: the bundle sets both at once."""
     ok = _with(model=None, grid={"arch": ["helix"], "seed": [0],

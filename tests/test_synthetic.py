@@ -86,6 +86,7 @@ def test_author50_pickles_only_when_asked_and_added_later_identically(tiny, tmp_
     assert generate("tiny", late, seed=3) == late  # a log with the pickles serves a request without them
 
 
+@pytest.mark.fault
 def test_refuses_foreign_folder_and_leaves_nothing_on_failure(tmp_path, monkeypatch):
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -270,6 +271,7 @@ def test_delay_share_agrees_with_the_protocol_history_code(tiny_log):
     np.testing.assert_array_equal(delay_sensitive_requests(req)[test], theirs)
 
 
+@pytest.mark.fault
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**31 - 1))
 @example(seed=7)

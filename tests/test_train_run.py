@@ -77,6 +77,7 @@ def test_run_folder_and_metrics_match_independent_computation(reference_run, tin
                                         "duration_gt_180s"}
 
 
+@pytest.mark.fault
 def test_recompute_equals_metrics_json_and_detects_tampering(reference_run, tmp_path, capsys):
     assert cli_main(["metrics", str(reference_run), "--recompute"]) == 0
     tampered = tmp_path / "tampered"
@@ -96,6 +97,7 @@ def test_same_seed_identical_other_seed_differs(reference_run, tiny_artifact, tm
     assert other["test_auc"] != ref["test_auc"]
 
 
+@pytest.mark.fault
 def test_kill_mid_epoch_and_resume_is_bitwise_identical(reference_run, tiny_artifact, tmp_path):  # noqa: F811
     ref = json.loads((reference_run / "metrics.json").read_text())
     cfg = make_cfg(tiny_artifact)
@@ -113,6 +115,7 @@ def test_kill_mid_epoch_and_resume_is_bitwise_identical(reference_run, tiny_arti
         assert a.equals(b)
 
 
+@pytest.mark.fault
 def test_resume_refuses_changed_config_or_data(tiny_artifact, tiny_artifact_other, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     with interrupt_training_after(2), pytest.raises(Interrupted):
@@ -174,6 +177,7 @@ def test_train_reexecs_its_exact_command_line_and_only_as_the_program(tiny_artif
     assert not calls and (tmp_path / "b" / "metrics.json").exists()
 
 
+@pytest.mark.fault
 def test_bad_config_is_refused_with_the_key_named(tiny_artifact):  # noqa: F811
     from core.typed_config import ConfigError
 
@@ -202,6 +206,7 @@ def test_early_stopping_keeps_the_best_epoch(tiny_artifact, tmp_path):  # noqa: 
         assert history[-1] <= max(history[:-1])
 
 
+@pytest.mark.fault
 def test_used_folder_without_checkpoint_is_refused_and_resume_checks_config_and_data(
         reference_run, tiny_artifact, tiny_artifact_other, tmp_path, capsys):  # noqa: F811
     """Killed before its first checkpoint (config.yaml only): a plain `train` is refused, `--resume` with
@@ -222,6 +227,7 @@ def test_used_folder_without_checkpoint_is_refused_and_resume_checks_config_and_
     assert quality(resumed) == quality(json.loads((reference_run / "metrics.json").read_text()))
 
 
+@pytest.mark.fault
 def test_resume_says_where_and_cleans_stale_temporaries(reference_run, tiny_artifact, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "stale"
     with interrupt_training_after(3), pytest.raises(Interrupted):
@@ -237,6 +243,7 @@ def test_resume_says_where_and_cleans_stale_temporaries(reference_run, tiny_arti
     assert quality(resumed) == quality(json.loads((reference_run / "metrics.json").read_text()))
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_real_signal_checkpoints_and_resume_is_bitwise_identical(sig, tiny_artifact, tmp_path):  # noqa: F811
     """`recscale train` as a real process, signalled once its first checkpoint exists: it writes a
@@ -273,6 +280,7 @@ def test_real_signal_checkpoints_and_resume_is_bitwise_identical(sig, tiny_artif
     assert quality(got) == quality(straight)
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_second_signal_during_the_checkpoint_write_aborts_and_keeps_the_last_complete_checkpoint(
         sig, reference_run, tiny_artifact, tmp_path, monkeypatch, capsys):  # noqa: F811

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from harness.sweep.trainable import read_events
+from tests.sweep_files import sweep_cmd, tiny_sweep, write_sweep
 
 VENV_BIN = Path(sys.executable).parent
 LRS = [1e-4, 1e-3, 1e-2]
@@ -38,24 +39,12 @@ pytestmark = pytest.mark.slow
 
 
 def _sweep_file(folder: Path, name: str, cache: Path) -> Path:
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": name,
-        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 768, "n_valid": 256,
-                 "n_test": 256, "cache": str(cache)},
-        "train": {"batch_size": 64, "eval_batch_size": 256, "device": "cpu", "checkpoint_every_batches": 2},
-        "model": {"dim": 8, "num_layers": 1},
-        "grid": {"arch": ARCHS, "seed": [0, 1]},
-        "tuning": {"param": "train.lr", "grid": {"log_min": LRS[0], "log_max": LRS[-1], "points": 3}, "run_seeds": [0],
-                   "metric": "valid_auc"},
-        "resources": {"cpu": 1},
-        "max_concurrent": 1,
-    }))
-    return path
-
-
-def _sweep_cmd(path: Path, results: Path, *extra: str) -> list[str]:
-    return [str(VENV_BIN / "recscale"), "sweep", str(path), "--results", str(results), "--num-cpus", "1", *extra]
+    return write_sweep(folder, tiny_sweep(
+        name, cache, data={"n_train": 768, "n_valid": 256, "n_test": 256},
+        train={"eval_batch_size": 256, "checkpoint_every_batches": 2}, model={"num_layers": 1},
+        grid={"arch": ARCHS, "seed": [0, 1]},
+        tuning={"param": "train.lr", "grid": {"log_min": LRS[0], "log_max": LRS[-1], "points": 3}, "run_seeds": [0],
+                "metric": "valid_auc"}))
 
 
 def _trained(events: list[dict]) -> list[str]:
@@ -67,7 +56,7 @@ def uninterrupted(tmp_path_factory) -> Path:
     """The sweep run once without interruption; returns its folder."""
     root = tmp_path_factory.mktemp("tuning")
     path = _sweep_file(root, "tuned", root / "cache")
-    done = subprocess.run(_sweep_cmd(path, root / "results"), cwd=root, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(sweep_cmd(path, root / "results"), cwd=root, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tuning: 6/6 trials finished" in done.stdout and "4/4 trials finished" in done.stdout, done.stdout
     return root / "results" / "tuned"
@@ -135,7 +124,7 @@ def test_resume_after_interrupts_in_either_stage(uninterrupted, tmp_path):
     sweep_dir = results / "tuned"
 
     # 1. Ctrl-C in the tuning stage, once two tuning trials finished
-    code, out = _interrupt_when(_sweep_cmd(path, results), tmp_path, sweep_dir,
+    code, out = _interrupt_when(sweep_cmd(path, results), tmp_path, sweep_dir,
                                 lambda ev: len(_trained(ev)) >= 2)
     assert code == 130, out
     assert not (sweep_dir / "tuning.json").exists() and not list((sweep_dir / "runs").glob("*/metrics.json"))
@@ -144,7 +133,7 @@ def test_resume_after_interrupts_in_either_stage(uninterrupted, tmp_path):
     first = len(read_events(sweep_dir))
 
     # 2. --resume finishes the tuning stage; Ctrl-C once the first measurement trial started
-    code, out = _interrupt_when(_sweep_cmd(path, results, "--resume"), tmp_path, sweep_dir,
+    code, out = _interrupt_when(sweep_cmd(path, results, "--resume"), tmp_path, sweep_dir,
                                 lambda ev: any(e["trial"] in GRID_TRIALS for e in ev[first:]))
     assert code == 130, out
     events = read_events(sweep_dir)
@@ -156,7 +145,7 @@ def test_resume_after_interrupts_in_either_stage(uninterrupted, tmp_path):
     second = len(events)
 
     # 3. --resume reads the choice back (no tuning trial starts) and finishes the measurement trials
-    done = subprocess.run(_sweep_cmd(path, results, "--resume"), cwd=tmp_path, capture_output=True, text=True,
+    done = subprocess.run(sweep_cmd(path, results, "--resume"), cwd=tmp_path, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4/4 trials finished" in done.stdout, done.stdout

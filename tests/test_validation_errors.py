@@ -182,6 +182,7 @@ CASES = [
 ]
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("name, mutate, file, field, record, value", CASES, ids=[c[0] for c in CASES])
 def test_broken_log_is_refused_with_a_precise_error(tmp_path, capsys, name, mutate, file, field, record, value):
     root = tmp_path / "log"
@@ -217,6 +218,7 @@ def test_valid_log_reads_with_stripped_names_and_int64(tmp_path):
     np.testing.assert_array_equal(log["record_index"], np.tile(np.arange(1, 5), 3))
 
 
+@pytest.mark.fault
 def test_truth_file_misaligned_is_refused(tmp_path):
     from protocols.sources import load_synthetic
 
@@ -230,6 +232,7 @@ def test_truth_file_misaligned_is_refused(tmp_path):
         load_synthetic(root, days=DAYS)
 
 
+@pytest.mark.fault
 def test_author50_array_of_wrong_shape_is_refused(tmp_path):
     root = tmp_path / "log"
     make_log(root)
