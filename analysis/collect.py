@@ -48,7 +48,7 @@ class SweepResults:
         return C.oracle_auc_column(self.config.split)
 
     def run_path(self, run_dir: str) -> Path:
-        return self.root / str(run_dir)
+        return self.root / str(run_dir).split(C.TASK_SEPARATOR)[0]  # a task row's `<run_dir>@<task>`: the run's
 
     def predictions_path(self, row: int) -> Path | None:
         """The run's prediction file for the analysed split (None without a `run_dir`); may not exist."""
@@ -64,7 +64,9 @@ class SweepResults:
             return None
         # checked against the size and checksum metrics.json records; a damaged file is an error naming it
         table = run_folder.read_predictions(self.run_path(run_dir), self.config.split)
-        frame = table.select(["event_id", "label", "score"]).to_pandas()
+        suffix = str(run_dir)[len(str(run_dir).split(C.TASK_SEPARATOR)[0]):]  # task t > 0 of a multi-task run
+        frame = table.select(["event_id", "label" + suffix, "score" + suffix]).to_pandas()
+        frame.columns = ["event_id", "label", "score"]
         if frame["event_id"].duplicated().any():
             row = int(np.flatnonzero(frame["event_id"].duplicated().to_numpy())[0])
             raise DataValidationError(str(path), "event_id", "duplicate event", record=row,
@@ -99,7 +101,27 @@ def read_runs(path: Path, *, trust_edits: bool = False) -> pd.DataFrame:
     if len(runs) == 0:
         raise DataValidationError(str(path), "(rows)", "no finished runs to analyse")
     runs[C.ARCH] = runs[C.ARCH].astype(str)
-    return hashable_lists(runs).reset_index(drop=True)
+    return hashable_lists(rows_per_task(runs)).reset_index(drop=True)
+
+
+def rows_per_task(runs: pd.DataFrame) -> pd.DataFrame:
+    """A multi-task run as one row per task (docs/tasks.md): task t > 0's row takes its `<column>@<name>`
+    columns as the plain ones, `task` = its name and `<trial_id>@<name>`, `<run_dir>@<name>` (its predictions
+    columns); the analysis then treats each task as the data setting `task`. One-task runs are unchanged."""
+    suffixed = [c for c in runs.columns if C.TASK_SEPARATOR in c and c not in (C.TRIAL_ID, C.RUN_DIR)]
+    if not suffixed:
+        return runs
+    frames = [runs.drop(columns=suffixed)]
+    for name in sorted({c.split(C.TASK_SEPARATOR, 1)[1] for c in suffixed}):
+        mine = [c for c in suffixed if c.endswith(C.TASK_SEPARATOR + name)]
+        rows = runs[runs[mine].notna().any(axis=1)].drop(columns=suffixed).copy()
+        rows[[c.split(C.TASK_SEPARATOR)[0] for c in mine]] = runs.loc[rows.index, mine].to_numpy()
+        rows[C.TASK] = name
+        for col in (C.TRIAL_ID, C.RUN_DIR):
+            if col in rows.columns:
+                rows[col] = rows[col].astype(str) + C.TASK_SEPARATOR + name
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
 
 
 def verify_digests(table: pa.Table, path: Path) -> None:

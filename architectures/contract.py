@@ -33,7 +33,8 @@ class RequestReuseConfig(ModelConfig, Protocol):
 
 
 class Model(Protocol):
-    """What every registered model is: a torch module mapping a `Batch` to logits [B]."""
+    """What every registered model is: a torch module mapping a `Batch` to logits [B], or [B, T] for a spec of
+    `num_tasks` T > 1 (one head per task through `blocks/mlp.py`'s `PredictionHead`; docs/tasks.md)."""
 
     cfg: ModelConfig
     reads_history: ClassVar[bool]

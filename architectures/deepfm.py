@@ -29,7 +29,7 @@ from . import register
 from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
-from .blocks.mlp import MLP
+from .blocks.mlp import PredictionHead
 
 
 @dataclass
@@ -57,7 +57,7 @@ class DeepFM(nn.Module):
             nn.init.zeros_(cast(nn.Embedding, t).weight)
         self.first_order_num = nn.Linear(len(spec.num_features), 1)
         n_fields = self.non_sequence.num_tokens + len(spec.hist_cat_fields) + len(HIST_FB_FIELDS)
-        self.deep = MLP(n_fields * E, [cfg.mlp_width] * cfg.num_layers, 1)
+        self.deep = PredictionHead(n_fields * E, [cfg.mlp_width] * cfg.num_layers, spec.num_tasks)
 
     def fields(self, batch: Batch) -> torch.Tensor:
         """[B, 13 + 5 + 2, E]: non-sequence tokens then the mean-pooled history item and feedback fields."""
@@ -75,4 +75,5 @@ class DeepFM(nn.Module):
         first = sum(self.first_order[f](cat[:, i]).squeeze(-1) for i, f in enumerate(self.first_order))
         first = first + self.first_order_num(batch["num"]).squeeze(-1)  # [B]
         fm = 0.5 * (v.sum(1).pow(2) - v.pow(2).sum(1)).sum(-1)  # [B]
-        return first + fm + self.deep(v.flatten(1)).squeeze(-1)  # [B]
+        deep = self.deep(v)  # [B] or [B, T]
+        return (first + fm).view(-1, *[1] * (deep.dim() - 1)) + deep  # [B] or [B, T]

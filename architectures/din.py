@@ -30,7 +30,7 @@ from . import register
 from .blocks.config_checks import check_choices, require_positive
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
-from .blocks.mlp import MLP
+from .blocks.mlp import MLP, PredictionHead
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Din(nn.Module):
         self.activation = MLP(4 * n_item * E, cfg.attention_hidden, 1)
         in_dim = self.non_sequence.num_tokens * E + (n_item + 2) * E
         widths = [max(1, cfg.mlp_width // 2**i) for i in range(cfg.num_layers)]
-        self.deep = MLP(in_dim, widths, 1)
+        self.deep = PredictionHead(in_dim, widths, spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
@@ -69,4 +69,4 @@ class Din(nn.Module):
         weight = self.activation(torch.cat([k, qe, k - qe, k * qe], -1)).squeeze(-1) * mask  # [B, L]
         interest = torch.einsum("bl,bld->bd", weight, torch.cat([k, fb], -1))  # [B, 7E]
         x = torch.cat([self.non_sequence(batch).flatten(1), interest], 1)
-        return self.deep(x).squeeze(-1)  # [B]
+        return self.deep(x)  # [B] or [B, T]

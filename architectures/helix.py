@@ -47,7 +47,7 @@ from .blocks.helix_encoder import Compression, HelixEncoder
 from .blocks.history_select import gather_rows, hard_search
 from .blocks.history_window import History, recent_history
 from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
-from .blocks.mlp import MLP
+from .blocks.mlp import PredictionHead
 from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import GateUpNorm, SwiGLU
 from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer, mixup
@@ -259,7 +259,7 @@ class Helix(nn.Module):
         self.mixformer = nn.ModuleList([ReadThenInteract(cfg) for _ in range(cfg.mixformer_layers)])
         self.decoder = nn.ModuleList([ReadThenInteract(cfg) for _ in range(cfg.num_layers)])
         self.head_norm = nn.RMSNorm(W)
-        self.head = MLP(cfg.mix_tokens * W, W, 1)
+        self.head = PredictionHead(cfg.mix_tokens * W, W, spec.num_tasks)
 
     # -- candidate-independent part -------------------------------------------------------------
     def user_side(self, batch: History) -> tuple[torch.Tensor, list[KV]]:
@@ -291,5 +291,5 @@ class Helix(nn.Module):
             mix = layer(mix, sequence_kv)
         for r, layer in enumerate(self.decoder):
             mix = layer(mix, caches[min(r, len(caches) - 1)])
-        return self.head(self.head_norm(mix).flatten(1)).squeeze(-1)  # [B]
+        return self.head(self.head_norm(mix))  # [B] or [B, T]
 

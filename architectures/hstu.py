@@ -74,7 +74,7 @@ class HSTU(nn.Module):
         self.max_len = 2 * cfg.history_len + 1
         self.encoder = HSTUEncoder(D, cfg.num_layers, num_heads=cfg.num_heads, head_dim=cfg.head_dim,
                                    max_len=self.max_len, num_buckets=cfg.num_time_buckets, eps=cfg.layer_norm_eps)
-        self.head = PredictionHead(D, cfg.head_hidden or 2 * D)
+        self.head = PredictionHead(D, cfg.head_hidden or 2 * D, spec.num_tasks)
 
     def sequence(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """The interleaved input: tokens [B, N, D], times [B, N], valid [B, N], candidate position [B]; N = 2L + 1."""
@@ -108,4 +108,4 @@ class HSTU(nn.Module):
         mask, buckets = sequence_layout(ts, valid, event=event, num_buckets=self.cfg.num_time_buckets)
         out = self.encoder(seq, valid, mask, buckets)[-1]  # [B, N, D]
         cand_out = out.gather(1, cand_pos.view(B, 1, 1).expand(B, 1, D)).squeeze(1)  # [B, D]
-        return self.head(cand_out)  # [B]
+        return self.head(cand_out)  # [B] or [B, T]

@@ -38,7 +38,7 @@ from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequen
 from .blocks.history_select import gather_rows
 from .blocks.history_window import recent_history
 from .blocks.masked_attention import attend, merge_heads, split_heads
-from .blocks.mlp import MLP
+from .blocks.mlp import PredictionHead
 from .blocks.token_mixing import PerTokenLinear
 
 
@@ -141,7 +141,7 @@ class OneTrans(nn.Module):
             [OneTransLayer(N, W, cfg.num_heads, cfg.ffn_mult * W, seq_outputs=n > 0) for n in cfg.pyramid()]
         )
         self.head_norm = nn.RMSNorm(W)
-        self.head = MLP(N * W, W, 1)
+        self.head = PredictionHead(N * W, W, spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
@@ -158,4 +158,4 @@ class OneTrans(nn.Module):
         for layer, n_seq in zip(self.layers, self.cfg.pyramid()):
             x, valid = layer(x, valid, min(n_seq, x.shape[1] - ns.shape[1]))
         out = x[:, -ns.shape[1]:]  # [B, 13, W]
-        return self.head(self.head_norm(out).flatten(1)).squeeze(-1)  # [B]
+        return self.head(self.head_norm(out))  # [B] or [B, T]

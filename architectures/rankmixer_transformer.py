@@ -34,7 +34,7 @@ from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequen
 from .blocks.helix_encoder import EncoderLayer
 from .blocks.history_window import History, recent_history
 from .blocks.masked_attention import MultiHeadAttention
-from .blocks.mlp import MLP
+from .blocks.mlp import PredictionHead
 from .blocks.request_reuse import history_per_request
 from .blocks.token_mixing import RankMixerBlock
 
@@ -75,7 +75,7 @@ class RankMixerTransformer(nn.Module):
         self.target_read = MultiHeadAttention(W, cfg.num_heads)
         self.tokenize = nn.Linear(self.non_sequence.num_tokens * E + 2 * W, T * W)
         self.mixer = nn.ModuleList([RankMixerBlock(T, W, cfg.ffn_mult) for _ in range(cfg.num_layers)])
-        self.head = MLP(T * W, W, 1)
+        self.head = PredictionHead(T * W, W, spec.num_tasks)
 
     def encode_history(self, hist: History) -> torch.Tensor:
         """Candidate-independent sequence stage: [B, L, W], zero at PAD."""
@@ -98,4 +98,4 @@ class RankMixerTransformer(nn.Module):
         x = self.tokenize(features).view(-1, self.cfg.mix_tokens, self.cfg.dim)  # [B, T, W]
         for block in self.mixer:
             x = block(x)
-        return self.head(x.flatten(1)).squeeze(-1)  # [B]
+        return self.head(x)  # [B] or [B, T]

@@ -63,7 +63,8 @@ class ShallowHybrid(nn.Module):
                                      num_buckets=cfg.num_time_buckets, event_hidden=cfg.event_hidden)
         self.layers = wukong_stack(self.tokens.num_tokens + 1, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
-        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
+        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
+                                   spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
@@ -73,4 +74,4 @@ class ShallowHybrid(nn.Module):
         x = torch.cat([self.tokens(batch), summary.unsqueeze(1)], dim=1)  # [B, 14, D]
         for layer in self.layers:
             x = layer(x)  # [B, 8, D]
-        return self.head(x)  # [B]
+        return self.head(x)  # [B] or [B, T]

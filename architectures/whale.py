@@ -187,7 +187,8 @@ class Whale(nn.Module):
         self.fusions = nn.ModuleList(
             [Fusion(D, ffn_hidden=cfg.ffn_hidden or 2 * D, read=cfg.fusion_read) for _ in range(cfg.num_layers)]
         )
-        self.head = PredictionHead(cast(WukongLayer, self.wukong[-1]).n_out * D, cfg.head_hidden or 2 * D)
+        self.head = PredictionHead(cast(WukongLayer, self.wukong[-1]).n_out * D, cfg.head_hidden or 2 * D,
+                                   spec.num_tasks)
 
     def _memories(self, hist: History) -> tuple[torch.Tensor, ...]:
         """Everything candidate-independent: each layer's fusion memory (K, V or the mean), flattened."""
@@ -204,7 +205,7 @@ class Whale(nn.Module):
         n = self.tokens(batch)  # [B, 13, D]
         for wukong, fusion, memory in zip(self.wukong, self.fusions, memories):
             n = fusion(wukong(n), memory, valid)  # [B, 8, D]
-        return self.head(n)  # [B]
+        return self.head(n)  # [B] or [B, T]
 
 
 register("whale", config=WhaleConfig)(Whale)

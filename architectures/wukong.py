@@ -60,10 +60,11 @@ class Wukong(nn.Module):
         self.tokens = NonSequenceTokens(spec, cfg.dim, self.embeddings)
         self.layers = wukong_stack(self.tokens.num_tokens, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
-        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim)
+        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
+                                   spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         x = self.tokens(batch)  # [B, 13, D]
         for layer in self.layers:
             x = layer(x)  # [B, 8, D]
-        return self.head(x)  # [B]
+        return self.head(x)  # [B] or [B, T]

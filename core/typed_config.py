@@ -6,7 +6,8 @@ module is the one validation layer that turns plain mappings into them. It refus
 of the wrong type (naming the key with its full path, e.g. `data.split.timezone`); a value that fits no
 member of a union gets every member's reason. A dataclass whose keys are partly open (a prepare config
 takes its protocol's parameters by name) names a mapping field in `EXTRA_KEYS_FIELD`: keys that are not
-fields go there and the class validates them itself. Range
+fields go there and the class validates them itself. A dataclass naming a field in `SHORT_FORM_FIELD` may also
+be given as that field's value alone (`train.tasks=[long_view]` for `[{name: long_view}]`). Range
 checks live in each dataclass's `__post_init__` and raise ConfigError with the field name; `from_dict`
 prefixes it with the section path.
 """
@@ -82,6 +83,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
+        short = getattr(tp, "SHORT_FORM_FIELD", None)
+        if short is not None and isinstance(value, str):
+            value = {short: value}
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a mapping, got {value!r}")
         return from_dict(tp, value, prefix=f"{key}.")

@@ -1,22 +1,43 @@
-"""Run configuration: `TrainConfig` and `RunConfig` (architecture, model overrides, prepared dataset, training,
-seed), loaded from YAML and `--set` overrides through `core.typed_config`, and `parse_set`, the one `--set`
+"""Run configuration: `TaskConfig`, `TrainConfig` and `RunConfig` (architecture, model overrides, prepared dataset,
+training, seed), loaded from YAML and `--set` overrides through `core.typed_config`, and `parse_set`, the one `--set`
 parser of `recscale train` and `recscale flops`. Keys, defaults and the seed's training rules: docs/training.md.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
 from core.errors import one_line
 from core.typed_config import ConfigError, from_dict, merged, parse_set_options, to_dict
+from protocols.schema import TASK_LABELS
 
 from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
+
+
+@dataclass
+class TaskConfig:
+    """One task of a multi-task run (docs/tasks.md): its name, the label column it predicts (the target's own
+    feedback field, `TASK_LABELS`; default: the name) and its weight in the loss. A bare name is the short form."""
+
+    SHORT_FORM_FIELD: ClassVar[str] = "name"
+
+    name: str
+    label: str = ""
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.name
+        if self.label not in TASK_LABELS:
+            raise ConfigError(f"label: {self.label!r} is not a label column (allowed: {', '.join(TASK_LABELS)})")
+        if not (self.weight >= 0 and math.isfinite(self.weight)):
+            raise ConfigError(f"weight: must be a finite number >= 0, got {self.weight!r}")
 
 
 @dataclass
@@ -47,6 +68,7 @@ class TrainConfig:
     num_threads: int = 0
     checkpoint_every_batches: int = 0
     checkpoint_every_s: float = 600.0
+    tasks: list[TaskConfig] = field(default_factory=list)  # empty: the dataset's one `label` (docs/tasks.md)
     prefetch_batches: int = 2
     loader_workers: int = 1
     log_every_steps: int = 10
@@ -85,6 +107,11 @@ class TrainConfig:
         if not 0.0 <= self.id_mask_prob < 1.0:
             raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
         check_split_metric("train.early_stopping_metric", self.early_stopping_metric)
+        names = [t.name for t in self.tasks]
+        if len(set(names)) < len(names):
+            raise ConfigError(f"train.tasks: task names must differ, got {names}")
+        if self.tasks and not sum(t.weight for t in self.tasks) > 0:
+            raise ConfigError("train.tasks: at least one task needs a weight > 0")
         if self.recipe == "seed" and self.schedule != ScheduleConfig():
             changed = next(k for k, v in vars(self.schedule).items() if v != getattr(ScheduleConfig(), k))
             raise ConfigError(f"train.schedule.{changed}: recipe seed trains at a constant learning rate (the seed's "
@@ -204,4 +231,6 @@ def run_config_dict(cfg: RunConfig) -> dict[str, Any]:
     out = to_dict(cfg)
     if cfg.train.recipe == "seed":  # the seed's recipe: config.yaml as before schedules existed (old folders resume)
         del out["train"]["recipe"], out["train"]["schedule"]
+    if not cfg.train.tasks:  # one task, the dataset's label: config.yaml as before multi-task runs existed
+        del out["train"]["tasks"]
     return out

@@ -62,16 +62,19 @@ def predict(
     device: torch.device,
     bf16: bool = False,
     prefetch: int = 2,
+    label_columns: tuple[str, ...] = (),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(event_id int64, label float32, score float64 probability) of every target of `split`, in order."""
+    """(event_id int64, label float32, score float64 probability) of every target of `split`, in order; label and
+    score are [n], or [n, T] for the T tasks of `label_columns` (harness/tasks.py)."""
     was_training = model.training
     model.eval()
     event_ids, labels, logits = [], [], []
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     try:
-        for batch in dataset.batches(split, batch_size, seed=0, **loader_options(device, prefetch)):
+        for batch in dataset.batches(split, batch_size, seed=0, labels=label_columns,
+                                     **loader_options(device, prefetch)):
             with autocast:
-                out = model(move_batch(batch, device))  # [B]
+                out = model(move_batch(batch, device))  # [B] or [B, T]
             logits.append(out.float().cpu().numpy())
             event_ids.append(batch["event_id"].numpy())
             labels.append(batch["label"].numpy())

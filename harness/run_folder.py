@@ -98,14 +98,13 @@ def check_predictions(run_dir: Path, split: str, *, metrics: dict[str, Any] | No
         raise RunFolderError(f"{problems[0]}; {_rebuild_hint(run_dir)}")
 
 
-def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray) -> None:
-    table = pa.table(
-        {
-            "event_id": pa.array(np.asarray(event_id, dtype=np.int64)),
-            "label": pa.array(np.asarray(label, dtype=np.float32)),
-            "score": pa.array(np.asarray(score, dtype=np.float64)),
-        }
-    )
+def write_predictions(run_dir: Path, split: str, event_id: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+    """`predictions_<split>.parquet`: event ids, then the label (float32) and score (float64) columns of every
+    task (`label`, `score`; a multi-task run adds `label@<task>`, `score@<task>`, harness/tasks.py)."""
+    dtype = {"label": np.float32, "score": np.float64}
+    table = pa.table({"event_id": pa.array(np.asarray(event_id, dtype=np.int64)),
+                      **{name: pa.array(np.asarray(values, dtype=dtype[name.split("@")[0]]))
+                         for name, values in columns.items()}})
     atomic_write.write_parquet(run_dir / layout.predictions_file(split), table)
 
 

@@ -15,6 +15,10 @@ PROTOCOL = "protocol"
 DELAY_S = "delay_s"
 HISTORY_LEN = "history_len"
 TASK = "task"
+#: A multi-task run's columns of task t > 0: the one-task column, this separator, the task's name
+#: (`test_auc@long_view`); its `train.tasks` column lists the names, its `task` is task 0's (docs/tasks.md).
+TASK_SEPARATOR = "@"
+TASKS = "train.tasks"
 DATASET_ID = "dataset_id"
 #: Node that ran the trial (a cluster's nodes must share the driver's software; harness.sweep.trainable).
 RAY_NODE = "ray_node"

@@ -3,7 +3,8 @@ it runs on: shared by the training loop (harness/train.py) and the step timings 
 measure the same work. The loss, the optimisers (dense and sparse mode) and the clipping: docs/training.md.
 
 The loss is BCE-with-logits summed over the batch and divided by the nominal batch size: every target weighs
-the same 1 / batch_size, including those of the last, partial batch. Clipping computes what
+the same 1 / batch_size, including those of the last, partial batch. With `train.tasks`, the loss is the weighted sum
+of the tasks' losses (harness/tasks.py). Clipping computes what
 `torch.nn.utils.clip_grad_norm_` does, except that on CPU it skips the multiplication by exactly 1.0 when the
 norm is within the bound (the same bits; a pass over every gradient, the embedding tables' included, saved).
 """
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from core.errors import RecscaleError
 
 from .config import TrainConfig
+from .tasks import weighted_loss
 
 
 def resolve_device(name: str) -> torch.device:
@@ -53,6 +55,8 @@ class TrainStep:
         self.device_type = device.type
         self.bf16 = tc.use_bf16(device)
         self.grad_norm: torch.Tensor | None = None  # of the last step (harness/curves.py logs it)
+        self.task_weights = torch.tensor([t.weight for t in tc.tasks], device=device) if tc.tasks else None
+        self.task_losses: torch.Tensor | None = None  # [T] summed loss of each task in the last step
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.bf16:
@@ -62,7 +66,11 @@ class TrainStep:
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with self.autocast():  # attentions run with the model's kernel (architectures.build(attention=...))
             logits = self.forward(batch)  # [B]
-        loss_sum = F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
+        if self.task_weights is None:
+            loss_sum = F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
+        else:  # [B, T]
+            loss_sum, task_losses = weighted_loss(logits, batch["label"], self.task_weights)
+            self.task_losses = task_losses.detach()
         (loss_sum / self.batch_size).backward()
         self.grad_norm = clip_gradients(self.model, self.grad_clip)  # before clipping; None without clipping
         for opt in self.optimizers:

@@ -7,6 +7,7 @@ checkpoints, resume, the run-folder checks and signals: docs/training.md.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import random
@@ -29,7 +30,7 @@ from core.results_layout import CHECKPOINT_FILE, CONFIG_FILE, CURVES_DIR, PREDIC
 from harness.runs_columns import DATA_FINGERPRINT
 from protocols.output_location import check_writable
 
-from . import perf, run_health
+from . import perf, tasks
 from . import run_folder as RF
 from .checkpoint import (
     Position,
@@ -41,7 +42,7 @@ from .checkpoint import (
 )
 from .config import RunConfig, TrainConfig, run_config_dict
 from .curves import read_curves
-from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
+from .evaluate import loader_options, move_batch, open_dataset, predict, target_columns
 from .fingerprint import machine_fingerprint
 from .lr_schedule import ScheduleConfig, factor
 from .metric_registry import check_split_metric
@@ -79,7 +80,8 @@ def train_run(
     session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
     session.setup_seconds = time.perf_counter() - started
 
-    curves = CurveLogger(out_dir, cfg.train.log_every_steps, session.device)  # no RNG
+    curves = CurveLogger(out_dir, cfg.train.log_every_steps, session.device,  # no RNG
+                         [t.name for t in cfg.train.tasks])
     session.model.train()
     session.stop.install()
     try:
@@ -163,8 +165,9 @@ def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, s
     np.random.seed(cfg.seed % 2**32)
     torch.manual_seed(cfg.seed)
     # the kernel of the softmax attentions is the model's: every forward below (cost, steps, evaluation) uses it
-    model = architectures.build(cfg.arch, dataset.spec, cfg.model_config(), attention=tc.attention).to(device)
-    key = json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type], sort_keys=True)
+    spec = dataclasses.replace(dataset.spec, num_tasks=len(tc.tasks)) if tc.tasks else dataset.spec
+    model = architectures.build(cfg.arch, spec, cfg.model_config(), attention=tc.attention).to(device)
+    key = json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type, spec.num_tasks], sort_keys=True)
     if key not in _COST_CACHE:
         batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
         _COST_CACHE[key] = matmul.count_cost(model, batch)
@@ -223,6 +226,7 @@ def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> Non
     n_targets = session.dataset.num_targets("train")
     batches = session.dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
                                       start_batch=position.batch, id_mask_prob=tc.id_mask_prob,
+                                      labels=tasks.labels(tc.tasks),
                                       **loader_options(session.device, tc.prefetch_batches, tc.loader_workers))
     meter = Meter(session.device)  # this epoch's training seconds and summed loss, until they go to the position
     with tqdm(total=n_targets, initial=min(position.batch * tc.batch_size, n_targets), unit="tgt", unit_scale=True,
@@ -235,7 +239,7 @@ def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> Non
             n = int(batch["label"].shape[0])
             position.batch += 1
             position.targets_seen += n
-            curves.step(session.global_step, loss, n, step.grad_norm, schedule.lr())
+            curves.step(session.global_step, loss, n, step.grad_norm, schedule.lr(), step.task_losses)
             bar.update(n)
             if session.validates_mid_epoch():
                 meter.exclude(validate_mid_epoch(session, curves, session.global_step))  # not training time
@@ -254,8 +258,7 @@ def validate_mid_epoch(session: Session, curves: CurveLogger, global_step: int) 
     t = time.perf_counter()
     ev, lab, sc = session.predict("valid")
     if np.isfinite(sc).all():
-        flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
-        curves.evaluation(global_step, flat)
+        curves.evaluation(global_step, session.metrics("valid", ev, lab, sc)[0])
     seconds = time.perf_counter() - t
     session.position.valid_seconds += seconds
     curves.exclude(seconds)
@@ -267,7 +270,7 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
     tc, position = session.tc, session.position
     t_valid = time.perf_counter()
     ev, lab, sc = session.predict("valid")
-    flat, _ = split_metrics("valid", ev, lab, sc, target_columns(session.dataset, "valid"))
+    flat, _ = session.metrics("valid", ev, lab, sc)
     value = flat[tc.early_stopping_metric]
     epoch_record[tc.early_stopping_metric] = value
     epoch_record["valid_ne"] = flat["valid_ne"]
@@ -307,8 +310,8 @@ class Evaluation:
     """The evaluation of the selected weights on every prediction split."""
 
     metrics: dict[str, Any]  # arch, seed, data fingerprint and every split's flat metrics
-    groups: dict[str, Any]  # per split: metrics of the target groups
-    scores: dict[str, np.ndarray]  # per split: the predicted probabilities
+    groups: dict[str, Any]  # per split (and `<split>@<task>`, harness/tasks.py): metrics of the target groups
+    scores: dict[str, np.ndarray]  # per split: the predicted probabilities, [n] or [n, T]
     seconds: float
 
 
@@ -323,12 +326,13 @@ def evaluate(session: Session) -> Evaluation:
         session.stop_if_signalled()  # the checkpoint says finished: --resume only evaluates
         ev, lab, sc = session.predict(split)
         if np.isfinite(sc).all():
-            flat, groups[split] = split_metrics(split, ev, lab, sc, target_columns(dataset, split))
+            flat, split_groups = session.metrics(split, ev, lab, sc)
+            groups.update(split_groups)
         else:  # diverged: metrics undefined, recorded as such (harness/run_health.py)
-            flat, groups[split] = run_health.undefined_metrics(split, lab), {}
+            flat, groups[split] = tasks.undefined_metrics(split, lab, session.tc.tasks), {}
         metrics.update(flat)
         scores[split] = sc
-        RF.write_predictions(session.out_dir, split, ev, lab, sc)
+        RF.write_predictions(session.out_dir, split, ev, tasks.prediction_columns(lab, sc, session.tc.tasks))
     return Evaluation(metrics, groups, scores, time.perf_counter() - t_eval)
 
 
@@ -363,9 +367,8 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
     })
     result["train_steps"] = session.global_step
     # harness/run_health.py; the curves are closed (flushed) by now
-    trend = run_health.trend_of(read_curves(session.out_dir), total_steps=result["train_steps"],
-                                epochs=position.epoch)
-    result.update(run_health.record(result, session.model, evaluation.scores["valid"], trend))
+    result.update(tasks.health(result, session.model, evaluation.scores["valid"], read_curves(session.out_dir),
+                               tasks=tc.tasks, total_steps=result["train_steps"], epochs=position.epoch))
     RF.write_metrics(session.out_dir, result)
     if not final_checkpoint:
         session.checkpoint_path.unlink(missing_ok=True)
@@ -460,10 +463,16 @@ class Session:
             raise TrainingInterrupted(self.stop.signum, self.out_dir, self.position)
 
     def predict(self, split: str) -> tuple[Any, np.ndarray, np.ndarray]:
-        """(evaluation table, labels, scores) of every target of `split` with the current weights."""
+        """(event ids, labels, scores) of every target of `split` with the current weights ([n, T] for T tasks)."""
         tc = self.tc
         return predict(self.step.forward, self.dataset, split, batch_size=tc.eval_batch_size, device=self.device,
-                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches)
+                       bf16=tc.use_bf16(self.device), prefetch=tc.prefetch_batches,
+                       label_columns=tasks.labels(tc.tasks))
+
+    def metrics(self, split: str, ev: np.ndarray, lab: np.ndarray, sc: np.ndarray) -> tuple[dict[str, Any], dict]:
+        """The flat metrics of `split` (every task's, harness/tasks.py) and its groups' ({split name: groups})."""
+        task_labels = self.dataset.task_labels(split, tasks.labels(self.tc.tasks)) if self.tc.tasks else None
+        return tasks.split_metrics(split, ev, lab, sc, target_columns(self.dataset, split), self.tc.tasks, task_labels)
 
 
 class Meter:
@@ -523,8 +532,9 @@ class LRSchedule:
 class CurveLogger:
     """Accumulates per-step values and writes a point every `every` global steps (`every=0`: off)."""
 
-    def __init__(self, run_dir: Path, every: int, device: torch.device) -> None:
-        self.every, self.dir = every, Path(run_dir) / CURVES_DIR
+    def __init__(self, run_dir: Path, every: int, device: torch.device, task_names: Sequence[str] = ()) -> None:
+        self.every, self.dir, self.task_names = every, Path(run_dir) / CURVES_DIR, tuple(task_names)
+        self._task_loss = torch.zeros((), dtype=torch.float64)  # [T] summed per-task losses since the last point
         self._writer: Any = None
         self._loss = torch.zeros((), dtype=torch.float64, device=device)
         self._norm = torch.zeros((), dtype=torch.float64, device=device)
@@ -540,10 +550,13 @@ class CurveLogger:
         return self._writer
 
     def step(self, global_step: int, loss_sum: torch.Tensor, n_targets: int, grad_norm: torch.Tensor | None,
-             lr: float) -> None:
-        """After optimiser step `global_step` (1-based: steps done so far) with summed loss `loss_sum`."""
+             lr: float, task_losses: torch.Tensor | None = None) -> None:
+        """After optimiser step `global_step` (1-based: steps done so far) with summed loss `loss_sum` (and each
+        task's, `task_losses` [T], logged as `train/loss@<task>` beside the weighted total)."""
         if not self.every:
             return
+        if task_losses is not None:
+            self._task_loss = self._task_loss + task_losses.double()
         if loss_sum.device.type == "cpu":  # reading a CPU scalar is cheaper than adding tensors
             self._loss_f += float(loss_sum)
             self._norm_f += float(grad_norm) if grad_norm is not None else 0.0
@@ -560,10 +573,13 @@ class CurveLogger:
         w = self.writer()
         w.add_scalar("train/loss", (float(self._loss) + self._loss_f) / max(self._targets, 1), global_step)
         w.add_scalar("train/lr", lr, global_step)
+        for name, value in zip(self.task_names, self._task_loss.tolist() if self._task_loss.dim() else ()):
+            w.add_scalar(f"train/loss{tasks.SEPARATOR}{name}", value / max(self._targets, 1), global_step)
         if self._norms:
             w.add_scalar("train/grad_norm", (float(self._norm) + self._norm_f) / self._norms, global_step)
         w.add_scalar("train/targets_per_s", self._targets / max(now - self._t0, 1e-9), global_step)
         self._loss.zero_(), self._norm.zero_()
+        self._task_loss = torch.zeros((), dtype=torch.float64)
         self._targets = self._steps = self._norms = 0
         self._loss_f = self._norm_f = 0.0
         self._t0 = time.perf_counter()

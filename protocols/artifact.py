@@ -23,7 +23,7 @@ from core import results_layout as layout
 from core.errors import RecscaleError, one_line
 
 from .integrity import check_files, read_manifest
-from .schema import CAT_FIELDS, HIST_CAT_FIELDS, MASKED_ID_FIELDS, UNK, FeatureSpec
+from .schema import CAT_FIELDS, FEEDBACK_OFFSET, HIST_CAT_FIELDS, HIST_FB_FIELDS, MASKED_ID_FIELDS, UNK, FeatureSpec
 from .split import SPLITS
 
 #: Default ID-masking probability on the training split.
@@ -114,6 +114,21 @@ class PreparedDataset:
         self._check_split(split)
         return pq.read_table(self.path / layout.targets_file(split))
 
+    def task_labels(self, split: str, labels: tuple[str, ...]) -> np.ndarray:
+        """float32 [n, T] labels of `split`'s targets (stored order), one column per label column of `labels`
+        (`schema.TASK_LABELS`): the target's own feedback, read from the exposure feedback table at its row."""
+        key = f"labels:{','.join(labels)}"
+        arrays = self._split_arrays(split)
+        if key not in arrays:
+            unknown = [c for c in labels if c not in HIST_FB_FIELDS]
+            if unknown:
+                raise RecscaleError(f"label column(s) {unknown} unknown; valid: {', '.join(HIST_FB_FIELDS)}")
+            rows = pq.read_table(self.path / layout.targets_file(split), columns=["row"]).column("row").to_numpy()
+            feedback = np.take(self._exposure[1], rows, axis=0)  # [n, 2], encoded 2/3
+            columns = [HIST_FB_FIELDS.index(c) for c in labels]
+            arrays[key] = (feedback[:, columns] - FEEDBACK_OFFSET).astype(np.float32)
+        return arrays[key]
+
     def history_rows(self, split: str) -> np.ndarray:
         """int32 [n, L] exposure rows of each target's history (-1 at PAD), stored order."""
         return np.asarray(self._history[self._split_arrays(split)["request_idx"]])
@@ -140,10 +155,12 @@ class PreparedDataset:
         workers: int = 1,
         narrow: bool = False,
         pin_memory: bool = False,
+        labels: tuple[str, ...] = (),
     ) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of the batch schema (`protocols.schema.Batch`) from `start_batch` on; the options: docs/protocols.md,
         "Batch loader". Valid and test are never masked, whatever `id_mask_prob` says; `protocols.schema.widen`
-        restores `narrow` fields to the schema's types; `pin_memory` needs a CUDA build."""
+        restores `narrow` fields to the schema's types; `pin_memory` needs a CUDA build. `labels` (label columns, one
+        per task) makes `label` [B, T] from `task_labels`; empty: the dataset's one label [B]."""
         if batch_size < 1:
             raise RecscaleError(f"batch_size must be >= 1, got {batch_size}")
         p = (DEFAULT_ID_MASK_PROB if id_mask_prob is None else float(id_mask_prob)) if split == "train" else 0.0
@@ -152,7 +169,10 @@ class PreparedDataset:
         order = self.order(split, seed=seed, epoch=epoch)
 
         def make(b: int) -> dict[str, torch.Tensor]:
-            batch = self.assemble(split, order[b * batch_size : (b + 1) * batch_size], narrow=narrow)
+            positions = order[b * batch_size : (b + 1) * batch_size]
+            batch = self.assemble(split, positions, narrow=narrow)
+            if labels:
+                batch["label"] = np.take(self.task_labels(split, labels), positions, axis=0)  # [B, T]
             if p > 0:
                 _mask_ids(batch, p,
                           np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, b, _MASK_STREAM]))))

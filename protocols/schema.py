@@ -17,7 +17,7 @@ Batch schema (B = batch size, L = history length), all values torch tensors; the
 | `hist_mask`   | bool [B, L]         | valid positions; valid events left-aligned, ascending time          |
 | `request_ts`  | int64 [B]           | target request time (ms)                                            |
 | `request_idx` | int64 [B]           | index of the target's request (candidates of one request share it)  |
-| `label`       | float32 [B]         | long_view of the target (never a model input)                       |
+| `label`       | float32 [B] or [B, T] | the target's label, or one per task of `train.tasks` (never an input) |
 | `event_id`    | int64 [B]           | (file_index << 32) + record_index of the target exposure            |
 """
 from __future__ import annotations
@@ -91,6 +91,8 @@ HIST_CAT_FIELDS: tuple[str, ...] = (
     "upload_type",
 )
 HIST_FB_FIELDS: tuple[str, ...] = ("effective_view", "long_view")
+#: The label columns a task may predict (`train.tasks`, docs/tasks.md): the target's own feedback fields.
+TASK_LABELS: tuple[str, ...] = HIST_FB_FIELDS
 #: Item-side fields of the candidate (indices into `cat`).
 ITEM_FIELD_INDEX: tuple[int, ...] = tuple(CAT_FIELDS.index(f) for f in HIST_CAT_FIELDS)
 #: IDs that training masks to UNK with a small probability (candidate and valid history positions).
@@ -178,6 +180,7 @@ class FeatureSpec:
     num_features: tuple[str, ...] = NUM_FEATURES
     num_groups: tuple[tuple[str, int, int], ...] = NUM_GROUPS
     feedback_vocab: int = FEEDBACK_VOCAB
+    num_tasks: int = 1  # logits per target: [B] for one task, [B, T] for T (architectures/blocks/mlp.py)
 
     def __post_init__(self) -> None:
         missing = [f for f in self.cat_fields if f not in self.vocab_sizes]
@@ -188,6 +191,8 @@ class FeatureSpec:
             raise ValueError(f"vocabulary sizes must count PAD and UNK (>= 2): {small}")
         if self.history_len < 1:
             raise ValueError(f"history_len must be >= 1, got {self.history_len}")
+        if self.num_tasks < 1:
+            raise ValueError(f"num_tasks must be >= 1, got {self.num_tasks}")
 
 
 def random_batch(

@@ -111,7 +111,7 @@ def assert_trains(model: nn.Module, batch) -> None:
     model.zero_grad()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     logits = model(batch)
-    assert logits.shape == (batch["cat"].shape[0],) and logits.dtype == torch.float32
+    assert logits.shape == batch["label"].shape and logits.dtype == torch.float32  # [B], or [B, T] for T tasks
     loss = nn.functional.binary_cross_entropy_with_logits(logits, batch["label"])
     assert torch.isfinite(loss)
     loss.backward()

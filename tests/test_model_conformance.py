@@ -4,9 +4,10 @@ The architectures come from the registry at collection time, so a new model file
 edit here; each is built with its default config and `history_len` set to the small test history
 (every config has that field). Checks: config contract and forward signature, padding invariance (and
 sensitivity to valid history events), the label never an input, an empty history, FLOPs and
-parameters countable (in-process and through `recscale flops`), one training step, and request reuse
-identical to no reuse where the model supports it. The last test is the discovery check: a model file
-copied under a new name outside the package is listed, counted and covered by this suite.
+parameters countable (in-process and through `recscale flops`), one training step, request reuse
+identical to no reuse where the model supports it, and a two-task model (one shared body, one head per task).
+The last test is the discovery check: a model file copied under a new name outside the package is listed,
+counted and covered by this suite.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import architectures
 from architectures.blocks.history_window import HISTORY_KEYS
+from architectures.blocks.mlp import PredictionHead
 from architectures.contract import REUSE_SWITCH, ModelConfig, RequestReuseConfig, check_config_class
 from architectures.flops import count_flops
 from cli.main import main as cli_main
@@ -155,6 +157,29 @@ def test_unknown_ids_are_learned(name):
         assert tables, field
         for t in tables:
             assert t.weight.grad is not None and t.weight.grad[UNK].abs().sum() > 0, field
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_two_tasks_share_one_body_with_one_head_each(name):
+    """`spec.num_tasks = 2` gives logits [B, 2] from the model's one shared head block: task 0's head is the
+    one-task model's (same seed, same logits: its body and first head are built alike), task 1's logit reaches
+    only its own head; both train, padding invariance holds for both."""
+    two = dataclasses.replace(SPEC, num_tasks=2)
+    torch.manual_seed(0)
+    model = architectures.build(name, two, {"history_len": L}).eval()
+    batch = related_batch(8, requests=3)
+    with torch.no_grad():
+        logits = model(batch)
+        assert logits.shape == (8, 2) and torch.isfinite(logits).all()
+        torch.testing.assert_close(logits[:, 0], build(name).eval()(batch), rtol=0, atol=0)
+    heads = [m for m in model.modules() if isinstance(m, PredictionHead)]
+    assert len(heads) == 1 and len(heads[0].task_mlps) == 1, "one shared head block, one head per task"
+    model(batch)[:, 1].sum().backward()
+    assert all(p.grad is None or not p.grad.any() for p in heads[0].mlp.parameters())
+    assert all(p.grad is not None and p.grad.any() for p in heads[0].task_mlps[0].parameters())
+    model.zero_grad()
+    assert_pad_invariant(model, batch, two)
+    assert_trains(model, dict(batch, label=torch.stack([batch["label"], 1 - batch["label"]], dim=1)))
 
 
 @pytest.mark.parametrize("name", REUSE_ARCHS)

@@ -1,6 +1,8 @@
 """Tasks: the target label is chosen when a dataset is prepared (`task`: long_view, the default, or
 effective_view); the label column is the log's column of that name, the oracle is kept only for long_view,
-default-task artifacts and sweep datasets keep their names, and the analysis fits each task separately."""
+default-task artifacts and sweep datasets keep their names, and the analysis fits each task separately.
+A run trains several tasks at once with `train.tasks` (docs/tasks.md): one head per task, the weighted loss,
+per-task metrics (checked against scikit-learn), predictions, curves and health."""
 from __future__ import annotations
 
 import json
@@ -12,17 +14,20 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import log_loss, roc_auc_score
 
+from analysis.collect import rows_per_task
 from analysis.pipeline import analyze
+from cli.main import main as cli_main
 from core.typed_config import ConfigError
-from harness.config import load_run_config
+from harness.config import load_run_config, parse_set
+from harness.curves import read_curves
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 from harness.train import train_run
 from protocols import SOURCES
 from protocols.prepare import PrepareConfig, prepare
-from tests.fixtures_data import TINY_SPLITS, tiny_log  # noqa: F401  (pytest fixture)
+from tests.fixtures_data import TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401  (pytest fixture)
 
 
 def _prepare(log: Path, out: Path, **task) -> Path:
@@ -106,3 +111,90 @@ def test_analysis_fits_each_tasks_scaling_separately(tmp_path):
             if f["metric"] == "auc" and f.get("fit")}
     assert fits == {"whale, task=effective_view": pytest.approx(0.4, abs=1e-6),
                     "whale, task=long_view": pytest.approx(0.2, abs=1e-6)}
+
+
+def _per_user_aucs(y: np.ndarray, s: np.ndarray, users: np.ndarray) -> tuple[list[float], list[int]]:
+    """scikit-learn's AUC of every user with both labels, and that user's number of targets."""
+    aucs, sizes = [], []
+    for u in np.unique(users):
+        m = users == u
+        if 0 < y[m].sum() < m.sum():
+            aucs.append(roc_auc_score(y[m], s[m]))
+            sizes.append(int(m.sum()))
+    return aucs, sizes
+
+
+def test_two_tasks_train_both_heads_and_write_metrics_predictions_curves_and_health_per_task(
+        tiny_log, tiny_artifact, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    assert cli_main(["train", "--arch", "helix", "--data", str(tiny_artifact), "--out", str(out), "--no-progress",
+                     "--set", "train.tasks=[effective_view,long_view]", "--set", "dim=16",
+                     "--set", "train.num_threads=1", "--set", "train.log_every_steps=1"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    log = SOURCES.get("synthetic")(tiny_log)
+    targets = pq.read_table(tiny_artifact / "test_targets.parquet").to_pandas()
+    pred = pq.read_table(out / "predictions_test.parquet").to_pandas()
+    assert pred.columns.tolist() == ["event_id", "label", "score", "label@long_view", "score@long_view"]
+    assert pred["event_id"].tolist() == targets["event_id"].tolist()
+    users = targets["user_id"].to_numpy()
+    for suffix, column in (("", "effective_view"), ("@long_view", "long_view")):
+        y, s = pred["label" + suffix].to_numpy(), pred["score" + suffix].to_numpy()
+        assert np.array_equal(y, log[column][targets["row"].to_numpy()].astype(np.float32))  # the task's label
+        assert metrics["test_auc" + suffix] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        assert metrics["test_logloss" + suffix] == pytest.approx(log_loss(y, s), abs=1e-9)
+        rate = y.astype(np.float64).mean()
+        assert metrics["test_ne" + suffix] == pytest.approx(
+            log_loss(y, s) / -(rate * np.log(rate) + (1 - rate) * np.log(1 - rate)), abs=1e-9)
+        aucs, sizes = _per_user_aucs(y, s, users)
+        assert metrics["test_gauc" + suffix] == pytest.approx(np.average(aucs, weights=sizes), abs=1e-9)
+        assert metrics["test_uauc" + suffix] == pytest.approx(np.mean(aucs), abs=1e-12)
+        assert metrics["health_status" + suffix] in ("ok", "collapsed", "undertrained")
+        assert "valid_pred_std" + suffix in metrics and "valid_auc" + suffix in metrics
+    assert metrics["test_auc"] != metrics["test_auc@long_view"]
+    assert "oracle_test_auc@long_view" in metrics and "oracle_test_auc" not in metrics  # the truth is P(long_view)
+    curves = read_curves(out)
+    assert {"train/loss", "train/loss@effective_view", "train/loss@long_view", "valid/auc",
+            "valid/auc@long_view"} <= set(curves)
+    steps = len(curves["train/loss"])
+    total = [a + b for (_, a), (_, b) in zip(curves["train/loss@effective_view"], curves["train/loss@long_view"])]
+    assert np.allclose(total, [v for _, v in curves["train/loss"]][:steps], rtol=1e-6)  # weights 1 and 1
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["train"]["tasks"] == [{"name": "effective_view", "label": "effective_view", "weight": 1.0},
+                                        {"name": "long_view", "label": "long_view", "weight": 1.0}]
+
+
+def test_tasks_config_spelling_and_errors():
+    short = load_run_config(None, parse_set(["train.tasks=[effective_view,long_view]"]), arch="wukong", data="x")
+    long = load_run_config(None, {"train": {"tasks": [{"name": "effective_view"},
+                                                      {"name": "long_view", "label": "long_view", "weight": 1}]}},
+                           arch="wukong", data="x")
+    assert short.train.tasks == long.train.tasks
+    assert load_run_config(None, None, arch="wukong", data="x").train.tasks == []
+    with pytest.raises(ConfigError, match=r"train\.tasks\[1\]\.label: 'click' is not a label column \(allowed: "
+                                          r"effective_view, long_view\)"):
+        load_run_config(None, parse_set(["train.tasks=[long_view,click]"]), arch="wukong", data="x")
+    with pytest.raises(ConfigError, match=r"train\.tasks\[0\]\.weight: must be a finite number >= 0"):
+        load_run_config(None, {"train": {"tasks": [{"name": "a", "label": "long_view", "weight": -1}]}},
+                        arch="wukong", data="x")
+    with pytest.raises(ConfigError, match="task names must differ"):
+        load_run_config(None, parse_set(["train.tasks=[long_view,long_view]"]), arch="wukong", data="x")
+
+
+def test_a_multi_task_run_is_one_row_per_task_for_the_analysis():
+    runs = pd.DataFrame([{"trial_id": "t0", "run_dir": "runs/t0", "arch": "whale", "seed": 0, "task": "effective_view",
+                          "train.tasks": "effective_view,long_view", "test_auc": 0.7, "test_auc@long_view": 0.8,
+                          "oracle_test_auc@long_view": 0.9},
+                         {"trial_id": "t1", "run_dir": "runs/t1", "arch": "wukong", "seed": 0, "task": "long_view",
+                          "train.tasks": None, "test_auc": 0.6, "test_auc@long_view": None,
+                          "oracle_test_auc@long_view": None}])
+    out = rows_per_task(runs)
+    assert out[["trial_id", "run_dir", "task", "test_auc"]].to_numpy().tolist() == [
+        ["t0", "runs/t0", "effective_view", 0.7], ["t1", "runs/t1", "long_view", 0.6],
+        ["t0@long_view", "runs/t0@long_view", "long_view", 0.8]]
+    assert out["oracle_test_auc"].isna().tolist() == [True, True, False]
+    assert not any("@" in c for c in out.columns)
+    one = runs.drop(columns=["test_auc@long_view", "oracle_test_auc@long_view"])
+    assert rows_per_task(one) is one
+    two = {**SWEEP, "grid": {"seed": [0]}, "train": {"tasks": ["effective_view", "long_view"]}}
+    row = _plan(two).trials[0].record()
+    assert (row["task"], row["train.tasks"]) == ("effective_view", "effective_view,long_view")

@@ -4,9 +4,10 @@
 Linear -> ReLU -> ... -> Linear through every width of a sequence `hidden` (an empty sequence is one
 Linear). Layers are `nn.Sequential` children 0, 1, 2, ... in that order.
 
-`PredictionHead` (Wukong, HSTU-only, Shallow-hybrid, WHALE): flatten the final tokens, then in_dim -> hidden -> 1
-(WHALE, Wukong and Shallow-hybrid flatten 8 x 64 tokens, 512 -> 128 -> 1; HSTU-only reads the candidate token,
-64 -> 128 -> 1).
+`PredictionHead`, the head of every model: flatten the final tokens, then in_dim -> hidden -> 1 (WHALE, Wukong and
+Shallow-hybrid flatten 8 x 64 tokens, 512 -> 128 -> 1; HSTU-only reads the candidate token, 64 -> 128 -> 1), once
+per task: `spec.num_tasks` heads over the one shared body (docs/tasks.md). One task gives logits [B] from
+`mlp`, its parameters named as before multi-task runs existed; T tasks give [B, T], task 0 from `mlp`.
 """
 from __future__ import annotations
 
@@ -32,11 +33,17 @@ class MLP(nn.Sequential):
 
 
 class PredictionHead(nn.Module):
-    """[B, ...] -> logits [B]: flatten everything after the batch axis, then in_dim -> hidden -> 1."""
+    """[B, ...] -> logits [B] (one task) or [B, T]: flatten everything after the batch axis, then one
+    in_dim -> hidden -> 1 MLP per task."""
 
-    def __init__(self, in_dim: int, hidden: int) -> None:
+    def __init__(self, in_dim: int, hidden: int | Sequence[int], num_tasks: int = 1) -> None:
         super().__init__()
         self.mlp = MLP(in_dim, hidden, 1)
+        self.task_mlps = nn.ModuleList(MLP(in_dim, hidden, 1) for _ in range(num_tasks - 1))  # tasks 1 .. T-1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(x.flatten(1)).squeeze(-1)
+        x = x.flatten(1)
+        logit = self.mlp(x).squeeze(-1)  # [B]
+        if not self.task_mlps:
+            return logit
+        return torch.stack([logit, *(m(x).squeeze(-1) for m in self.task_mlps)], dim=-1)  # [B, T]

@@ -70,6 +70,9 @@ class TrialPlan:
                     if k.startswith(C.DATA_PREFIX) and k[len(C.DATA_PREFIX):] not in C.data_setting_columns()})
         row.update({f"{C.MODEL_PREFIX}{k}": v for k, v in self.model.items() if k != C.HISTORY_LEN})
         row.update({f"{C.TRAIN_PREFIX}{k}": v for k, v in self.train.items()})
+        if self.train.get("tasks"):  # a multi-task run: its task names; `task` names task 0 (docs/tasks.md)
+            names = [t if isinstance(t, str) else t["name"] for t in self.train["tasks"]]
+            row[C.TASK], row[C.TASKS] = names[0], ",".join(names)
         for axis in BUNDLE_AXES:
             value = self.point.get(axis)
             if isinstance(value, Mapping) and "name" in value:
