@@ -23,9 +23,9 @@ from .fits.family_comparison import correct_scaling_tests, family_comparisons
 from .fits.reference import resolve_reference
 from .fits.scaling import MIN_SEEDS, scaling_analysis
 from .headline import headline
+from .report.overview import tuning_warnings
 from .report.plots import draw_figures
 from .report.sections import render_report, summary_dict
-from .report.tuning import tuning_warnings
 from .result import AnalysisResult
 from .run_health import annotate_headline, assess, healthy, retried_runs
 

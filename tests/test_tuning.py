@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from analysis.collect import config_columns
-from analysis.report.tuning import tuning_section, tuning_warnings
+from analysis.report.overview import tuning_section, tuning_warnings
 from core.typed_config import ConfigError
 from harness.sweep.dry_run import format_plan
 from harness.sweep.plan import plan_sweep, settings, trial_id_for, tuning_plan

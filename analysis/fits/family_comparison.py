@@ -14,9 +14,8 @@ from harness import runs_columns as C
 from ..config import ScalingConfig
 from ..stats.bootstrap import Estimate, SeedInterval
 from ..stats.paired import holm, seeds_for_power
-from .axes import UNIT_NAMES, Convention
+from .axes import HELIX_CTR, UNIT_NAMES, Convention
 from .forms import LOG_LINEAR, interval_text, open_seed_interval
-from .papers import HELIX_CTR
 from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
 from .scaling import FamilyScaling
 

@@ -1,19 +1,26 @@
 """The report's sections about the runs themselves: the title, the answers to the study's questions (first), the
-table per architecture (headline), the comparisons' seed-level statistics and DeLong, the grouped-metric and
-data-setting figures, and the warnings."""
+table per architecture (headline), run health and retried runs (analysis/run_health.py; docs/analysis.md, "Run
+health", and docs/sweeps.md, "Retry"), the tuning stage's choice per setting and its edge warnings (from the
+sweep's tuning.json: harness/sweep/tuning.py; docs/sweeps.md, "Tuning"), the comparisons' seed-level statistics
+and DeLong, the grouped-metric and data-setting figures, and the warnings."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
+from core.results_layout import RUNS_FILE
 from harness import metric_registry
+from harness import run_health as H
+from harness.runs_columns import TUNED
+from harness.sweep.tuning import TuningChoice
 
 from ..compare.delong_seeds import delong_summary
 from ..compare.questions import AblationResult, QuestionResult, best_answer
 from ..config import describe
 from ..headline import Headline
 from ..result import AnalysisResult
+from ..run_health import why_kept
 from .section import Section, as_json, figures, markdown_table, mean_sd, num, signed_delta
 
 
@@ -224,3 +231,101 @@ GROUPED = Section("grouped metrics", _grouped)
 
 WARNINGS = Section("warnings", lambda res: ["## Warnings", "", *[f"- {w}" for w in res.warnings], ""]
                    if res.warnings else [], lambda res: {"plots": res.plots, "warnings": res.warnings})
+
+
+def _health(res: AnalysisResult) -> list[str]:
+    health = res.health
+    if health is None:
+        return []
+    c = health.counts
+    out = ["## Run health", "",
+           f"{health.total_runs} runs: " + ", ".join(f"{c[s]} {s}" for s in H.STATUSES) + ". Criteria "
+           "(harness/run_health.py): " + "; ".join(f"{name}: {text}" for name, text in H.CRITERIA.items()) + ".", ""]
+    out += [f"_{n}_" for n in health.notes()] + ([""] if health.notes() else [])
+    if health.excluded:
+        out += ["Unhealthy runs. Failed ones (collapsed, diverged) are left out of every mean, fit, comparison and "
+                "expectation below, except where every run of the setting failed. Undertrained ones are used and "
+                "marked: leaving out only the seeds that learned least would bias their setting's mean; the results "
+                "then describe this recipe, which did not train those settings far enough.", "",
+                *markdown_table(["run", "status", "reason", "in the analysis"],
+                                [[e.trial, e.status, e.reasons + (" (derived)" if e.derived else ""),
+                                  f"**{why_kept(e)}**" if e.kept else "left out"] for e in health.excluded]), ""]
+    return out
+
+
+def _health_json(res: AnalysisResult) -> dict:
+    h = res.health
+    if h is None:
+        return {}
+    return {"run_health": {"counts": h.counts, "derived_rows": h.derived_rows, "unchecked": h.unchecked,
+                           "still_falling_unchecked": dict(h.falling_unchecked),
+                           "still_falling_checked_here": h.falling_here, "excluded": as_json(h.excluded)}}
+
+
+HEALTH = Section("run health", _health, _health_json)
+
+
+def _retried(res: AnalysisResult) -> list[str]:
+    if res.retried is None:
+        return []
+    head = ["## Retried runs", "",
+            "The sweep's `retry:` policy trained an unhealthy run again from scratch (same seed and data) at a lower "
+            "learning rate. Each run below is its final attempt everywhere in this report; its setting is the one "
+            "planned. A run still unhealthy after its retries is listed under Run health like any other.", ""]
+    if not res.retried:
+        return head + ["No run needed a retry.", ""]
+    rows = [[r.trial, r.setting, str(r.seed), r.path, r.status] for r in res.retried]
+    return head + markdown_table(["run", "setting", "seed", "learning rate → status, per attempt", "final status"],
+                                 rows) + [""]
+
+
+RETRIED = Section("retried runs", _retried,
+                  lambda res: {} if res.retried is None else {"retried_runs": as_json(res.retried)})
+
+
+def tuning_warnings(choice: TuningChoice | None) -> list[str]:
+    """One warning per setting whose chosen value is the grid's lowest or highest, and one per setting where
+    every grid value had an unhealthy tuning run."""
+    if choice is None:
+        return []
+    out = []
+    for s in choice.settings:
+        if s.fallback:
+            out.append(f"tuning: {s.setting}: every value of {choice.param} had a tuning run that was not ok; "
+                       f"{num(s.chosen, 'g')} was chosen on its mean anyway: its measurement runs may not learn")
+        if s.edge is not None:
+            word = "lowest" if s.edge == "low" else "highest"
+            out.append(f"tuning: {s.setting}: the chosen {choice.param} {num(s.chosen, 'g')} is the grid's {word} "
+                       f"value (grid {num(choice.grid[0], 'g')} to {num(choice.grid[-1], 'g')}); its best value may "
+                       "lie outside the grid: widen it")
+    return out
+
+
+def tuning_section(choice: TuningChoice | None) -> list[str]:
+    """report.md's `## Tuning`: per setting the chosen value (bold in its row), the mean validation metric at
+    every grid value, and whether the choice is at the grid's edge."""
+    if choice is None:
+        return []
+    header = ["setting", f"chosen {choice.param}", "at the edge",
+              *(f"{num(v, 'g')}" for v in choice.grid)]
+    rows = []
+    for s in choice.settings:
+        means = [num(m, ".4f") + ("" if ok else " (not ok)")
+                 for m, ok in zip(s.means, s.healthy or [True] * len(s.means), strict=True)]
+        i = choice.grid.index(s.chosen)
+        means[i] = f"**{means[i]}**"
+        edge = {"low": "lowest value", "high": "highest value"}.get(s.edge or "", "")
+        rows.append([s.setting, num(s.chosen, "g"), edge, *means])
+    better = "highest" if choice.mode == "max" else "lowest"
+    return ["## Tuning", "",
+            f"Before measuring, each setting's {choice.param} was chosen on {choice.metric} ({better} mean over "
+            f"tuning seeds {choice.seeds}) among the grid values in the last columns, which give that mean per value "
+            "('–': some seed had no finite value; 'not ok': some tuning run of that value did not learn (collapsed, "
+            "diverged, or undertrained other than still falling), and the value could not be chosen). Every "
+            f"measurement run of a setting trained at its chosen value ({RUNS_FILE}'s `{TUNED}` column names the "
+            "key). A choice at the grid's edge is listed under Warnings.",
+            "", *markdown_table(header, rows), ""]
+
+
+TUNING = Section("tuning", lambda res: tuning_section(res.tuning),
+                 lambda res: {} if res.tuning is None else {"tuning": as_json(res.tuning)})

@@ -26,10 +26,10 @@ from harness.curves import read_curves
 from ..collect import SweepResults
 from ..columns import family_columns, labelled_columns, show, size_columns
 from ..compare.questions import AblationResult
+from ..fits.axes import HELIX_CTR
 from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
 from ..fits.form_check import FormCheck
 from ..fits.forms import FORMS, Ladder
-from ..fits.papers import HELIX_CTR
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
 from .data_scaling import bound_text

@@ -9,7 +9,7 @@ import numpy as np
 
 from core.results_layout import RUNS_FILE
 
-from ..fits.axes import UNIT_NAMES
+from ..fits.axes import HELIX_CTR, HELIX_CVR_SLOPE, UNIT_NAMES
 from ..fits.family_comparison import (
     ALPHA,
     CROSSOVER_REACH,
@@ -23,7 +23,6 @@ from ..fits.form_check import FormCheck, FormResult
 from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, REACH, TARGET_STEP, interval_text
 from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
-from ..fits.papers import HELIX_CTR, HELIX_CVR_SLOPE
 from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD
 from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling

@@ -28,21 +28,13 @@ from ..stats.delong import DeLongResult
 from ..stats.paired import PairedStats
 
 
-def _no_lines(res: AnalysisResult) -> list[str]:
-    return []
-
-
-def _no_entries(res: AnalysisResult) -> dict[str, Any]:
-    return {}
-
-
 @dataclass(frozen=True)
 class Section:
     """One part of the report: `markdown(res)` gives its report.md lines (none where the sweep has nothing for
     it), `json(res)` its analysis.json entries (key -> value; none where it writes no key)."""
     name: str
-    markdown: Callable[[AnalysisResult], list[str]] = _no_lines
-    json: Callable[[AnalysisResult], dict[str, Any]] = _no_entries
+    markdown: Callable[[AnalysisResult], list[str]]
+    json: Callable[[AnalysisResult], dict[str, Any]] = lambda res: {}
 
 
 # ----------------------------------------------------------------------------------------------

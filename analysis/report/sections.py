@@ -6,12 +6,10 @@ from typing import Any
 
 from ..result import AnalysisResult
 from .data_scaling import DATA_SCALING
-from .health import HEALTH, RETRIED
-from .overview import ABLATIONS, CURVES, GROUPED, HEADLINE, QUESTIONS, TITLE, WARNINGS
+from .overview import ABLATIONS, CURVES, GROUPED, HEADLINE, HEALTH, QUESTIONS, RETRIED, TITLE, TUNING, WARNINGS
 from .protocol import ANSWER, PROTOCOL
 from .scaling import FAMILY_COMPARISONS, SCALING
 from .section import Section
-from .tuning import TUNING
 
 SECTIONS: tuple[Section, ...] = (
     TITLE,
