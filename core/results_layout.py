@@ -34,6 +34,11 @@ MLFLOW_DIR = "mlflow"
 MLFLOW_DB_FILE = "mlflow.db"
 MLFLOW_ARTIFACTS_DIR = "artifacts"
 
+# prepared data: `prepare` and a sweep (under its `data.cache`, ARTIFACTS_DIR by default) write prepared datasets to
+# <cache>/prepared/, a sweep its synthetic logs to <cache>/synthetic/ (docs/protocols.md)
+ARTIFACTS_DIR = "artifacts"
+PREPARED_DIR = f"{ARTIFACTS_DIR}/prepared"
+
 # analysis outputs in a sweep folder
 REPORT_FILE = "report.md"
 ANALYSIS_FILE = "analysis.json"

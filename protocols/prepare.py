@@ -92,7 +92,7 @@ class PrepareConfig:
     task: str = DEFAULT_TASK
     split: SplitSettings = field(default_factory=SplitSettings)
     vocabulary: Literal["train_inputs", "train_window"] | None = None
-    out: str = "artifacts"
+    out: str = layout.PREPARED_DIR
 
     def __post_init__(self) -> None:
         load_components()
@@ -237,6 +237,11 @@ def prepare_log(log: ExposureLog, cfg: PrepareConfig, *, progress: bool = False)
     digest, params = artifact_key(log, cfg, plan)
     out_root = Path(cfg.out)
     final = out_root / f"{log.source}-{cfg.protocol}-{digest[:16]}"
+    former = Path(layout.PREPARED_DIR).parent / final.name  # the default folder before the one layout
+    if cfg.out == layout.PREPARED_DIR and not final.exists() and (former / layout.MANIFEST_FILE).exists():
+        print(f"recscale prepare: {former}: reusing it where an earlier version put it (new artifacts go under "
+              f"{layout.PREPARED_DIR}/)", file=sys.stderr)
+        final = former
     damaged = False
     if final.exists():
         try:

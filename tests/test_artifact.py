@@ -3,6 +3,7 @@ atomicity, the audit export, compare-delay and the author50 protocol."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -256,3 +257,25 @@ def test_both_protocols_on_the_synthetic_tiny_log(tmp_path):
         assert b["hist_mask"].any() and torch.all(b["hist_ts"][b["hist_mask"]] < b["request_ts"][:, None].expand_as(
             b["hist_mask"])[b["hist_mask"]])
     assert exposure.targets("test").column("event_id").equals(author.targets("test").column("event_id"))
+
+
+def test_prepare_and_a_sweep_share_one_layout_and_an_artifact_of_the_former_one_is_reused(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """`prepare` writes under artifacts/prepared/ by default, where a sweep's default `data.cache` puts its
+    datasets; an artifact that an earlier version prepared straight under artifacts/ is reused where it is,
+    with one line."""
+    from core.results_layout import PREPARED_DIR
+    from harness.sweep.schema import DataSection
+
+    assert DataSection(scale="tiny").prepared_dir() == Path(PREPARED_DIR) == Path("artifacts/prepared")
+    monkeypatch.chdir(tmp_path)
+    log, cfg = _log(), PrepareConfig.of(source="synthetic", root="unused", n_train=400, n_valid=50, n_test=90,
+                                        history_len=L)
+    path = prepare_log(log, cfg)
+    assert path.parent == Path(PREPARED_DIR) and capsys.readouterr().err == ""
+    former = Path("artifacts") / path.name
+    path.rename(former)
+    assert prepare_log(log, cfg) == former and not path.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (f"recscale prepare: {former}: reusing it where an earlier version put it (new artifacts go "
+                    "under artifacts/prepared/)")

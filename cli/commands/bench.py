@@ -10,7 +10,7 @@ re-executes itself once under the glibc malloc settings of harness/perf.py. (`re
 times its own trials' steps the same way: harness/speed/sweep_estimate.py.)
 
 examples:
-  recscale bench --data artifacts/synthetic-exposure-<hash>
+  recscale bench --data artifacts/prepared/synthetic-exposure-<hash>
   recscale bench --arch whale --json
   recscale bench --arch whale --data ART --set model.dim=32 --set train.num_threads=2 --steps 10
   recscale bench --arch whale --breakdown        # and where the step's time goes

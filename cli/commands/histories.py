@@ -5,7 +5,7 @@ Writes a parquet file with one row per target (stored order): `event_id` of the 
 check membership against the raw log with it, independently of recscale.
 
 Example:
-  recscale histories artifacts/synthetic-exposure-0123abcd --split test --out test_histories.parquet
+  recscale histories artifacts/prepared/synthetic-exposure-0123abcd --split test --out test_histories.parquet
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Train and evaluate one run, writing its run folder.
 
 Examples:
-  recscale train --arch whale --data artifacts/<fingerprint>
+  recscale train --arch whale --data artifacts/prepared/<name>
   recscale train --arch wukong --data ART --set model.dim=32 --set train.epochs=2 --out results/runs/w32
   recscale train --config run.yaml --out RUN_DIR --resume
 

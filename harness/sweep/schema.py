@@ -25,6 +25,7 @@ import yaml
 import architectures
 import protocols
 from core.errors import one_line
+from core.results_layout import ARTIFACTS_DIR, PREPARED_DIR
 from core.typed_config import ConfigError, check_renamed, from_dict, to_dict
 from harness import runs_columns as C
 from harness.config import TrainConfig, model_config
@@ -79,13 +80,13 @@ class DataSection(PrepareConfig):
     out: str | None = None  # type: ignore[assignment]
     scale: str | None = None
     log_seed: int = 0
-    cache: str = "artifacts"
+    cache: str = ARTIFACTS_DIR
     prepare: dict[str, Any] = field(default_factory=dict)
     RENAMED_KEYS: ClassVar[dict[str, str]] = {**PrepareConfig.RENAMED_KEYS, "synth_seed": "log_seed"}
 
     def prepared_dir(self) -> Path:
         """The folder prepared datasets are written into."""
-        return Path(self.out) if self.out is not None else Path(self.cache) / "prepared"
+        return Path(self.out) if self.out is not None else Path(self.cache) / Path(PREPARED_DIR).name
 
     def prepare_settings(self) -> dict[str, Any]:
         """The PrepareConfig settings every dataset of the sweep starts from (before grid axes), as
