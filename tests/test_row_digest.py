@@ -70,6 +70,7 @@ def test_analyze_refuses_an_edited_value_naming_the_run_and_the_column(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     assert "wukong-seed0" in err[0] and "test_auc is 0.9" in err[0] and "--trust-edits" in err[0]
+    assert not (sweep / "report.md").exists() and not (sweep / "analysis.json").exists()  # nothing written
     # a timing column is digested too: an edit there is an edit
     sweep2 = _sweep(tmp_path / "s2")
     _edit(sweep2 / "runs.parquet", "wall_s", 0, 99.0)

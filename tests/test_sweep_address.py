@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from cli.main import main as cli_main
 from harness.sweep.ray_sessions import ADDRESS_ANSWER_TIMEOUT_S, RaySessionError, check_address_reachable
+from tests.sweep_files import tiny_sweep, write_sweep
 
 
 def _closed_port() -> int:
@@ -26,17 +26,8 @@ def _closed_port() -> int:
 
 
 def _sweep_file(tmp_path: Path) -> Path:
-    sweep = tmp_path / "tiny.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "name": "unreachable",
-        "data": {"source": "synthetic", "scale": "tiny", "history_len": 8, "n_train": 128, "n_valid": 64,
-                 "n_test": 64, "cache": str(tmp_path / "cache")},
-        "train": {"device": "cpu"},
-        "model": {"dim": 8},
-        "grid": {"arch": ["wukong"], "seed": [0]},
-        "resources": {"cpu": 1},
-    }))
-    return sweep
+    """A one-trial sweep (never run: the address is checked first)."""
+    return write_sweep(tmp_path, tiny_sweep("unreachable", tmp_path / "cache", grid={"seed": [0]}), "tiny.yaml")
 
 
 @pytest.mark.fault
