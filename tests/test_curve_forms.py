@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from analysis.fits.axes import Convention
-from analysis.fits.form_check import check_forms
 from analysis.fits.forms import (
     LOG_LINEAR,
     POWER_LAW,
     SATURATING,
     TARGET_STEP,
     Ladder,
+    check_forms,
     compute_for_gain,
     fit_saturating,
     interval_text,

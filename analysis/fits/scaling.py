@@ -16,8 +16,7 @@ from ..collect import SweepResults
 from ..columns import context_columns, family_columns, labelled_columns, show, size_columns
 from ..headline import oracle_gap_share
 from .axes import HELIX_CTR, HELIX_CVR_SLOPE, Convention, PaperComparison, compare_with_helix
-from .form_check import FormCheck, check_forms
-from .forms import ComputeForGain, Ladder, extrapolations
+from .forms import ComputeForGain, FormCheck, Ladder, check_forms, extrapolations
 from .marginal_returns import MarginalReturns, marginal_returns
 from .powerlaw import PowerLawFit, fit_power_law
 from .reference import Reference, ReferenceSlope, reference_rows, slopes_by_reference

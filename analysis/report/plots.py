@@ -28,8 +28,7 @@ from ..columns import family_columns, labelled_columns, show, size_columns
 from ..compare.questions import AblationResult
 from ..fits.axes import HELIX_CTR
 from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
-from ..fits.form_check import FormCheck
-from ..fits.forms import FORMS, Ladder
+from ..fits.forms import FORMS, FormCheck, Ladder
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
 from .data_scaling import bound_text

@@ -19,8 +19,7 @@ from ..fits.family_comparison import (
     PairedContrast,
 )
 from ..fits.family_comparison import METHOD as COMPARISON_METHOD
-from ..fits.form_check import FormCheck, FormResult
-from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, REACH, TARGET_STEP, interval_text
+from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, REACH, TARGET_STEP, FormCheck, FormResult, interval_text
 from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
 from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD

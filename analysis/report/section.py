@@ -18,7 +18,7 @@ from ..compare.protocol import ArmFacts, DiD
 from ..compare.questions import MetricComparison
 from ..fits.data_scaling import HeldOut
 from ..fits.family_comparison import FamilyComparison, PairedContrast
-from ..fits.form_check import FormCheck, FormResult, HeldOutError
+from ..fits.forms import FormCheck, FormResult, HeldOutError
 from ..fits.marginal_returns import Step
 from ..fits.powerlaw import PowerLawFit
 from ..fits.reference import ReferenceSlope
