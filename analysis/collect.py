@@ -17,8 +17,10 @@ import yaml
 
 from core.errors import RecscaleError, one_line
 from core.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions_file
+from core.typed_config import from_dict
 from harness import run_folder
 from harness import runs_columns as C
+from harness.sweep.schema import RoundsSection
 from protocols.errors import DataValidationError
 
 from .config import AnalysisConfig, analysis_config
@@ -34,6 +36,7 @@ class SweepResults:
     config: AnalysisConfig
     config_columns: list[str]  # setting columns, seed excluded
     baseline: str
+    rounds: RoundsSection | None = None  # the sweep's seeds in rounds (None: a fixed-seed sweep)
 
     def metric_column(self, metric: str) -> str:
         return C.metric_column(self.config.split, metric)
@@ -192,6 +195,7 @@ def load_results(root: Path | str, *, baseline: str | None = None, trust_edits: 
     doc = read_sweep_doc(root / SWEEP_FILE)
     try:
         cfg = analysis_config(doc.get("analysis"))
+        rounds = from_dict(RoundsSection, doc["rounds"], prefix="rounds.") if doc.get("rounds") else None
     except RecscaleError as e:
         raise RecscaleError(f"{root / SWEEP_FILE}: {e}") from None
     chosen = baseline or cfg.baseline or default_baseline(runs)
@@ -208,7 +212,8 @@ def load_results(root: Path | str, *, baseline: str | None = None, trust_edits: 
         raise DataValidationError(str(root / RUNS_FILE), C.SEED,
                                   f"rows {rows} repeat the same setting and seed; keep one run per seed")
     name = str(doc.get("name") or root.resolve().name)  # the sweep's name, so a copied folder reads the same
-    return SweepResults(root=root, name=name, runs=runs, config=cfg, config_columns=cols, baseline=chosen)
+    return SweepResults(root=root, name=name, runs=runs, config=cfg, config_columns=cols, baseline=chosen,
+                        rounds=rounds)
 
 
 def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics_needed: bool = True) -> list[str]:

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from core import results_layout as layout
+from harness import runs_columns as C
 from harness.sweep.tuning import read_choice
 
 from .collect import load_results, run_folders_absent, unreadable_runs
@@ -72,6 +73,18 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     out += list(res.data_scaling.dropped) if res.data_scaling is not None else []
     delong = delong_coverage(res.results, [a.paired for a in res.ablations])
     return out + compare_notes + ([delong] if delong else [])
+
+
+def open_runs(root: Path, rounds_done: int) -> set[str]:
+    """Trial ids of the runs of every comparison stratum still open after the first `rounds_done` rounds of a
+    sequential sweep in `root`, judged as `analyze` judges them (healthy runs, the sequential rule): the cells
+    the next round runs (harness/sweep/launcher.py)."""
+    everything = load_results(root)
+    everything.runs = everything.runs[everything.runs[C.ROUND] <= rounds_done].reset_index(drop=True)
+    results = healthy(everything, assess(everything.runs, everything.config_columns, everything.run_path))
+    results.config.delong = False  # no verdict reads DeLong
+    strata = [s for q in evaluate_questions(results, [], [], progress=False) for s in q.strata if not s.settled]
+    return {str(results.runs.at[int(i), C.TRIAL_ID]) for s in strata for i in (*s.paired.rows_a, *s.paired.rows_b)}
 
 
 def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = True,

@@ -19,7 +19,7 @@ from .collect import SweepResults, config_columns, default_baseline, hashable_li
 from .compare.pairing import select
 from .compare.questions import question_deltas, questions_of, target_effect
 from .config import AnalysisConfig, QuestionConfig
-from .stats.paired import MAX_SEEDS, minimum_detectable_effect, seeds_for_power
+from .stats.paired import MAX_SEEDS, first_step_level, minimum_detectable_effect, seeds_for_power
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict],
     cfg = pilot.config
     strata = [(q, paired, d) for q, _ in questions_of(pilot) if q.kind == "comparison"
               for paired, d in question_deltas(pilot, q) if paired.error is None]
-    level = cfg.alpha / max(sum(len(d) > 1 and np.ptp(d) > 0 for _, _, d in strata), 1)  # m: the testable ones
+    level = first_step_level(cfg.alpha, sum(len(d) > 1 and np.ptp(d) > 0 for _, _, d in strata))  # m: testable
     planned = hashable_lists(pd.DataFrame(trials))
     rows: list[PlanRow] = []
     for question, paired, d in strata:

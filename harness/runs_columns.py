@@ -25,6 +25,8 @@ RAY_NODE = "ray_node"
 #: The key a tuning stage chose per setting, e.g. `train.lr` (its value is in that column); sweeps with a
 #: `tuning:` section only (harness.sweep.tuning).
 TUNED = "tuned"
+#: The round of seeds a trial ran in (1, 2, ...; sweeps with `rounds:` only: harness/sweep/launcher.py).
+ROUND = "round"
 
 #: A sweep with `retry:` (harness/sweep/retry.py) records in metrics.json, and so in runs.parquet, for every
 #: trial it applies to: how many times the run was trained again, the learning rate it was planned at and the

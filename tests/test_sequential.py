@@ -79,13 +79,13 @@ def test_holm_recycling_by_hand():
     # full-alpha boundary there, so it is rejected at look 1 once question 0's alpha is recycled to it
     p = np.array([[1.0, half[1] * 0.9, 1.0],
                   [(half[0] + full[0]) / 2, 1.0, 1.0]])
-    np.testing.assert_array_equal(holm_sequential(p, design), [1, 1])
+    np.testing.assert_array_equal(holm_sequential(p, design)[0], [1, 1])
     # neither crosses at alpha/2: nothing is rejected, however close
     p = np.array([[1.0, half[1] * 1.01, half[2] * 1.01], [1.0, 1.0, half[2] * 1.01]])
-    np.testing.assert_array_equal(holm_sequential(p, design), [-1, -1])
+    np.testing.assert_array_equal(holm_sequential(p, design)[0], [-1, -1])
     # a batch of studies [2, M, K] gives one answer per study; NaN (untestable) never rejects
     batch = np.stack([p, np.full_like(p, np.nan)])
-    assert holm_sequential(batch, design).shape == (2, 2)
+    assert holm_sequential(batch, design)[0].shape == (2, 2)
 
 
 def _simulate(design: SequentialDesign, effects: list[float], n: int, seed: int, draw: str = "normal"):
@@ -93,7 +93,7 @@ def _simulate(design: SequentialDesign, effects: list[float], n: int, seed: int,
     rng = np.random.default_rng(seed)
     shape = (n, len(effects), design.seeds[-1])
     noise = rng.standard_normal(shape) if draw == "normal" else rng.standard_t(3, shape) / np.sqrt(3.0)
-    return holm_sequential(paired_t_pvalues(noise + np.array(effects)[:, None], design.seeds), design)
+    return holm_sequential(paired_t_pvalues(noise + np.array(effects)[:, None], design.seeds), design)[0]
 
 
 N_FAST = 20_000

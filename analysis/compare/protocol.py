@@ -150,7 +150,7 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
         r.metrics["auc"].stats = st
         recomputed = True
     if recomputed:  # the report's one family decided again
-        decide(ablations, cfg.alpha, cfg.power)
+        decide(ablations, cfg.alpha, cfg.power, results.rounds)
     return facts, pairs, warnings
 
 

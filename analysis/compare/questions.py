@@ -16,6 +16,7 @@ from core.results_layout import RUNS_FILE
 from core.typed_config import ConfigError
 from harness import metric_registry
 from harness import runs_columns as C
+from harness.sweep.schema import RoundsSection
 
 from ..collect import SweepResults
 from ..columns import show
@@ -26,8 +27,10 @@ from ..headline import Headline
 from ..stats.paired import (
     DECIDED,
     MAX_SEEDS,
+    NOT_DECIDED,
     UNTESTABLE,
     PairedStats,
+    first_step_level,
     holm,
     holm_levels,
     minimum_detectable_effect,
@@ -36,6 +39,7 @@ from ..stats.paired import (
     t_interval,
     verdict,
 )
+from ..stats.sequential import SequentialDesign, sequential_verdicts
 from .delong_seeds import DeLongSeed, PredictionCache, delong_seeds
 from .pairing import PairedRuns, pair_runs
 
@@ -54,6 +58,7 @@ class MetricComparison:
     mde: float = nan  # smallest true delta Holm decides with analysis.power whatever the others (t at alpha / m)
     seeds_needed: float = nan  # seeds detecting its stratum's `target` at that level and power (inf: > MAX_SEEDS)
     verdict: str = ""  # DECIDED, NOT_DECIDED or UNTESTABLE; "" for a metric no question asks about
+    seeds: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # [n] the seeds of stats.deltas
 
     @property
     def favours_a(self) -> bool:
@@ -80,6 +85,7 @@ class AblationResult:
     metrics: dict[str, MetricComparison]
     delong: list[DeLongSeed] = field(default_factory=list)
     seed_wall_s: float | None = None  # recorded wall seconds of one seed of its two cells (mean over its seeds)
+    round: int = 0  # seeds in rounds: the round that decided it, else the last it ran (0: a fixed-seed sweep)
 
     @property
     def target(self) -> tuple[float, str]:
@@ -117,14 +123,14 @@ class AblationResult:
     def answer(self) -> str:
         """The verdict in words: the better side with the delta and its interval, or why it is not decided."""
         q, mc = self.question, self.metrics.get(self.question.metric)
-        n = len(self.paired.seeds)
+        n, at = len(self.paired.seeds), f" at round {self.round}" if self.round else ""
         if self.paired.error:
             text = "error: no paired runs"
         elif mc is None or mc.verdict in ("", UNTESTABLE):
             text = f"not testable at {n} paired seed(s)"
         elif mc.decided:
             lo, hi = mc.interval
-            text = (f"{describe(q.a) if mc.favours_a else describe(q.b)} better: delta {mc.stats.mean:+.5f} "
+            text = (f"{describe(q.a) if mc.favours_a else describe(q.b)} better{at}: delta {mc.stats.mean:+.5f} "
                     f"[{lo:+.5f}, {hi:+.5f}]")
             if q.expect != "either":
                 text += " (as expected)" if mc.favours_a == (q.expect == "a") else " (against the expected direction)"
@@ -132,7 +138,8 @@ class AblationResult:
             lo, hi = mc.interval
             text = f"no effect of {q.smallest_effect:g} or more: delta in [{lo:+.5f}, {hi:+.5f}]"
         else:
-            text = f"not decided at {n} seeds (MDE {mc.mde:.2g})" + self._seeds_to_decide(mc)
+            text = (f"open at the cap (round {self.round}, {n} seeds; MDE {mc.mde:.2g})" if self.round
+                    else f"not decided at {n} seeds (MDE {mc.mde:.2g})") + self._seeds_to_decide(mc)
         return text + (f" (warning: {self.warning})" if self.warning else "")
 
     def _seeds_to_decide(self, mc: MetricComparison) -> str:
@@ -142,7 +149,9 @@ class AblationResult:
             return ""
         if np.isinf(mc.seeds_needed):
             return f"; > {MAX_SEEDS} seeds for {what} {effect:.2g}"
-        more = max(int(mc.seeds_needed) - len(self.paired.seeds), 0)
+        more = int(mc.seeds_needed) - len(self.paired.seeds)
+        if more <= 0:  # the power formula says these seeds suffice for the target: the observed sd or delta misleads it
+            return f"; {len(self.paired.seeds)} seeds would detect {what} {effect:.2g} at the planned power"
         hours = f" (about {more * self.seed_wall_s / 3600:.2g} h of trials)" if self.seed_wall_s is not None else ""
         return f"; about {more} more seed{'' if more == 1 else 's'} for {what} {effect:.2g}{hours}"
 
@@ -191,13 +200,15 @@ def questions_of(results: SweepResults) -> list[tuple[QuestionConfig, str]]:
     return out
 
 
-def _metric_values(results: SweepResults, paired: PairedRuns, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """A's and B's values of `metric` on the stratum's seeds, pairs without a finite value on both left out."""
+def _metric_values(results: SweepResults, paired: PairedRuns, metric: str
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The seeds and A's and B's values of `metric` on the stratum's seeds, pairs without a finite value on both
+    left out."""
     column = results.metric_column(metric)
     a = results.runs.loc[paired.rows_a, column].to_numpy(dtype=np.float64)
     b = results.runs.loc[paired.rows_b, column].to_numpy(dtype=np.float64)
     keep = np.isfinite(a) & np.isfinite(b)
-    return a[keep], b[keep]
+    return paired.seeds[keep], a[keep], b[keep]
 
 
 def question_deltas(results: SweepResults, question: QuestionConfig) -> list[tuple[PairedRuns, np.ndarray]]:
@@ -205,23 +216,32 @@ def question_deltas(results: SweepResults, question: QuestionConfig) -> list[tup
     metric (in `paired.seeds` order, a seed without a finite value on both sides left out)."""
     out = []
     for paired in pair_runs(results, question):
-        a, b = _metric_values(results, paired, question.metric)
+        _, a, b = _metric_values(results, paired, question.metric)
         out.append((paired, a - b))
     return out
 
 
-def decide(strata: list[AblationResult], alpha: float, power: float) -> None:
+def decide(strata: list[AblationResult], alpha: float, power: float, rounds: RoundsSection | None = None) -> None:
     """One Holm over the question metric of every stratum: sets p_holm, level, interval, MDE, seeds needed and
-    verdict. The MDE and seeds needed are at alpha / m, Holm's first step (Holm decides whatever that level does:
-    a floor on its power), as the power plan's."""
+    verdict; with `rounds`, the group-sequential rule across them instead (docs/analysis.md, *Seeds in rounds*),
+    which sets each stratum's round. The MDE and seeds needed are at Holm's first step (`first_step_level`: Holm
+    decides whatever that level does, a floor on its power), as the power plan's."""
     asked = [(r, r.metrics[r.question.metric]) for r in strata if r.question.metric in r.metrics]
     p = [mc.stats.p_t for _, mc in asked]
-    first_step = alpha / max(int(np.isfinite(p).sum()), 1)
-    for (r, mc), p_holm, level in zip(asked, holm(p), holm_levels(p, alpha)):
+    first_step = first_step_level(alpha, np.isfinite(p).sum())
+    if rounds is None:
+        for (_, mc), p_holm, level in zip(asked, holm(p), holm_levels(p, alpha)):
+            mc.p_holm, mc.level, mc.verdict = float(p_holm), float(level), verdict(p_holm, alpha)
+            mc.interval = t_interval(mc.stats.mean, mc.stats.std, mc.stats.n, level)
+    else:
+        design = SequentialDesign(tuple(rounds.seeds), alpha, rounds.spending)
+        looks = sequential_verdicts([(mc.seeds, np.array(mc.stats.deltas)) for _, mc in asked], design)
+        for (r, mc), v in zip(asked, looks):
+            mc.level, mc.interval, r.round = v.level, v.interval, v.look + 1
+            mc.verdict = DECIDED if v.rejected else NOT_DECIDED if v.look >= 0 else UNTESTABLE
+    for r, mc in asked:
         s = mc.stats
-        mc.p_holm, mc.level, mc.verdict = float(p_holm), float(level), verdict(p_holm, alpha)
-        mc.interval = t_interval(s.mean, s.std, s.n, level)
-        if np.isfinite(level):
+        if np.isfinite(mc.level):
             mc.mde = minimum_detectable_effect(s.std, s.n, alpha=first_step, power=power)
             mc.seeds_needed = seeds_for_power(s.std, r.target[0], alpha=first_step, power=power)
 
@@ -243,13 +263,15 @@ def _compare(results: SweepResults, questions: list[tuple[QuestionConfig, str]],
     out = [QuestionResult(q, group=group) for q, group in questions if q.kind == "comparison"]
     work = [(r, p) for r in out for p in pair_runs(results, r.question)]
     for r, paired in tqdm(work, desc="comparisons", disable=not progress, file=None):
-        per_metric = {m: MetricComparison(m, paired_stats(*_metric_values(results, paired, m), alpha=cfg.alpha,
-                                                          n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed))
-                      for m in dict.fromkeys([*metrics, r.question.metric]) if results.has_metric(m)}
+        values = {m: _metric_values(results, paired, m) for m in dict.fromkeys([*metrics, r.question.metric])
+                  if results.has_metric(m)}
+        per_metric = {m: MetricComparison(m, paired_stats(a, b, alpha=cfg.alpha, n_resamples=cfg.n_resamples,
+                                                          seed=cfg.bootstrap_seed), seeds=seeds)
+                      for m, (seeds, a, b) in values.items()}
         r.strata.append(AblationResult(r.question, paired, per_metric,
                                        delong_seeds(results, cache, paired) if cfg.delong else [],
                                        _seed_wall_s(results, paired)))
-    decide([s for r in out for s in r.strata], cfg.alpha, cfg.power)
+    decide([s for r in out for s in r.strata], cfg.alpha, cfg.power, results.rounds)
     return out
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from core.results_layout import RUNS_FILE
 from harness import metric_registry
 from harness import run_health as H
+from harness import runs_columns as C
 from harness.runs_columns import TUNED
 from harness.sweep.tuning import TuningChoice
 
@@ -33,10 +34,11 @@ def _title(res: AnalysisResult) -> list[str]:
 
 
 def _sweep_json(res: AnalysisResult) -> dict[str, Any]:
-    ref = res.reference
+    ref, rounds = res.reference, res.results.rounds
     return {"sweep": res.results.name, "runs": len(res.results.runs), "baseline": res.results.baseline,
             "reference": None if ref is None else {"selector": ref.selector, "arch": ref.arch,
-                                                   "setting": ref.setting, "families": ref.families}}
+                                                   "setting": ref.setting, "families": ref.families},
+            **({} if rounds is None else {"rounds": {**vars(rounds), "ran": int(res.results.runs[C.ROUND].max())}})}
 
 
 TITLE = Section("title", _title, _sweep_json)
@@ -105,9 +107,19 @@ HEADLINE = Section("headline", _headline, _headline_json)
 # questions: the report's first table; the terminal summary prints the same answers (report/terminal.py)
 
 
+SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
+
+
 def family_note(res: AnalysisResult) -> str:
     """How the comparisons' verdicts were reached, in one sentence."""
     cfg, m = res.results.config, sum(np.isfinite(mc.level) for s in res.ablations for mc in s.metrics.values())
+    if res.results.rounds is not None:
+        r = res.results.rounds
+        return (f"seeds in rounds ({', '.join(map(str, r.seeds))} seeds), a paired t at each round against "
+                f"{SPENDING_NAMES[r.spending]}-type group-sequential boundaries, Holm-type alpha recycling over the "
+                f"{m} comparison(s) at alpha {cfg.alpha:g} (docs/analysis.md, *Seeds in rounds*); a comparison stops "
+                "receiving seeds at the round that decides it; interval: t interval of that round at its level; MDE "
+                f"and seeds needed: the fixed design's, power {cfg.power:g} at alpha / {m}")
     return (f"paired t over seeds, Holm over the {m} comparison(s) of this report at alpha {cfg.alpha:g}; interval: t "
             f"interval at the level Holm decides each at; MDE: power {cfg.power:g} at Holm's first step alpha / {m}")
 
@@ -195,7 +207,8 @@ def _ablations(res: AnalysisResult) -> list[str]:
 
 def _ablation_json(r: AblationResult) -> dict[str, Any]:
     return {"comparison": r.paired.comparison, "stratum": r.paired.stratum, "seeds": r.paired.seeds.tolist(),
-            **({"error": r.paired.error} if r.paired.error else {}), "answer": r.answer,
+            **({"error": r.paired.error} if r.paired.error else {}), **({"round": r.round} if r.round else {}),
+            "answer": r.answer,
             "metrics": as_json(r.metrics), "delong": as_json(r.delong)}
 
 

@@ -90,7 +90,7 @@ KEYS: dict[type, dict[str, str | None]] = {
                   **dict.fromkeys(("band_x", "band_lo", "band_hi", "obs_x", "band_method"))},
     ReferenceSlope: {"is_chosen": "chosen", "ci": "slope_ci"},
     FamilyComparison: {"convention": None, "log_linear_diff": "log_linear_slope_diff"},
-    MetricComparison: {"metric": None, "stats": ""},
+    MetricComparison: {"metric": None, "stats": "", "seeds": None},
     PairedStats: {"ci_low": None, "ci_high": None},
     DeLongSeed: {"result": ""},
     DeLongResult: {"p_value": "p", **dict.fromkeys(("var_a", "var_b", "cov_ab", "n_pos", "n_neg"))},

@@ -89,6 +89,12 @@ def _holm_uncapped(pvalues: np.ndarray | list[float]) -> tuple[np.ndarray, np.nd
     return p, out
 
 
+def first_step_level(alpha: float, m: int) -> float:
+    """alpha / m, Holm's first step over m testable comparisons: the level of the report's MDE and seeds needed
+    and of the power plan's (Holm decides whatever this level does)."""
+    return alpha / max(int(m), 1)
+
+
 def holm(pvalues: np.ndarray | list[float]) -> np.ndarray:
     """Holm step-down adjusted p-values (family-wise error control); NaN entries stay NaN, others count."""
     return np.minimum(_holm_uncapped(pvalues)[1], 1.0)

@@ -15,6 +15,8 @@ from typing import Literal
 import numpy as np
 from scipy import optimize, stats
 
+from .paired import t_interval
+
 Spending = Literal["obrien_fleming", "pocock"]
 
 #: Grid points over the continuation region of each look (Simpson's rule; boundaries to about 1e-5).
@@ -122,15 +124,21 @@ class SequentialDesign:
         the levels at which the looks' t-tests spend the spending function's increments under their own joint
         null law, which is free of the sd for normal deltas and drawn once with a fixed seed (`_null_pvalues`).
         With many seeds they tend to the normal boundaries' 2 * (1 - Phi(z_bounds))."""
-        increments = np.diff(spent(self.fractions, alpha or self.alpha, self.spending), prepend=0.0)
-        p = _null_pvalues(self.seeds)  # [P, K]
-        going, out = np.ones(len(p), dtype=bool), []
-        for k, target in enumerate(increments):
-            share = target * len(p) / max(going.sum(), 1)  # of the paths still going
-            level = float(np.quantile(p[going, k], min(share, 1.0))) if share > 0 else 0.0
-            out.append(level)
-            going &= p[:, k] > level
-        return np.array(out)
+        return np.array(_nominal_levels(self.seeds, alpha or self.alpha, self.spending))
+
+
+@lru_cache(maxsize=256)
+def _nominal_levels(seeds: tuple[int, ...], alpha: float, spending: Spending) -> tuple[float, ...]:
+    fractions = np.array(seeds, dtype=np.float64) / seeds[-1]
+    increments = np.diff(spent(fractions, alpha, spending), prepend=0.0)
+    p = _null_pvalues(seeds)  # [P, K]
+    going, out = np.ones(len(p), dtype=bool), []
+    for k, target in enumerate(increments):
+        share = target * len(p) / max(going.sum(), 1)  # of the paths still going
+        level = float(np.quantile(p[going, k], min(share, 1.0))) if share > 0 else 0.0
+        out.append(level)
+        going &= p[:, k] > level
+    return tuple(out)
 
 
 #: Null paths drawn to find the t-tests' nominal levels (a level's spent alpha to about 1e-4 at alpha 0.05).
@@ -165,15 +173,16 @@ def paired_t_pvalues(deltas: np.ndarray, seeds: tuple[int, ...]) -> np.ndarray:
     return np.stack(out, axis=-1)
 
 
-def holm_sequential(pvalues: np.ndarray, design: SequentialDesign) -> np.ndarray:
-    """The look at which each question is rejected (-1: never), for p-values [..., M, K] of M questions at
-    the design's K looks. Holm-type recycling (Maurer & Bretz 2013): while J questions are open each is
-    tested at alpha / J with the design's spending; a rejection at a look raises the others' level at once,
-    and an open question is rejected when any of its looks so far crosses its current boundary."""
+def holm_sequential(pvalues: np.ndarray, design: SequentialDesign) -> tuple[np.ndarray, np.ndarray]:
+    """The look at which each question is rejected (-1: never) and the J it was rejected at (0: never), for
+    p-values [..., M, K] of M questions at the design's K looks. Holm-type recycling (Maurer & Bretz 2013): while J
+    questions are open each is tested at alpha / J with the design's spending; a rejection at a look raises the
+    others' level at once, and an open question is rejected when any of its looks so far crosses its current
+    boundary."""
     p = np.nan_to_num(np.asarray(pvalues, dtype=np.float64), nan=1.0)
     m, k_looks = p.shape[-2], p.shape[-1]
     levels = np.stack([design.nominal_levels(design.alpha / j) for j in range(1, m + 1)])  # [M, K]
-    rejected_at = np.full(p.shape[:-1], -1)
+    rejected_at, open_at = np.full(p.shape[:-1], -1), np.zeros(p.shape[:-1], dtype=np.int64)
     for k in range(k_looks):
         while True:
             open_ = rejected_at < 0
@@ -183,4 +192,51 @@ def holm_sequential(pvalues: np.ndarray, design: SequentialDesign) -> np.ndarray
             if not crossed.any():
                 break
             rejected_at = np.where(crossed, k, rejected_at)
-    return rejected_at
+            open_at = np.where(crossed, n_open[..., None], open_at)
+    return rejected_at, open_at
+
+
+@dataclass(frozen=True)
+class LookVerdict:
+    """One question's sequential verdict: rejected at `look` (0-based), or open after it (its last look reached;
+    -1: untestable at every look); `level`, `interval`: the nominal level and the (1 - level) t interval of the
+    look that decided it (open: its last look at the level of the questions left open)."""
+
+    look: int
+    rejected: bool
+    level: float
+    interval: tuple[float, float]
+
+
+def look_pvalues(seeds: np.ndarray, deltas: np.ndarray, looks: tuple[int, ...]) -> np.ndarray:
+    """[K] paired t p-values of one question's deltas at each look (the seeds below its count; NaN at a look
+    whose round it did not reach, or without spread)."""
+    out = np.full(len(looks), np.nan)
+    for k, n in enumerate(looks):
+        if k and not (seeds >= looks[k - 1]).any():
+            break
+        part = deltas[seeds < n]
+        out[k] = paired_t_pvalues(part, (len(part),))[0] if len(part) > 1 else np.nan
+    return out
+
+
+def sequential_verdicts(strata: list[tuple[np.ndarray, np.ndarray]], design: SequentialDesign) -> list[LookVerdict]:
+    """The verdict of each (seeds, deltas) question under `holm_sequential`, with its interval."""
+    p = np.array([look_pvalues(s, d, design.seeds) for s, d in strata]).reshape(len(strata), len(design.seeds))
+    at, open_at = holm_sequential(p, design)
+    still_open = max(int((at < 0).sum()), 1)
+    out = []
+    for (seeds, deltas), p_i, k, j in zip(strata, p, at, open_at):
+        levels = design.nominal_levels(design.alpha / (j if k >= 0 else still_open))  # [K]
+        reached = np.flatnonzero(np.isfinite(p_i))
+        if k >= 0:  # the interval of the look whose data crossed (recycled alpha can reach back to an earlier one)
+            look = int(np.flatnonzero(p_i[: k + 1] <= levels[: k + 1])[0])
+        elif len(reached):
+            look = int(reached[-1])
+        else:
+            out.append(LookVerdict(-1, False, np.nan, (np.nan, np.nan)))
+            continue
+        part = deltas[seeds < design.seeds[look]]
+        interval = t_interval(float(part.mean()), float(part.std(ddof=1)), len(part), levels[look])
+        out.append(LookVerdict(int(k) if k >= 0 else look, bool(k >= 0), float(levels[look]), interval))
+    return out

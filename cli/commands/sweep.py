@@ -62,10 +62,11 @@ def run(args: argparse.Namespace) -> int:
         reexec_under_malloc(args)  # time steps as trials run them: under the malloc settings
         return _dry_run(sweep, args)
 
+    from analysis.pipeline import open_runs
     from harness.sweep.launcher import run_sweep
 
     outcome = run_sweep(sweep, results_root=args.results, resume=args.resume, address=args.address,
-                        num_cpus=args.num_cpus, verbose=args.verbose)
+                        num_cpus=args.num_cpus, verbose=args.verbose, open_runs=open_runs)
     if args.json:
         print(json.dumps({"sweep_dir": str(outcome.sweep_dir), "planned": outcome.planned,
                           "finished": outcome.finished, "failed": outcome.failed,

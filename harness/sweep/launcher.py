@@ -17,7 +17,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -38,6 +38,7 @@ from core.results_layout import (
     TUNING_FILE,
 )
 from core.typed_config import ConfigError, from_dict
+from harness import runs_columns as C
 from protocols.output_location import check_writable
 from protocols.prepare import PrepareConfig, prepare
 
@@ -45,10 +46,22 @@ from . import interrupt, tuning
 from .collect import collect_runs, finished_rows
 from .dataset_facts import write_dataset_facts
 from .interrupt import StopOnInterrupt, SweepInterrupted, catch_interrupts, watched_stage
-from .plan import DatasetPlan, SweepPlan, grid_points, plan_sweep, search_base_point, trial_id_for, tuning_points
+from .plan import (
+    DatasetPlan,
+    SweepPlan,
+    grid_points,
+    plan_sweep,
+    search_base_point,
+    setting_id,
+    trial_id_for,
+    tuning_points,
+)
 from .ray_sessions import RaySessionError, check_address_reachable, quiet_ray_notices, ray_session
-from .schema import SearchDimension, SearchSection, Sweep, parse_sweep
+from .schema import RoundsSection, SearchDimension, SearchSection, Sweep, parse_sweep
 from .trainable import FAILS_ALIKE, GRID_POINT, TUNING_STAGE, TrialContext, read_events, run_trial
+
+#: Trial ids of the runs the questions still open after the first k rounds need (analysis.pipeline.open_runs).
+OpenRuns = Callable[[Path, int], set[str]]
 
 
 class SweepError(RecscaleError):
@@ -87,6 +100,9 @@ def _comparable(sweep: Sweep) -> dict[str, Any]:
 def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
     if plan.sweep.config.tuning is not None and not (sweep_dir / TUNING_FILE).exists():
         return False
+    if plan.sweep.config.rounds is not None:  # its last launch stopped where the round rule says (_grid_rounds)
+        summary = sweep_dir / SUMMARY_FILE
+        return summary.exists() and "rounds_stopped" in json.loads(summary.read_text())
     return all((sweep_dir / RUNS_DIR / t.trial_id / METRICS_FILE).exists() for t in plan.trials)
 
 
@@ -221,11 +237,12 @@ def _tune_domain(dim: SearchDimension) -> Any:
     return tune.randint(int(low), int(high) + 1)  # [low, high] inclusive
 
 
-def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
-    """Run (or restore and finish) one Tune experiment; returns its ResultGrid."""
+def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[dict] | None, name: str) -> Any:
+    """Run (or restore and finish) one Tune experiment, `name` (`points`: the grid points of a round); returns its
+    ResultGrid."""
     sweep, cfg = ctx.sweep, ctx.sweep.config
     storage = Path(ctx.sweep_dir) / RAY_DIR
-    exp_dir = storage / ctx.stage
+    exp_dir = storage / name
     trainable = tune.with_resources(tune.with_parameters(run_trial, context=ctx), cfg.resources.ray_request())
     if resume and tune.Tuner.can_restore(str(exp_dir)):
         damage = _state_damage(exp_dir)
@@ -248,7 +265,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
 
     if ctx.stage in ("grid", TUNING_STAGE):
         # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
-        points = grid_points(sweep) if ctx.stage == "grid" else tuning_points(sweep)
+        points = points if points is not None else (grid_points(sweep) if ctx.stage == "grid" else tuning_points(sweep))
         param_space = {GRID_POINT: tune.grid_search(points)}
         namer = GridTrialName(sweep)
         tune_config = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.max_concurrent,
@@ -269,7 +286,7 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> Any:
 
         tracking = [SweepMLflowCallback(ctx)]
     run_config = tune.RunConfig(
-        name=ctx.stage, storage_path=str(storage), verbose=0,
+        name=name, storage_path=str(storage), verbose=0,
         failure_config=tune.FailureConfig(max_failures=cfg.max_failures),
         callbacks=[TrialProgress(n_trials, f"{sweep.name} {ctx.stage}"), StopOnInterrupt(), *tracking],
     )
@@ -315,12 +332,13 @@ class _StageOutcome:
     interrupted: bool
 
 
-def _stage(ctx: TrialContext, *, resume: bool, n_trials: int) -> _StageOutcome:
-    """Run one stage; a Ctrl-C (`.interrupt`) ends it as interrupted, with no results."""
+def _stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[dict] | None = None,
+           name: str | None = None) -> _StageOutcome:
+    """Run one stage (or round of the grid); a Ctrl-C (`.interrupt`) ends it as interrupted, with no results."""
     t0 = time.perf_counter()
     try:
         with watched_stage():
-            results = _run_stage(ctx, resume=resume, n_trials=n_trials)
+            results = _run_stage(ctx, resume=resume, n_trials=n_trials, points=points, name=name or ctx.stage)
     except SweepInterrupted:
         return _StageOutcome(None, time.perf_counter() - t0, [], True)
     full = next((r.error for r in results if r.error is not None and disk_full(r.error) is not None), None)
@@ -376,9 +394,10 @@ def run_sweep(
     address: str | None = None,
     num_cpus: int | None = None,
     verbose: bool = False,
+    open_runs: OpenRuns | None = None,
 ) -> SweepOutcome:
-    """Prepare datasets, run the tuning stage or the search (if any) and the grid, collect runs.parquet (and the
-    tuning trials' tuning/runs.parquet).
+    """Prepare datasets, run the tuning stage or the search (if any) and the grid (in rounds: `_grid_rounds`, which
+    `open_runs` steers), collect runs.parquet (and the tuning trials' tuning/runs.parquet).
 
     Ray's token-authentication notice and its `Tuner.restore(...)` hint are dropped unless `verbose`."""
     t0 = time.perf_counter()
@@ -390,12 +409,11 @@ def run_sweep(
     created = not (Path(results_root) / sweep.name).exists()
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
     if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
-        collect_runs(sweep_dir)
+        n = int((collect_runs(sweep_dir)[C.STAGE] == "grid").sum())
         tuning_count = _collect_tuning(sweep_dir, plan)
         summary_path = sweep_dir / SUMMARY_FILE
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-        return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=len(plan.trials),
-                            summary=summary, tuning=tuning_count)
+        return SweepOutcome(sweep_dir=sweep_dir, planned=n, finished=n, summary=summary, tuning=tuning_count)
     try:
         dataset_paths = prepare_datasets(sweep, plan.datasets)
     except RecscaleError:  # e.g. an empty split or too many targets: a new sweep folder leaves no trace
@@ -408,6 +426,7 @@ def run_sweep(
     per_trial = sweep.config.resources.ray_request()
     entered = False
     stage = None
+    planned, rounds = len(plan.trials), dict[str, Any]()
     try:
         with catch_interrupts(), quiet_ray_notices(verbose), \
                 ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
@@ -427,8 +446,11 @@ def run_sweep(
                     plan = plan_sweep(sweep, fixed=fixed)
             if stage is None or not (stage.failed or stage.interrupted):
                 ctx = TrialContext(sweep, str(sweep_dir), dataset_paths, stage="grid", fixed=fixed, choice=choice)
-                stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
-                timings["grid_s"] = stage.wall_s
+                if sweep.config.rounds is None:
+                    stage = _stage(ctx, resume=resume, n_trials=len(plan.trials))
+                    timings["grid_s"] = stage.wall_s
+                else:
+                    stage, planned, rounds = _grid_rounds(ctx, resume, open_runs, timings)
     except (SweepError, RaySessionError):
         if created and not entered:  # Ray could not start or join, or the cluster is too small: no trace
             shutil.rmtree(sweep_dir, ignore_errors=True)
@@ -445,10 +467,44 @@ def run_sweep(
     tuning_count = _collect_tuning(sweep_dir, plan)
     finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
     timings["total_s"] = time.perf_counter() - t0
-    summary = _summary(sweep_dir, since, timings)
+    summary = {**_summary(sweep_dir, since, timings), **rounds}
     atomic_write.write_text(sweep_dir / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
-    return SweepOutcome(sweep_dir=sweep_dir, planned=len(plan.trials), finished=finished, failed=stage.failed,
+    return SweepOutcome(sweep_dir=sweep_dir, planned=planned, finished=finished, failed=stage.failed,
                         interrupted=stage.interrupted, summary=summary, tuning=tuning_count)
+
+
+def _grid_rounds(ctx: TrialContext, resume: bool, open_runs: OpenRuns | None, timings: dict[str, float]
+                 ) -> tuple[_StageOutcome, int, dict[str, Any]]:
+    """The grid in rounds of seeds, one Tune experiment each (`ray/grid-round<k>`): round 1 for every cell
+    (setting), each next one for the cells whose runs `open_runs` names (every cell without it), until none is
+    left, the last round ran or the next would pass `rounds.cap_trial_hours` (estimated from the cells' recorded
+    wall_s). Returns the last round's outcome, the trials planned and the rounds' record for the summary."""
+    sweep, sweep_dir, rounds = ctx.sweep, Path(ctx.sweep_dir), cast(RoundsSection, ctx.sweep.config.rounds)
+    points = grid_points(sweep)
+    cell = {trial_id_for(sweep, p): setting_id(sweep, p) for p in points}
+    cells, planned, ran = set(cell.values()), 0, []
+    for k, (lo, hi) in enumerate(zip([0, *rounds.seeds], rounds.seeds), start=1):
+        batch = [p for p in points if lo <= p[C.SEED] < hi and setting_id(sweep, p) in cells]
+        stage = _stage(ctx, resume=resume, n_trials=len(batch), points=batch, name=f"grid-round{k}")
+        timings["grid_s"] = timings.get("grid_s", 0.0) + stage.wall_s
+        planned += len(batch)
+        ran.append({"round": k, "seeds": hi, "cells": len(cells), "trials": len(batch)})
+        if stage.failed or stage.interrupted:
+            return stage, planned, {"rounds": ran}
+        if k == len(rounds.seeds):
+            return stage, planned, {"rounds": ran, "rounds_stopped": "last round"}
+        table = collect_runs(sweep_dir)
+        cells = {cell[t] for t in open_runs(sweep_dir, k) if t in cell} if open_runs is not None else cells
+        wall = table.groupby(table[C.TRIAL_ID].map(cell))[C.WALL_S].mean()
+        hours = (table[C.WALL_S].sum() + (rounds.seeds[k] - hi) * wall[sorted(cells)].sum()) / 3600
+        stop = "every question decided" if not cells else (
+            f"round {k + 1} would pass cap_trial_hours ({hours:.2g} h)"
+            if rounds.cap_trial_hours is not None and hours > rounds.cap_trial_hours else "")
+        print(f"{sweep.name}: round {k} done; " + (stop or f"round {k + 1}: {len(cells)} cell(s) still open"),
+              file=sys.stderr)
+        if stop:
+            return stage, planned, {"rounds": ran, "rounds_stopped": stop}
+    raise AssertionError("unreachable: the last round returns")
 
 
 def _tuning_stage(sweep: Sweep, sweep_dir: Path, dataset_paths: dict[str, str], plan: SweepPlan, resume: bool,

@@ -53,6 +53,7 @@ class TrialPlan:
     train: Mapping[str, Any]
     #: the key a tuning stage chose for this (measurement) trial's setting, e.g. "train.lr"; None otherwise
     tuned: str | None = None
+    round: int | None = None  # its round of seeds (sweeps with `rounds:`, grid trials)
 
     def record(self) -> dict[str, Any]:
         """Config columns of this trial for runs.parquet / the dry-run table."""
@@ -79,6 +80,8 @@ class TrialPlan:
                 row[f"{axis}.name"] = value["name"]  # C.DATA_NAME for the data bundle
         if self.tuned is not None:  # only sweeps with a tuning stage have the column
             row[C.TUNED] = self.tuned
+        if self.round is not None:
+            row[C.ROUND] = self.round
         return row
 
 
@@ -165,7 +168,7 @@ def resolve_trial(
     return TrialPlan(
         trial_id=trial_id or trial_id_for(sweep, point), stage=stage, arch=arch, seed=seed,
         point=dict(point), dataset=dataset, model=model, model_config=sweep.model_config(arch, model), train=train,
-        tuned=tuned,
+        tuned=tuned, round=cfg.rounds.round_of(seed) if cfg.rounds is not None and stage == "grid" else None,
     )
 
 

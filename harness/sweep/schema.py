@@ -8,6 +8,7 @@ exists is checked).
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import importlib.util
 import itertools
@@ -151,6 +152,20 @@ class SearchSection:
 
 
 @dataclass
+class RoundsSection:
+    """Seeds in rounds: the cumulative seed counts at each look, how alpha is spent over them, and an optional cap
+    in trial-hours (docs/sweeps.md, "Seeds in rounds")."""
+
+    seeds: list[int]
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    cap_trial_hours: float | None = None
+
+    def round_of(self, seed: int) -> int:
+        """The round (1, 2, ...) whose seeds hold `seed`."""
+        return bisect.bisect_right(self.seeds, seed) + 1
+
+
+@dataclass
 class SweepConfig:
     """A whole sweep file (docs/sweeps.md, "The sweep file")."""
 
@@ -169,6 +184,7 @@ class SweepConfig:
     max_failures: int = 2
     keep_checkpoints: bool = False
     tracking: Tracker | None = None
+    rounds: RoundsSection | None = None
     analysis: dict[str, Any] | None = None
 
 
@@ -253,6 +269,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
             if train:
                 _check_train({**cfg.train, **train}, f"grid.{key}")
 
+    _check_rounds(cfg, axes)
     tuning_values = _check_tuning(cfg, axes)
     _check_retry(cfg)
     space = _check_search(cfg, axes, archs)
@@ -639,6 +656,20 @@ def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float
                 raise ConfigError(f"tuning.budget.n_train_fraction: {t.budget.n_train_fraction} of {n} training "
                                   "targets is none")
     return values
+
+
+def _check_rounds(cfg: SweepConfig, axes: dict[str, list[Any]]) -> None:
+    """`rounds.seeds` increasing from at least 2; the seed axis becomes seeds 0 to the last count - 1."""
+    r = cfg.rounds
+    if r is None:
+        return
+    if not r.seeds or r.seeds[0] < 2 or any(b <= a for a, b in zip(r.seeds, r.seeds[1:])):
+        raise ConfigError(f"rounds.seeds: increasing cumulative seed counts, the first at least 2, got {r.seeds}")
+    if C.SEED in axes:
+        raise ConfigError(f"grid.seed: a sweep with `rounds:` runs seeds 0 to {r.seeds[-1] - 1}; drop grid.seed")
+    if r.cap_trial_hours is not None and not r.cap_trial_hours > 0:
+        raise ConfigError(f"rounds.cap_trial_hours: must be > 0, got {r.cap_trial_hours}")
+    axes[C.SEED] = list(range(r.seeds[-1]))
 
 
 def _check_retry(cfg: SweepConfig) -> None:

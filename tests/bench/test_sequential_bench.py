@@ -30,7 +30,7 @@ def _looks(design: SequentialDesign, effects: list[float], draw: str, seed: int)
     rng = np.random.default_rng(seed)
     shape = (N_SIMS, len(effects), SEEDS[-1])
     noise = rng.standard_normal(shape) if draw == "normal" else rng.standard_t(3, shape) / np.sqrt(3.0)
-    return holm_sequential(paired_t_pvalues(noise + np.array(effects)[:, None], SEEDS), design)
+    return holm_sequential(paired_t_pvalues(noise + np.array(effects)[:, None], SEEDS), design)[0]
 
 
 @pytest.mark.slow
