@@ -53,5 +53,12 @@ def test_each_readme_study_row_gives_its_reference_verdicts(study, row):
     if m := re.search(r"\b(both|one|no) slope differences? open", row):
         slopes = [q["settled"] for q in summary["questions"] if q["kind"] == "slope_difference"]
         assert slopes.count(False) == {"both": 2, "one": 1, "no": 0}[m[1]] and (m[1] != "both" or len(slopes) == 2)
+    metric = {q["question"]: q["metric"] for q in summary["questions"]}
+    for m in re.finditer(r"decided at round (\d+)", row):  # a sequential study (`rounds:`)
+        assert int(m[1]) in {a.get("round") for a in summary["ablations"]
+                             if a["metrics"][metric[a["comparison"]]]["verdict"] == "decided"}
+    if m := re.search(r"(\d+) of the (\d+) trials run", row):  # of the cap: every cell at the last round's seeds
+        cells = len(summary["headline"]["rows"])
+        assert (summary["runs"], summary["rounds"]["seeds"][-1] * cells) == (int(m[1]), int(m[2]))
     if m := re.search(r"all (\d+) runs healthy", row):
         assert summary["runs"] == summary["run_health"]["counts"]["ok"] == int(m[1])
