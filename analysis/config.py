@@ -36,6 +36,7 @@ class QuestionConfig:
     names: dict[str, str] = field(default_factory=dict)
     family: str = ""
     families: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)  # slope_difference of `family` between two tasks
     target_half_width: float = 0.0
 
     def __post_init__(self) -> None:
@@ -51,9 +52,14 @@ class QuestionConfig:
             self.name = self.name or f"ablations of {self.switch} = {self.full}"
         elif self.kind == "slope" and not self.family:
             raise ConfigError(f"family: slope question {self.name!r} names the family whose slope it reads")
+        elif self.kind == "slope_difference" and self.tasks:
+            if not self.family or len(set(self.tasks)) != 2 or len(self.tasks) != 2:
+                raise ConfigError(f"tasks: slope_difference {self.name!r} between tasks names one family and two "
+                                  f"tasks, got family {self.family!r}, tasks {self.tasks}")
         elif self.kind == "slope_difference" and (len(self.families) != 2 or len(set(self.families)) != 2):
             raise ConfigError(f"families: slope_difference {self.name!r} names two families, got {self.families}")
         self.name = self.name or (f"slope of {self.family}" if self.kind == "slope"
+                                  else f"slope of {self.family}: {self.tasks[0]} - {self.tasks[1]}" if self.tasks
                                   else f"slope {self.families[0]} - {self.families[-1]}")
 
     def _comparison(self) -> None:

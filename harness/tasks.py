@@ -5,7 +5,7 @@ run's health are those of each task's labels and scores, through the one-task co
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,39 +41,40 @@ def weighted_loss(logits: torch.Tensor, label: torch.Tensor,
     return (per_task * weights).sum(), per_task
 
 
+def _per_task(tasks: Sequence[TaskConfig], *arrays: np.ndarray) -> Iterator[tuple[TaskConfig | None, str, tuple]]:
+    """(task, its key suffix, its column of each array [n, T]) of every task; a one-task run's (None, "", arrays)."""
+    if not tasks:
+        yield None, "", arrays
+    for t, (task, suffix) in enumerate(zip(tasks, suffixes(tasks))):
+        yield task, suffix, tuple(a[:, t] for a in arrays)
+
+
 def split_metrics(split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray,
                   columns: dict[str, np.ndarray], tasks: Sequence[TaskConfig],
-                  task_labels: np.ndarray | None) -> tuple[dict[str, float], dict[str, Any]]:
-    """`evaluate.split_metrics` of each task (labels and scores [n, T], `task_labels` the dataset's [n, T]), keys
-    and group names suffixed; a one-task run's (labels and scores [n]) as they are."""
-    if not tasks or task_labels is None:
-        values, one = one_task_metrics(split, event_id, label, score, columns)
-        return values, {split: one}
+                  task_labels: np.ndarray) -> tuple[dict[str, float], dict[str, Any]]:
+    """`evaluate.split_metrics` of each task (labels, scores and the dataset's `task_labels` [n, T], or [n] for
+    one task), keys and group names suffixed."""
     flat: dict[str, float] = {}
     groups: dict[str, Any] = {}
-    for t, (task, suffix) in enumerate(zip(tasks, suffixes(tasks))):
-        task_columns = {**columns, "label": task_labels[:, t]}
-        if task.label != ORACLE_LABEL:
+    for task, suffix, (lab, sc, truth) in _per_task(tasks, label, score, task_labels):
+        task_columns = {**columns, "label": truth}
+        if task is not None and task.label != ORACLE_LABEL:
             task_columns.pop(TRUE_P_COLUMN, None)
-        values, groups[split + suffix] = one_task_metrics(split, event_id, label[:, t], score[:, t], task_columns)
+        values, groups[split + suffix] = one_task_metrics(split, event_id, lab, sc, task_columns)
         flat.update({k + suffix: v for k, v in values.items()})
     return flat, groups
 
 
 def undefined_metrics(split: str, label: np.ndarray, tasks: Sequence[TaskConfig]) -> dict[str, float]:
     """`run_health.undefined_metrics` of each task (a diverged run)."""
-    if not tasks:
-        return run_health.undefined_metrics(split, label)
-    return {k + suffix: v for t, suffix in enumerate(suffixes(tasks))
-            for k, v in run_health.undefined_metrics(split, label[:, t]).items()}
+    return {k + suffix: v for _, suffix, (lab,) in _per_task(tasks, label)
+            for k, v in run_health.undefined_metrics(split, lab).items()}
 
 
 def prediction_columns(label: np.ndarray, score: np.ndarray, tasks: Sequence[TaskConfig]) -> dict[str, np.ndarray]:
     """A predictions file's label and score columns: `label`, `score` and `label@<name>`, `score@<name>`."""
-    if not tasks:
-        return {"label": label, "score": score}
-    return {f"{c}{suffix}": values[:, t] for t, suffix in enumerate(suffixes(tasks))
-            for c, values in (("label", label), ("score", score))}
+    return {f"{c}{suffix}": v for _, suffix, (lab, sc) in _per_task(tasks, label, score)
+            for c, v in (("label", lab), ("score", sc))}
 
 
 def health(metrics: Mapping[str, Any], model: Any, valid_scores: np.ndarray,
@@ -81,13 +82,10 @@ def health(metrics: Mapping[str, Any], model: Any, valid_scores: np.ndarray,
            epochs: int) -> dict[str, Any]:
     """`run_health.record` of each task, on its own metrics, validation scores and curves (task t > 0 reads
     the keys and tags ending in its suffix); the training loss and the weights are the run's."""
-    if not tasks:
-        return run_health.record(metrics, model, valid_scores, run_health.trend_of(
-            curves, total_steps=total_steps, epochs=epochs))
     out: dict[str, Any] = {}
-    for t, suffix in enumerate(suffixes(tasks)):
-        mine = {k.removesuffix(suffix): v for k, v in metrics.items() if not suffix or k.endswith(suffix)}
-        task_curves = {k.removesuffix(suffix): v for k, v in curves.items() if not suffix or k.endswith(suffix)}
+    for _, suffix, (scores,) in _per_task(tasks, valid_scores):
+        mine = {k.removesuffix(suffix): v for k, v in metrics.items() if k.endswith(suffix)}
+        task_curves = {k.removesuffix(suffix): v for k, v in curves.items() if k.endswith(suffix)}
         trend = run_health.trend_of(task_curves, total_steps=total_steps, epochs=epochs)
-        out.update({k + suffix: v for k, v in run_health.record(mine, model, valid_scores[:, t], trend).items()})
+        out.update({k + suffix: v for k, v in run_health.record(mine, model, scores, trend).items()})
     return out

@@ -471,8 +471,9 @@ class Session:
 
     def metrics(self, split: str, ev: np.ndarray, lab: np.ndarray, sc: np.ndarray) -> tuple[dict[str, Any], dict]:
         """The flat metrics of `split` (every task's, harness/tasks.py) and its groups' ({split name: groups})."""
-        task_labels = self.dataset.task_labels(split, tasks.labels(self.tc.tasks)) if self.tc.tasks else None
-        return tasks.split_metrics(split, ev, lab, sc, target_columns(self.dataset, split), self.tc.tasks, task_labels)
+        columns = target_columns(self.dataset, split)
+        truth = self.dataset.task_labels(split, tasks.labels(self.tc.tasks)) if self.tc.tasks else columns["label"]
+        return tasks.split_metrics(split, ev, lab, sc, columns, self.tc.tasks, truth)
 
 
 class Meter:

@@ -18,6 +18,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from analysis.collect import rows_per_task
 from analysis.pipeline import analyze
+from analysis.stats.paired import t_interval
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
 from harness.config import load_run_config, parse_set
@@ -198,3 +199,66 @@ def test_a_multi_task_run_is_one_row_per_task_for_the_analysis():
     two = {**SWEEP, "grid": {"seed": [0]}, "train": {"tasks": ["effective_view", "long_view"]}}
     row = _plan(two).trials[0].record()
     assert (row["task"], row["train.tasks"]) == ("effective_view", "effective_view,long_view")
+
+
+def test_a_multi_task_sweep_fits_each_task_and_answers_the_task_slope_difference(tmp_path):
+    """Multi-task runs (task 0 effective_view, task 1 long_view in `@long_view` columns): WHALE's dAUC over Wukong
+    follows slope 0.4 + noise on long_view and 0.25 + noise on effective_view, per seed; the analysis fits each
+    task and the slope_difference question gives long_view - effective_view with the seed-unit interval."""
+    rng = np.random.default_rng(0)
+    flops = {32: 2e6, 64: 8e6, 128: 32e6, 256: 128e6}
+    slopes = {s: {"long_view": 0.4 + rng.normal(0, 0.02), "effective_view": 0.25 + rng.normal(0, 0.02)}
+              for s in range(4)}
+    rows = []
+    for seed in range(4):
+        common = {"seed": seed, "task": "effective_view", "train.tasks": "effective_view,long_view",
+                  "protocol": "exposure", "delay_s": 60, "history_len": 32}
+        rows.append({**common, "trial_id": f"wukong-{seed}", "arch": "wukong", "model.dim": 64,
+                     "flops_per_target": 0.4e6, "test_auc": 0.65, "test_auc@long_view": 0.72})
+        for dim, f in flops.items():
+            gain = {t: np.exp(-4.7) * (f / 1e6) ** slopes[seed][t] for t in ("long_view", "effective_view")}
+            rows.append({**common, "trial_id": f"whale-{dim}-{seed}", "arch": "whale", "model.dim": dim,
+                         "flops_per_target": f, "test_auc": 0.65 + gain["effective_view"],
+                         "test_auc@long_view": 0.72 + gain["long_view"]})
+    root = tmp_path / "two_tasks"
+    root.mkdir()
+    pd.DataFrame(rows).to_parquet(root / "runs.parquet")
+    question = {"kind": "slope_difference", "family": "whale", "tasks": ["long_view", "effective_view"]}
+    analysis = {"baseline": "wukong", "metrics": ["auc"], "n_resamples": 999, "questions": [question],
+                "scaling": {"reference": {"arch": "wukong"}, "families": ["whale"]}}
+    (root / "sweep.yaml").write_text(yaml.safe_dump({"name": "two_tasks", "analysis": analysis}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analyze(root, progress=False, plots=False)
+    result = json.loads((root / "analysis.json").read_text())
+    fits = {f["family"]: f["fit"]["slope"] for f in result["scaling"] if f["metric"] == "auc" and f.get("fit")}
+    true = {t: np.mean([slopes[s][t] for s in range(4)]) for t in ("long_view", "effective_view")}
+    assert fits == {"whale, task=effective_view": pytest.approx(true["effective_view"], abs=1e-6),
+                    "whale, task=long_view": pytest.approx(true["long_view"], abs=1e-6)}
+    (answer,) = result["questions"]
+    assert answer["question"] == "slope of whale: long_view - effective_view" and answer["settled"]
+    diffs = [slopes[s]["long_view"] - slopes[s]["effective_view"] for s in range(4)]
+    lo, hi = t_interval(np.mean(diffs), np.std(diffs, ddof=1), 4, 0.05)
+    assert answer["answers"][0]["answer"] == f"{np.mean(diffs):+.3f} [{lo:+.3f}, {hi:+.3f}] at 4 seeds"
+
+
+@pytest.mark.slow  # about 10 s of CPU: prepare and train on the real data
+def test_movielens_trains_its_two_tasks_rating_3_and_rating_4(ml100k_dir, tmp_path):
+    """MovieLens-100k's two tasks (docs/tasks.md): effective_view = rating >= 3 (dense) and long_view = rating >= 4
+    (sparser); a two-task run predicts both, each with its own labels and base rate."""
+    artifact = prepare(PrepareConfig.of(source="movielens100k", root=str(ml100k_dir), protocol="exposure",
+                                        history_len=16, n_train=2000, n_valid=500, n_test=500, out=str(tmp_path)),
+                       progress=False)
+    cfg = load_run_config(None, {"model": {"dim": 8}, "train": {"num_threads": 1, "tasks": ["effective_view",
+                                                                                             "long_view"]}},
+                          arch="wukong", data=str(artifact))
+    metrics = train_run(cfg, tmp_path / "run", progress=False)
+    raw = pd.read_csv(ml100k_dir / "u.data", sep="\t", names=["user", "item", "rating", "ts"])
+    log = SOURCES.get("movielens100k")(ml100k_dir)
+    pred = pq.read_table(tmp_path / "run" / "predictions_test.parquet").to_pandas()
+    rows = pq.read_table(artifact / "test_targets.parquet").column("row").to_numpy()
+    assert np.array_equal(pred["label"], log["effective_view"][rows]) and np.array_equal(
+        pred["label@long_view"], log["long_view"][rows])
+    assert pred["label"].mean() > pred["label@long_view"].mean() > 0  # two base rates
+    assert (raw["rating"] >= 3).mean() > (raw["rating"] >= 4).mean()
+    assert np.isfinite([metrics["test_auc"], metrics["test_auc@long_view"]]).all()

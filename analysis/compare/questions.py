@@ -21,7 +21,7 @@ from harness.sweep.schema import RoundsSection
 from ..collect import SweepResults
 from ..columns import show
 from ..config import QuestionConfig, describe
-from ..fits.family_comparison import FamilyComparison
+from ..fits.family_comparison import FamilyComparison, compare_families
 from ..fits.scaling import FamilyScaling
 from ..headline import Headline
 from ..stats.paired import (
@@ -284,6 +284,14 @@ def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[Fa
         if fit is None:
             return QuestionResult(q, slope_answer=f"no power-law fit of family {q.family!r} on {q.metric}")
         value, (lo, hi), n = fit.slope, fit.slope_ci, fit.n_seeds
+    elif q.tasks:  # one family on two tasks (a multi-task sweep, docs/tasks.md): paired by seed like two families
+        fa, fb = (next((f for f in scaling if q.family in (f.family, f.arch) and str(f.context.get(C.TASK)) == task
+                        and f.metric == q.metric and f.fit is not None), None) for task in q.tasks)
+        task_diff = compare_families(fa, fb).slope_diff if fa is not None and fb is not None else None
+        if task_diff is None:
+            return QuestionResult(q, slope_answer=f"no paired power-law fits of family {q.family!r} on tasks "
+                                                  f"{', '.join(q.tasks)}")
+        value, (lo, hi), n = task_diff.estimate.value, (task_diff.estimate.lo, task_diff.estimate.hi), task_diff.n_seeds
     else:
         c = next((c for c in comparisons if [c.a, c.b] in (q.families, q.families[::-1]) and c.metric == q.metric
                   and c.slope_diff is not None), None)

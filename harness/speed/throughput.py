@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -60,10 +60,14 @@ def measure(
     tc = train or TrainConfig()
     device = place(tc)  # as the training loop does
     spec = spec or FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)
+    spec = replace(spec, num_tasks=len(tc.tasks)) if tc.tasks else spec  # one head per task
     torch.manual_seed(seed)
     model = architectures.build(arch, spec, model_overrides or {}, attention=tc.attention).to(device)
     g = torch.Generator().manual_seed(seed)
     batches = [random_batch(spec, tc.batch_size, generator=g, min_len=spec.history_len) for _ in range(4)]
+    if tc.tasks:  # one label per task (docs/tasks.md)
+        batches = [dict(b, label=torch.randint(0, 2, (tc.batch_size, len(tc.tasks)), generator=g).float())
+                   for b in batches]
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
 
     flops = matmul.count_cost(model, batches[0])["flops_per_target"] if flops_per_target is None else flops_per_target
