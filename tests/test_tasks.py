@@ -16,7 +16,8 @@ import pytest
 import yaml
 from sklearn.metrics import log_loss, roc_auc_score
 
-from analysis.collect import rows_per_task
+from analysis.collect import SweepResults, rows_per_task
+from analysis.config import analysis_config
 from analysis.pipeline import analyze
 from analysis.stats.paired import t_interval
 from cli.main import main as cli_main
@@ -159,6 +160,12 @@ def test_two_tasks_train_both_heads_and_write_metrics_predictions_curves_and_hea
     steps = len(curves["train/loss"])
     total = [a + b for (_, a), (_, b) in zip(curves["train/loss@effective_view"], curves["train/loss@long_view"])]
     assert np.allclose(total, [v for _, v in curves["train/loss"]][:steps], rtol=1e-6)  # weights 1 and 1
+    sweep = SweepResults(root=tmp_path, name="tasks", runs=pd.DataFrame(), config=analysis_config(None),
+                         config_columns=[], baseline="helix")  # the analysis reads task 1's row's predictions
+    frame = sweep.predictions("run@long_view")
+    assert frame is not None and frame.columns.tolist() == ["event_id", "label", "score"]
+    assert frame["score"].tolist() == pred["score@long_view"].tolist()
+    assert sweep.predictions("run")["score"].tolist() == pred["score"].tolist()
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["train"]["tasks"] == [{"name": "effective_view", "label": "effective_view", "weight": 1.0},
                                         {"name": "long_view", "label": "long_view", "weight": 1.0}]
