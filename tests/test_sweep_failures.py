@@ -86,10 +86,11 @@ def test_a_refused_checkpoint_and_a_repeated_error_fail_at_once_in_one_line(tmp_
     assert f"{crafted}: refusing to load: the file names posix.system" in lines[2]
     assert "wukong-seed2: RuntimeError: the same failure every time (see " in lines[2]
     *trial_lines, summary = terminal_lines(out)
+    grid = results / "failing" / "ray" / "grid"
     assert trial_lines == [
-        "trial wukong-seed1 failed for good; see " + str(results / "failing/ray/grid/wukong-seed1/error.txt"),
+        f"trial wukong-seed1 failed for good (a retry would fail alike); see {grid / 'wukong-seed1/error.txt'}",
         "trial wukong-seed2 failed (worker died or raised); retrying",
-        "trial wukong-seed2 failed for good; see " + str(results / "failing/ray/grid/wukong-seed2/error.txt")]
+        f"trial wukong-seed2 failed for good (a retry would fail alike); see {grid / 'wukong-seed2/error.txt'}"]
     assert summary.startswith(f"1/3 trials finished -> {results / 'failing/runs.parquet'} (total"), summary
     for named in re.findall(r"see (\S+/error\.txt)", out + err):
         assert Path(named).is_file(), named

@@ -209,7 +209,8 @@ class TrialProgress(tune.Callback):
         self._get(trials).write(f"trial {trial} failed (worker died or raised); retrying")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._get(trials).write(f"trial {trial} failed for good; see {trial.path}/error.txt")
+        alike = " (a retry would fail alike)" if FAILS_ALIKE in (trial.last_result or {}) else ""
+        self._get(trials).write(f"trial {trial} failed for good{alike}; see {trial.path}/error.txt")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._bar is not None:

@@ -21,15 +21,12 @@ import torch
 
 from core.errors import RecscaleError, one_line
 from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
-from core.typed_config import ConfigError, from_dict
+from core.typed_config import from_dict
 from harness import run_folder
-from harness.checkpoint import ResumeRefused
 from harness.config import RunConfig, TrainConfig
 from harness.runs_columns import RAY_NODE
 from harness.speed.sweep_estimate import trial_threads
 from harness.train import train_run
-from protocols.errors import DataValidationError
-from protocols.integrity import ArtifactDamagedError
 
 from . import retry
 from .collect import scalar_metrics, write_trial_record
@@ -42,8 +39,6 @@ TUNING_STAGE = "tuning"
 GRID_POINT = "point"
 #: Key of the result a trial reports just before raising a failure that a retry would repeat.
 FAILS_ALIKE = "fails_alike"
-#: Errors of the input (config, data, a refused checkpoint, a damaged run folder): every attempt fails alike.
-INPUT_ERRORS = (ConfigError, DataValidationError, ArtifactDamagedError, ResumeRefused, run_folder.RunFolderError)
 
 
 @dataclass(frozen=True)
@@ -138,12 +133,13 @@ def run_trial(config: dict[str, Any], context: TrialContext) -> dict[str, Any]:
 
 
 def fails_alike(error: Exception, sweep_dir: Path, trial_id: str) -> bool:
-    """Record the failure in trials.jsonl; whether a retry would repeat it: an input error, or the same type and
-    message as the trial's previous attempt (a worker that died raised nothing, and is retried)."""
+    """Record the failure in trials.jsonl; whether a retry would repeat it: a RecscaleError (the input's: a config,
+    the data, a refused checkpoint, a damaged run folder), or the same type and message as the trial's previous
+    attempt (a worker that died raised nothing, and is retried)."""
     cause = f"{type(error).__name__}: {one_line(error)}"
     before = [e for e in read_events(sweep_dir) if e.get("trial") == trial_id and e["event"] in ("error", "end")]
     log_event(sweep_dir, trial=trial_id, event="error", error=cause)
-    return isinstance(error, INPUT_ERRORS) or (bool(before) and before[-1].get("error") == cause)
+    return isinstance(error, RecscaleError) or (bool(before) and before[-1].get("error") == cause)
 
 
 def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start: float) -> dict[str, Any]:
