@@ -64,19 +64,32 @@ class TrainStep:
         return contextlib.nullcontext()
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        loss_sum = self.forward_loss(batch)
+        self.backward(loss_sum)
+        self.update()
+        return loss_sum.detach()
+
+    # the step's three phases, called in turn by __call__ and timed one by one by `bench --breakdown`
+
+    def forward_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The batch's summed loss (with its graph)."""
         with self.autocast():  # attentions run with the model's kernel (architectures.build(attention=...))
             logits = self.forward(batch)  # [B]
         if self.task_weights is None:
-            loss_sum = F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
-        else:  # [B, T]
-            loss_sum, task_losses = weighted_loss(logits, batch["label"], self.task_weights)
-            self.task_losses = task_losses.detach()
+            return F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")
+        loss_sum, task_losses = weighted_loss(logits, batch["label"], self.task_weights)  # [B, T]
+        self.task_losses = task_losses.detach()
+        return loss_sum
+
+    def backward(self, loss_sum: torch.Tensor) -> None:
         (loss_sum / self.batch_size).backward()
+
+    def update(self) -> None:
+        """Clip the gradients, step every optimiser and drop the gradients."""
         self.grad_norm = clip_gradients(self.model, self.grad_clip)  # before clipping; None without clipping
         for opt in self.optimizers:
             opt.step()
             opt.zero_grad(set_to_none=True)
-        return loss_sum.detach()
 
 
 def _adamw(params: list, tc: TrainConfig, device: torch.device) -> torch.optim.AdamW:

@@ -39,9 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed training steps (default 20, after 3 warm-up)")
     parser.add_argument("--batches", type=int, default=100, help="loader batches per timed pass (default 100)")
     parser.add_argument("--breakdown", type=int, nargs="?", const=3, default=0, metavar="STEPS",
-                        help="profile STEPS more steps (default 3) and show where their time goes: matrix products "
-                             "(time, achieved GFLOP/s, the utilisation ceiling they set) and the costliest other "
-                             "operators (harness/speed/throughput.py)")
+                        help="time STEPS more steps (default 3) phase by phase (loader wait on --data's training "
+                             "batches, bookkeeping, forward, backward, optimizer), profile them and show where "
+                             "their time goes: matrix products (time, achieved GFLOP/s, the utilisation ceiling "
+                             "they set) and the costliest other operators (harness/speed/throughput.py)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -93,10 +94,12 @@ def run(args: argparse.Namespace) -> int:
         spec = FeatureSpec(vocab_sizes=dict(vocab), history_len=model_cfg.history_len)
         progress(f"timing {args.arch}: 3 warm-up and {args.steps} training steps"
                  + (f", {args.breakdown} profiled" if args.breakdown else "") + ", and this machine's matmul rate")
-        result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown)
+        result = measure(args.arch, model_over, tc, spec=spec, steps=args.steps, breakdown_steps=args.breakdown,
+                         dataset=ds)
         reported: dict[str, Any] = {k: result[k] for k in (
             "flops_per_target", "utilisation", "matmul_flops_per_s", "matmul_dtype", "bf16", "seconds_per_step",
-            "peak_memory_bytes", "peak_memory_kind", "breakdown", "utilisation_if_only_products") if k in result}
+            "peak_memory_bytes", "peak_memory_kind", "phases_ms", "loader_measured", "breakdown",
+            "utilisation_if_only_products") if k in result}
         out.update({"arch": args.arch, "model": model_over, "train_targets_per_s": result["targets_per_s"],
                     **reported, "batch_size": tc.batch_size, "history_len": model_cfg.history_len})
     if args.json:
@@ -125,6 +128,13 @@ def progress(text: str) -> None:
 
 
 def _print_breakdown(out: dict) -> None:
+    phases = out["phases_ms"]
+    total = sum(phases.values())
+    print(f"phases of {out['breakdown']['steps']} more loop iteration(s), {total:.1f} ms each:")
+    for phase, ms in phases.items():
+        note = " (pre-built batches: give --data to time the loader)" \
+            if phase == "loader_wait" and not out["loader_measured"] else ""
+        print(f"  {phase:<16s} {ms:8.2f} ms  {ms / total:6.1%}{note}")
     bd = out["breakdown"]
     print(f"breakdown of {bd['steps']} profiled step(s), {bd['time_kind']} {bd['total_ms']:.1f} ms/step "
           "(the profiler's overhead included):")

@@ -1,17 +1,23 @@
 """Timing the training step on schema-valid random batches (`recscale bench --arch`, the sweep's dry run and the
 benchmarks in tests/bench): `measure` times `TrainStep`, the training loop's own step, over pre-built batches,
 with the counted-FLOP utilisation against a matmul rate taken in the step's dtype before and after the steps
-(the best). `profile_steps` (`bench --breakdown`) splits the operators' self time into the matrix products
-(`PRODUCT_OPS`) and the rest, their FLOPs counted by `torch.utils.flop_counter` over one more step outside the
-profiled ones (the profiler's own `with_flops` slowed WHALE's step by ~17 %). For `bench --data`: the loader's
-targets/s (`loader_rate`) and this machine's memory-copy rate for the same bytes per target (`copy_rate`), so that
-a loader figure reads as a ratio that travels between machines. docs/training.md ("`recscale bench`").
+(the best). `bench --breakdown` adds two views of more steps: `phase_times`, the training loop's iteration
+phase by phase (loader wait, bookkeeping, forward, backward, optimizer), and `profile_steps`, the operators'
+self time split into the matrix products (`PRODUCT_OPS`) and the rest, their FLOPs counted by
+`torch.utils.flop_counter` over one more step outside the profiled ones (the profiler's own `with_flops` slowed
+WHALE's step by ~17 %). For `bench --data`: the loader's targets/s (`loader_rate`) and this machine's memory-copy
+rate for the same bytes per target (`copy_rate`), so that a loader figure reads as a ratio that travels between
+machines. docs/training.md ("`recscale bench`").
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +28,9 @@ from torch.utils.flop_counter import FlopCounterMode
 import architectures
 from harness import perf
 from harness.config import TrainConfig
+from harness.evaluate import loader_options, move_batch
 from harness.step import TrainStep, place
+from harness.train import CurveLogger, LRSchedule, Meter
 from protocols.schema import FeatureSpec, random_batch
 
 from . import matmul
@@ -51,9 +59,11 @@ def measure(
     flops_per_target: float | None = None,
     rate_seconds: float = CALIBRATION_SECONDS,
     min_seconds: float = 0.0,
+    dataset: Any = None,
 ) -> dict[str, Any]:
     """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with
-    `breakdown_steps`, profile that many more and add where their time went (`profile_steps`).
+    `breakdown_steps`, time that many more phase by phase (`phase_times`: on the training batches of `dataset`,
+    a `PreparedDataset`, through the training loop's loader when given) and profile them (`profile_steps`).
     `min_seconds` adds steps until the timed ones take at least that long; `flops_per_target` skips
     counting them; `rate_seconds=0` takes this process's cached matmul rate
     (`matmul.matmul_rate_cached`) instead of timing products around the steps."""
@@ -96,6 +106,11 @@ def measure(
     targets_per_s = steps * tc.batch_size / elapsed
     extra: dict[str, Any] = {}
     if breakdown_steps:
+        source: Generator[Any, None, None] = (training_batches(dataset, tc, seed) if dataset is not None
+                                              else (b for b in itertools.cycle(batches)))
+        with contextlib.closing(source):  # stops the loader's prefetch
+            extra["phases_ms"] = phase_times(step, source, device, steps=breakdown_steps)
+        extra["loader_measured"] = dataset is not None
         bd = profile_steps(step, batches, device, steps=breakdown_steps)
         extra["breakdown"] = bd.to_dict()
         extra["utilisation_if_only_products"] = matmul.utilisation(
@@ -117,6 +132,60 @@ def measure(
         "device": str(device),
         "bf16": step.bf16,
     } | extra
+
+
+#: The parts of one iteration of the training loop that `phase_times` times, in the loop's order.
+PHASES = ("loader_wait", "bookkeeping", "forward", "backward", "optimizer")
+
+
+def training_batches(dataset: Any, tc: TrainConfig, seed: int) -> Generator[Any, None, None]:
+    """The training split's batches epoch after epoch, from the loader as `harness.train.train_epoch` opens it
+    (ID masking, background prefetch)."""
+    for epoch in itertools.count():
+        yield from dataset.batches("train", tc.batch_size, seed=seed, epoch=epoch, id_mask_prob=tc.id_mask_prob,
+                                   **loader_options(torch.device("cpu"), tc.prefetch_batches, tc.loader_workers))
+
+
+def phase_times(step: TrainStep, batches: Iterator[Any], device: torch.device, *, steps: int) -> dict[str, float]:
+    """Milliseconds per iteration of each of `PHASES` over `steps` iterations of the training loop's work:
+    waiting for the next of `batches` (the loader's start-up in the first wait, as every epoch pays it), the
+    loop's bookkeeping (learning-rate schedule, `move_batch`, loss meter, learning curves at the default
+    `train.log_every_steps`, as `harness.train.train_epoch` calls them), then the step's own phases
+    (`TrainStep.forward_loss`, `backward`, `update`), the device synchronised before each clock reading."""
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    totals = dict.fromkeys(PHASES, 0.0)
+    last = [time.perf_counter()]
+
+    def lap(phase: str) -> None:  # the time since the last lap goes to `phase`
+        sync()
+        now = time.perf_counter()
+        totals[phase] += now - last[0]
+        last[0] = now
+
+    tc = TrainConfig()
+    schedule = LRSchedule(tc.schedule, step.optimizers, steps_per_epoch=steps, epochs=1)
+    meter = Meter(device)
+    with tempfile.TemporaryDirectory(prefix="recscale-phases-") as log_dir:
+        curves = CurveLogger(Path(log_dir), tc.log_every_steps, device)
+        curves.writer()  # opened (its module imported) once per trial, not per step
+        last[0] = time.perf_counter()
+        for i in range(steps):
+            batch = next(batches)
+            lap("loader_wait")
+            schedule.apply(0, i)
+            batch = move_batch(batch, device)
+            lap("bookkeeping")
+            loss = step.forward_loss(batch)
+            lap("forward")
+            step.backward(loss)
+            lap("backward")
+            step.update()
+            lap("optimizer")
+            meter.add(loss.detach())
+            curves.step(i + 1, loss.detach(), int(batch["label"].shape[0]), step.grad_norm, schedule.lr())
+            lap("bookkeeping")
+        curves.close()
+    return {phase: seconds / steps * 1e3 for phase, seconds in totals.items()}
 
 
 #: ATen operators that are matrix products (their self time is the product kernel's time).
