@@ -1,6 +1,8 @@
 """Where a small model's training step goes: the training loop's iteration phase by phase (loader wait,
 bookkeeping, forward, backward, optimizer; `harness.speed.throughput.phase_times`, what `recscale bench
---breakdown` prints) for the scaling study's four families at widths 4, 16 and 64.
+--breakdown` prints) for the scaling study's four families at widths 4, 16 and 64; and WHALE at the seed
+configuration on 2 threads operation by operation (issue 44's counted-FLOP utilisation goal: what keeps it
+below the ceiling the matrix products set).
 
 The shapes are the scaling study's (sweeps/scaling_cpu.yaml: history 32, batch 256, 2 layers, heads growing
 with the width, HELIX with embed_dim = dim and 4 dense mix tokens) at one torch thread, a trial's share of the
@@ -69,3 +71,23 @@ def test_step_phases(benchmark, dataset, arch, width):
                                  "product_share": result["breakdown"]["product_share"],
                                  "utilisation": result["utilisation"], "loadavg_1min": os.getloadavg()[0]})
     assert loop_ms > 0 and phases["forward"] > 0
+
+
+@pytest.mark.bench
+def test_whale_seed_utilisation_op_by_op(benchmark, dataset):
+    """WHALE at the seed configuration (width 64, history 128, 4 heads of 16, batch 256) on 2 threads: the
+    counted-FLOP utilisation (goal 0.45, issue 44), the ceiling the matrix products alone set, and the five
+    costliest other operators, which are what keeps the step below the ceiling."""
+    spec = FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)
+    settings = {"dim": 64, "num_layers": 2, "num_heads": 4, "head_dim": 16, "history_len": 128}
+    tc = TrainConfig(batch_size=BATCH, num_threads=2, device="cpu")
+    result = benchmark.pedantic(measure, args=("whale", settings, tc),
+                                kwargs={"spec": spec, "steps": 10, "breakdown_steps": 5}, rounds=1, iterations=1)
+    bd = result["breakdown"]
+    benchmark.extra_info.update({
+        "threads": 2, "targets_per_s": result["targets_per_s"], "utilisation": result["utilisation"],
+        "utilisation_if_only_products": result["utilisation_if_only_products"],
+        "product_share": bd["product_share"], "step_ms_profiled": bd["total_ms"],
+        **{f"other_{i + 1}": f"{o['op']} {o['ms_per_step']:.1f} ms" for i, o in enumerate(bd["top_other"][:5])},
+        "loadavg_1min": os.getloadavg()[0]})
+    assert result["utilisation"] > 0
