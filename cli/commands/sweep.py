@@ -62,9 +62,13 @@ def run(args: argparse.Namespace) -> int:
         reexec_under_malloc(args)  # time steps as trials run them: under the malloc settings
         return _dry_run(sweep, args)
 
-    from analysis.pipeline import open_runs
-    from harness.sweep.launcher import run_sweep
+    from harness.sweep.launcher import OpenRuns, run_sweep
 
+    open_runs: OpenRuns | None = None
+    if sweep.config.rounds is not None:  # the sequential rule steers its rounds (imported only then: seconds)
+        from analysis import pipeline
+
+        open_runs = pipeline.open_runs
     outcome = run_sweep(sweep, results_root=args.results, resume=args.resume, address=args.address,
                         num_cpus=args.num_cpus, verbose=args.verbose, open_runs=open_runs)
     if args.json:
