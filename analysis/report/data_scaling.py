@@ -20,7 +20,7 @@ from ..fits.data_scaling import (
 from ..result import AnalysisResult
 from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
 from ..stats.bootstrap import Estimate
-from .section import Section, as_json, markdown_table, metric_label, num
+from .section import METHOD_POINTER, Section, as_json, markdown_table, metric_label, num
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
 FRONTIER_STEP = 4
@@ -47,10 +47,8 @@ def _section(res: AnalysisResult) -> list[str]:
     label = f"{ds.split} {metric_label(ds.metric)}"
     out = ["## Data as a compute axis: L(N, D)", "",
            f"L(N, D) = E + A / N^alpha + B / D^beta fitted to {label} of every run ({len(ds.points)} runs, "
-           f"{ds.n_seeds} seeds; N = non-embedding parameters, D = training targets seen): Huber loss "
-           f"(delta {HUBER_DELTA:g}) of log residuals, grid of starts refined by L-BFGS-B (Chinchilla's approach 3). "
-           f"Intervals: 95% seed bootstrap (seeds resampled, whole fit redone; with {ds.n_seeds} seeds only "
-           "a handful of distinct draws, so they are coarse).", ""]
+           f"{ds.n_seeds} seeds; N = non-embedding parameters, D = training targets seen), 95% seed-bootstrap "
+           f"intervals ({METHOD_POINTER}, *Data as a compute axis*).", ""]
     out += [f"- left out: {d}" for d in ds.dropped] + [f"- note: {n}" for n in ds.notes]
     if ds.dropped or ds.notes:
         out.append("")
@@ -72,13 +70,10 @@ def _section(res: AnalysisResult) -> list[str]:
         rows = [[h.left_out, f"{h.n:,.0f}", f"{h.d:,.0f}", num(h.observed, ".4f"), num(h.predicted, ".4f"),
                  num(h.error, "+.4f"), num(h.error / h.se if h.se > 0 else float("nan"), "+.1f")]
                 for h in ds.held_out]
-        out += ["Form check on held-out sizes (refit without the largest D, then without the largest N; predict "
-                "the left-out cells' seed means):", ""]
+        out += ["Form check on held-out sizes (refit without the largest D, then without the largest N):", ""]
         out += markdown_table(["left out", "N", "D", "observed", "predicted", "error", "error / seed SE"], rows)
         far = sum(abs(h.error) > 2 * h.se for h in ds.held_out)
-        out += ["", f"{far} of {len(ds.held_out)} held-out cells miss by more than 2 seed SEs of their mean (the SE of "
-                "the observed mean only; the refit's own uncertainty would widen it). Where most miss, the assumed "
-                "form does not carry beyond the sizes it was fitted on, and neither does the frontier.", ""]
+        out += ["", f"{far} of {len(ds.held_out)} held-out cells miss by more than 2 seed SEs of their mean.", ""]
     if not ds.frontier.empty:
         f = ds.frontier.iloc[::FRONTIER_STEP]
         rows = [[f"{r.c:.3g}", _est(Estimate(r.n_opt, r.n_lo, r.n_hi)), _est(Estimate(r.d_opt, r.d_lo, r.d_hi)),
@@ -89,14 +84,12 @@ def _section(res: AnalysisResult) -> list[str]:
                                "N*, D* within the measured sizes?"], rows) + [""]
     if ds.counted_ratio:
         ratios = ", ".join(f"N = {n:,.0f}: {r:.2f}" for n, r in sorted(ds.counted_ratio.items()))
-        out += [f"FLOP convention: C = 6 N D. The project's counted training FLOPs (3 x forward FLOPs per target "
-                f"x D) over 6 N D, per model size: {ratios}. Attention over the history and the feature "
-                "interactions make counted FLOPs differ from 2 N per target forward.", ""]
+        out += [f"FLOP convention: C = 6 N D. The project's counted training FLOPs over 6 N D, per model size: "
+                f"{ratios}.", ""]
     if np.isfinite(ds.detectable):
         out += [f"Detectable effect: the seeds' paired differences in {label} between neighbouring training-set "
                 f"sizes have a median SD of {ds.seed_sd:.2g}; with {ds.n_seeds} seeds a paired t-test detects "
-                f"a difference of {ds.detectable:.2g} at {ds.power:.0%} power ({ds.level:.0%} level). "
-                "Smaller differences, and exponents whose intervals are wide, are not resolved by this study.", ""]
+                f"a difference of {ds.detectable:.2g} at {ds.power:.0%} power ({ds.level:.0%} level).", ""]
     out += [f"![{n}]({plots[n]})" for n in ("isoflop", "frontier") if n in plots]
     return out + [""]
 

@@ -180,9 +180,8 @@ def _ablations(res: AnalysisResult) -> list[str]:
         return []
     alpha = res.results.config.alpha
     out = ["## Comparisons: seed variance and significance", "",
-           "Delta = A − B per seed, runs paired by seed and every shared setting. p (t): paired t-test; "
-           "p (W): Wilcoxon signed-rank; p (flip): sign-flip permutation; 95% BCa: bootstrap interval (descriptive). "
-           f"The answer: {family_note(res)} (level, interval, MDE columns).", ""]
+           "Delta = A − B per seed, runs paired by seed and every shared setting (docs/analysis.md, *Questions*). "
+           f"The answer: {family_note(res)}.", ""]
     header = ["comparison", "seeds", "mean Δ", "sd", "95% BCa", "p (t)", "p (W)", "p (flip)", "p Holm", "level",
               "interval", "MDE", "answer"]
     for m in res.results.config.metrics:
@@ -224,8 +223,7 @@ def _curves(res: AnalysisResult) -> list[str]:
     if not names:
         return []
     return ["## Learning curves", "",
-            "Training loss per logging window and validation NE at each evaluation, from each run's TensorBoard "
-            "event files (`tensorboard --logdir` on this folder shows them all); colour = model size, one thin "
+            "Training loss and validation NE from each run's TensorBoard event files; colour = model size, one "
             "line per seed, unhealthy runs dashed.", "", *[f"![{n}]({res.plots[n]})" for n in names], ""]
 
 
@@ -256,10 +254,8 @@ def _health(res: AnalysisResult) -> list[str]:
            "(harness/run_health.py): " + "; ".join(f"{name}: {text}" for name, text in H.CRITERIA.items()) + ".", ""]
     out += [f"_{n}_" for n in health.notes()] + ([""] if health.notes() else [])
     if health.excluded:
-        out += ["Unhealthy runs. Failed ones (collapsed, diverged) are left out of every mean, fit, comparison and "
-                "expectation below, except where every run of the setting failed. Undertrained ones are used and "
-                "marked: leaving out only the seeds that learned least would bias their setting's mean; the results "
-                "then describe this recipe, which did not train those settings far enough.", "",
+        out += ["Unhealthy runs: failed ones are left out, undertrained ones used and marked (docs/analysis.md, "
+                "*Run health*).", "",
                 *markdown_table(["run", "status", "reason", "in the analysis"],
                                 [[e.trial, e.status, e.reasons + (" (derived)" if e.derived else ""),
                                   f"**{why_kept(e)}**" if e.kept else "left out"] for e in health.excluded]), ""]
@@ -282,9 +278,8 @@ def _retried(res: AnalysisResult) -> list[str]:
     if res.retried is None:
         return []
     head = ["## Retried runs", "",
-            "The sweep's `retry:` policy trained an unhealthy run again from scratch (same seed and data) at a lower "
-            "learning rate. Each run below is its final attempt everywhere in this report; its setting is the one "
-            "planned. A run still unhealthy after its retries is listed under Run health like any other.", ""]
+            "The sweep's `retry:` policy trained an unhealthy run again at a lower learning rate; each run below is "
+            "its final attempt everywhere in this report (docs/sweeps.md).", ""]
     if not res.retried:
         return head + ["No run needed a retry.", ""]
     rows = [[r.trial, r.setting, str(r.seed), r.path, r.status] for r in res.retried]

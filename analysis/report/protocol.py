@@ -17,7 +17,7 @@ from ..compare.protocol import ArmFacts, RankComparison
 from ..compare.questions import AblationResult
 from ..result import AnalysisResult
 from ..stats.paired import DECIDED
-from .section import Section, as_json, metric_label, num
+from .section import METHOD_POINTER, Section, as_json, metric_label, num
 from .section import markdown_table as _table
 
 
@@ -216,12 +216,8 @@ def protocol_section(res: AnalysisResult) -> list[str]:
     split = res.results.config.split
     if rows:
         out += ["## Data comparisons: targets, history membership and AUC", "",
-                f"Per comparison stratum: the data arms A / B, the {split} targets "
-                f"both score / held by one arm only (from {DATASETS_FILE}), the share of shared targets whose history "
-                "holds a different set of events, the mean valid history length of each arm (distinct events), the "
-                f"mean number of history events both hold; then the seed-level {split} AUC Δ = A − B with the "
-                "verdict's interval, Holm-adjusted paired t p-value and answer (as in the comparisons table), and "
-                "DeLong's paired test on the identical targets per seed (Δ and p).", "",
+                f"Per comparison stratum: target sharing and history membership (from {DATASETS_FILE}), the "
+                f"seed-level {split} AUC Δ = A − B and DeLong per seed ({METHOD_POINTER}, *Data protocols*).", "",
                 *_table(["comparison", "arms A / B", "shared / dropped targets", "history differs",
                          "mean valid length A / B", "events in common", "AUC Δ [verdict interval]", "p Holm", "answer",
                          "DeLong", "per seed: Δ (p)"], rows), ""]
@@ -233,8 +229,7 @@ def protocol_section(res: AnalysisResult) -> list[str]:
                 "between arms: " + ", ".join(f"{p} vs {q} {t:+.2f} (p {pv:.2g})" for p, q, t, pv in rc.kendall) + ".",
                 "", *_table(["rank", *rc.arms], _rank_rows(rc)), "",
                 "### Between-arm difference of each model pair (difference-in-differences)", "",
-                f"DiD = (X − Y) under arm P minus (X − Y) under arm Q, per seed; {DID_METHOD}. Gap columns: seed-mean "
-                "X − Y under each arm. Order: whether the seed-mean order of X and Y differs between the arms.", "",
+                f"DiD = (X − Y) under arm P minus (X − Y) under arm Q, per seed; {DID_METHOD}.", "",
                 *_table(["X − Y", "P vs Q", "gap under P", "gap under Q", "DiD [95% t CI]", "seeds", "p", "p Holm",
                          "verdict", "order"], _did_rows(rc)), ""]
         out += [f"_{n}_" for n in rc.notes] + ([""] if rc.notes else [])

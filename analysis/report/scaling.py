@@ -10,25 +10,14 @@ import numpy as np
 from core.results_layout import RUNS_FILE
 
 from ..fits.axes import HELIX_CTR, HELIX_CVR_SLOPE, UNIT_NAMES
-from ..fits.family_comparison import (
-    ALPHA,
-    CROSSOVER_REACH,
-    GAIN_EFFECT,
-    SLOPE_EFFECT,
-    FamilyComparison,
-    PairedContrast,
-)
-from ..fits.family_comparison import METHOD as COMPARISON_METHOD
-from ..fits.forms import ALPHA_BOUNDS, N_PARAMS, REACH, TARGET_STEP, FormCheck, FormResult, interval_text
-from ..fits.marginal_returns import METHOD as MARGINAL_METHOD
+from ..fits.family_comparison import ALPHA, FamilyComparison, PairedContrast
+from ..fits.forms import ALPHA_BOUNDS, TARGET_STEP, FormCheck, FormResult, interval_text
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
-from ..fits.powerlaw import BAND_METHOD, CI_METHOD, PER_POINT_METHOD
 from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
-from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
 from ..stats.bootstrap import SeedInterval
-from .section import Section, as_json, figures
+from .section import METHOD_POINTER, Section, as_json, figures
 from .section import estimate_text as _est
 from .section import markdown_table as _table
 from .section import metric_label as _label
@@ -175,11 +164,9 @@ def _points_section(res) -> list[str]:
             if oracle:
                 row.append("–" if not np.isfinite(p.oracle_gap_closed) else f"{p.oracle_gap_closed:.1%}")
             rows.append(row)
-    text = ("Share of the oracle gap closed: as in the per-architecture table, mean(AUC − AUC_ref) / "
-            "mean(AUC_oracle − AUC_ref) over the seeds shared with the reference." if oracle else
-            f"No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap.")
+    text = "" if oracle else f" No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap."
     return ["### Points of each fit", "", "Seed-mean gains over the reference (every run, as measured), x on the "
-            "fit's axis. " + text, "", *_table(header, rows), ""]
+            "fit's axis." + text, "", *_table(header, rows), ""]
 
 
 def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
@@ -201,11 +188,8 @@ def _marginal_section(res) -> list[str]:
     verdicts = [f"- {f.family}, {_label(f.metric)}: **{f.marginal.verdict}**"
                 + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
     return ["### Marginal returns", "",
-            f"Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), {MARGINAL_METHOD}; "
-            f"{level:.0%} interval (per step, unadjusted). Per doubling: Δ / log2(FLOPs ratio). A step improves when "
-            f"its Holm-adjusted p (over the steps of its ladder) is below {ALPHA:g} with Δ on the better side; returns "
-            "diminish from the end of the last step that improves. Seeds for 80% power: what a paired t-test needs "
-            f"to detect a step of {STEP_EFFECT:g} at this step's seed sd.", "",
+            "Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), paired by seed; "
+            f"a step improves when its Holm p is below {ALPHA:g} ({METHOD_POINTER}, *Scaling fits*).", "",
             *_table(["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
                      "Holm p", "Δ per doubling [CI]", f"seeds for 80% at {STEP_EFFECT:g}", "improves"], rows), "",
             *verdicts, ""]
@@ -216,9 +200,8 @@ def _helix_lines(res) -> list[str]:
     if not fits:
         return []
     lines = [f"HELIX reports ln(dAUC) = {HELIX_CTR['slope']} ln C {HELIX_CTR['intercept']} (R² {HELIX_CTR['r2']}) "
-             f"for CTR, C = training GFLOPs per sample, and slope {HELIX_CVR_SLOPE} for CVR, against a reference it "
-             "does not name: compare slopes, not heights, and only in the same convention. The interval is the "
-             "seed-unit one.", ""]
+             f"for CTR and slope {HELIX_CVR_SLOPE} for CVR: compare slopes, not heights (docs/analysis.md, "
+             "*Comparing with the papers*).", ""]
     lines += [f"- {f.family} ({f.gain_label}): {f.helix.reason}" for f in fits if f.helix.comparable]
     by_reason: dict[str, list[str]] = {}
     for f in fits:
@@ -235,14 +218,9 @@ def scaling_section(res: AnalysisResult) -> list[str]:
         return out + why + [""]
     ref = res.scaling[0].reference
     out += ["### Power law of the gain, the seed as the unit", "",
-            f"Gain of each family over the reference **{ref}** (one architecture at one fixed size, outside every "
-            "fitted family, same data setting, paired by seed), x on each family's axis "
-            f"({res.scaling[0].convention.x_label}). Fit: gain = e^intercept · x^slope, least squares on the gains "
-            f"themselves (every per-seed point, gains ≤ 0 included). Slope: {CI_METHOD}. "
-            f"Per-point interval: {PER_POINT_METHOD}. R² of the seed-mean gains against the mean line. Fitted only "
-            "on 3 sizes or more (2 parameters on 2 sizes pass through both). Reference range: the slope refitted "
-            "against every setting of the reference architecture in "
-            f"the sweep (table below). Band in the plot: {BAND_METHOD}.", "",
+            f"Gain of each family over the reference **{ref}**, x on each family's axis "
+            f"({res.scaling[0].convention.x_label}): gain = e^intercept · x^slope ({METHOD_POINTER}, *Scaling fits*).",
+            "",
             *_table(["family", "gain", "sizes fitted × seeds", "slope [95% CI, seeds]", "per-seed slopes",
                      "per-point interval (pseudo-replicated, not used)", "R² (means)", "slope over references",
                      "notes"], _power_rows(res)), ""]
@@ -253,33 +231,20 @@ def scaling_section(res: AnalysisResult) -> list[str]:
     forms = _form_rows(res)
     if forms:
         out += ["### Which form? Three fits, held out and tested", "",
-                "Each family's metric itself against compute C, three forms: the power law of the gain (metric = "
-                "reference + e^a C^b), log-linear (metric = a + b ln C; b is the metric per e-fold of compute and "
-                "needs no reference) and saturating (AUC = AUC∞ − A C^−α, a loss L = E + A C^−α; robust soft-L1 least "
-                "squares from a grid of exponents with the linear parameters solved per exponent). Intervals: "
-                f"{BOOTSTRAP_METHOD}. Held out: each size left out in turn and predicted from the rest (RMS error, in "
-                "seed SEs of a size mean = pooled seed sd / √seeds), and the largest size left out (predicted − "
-                "observed). Lack of fit: F test of the size means' residuals against the seeds' pure error "
-                "(conservative when a seed shifts all its sizes), Holm-corrected over every form test of this "
-                f"report; a form whose held-out RMSE exceeds {HELD_OUT_LIMIT:g} seed SEs also lacks fit. "
-                f"Parameters per form: {', '.join(f'{k} {v}' for k, v in N_PARAMS.items())}; a form is not fitted on "
-                "as many sizes as it has parameters (it would pass through every size mean).", "",
+                "Each family's metric against compute C: power law of the gain, log-linear and saturating; each size "
+                f"held out in turn, and a lack-of-fit F test ({METHOD_POINTER}, *Scaling fits*).", "",
                 *_table(["family", "metric", "form", "parameters [seed-bootstrap 95%]", "leave-one-size-out RMSE",
                          "largest size held out", "lack of fit"], forms), "", *_best_lines(res), ""]
     refs = _reference_rows(res)
     if refs:
         out += ["### Reference sensitivity", "",
-                "The power-law slope against every setting of the reference architecture that the sweep contains "
-                "(seed-unit intervals). A wide range means the slope is partly a property of the reference run; "
-                "the log-linear slope and the log-linear contrast of the family comparisons need no reference.", "",
+                "The power-law slope against every setting of the reference architecture that the sweep contains.", "",
                 *_table(["family", "gain", "slope [95% CI] per reference", "range"], refs), ""]
     ext = _extrapolation_rows(res)
     if ext:
         out += ["### Compute for a further gain", "",
-                f"Compute at which each fitted form reaches its own value at the largest size plus {TARGET_STEP:.1%} "
-                f"of that size's mean metric, with a seed-bootstrap interval. **Not determined** when the interval "
-                f"reaches beyond {REACH:g}× the largest measured compute, or the form never gets there (unbounded "
-                "above) in more than 2.5% of the draws.", "",
+                f"Compute at which each fitted form reaches its value at the largest size plus {TARGET_STEP:.1%} "
+                f"of that size's mean metric, with a seed-bootstrap interval ({METHOD_POINTER}).", "",
                 *_table(["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"], ext), ""]
     out += _points_section(res) + _marginal_section(res) + _helix_lines(res)
     return out + figures(res, "scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss")
@@ -356,14 +321,8 @@ def family_comparison_section(res: AnalysisResult) -> list[str]:
     if not res.comparisons:
         return []
     return ["## Family comparisons", "",
-            f"A vs B for two families fitted against the same reference, metric and axes. Method: {COMPARISON_METHOD}. "
-            "Power-law slope A − B and the reference-free log-linear slope A − B (metric per e-fold of compute), "
-            "each with its 95% interval, t-test p and Holm p (over the comparisons of this report, per test); at x* "
-            "(the geometric middle of the overlap of the two measured ranges): each fitted gain, their difference and "
-            "ratio, and the metric itself (reference + gain). Crossover: where the mean lines meet, with a "
-            f"seed-bootstrap interval; not determined when that interval leaves the measured range by more than a "
-            f"factor {CROSSOVER_REACH:g}. Seeds for 80% power: a slope difference of {SLOPE_EFFECT} (HELIX's whole "
-            f"CTR slope), a log-linear slope or gain difference of {GAIN_EFFECT}, at the observed seed sd.", "",
+            "A vs B for two families fitted against the same reference, metric and axes; x* is the geometric middle "
+            f"of the two measured ranges' overlap ({METHOD_POINTER}, *Family comparisons*).", "",
             *_table(["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
                      "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
                     _comparison_rows(res)), "", *_comparison_words(res), ""]

@@ -27,6 +27,9 @@ from ..stats.bootstrap import SeedInterval
 from ..stats.delong import DeLongResult
 from ..stats.paired import PairedStats
 
+#: Where a section's method is stated once: the report points there instead of repeating it.
+METHOD_POINTER = "method: docs/analysis.md"
+
 
 @dataclass(frozen=True)
 class Section:
