@@ -22,9 +22,9 @@ from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from harness.sweep.collect import with_digests
 
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
+from .compare.delong_seeds import write_score_ranks
 from .compare.pairing import pair_runs
 from .compare.questions import questions_of
-from .compare.score_ranks import write_score_ranks
 from .pipeline import replace_path
 from .run_health import record_trends
 
@@ -32,7 +32,7 @@ from .run_health import record_trends
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
 #: Inputs a reference holds when its sweep has them: the datasets' facts and the tuning stage's choice (every
 #: tuning trial's validation metric), written by `recscale sweep`, and the score ranks of the data comparisons'
-#: runs, written here (`analysis.compare.score_ranks`).
+#: runs, written here (`analysis.compare.delong_seeds`).
 OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, score_ranks_file("test"), score_ranks_file("valid"))
 
 
