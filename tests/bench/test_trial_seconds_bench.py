@@ -58,7 +58,8 @@ def test_trial_seconds(benchmark, measured, config):
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)  # the figures are the rounds' (extra columns)
     arch, settings = TS.DEMO_TRIALS[config] if config != "all" else ("all 15", {"dim": "4-16"})
     benchmark.extra_info.update({
-        "arch": arch, "dim": settings["dim"], "base_commit": measured["base_commit"], "rounds": measured["rounds"],
+        "arch": arch, "dim": settings["dim"], "base_commit": measured["base_commit"],
+        "paired_rounds": measured["rounds"],
         "before_s_per_run": statistics.median(before), "after_s_per_run": statistics.median(after),
         "after_over_before": statistics.median(a / b for a, b in zip(after, before)),
         "loadavg_1min": f"{min(measured['loads']):.1f}-{max(measured['loads']):.1f}"})
