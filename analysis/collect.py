@@ -51,7 +51,7 @@ class SweepResults:
         return C.oracle_auc_column(self.config.split)
 
     def run_path(self, run_dir: str) -> Path:
-        return self.root / str(run_dir).split(C.TASK_SEPARATOR)[0]  # a task row's `<run_dir>@<task>`: the run's
+        return self.root / str(run_dir).partition(C.TASK_SEPARATOR)[0]  # a task row's `<run_dir>@<task>`: the run's
 
     def predictions_path(self, row: int) -> Path | None:
         """The run's prediction file for the analysed split (None without a `run_dir`); may not exist."""
@@ -67,7 +67,8 @@ class SweepResults:
             return None
         # checked against the size and checksum metrics.json records; a damaged file is an error naming it
         table = run_folder.read_predictions(self.run_path(run_dir), self.config.split)
-        suffix = str(run_dir)[len(str(run_dir).split(C.TASK_SEPARATOR)[0]):]  # task t > 0 of a multi-task run
+        _, sep, task = str(run_dir).partition(C.TASK_SEPARATOR)
+        suffix = sep + task  # `@<task>` of task t > 0 of a multi-task run, else ""
         frame = table.select(["event_id", "label" + suffix, "score" + suffix]).to_pandas()
         frame.columns = ["event_id", "label", "score"]
         if frame["event_id"].duplicated().any():
