@@ -108,6 +108,10 @@ class TrainConfig:
             raise ConfigError(f"train.id_mask_prob must be in [0, 1), got {self.id_mask_prob!r}")
         check_split_metric("train.early_stopping_metric", self.early_stopping_metric)
         names = [t.name for t in self.tasks]
+        task = self.early_stopping_metric.partition("@")[2]
+        if task and task not in names[1:]:
+            raise ConfigError(f"train.early_stopping_metric: {task!r} is not a task after the first of train.tasks "
+                              f"({', '.join(names[1:]) or 'none'}; the first task's metric has no @<task>)")
         if len(set(names)) < len(names):
             raise ConfigError(f"train.tasks: task names must differ, got {names}")
         if self.tasks and not sum(t.weight for t in self.tasks) > 0:

@@ -129,11 +129,15 @@ def search_modes(split: str = VALIDATION_SPLIT) -> dict[str, Literal["max", "min
 
 
 def check_split_metric(key: str, column: object, split: str = VALIDATION_SPLIT) -> MetricSpec:
-    """Config validation of a `<split>_<name>` key (search metric, early stopping); ConfigError lists the valid."""
+    """Config validation of a `<split>_<name>` key (search metric, early stopping), optionally of a task after
+    the first (`<split>_<name>@<task>`, docs/tasks.md; which tasks exist is the run config's check);
+    ConfigError lists the valid."""
     valid = search_modes(split)
-    if not isinstance(column, str) or column not in valid:
-        raise ConfigError(f"{key}: unknown value {column!r}; valid: {', '.join(valid)}")
-    return _REGISTRY[column[len(split) + 1:]]
+    base, at, task = column.partition("@") if isinstance(column, str) else ("", "", "")
+    if base not in valid or (at and not task):
+        raise ConfigError(f"{key}: unknown value {column!r}; valid: {', '.join(valid)} (each may name a task "
+                          "after the first: valid_auc@<task>)")
+    return _REGISTRY[base[len(split) + 1:]]
 
 
 def headline_metrics() -> tuple[MetricSpec, ...]:

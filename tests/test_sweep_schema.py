@@ -299,7 +299,7 @@ def test_data_section_is_prepare_config_plus_sweep_fields():
     prepare_fields = {f.name: f for f in dataclasses.fields(PrepareConfig)}
     section_fields = {f.name: f for f in dataclasses.fields(DataSection)}
     assert set(prepare_fields) <= set(section_fields)
-    assert set(section_fields) - set(prepare_fields) == {"scale", "log_seed", "cache", "prepare"}
+    assert set(section_fields) - set(prepare_fields) == {"scale", "world", "log_seed", "cache", "prepare"}
     for name in set(prepare_fields) - {"root", "out"}:  # the sweep finds the log and output itself
         assert getattr(DataSection(), name) == getattr(PrepareConfig(), name), name
     assert set(DATA_AXIS_FIELDS) == set(prepare_fields) - {"source", "root", "out", "protocol_params"}

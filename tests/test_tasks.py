@@ -186,6 +186,32 @@ def test_tasks_config_spelling_and_errors():
                         arch="wukong", data="x")
     with pytest.raises(ConfigError, match="task names must differ"):
         load_run_config(None, parse_set(["train.tasks=[long_view,long_view]"]), arch="wukong", data="x")
+    with pytest.raises(ConfigError, match=r"train\.early_stopping_metric: 'ctr' is not a task after the first of "
+                                          r"train\.tasks \(long_view;"):
+        load_run_config(None, parse_set(["train.tasks=[effective_view,long_view]",
+                                         "train.early_stopping_metric=valid_auc@ctr"]), arch="wukong", data="x")
+    with pytest.raises(ConfigError, match=r"train\.early_stopping_metric: unknown value 'valid_auc@'"):
+        load_run_config(None, parse_set(["train.early_stopping_metric=valid_auc@"]), arch="wukong", data="x")
+    with pytest.raises(ConfigError, match=r"tuning\.metric: train\.early_stopping_metric: 'ctr' is not a task"):
+        parse_sweep(yaml.safe_dump({**SWEEP, "train": {"tasks": ["effective_view", "long_view"]},
+                                    "tuning": {"grid": {"values": [1e-3, 3e-3, 1e-2]}, "metric": "valid_auc@ctr"}}))
+
+
+def test_early_stopping_can_follow_a_later_tasks_metric(tiny_artifact, tmp_path):  # noqa: F811
+    """`train.early_stopping_metric: valid_auc@long_view` keeps the epoch whose long_view validation AUC is best,
+    whatever task 0's says (the per-epoch values: the run's learning curves)."""
+    out = tmp_path / "run"
+    assert cli_main(["train", "--arch", "wukong", "--data", str(tiny_artifact), "--out", str(out), "--no-progress",
+                     "--set", "train.tasks=[effective_view,long_view]", "--set", "dim=8", "--set", "train.epochs=4",
+                     "--set", "train.num_threads=1", "--set", "train.lr=0.01",
+                     "--set", "train.early_stopping_metric=valid_auc@long_view"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    per_epoch = [v for _, v in read_curves(out)["valid/auc@long_view"]]
+    assert len(per_epoch) == 4
+    assert metrics["selected_epoch"] == int(np.argmax(per_epoch))
+    assert metrics["valid_auc@long_view"] == pytest.approx(max(per_epoch), abs=1e-6)  # curves hold float32
+    task0 = [v for _, v in read_curves(out)["valid/auc"]]
+    assert np.argmax(task0) != np.argmax(per_epoch)  # this setting tells the two rules apart
 
 
 def test_a_multi_task_run_is_one_row_per_task_for_the_analysis():

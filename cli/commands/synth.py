@@ -13,12 +13,15 @@ import argparse
 import json
 from pathlib import Path
 
-from protocols.synthetic import MARKER, SCALES, generate
+from protocols.synthetic import MARKER, SCALES, WORLDS, generate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=list(SCALES), default="small", help="size of the log (default: small)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (must not exist, or be empty)")
+    parser.add_argument("--world", choices=list(WORLDS), default="default",
+                        help="planted label model (default: default; two_timescales: effective_view and long_view "
+                             "depend on history of different reach, docs/data.md \"Planted worlds\")")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed -> same files")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--author50", dest="author50", action="store_true", default=None,
@@ -30,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = generate(args.scale, args.out, seed=args.seed, author50=args.author50, progress=not args.quiet)
+    out = generate(args.scale, args.out, seed=args.seed, author50=args.author50, world=args.world,
+                   progress=not args.quiet)
     summary = json.loads((out / MARKER).read_text())
     summary.pop("config", None)
     summary.pop("days", None)

@@ -145,9 +145,10 @@ def log_root(sweep: Sweep) -> Path:
     from protocols.synthetic import generate
 
     data = sweep.config.data
-    out = Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}"
+    world = "" if data.world == "default" else f"-{data.world}"
+    out = Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}{world}"
     t0 = time.perf_counter()
-    generate(cast(str, data.scale), out, seed=data.log_seed)  # no data_root: the schema requires a scale
+    generate(cast(str, data.scale), out, seed=data.log_seed, world=data.world)  # the schema requires a scale
     print(f"synthetic log ({data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr)
     return out

@@ -80,6 +80,7 @@ class DataSection(PrepareConfig):
     root: str | None = None  # type: ignore[assignment]
     out: str | None = None  # type: ignore[assignment]
     scale: str | None = None
+    world: str = "default"  # the synthetic log's planted label model (protocols/synthetic/config.py WORLDS)
     log_seed: int = 0
     cache: str = ARTIFACTS_DIR
     prepare: dict[str, Any] = field(default_factory=dict)
@@ -376,12 +377,15 @@ def expand_path(key: str, value: str) -> Path:
 
 
 def _check_data_root(data: DataSection) -> Path | None:
-    from protocols.synthetic import SCALES
+    from protocols.synthetic import SCALES, WORLDS
 
+    if data.world != "default" and data.scale is None:
+        raise ConfigError("data.world: only a generated synthetic log (data.scale) has a planted world")
     if data.scale is not None:
         if data.source != "synthetic":
             raise ConfigError(f"data.scale: only the synthetic source is generated (data.source is {data.source!r})")
         _check_choice("data.scale", data.scale, list(SCALES))
+        _check_choice("data.world", data.world, list(WORLDS))
         if data.root is not None:
             raise ConfigError("data: give either `root` (an existing log) or `scale` (generate one), not both")
         return None
@@ -638,6 +642,8 @@ def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float
         if any(t.param in axis_settings(axis, v) for v in vs):
             raise ConfigError(f"tuning.param: {t.param} is also set by grid.{axis}; the tuning stage chooses it per "
                               "setting, drop one")
+    if "@" in t.metric:  # a task's metric: the task must be one the sweep trains
+        _check_train({**cfg.train, "early_stopping_metric": t.metric}, "tuning.metric")
     sub = t.param.partition(".")[2]
     for v in values:
         _check_train({**cfg.train, sub: v}, "tuning.grid")

@@ -1,11 +1,11 @@
 """Synthetic RecFlow-format log with a planted, known truth: `generate(scale, out, seed=0) -> Path` writes it
 atomically, and the `recflow` reader reads it back (the `synthetic` source adds `true_p`). The folder, the
-scales and the generative model (world, requests, exposures, labels; every strength a field of
+scales, the planted worlds and the generative model (world, requests, exposures, labels; every strength a field of
 `config.SyntheticConfig`): docs/data.md, "The synthetic log".
 """
 from __future__ import annotations
 
-from .config import SCALES, SyntheticConfig, scale_config
+from .config import SCALES, WORLDS, SyntheticConfig, scale_config
 from .pipeline import MARKER, build_log, generate, is_complete
 
-__all__ = ["SCALES", "SyntheticConfig", "scale_config", "generate", "build_log", "is_complete", "MARKER"]
+__all__ = ["SCALES", "WORLDS", "SyntheticConfig", "scale_config", "generate", "build_log", "is_complete", "MARKER"]

@@ -99,6 +99,11 @@ class SignalConfig:
     quality: float = 0.6  # weight of q_v
     calibration_users: int = 1500  # users in the pilot that calibrates the two intercepts
     calibration_rounds: int = 6
+    # None: the funnel (effective_view = long_view OR ...). A number: effective_view is drawn on its own from
+    # its own logit, whose history term has this recency (hours) instead of history_tau_hours (the
+    # two_timescales world: docs/data.md, "Planted worlds")
+    effective_view_tau_hours: float | None = None
+    effective_view_history: float | None = None  # its history weight there (None: `history`)
 
 
 @dataclass(frozen=True)
@@ -118,11 +123,25 @@ SCALES: dict[str, ScaleConfig] = {
 }
 
 
-def scale_config(scale: str, *, author50: bool | None = None) -> SyntheticConfig:
-    """The preset of a named scale; `author50` overrides whether the 50-history pickles are written."""
+#: Planted label models by name: `default` is the documented one; `two_timescales` plants two tasks whose
+#: dependence on the history differs in reach. long_view remembers effective views for days (tau 72 h, so
+#: earlier sessions count: a model gains from every further history token it reads), effective_view only
+#: the last minutes of the session (tau 0.1 h: the gain stops after a few tokens). Base rates stay 0.23 and 0.38.
+WORLDS: dict[str, SignalConfig] = {
+    "default": SignalConfig(),
+    "two_timescales": SignalConfig(effective_view_tau_hours=0.05, effective_view_history=1.5),
+}
+DEFAULT_WORLD = "default"
+
+
+def scale_config(scale: str, *, author50: bool | None = None, world: str = DEFAULT_WORLD) -> SyntheticConfig:
+    """The preset of a named scale and planted world; `author50` overrides whether the 50-history pickles are
+    written."""
     if scale not in SCALES:
         raise ConfigError(f"unknown scale {scale!r}; valid: {', '.join(SCALES)}")
+    if world not in WORLDS:
+        raise ConfigError(f"unknown world {world!r}; valid: {', '.join(WORLDS)}")
     sc = SCALES[scale]
     if author50 is not None:
         sc = dataclasses.replace(sc, author50=author50)
-    return SyntheticConfig(scale=sc)
+    return SyntheticConfig(scale=sc, signal=WORLDS[world])

@@ -4,7 +4,9 @@ playing-time rules: docs/data.md, "Generative model"). Because labels feed S, re
 round k handles the k-th request of every user at once (exposures are pre-sorted so each round is one
 contiguous slice), using per-user state H[u, c] = sum_j exp(t_j / tau) 1[c_j = c] (log-time trick: no
 per-round decay of the whole state). The intercepts b and b_ev are calibrated on a pilot subset of users so
-that the label rates match `SignalConfig`.
+that the label rates match `SignalConfig`. With `effective_view_tau_hours` set (a planted world of two reaches),
+effective_view is drawn from its own logit, whose history term uses that recency; its state is kept per user
+relative to the user's last request (a short tau would overflow the log-time trick over 37 days).
 """
 from __future__ import annotations
 
@@ -66,6 +68,11 @@ def simulate(
     t0 = float(ts.min()) if len(ts) else 0.0
     h2 = np.zeros((num_users, num_c2))  # sum exp((t_j - t0) / tau) over positive events, per category
     h1 = np.zeros((num_users, num_c1))
+    two_reaches = sig.effective_view_tau_hours is not None
+    if two_reaches:  # effective_view's own state: sum exp((t_j - ref_u) / tau_ev), ref_u = the user's last request
+        tau_ev_ms = float(sig.effective_view_tau_hours) * 3_600_000.0  # type: ignore[arg-type]
+        g, ref = np.zeros(num_users), np.zeros(num_users)  # over every category: a mood, not a taste
+        beta_ev = sig.history if sig.effective_view_history is None else sig.effective_view_history
     p = np.empty(len(user))
     lv = np.zeros(len(user), dtype=np.int8)
     ev = np.zeros(len(user), dtype=np.int8)
@@ -79,12 +86,23 @@ def simulate(
         logit = b + static[sl] + hist[sl]
         p_k = _sigmoid(logit)
         long_k = u_long[sl] < p_k
-        eff_k = long_k | (u_eff[sl] < _sigmoid(b_ev + logit))
+        if two_reaches:
+            t_ev = (ts[sl] - t0) / tau_ev_ms
+            rows = np.unique(u)
+            now = t_ev[np.searchsorted(u, rows)]
+            g[rows] *= np.exp(ref[rows] - now)  # [users of the round]: decayed to this request
+            ref[rows] = now
+            s_ev = g[u]
+            eff_k = u_eff[sl] < _sigmoid(b_ev + static[sl] + beta_ev * np.log1p(s_ev))
+        else:
+            eff_k = long_k | (u_eff[sl] < _sigmoid(b_ev + logit))
         p[sl], lv[sl], ev[sl] = p_k, long_k, eff_k
         if eff_k.any():
             w = np.exp(t[eff_k])
             np.add.at(h2, (u[eff_k], c2[sl][eff_k]), w)
             np.add.at(h1, (u[eff_k], c1[sl][eff_k]), w)
+            if two_reaches:  # every request of a user in a round shares its time: each event adds exp(0)
+                np.add.at(g, u[eff_k], 1.0)
     return p, lv, ev, hist
 
 
@@ -117,14 +135,17 @@ def calibrate(
     idx = sel[order]
     sub = {k: v[idx] for k, v in arrays.items()}
     target_lv = _logit(sig.long_view_rate)
-    target_ev = _logit((sig.effective_view_rate - sig.long_view_rate) / (1 - sig.long_view_rate))
+    two_reaches = sig.effective_view_tau_hours is not None
+    target_ev = _logit(sig.effective_view_rate if two_reaches
+                       else (sig.effective_view_rate - sig.long_view_rate) / (1 - sig.long_view_rate))
     b, b_ev = target_lv - float(np.median(sub["static"])), target_ev
     previous: tuple[float, float] | None = None  # (b, error) of the last round, for the secant step
     for _ in range(sig.calibration_rounds):
         _, lv, ev, _ = simulate(cfg, user=remap[order], rounds=bounds, intercepts=(b, b_ev), num_users=len(pilot_users),
                              num_c2=num_c2, num_c1=num_c1, **sub)
         error = _logit(float(np.clip(lv.mean(), 1e-4, 1 - 1e-4))) - target_lv
-        ev_only = float(np.clip(ev[lv == 0].mean() if (lv == 0).any() else 0.5, 1e-4, 1 - 1e-4))
+        ev_only = float(np.clip(ev.mean() if two_reaches else ev[lv == 0].mean() if (lv == 0).any() else 0.5,
+                                1e-4, 1 - 1e-4))
         slope = 1.0
         if previous is not None and previous[0] != b:
             slope = float(np.clip((error - previous[1]) / (b - previous[0]), 0.2, 2.0))

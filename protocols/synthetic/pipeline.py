@@ -20,7 +20,7 @@ from core.typed_config import to_dict
 from ..output_location import check_writable
 from ..recflow_format import AUTHOR50_DIR, DEFAULT_DAYS, REALSHOW_DIR, TRUTH_DIR, day_bounds_ms
 from . import labels as L
-from .config import RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
+from .config import DEFAULT_WORLD, RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
 from .exposures import make_exposures
 from .history50 import EffectiveViewIndex
 from .sessions import Requests, make_requests
@@ -214,9 +214,10 @@ def _oracle_auc(p: np.ndarray, y: np.ndarray) -> float:
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def _params(scale: str, seed: int, author50: bool) -> dict:
-    return {"format": "recscale-synthetic", "version": FORMAT_VERSION, "scale": scale, "seed": int(seed),
-            "author50": bool(author50)}
+def _params(scale: str, seed: int, author50: bool, world: str = DEFAULT_WORLD) -> dict:
+    out = {"format": "recscale-synthetic", "version": FORMAT_VERSION, "scale": scale, "seed": int(seed),
+           "author50": bool(author50)}
+    return out if world == DEFAULT_WORLD else {**out, "world": world}  # logs of the default world predate worlds
 
 
 def _stored(out: Path) -> dict | None:
@@ -235,22 +236,25 @@ def is_complete(out: Path, params: dict) -> bool:
     stored = _stored(out)
     if stored is None:
         return False
-    return all(stored.get(k) == v or (k == "author50" and not v) for k, v in params.items())
+    return stored.get("world", DEFAULT_WORLD) == params.get("world", DEFAULT_WORLD) and all(
+        stored.get(k) == v or (k == "author50" and not v) for k, v in params.items())
 
 
-def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = None, progress: bool = False) -> Path:
-    """Write the synthetic log of `scale` into `out` (atomically); a no-op if it is already there.
+def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = None, world: str = DEFAULT_WORLD,
+             progress: bool = False) -> Path:
+    """Write the synthetic log of `scale` and planted `world` (config.WORLDS) into `out` (atomically); a no-op
+    if it is already there.
 
     `author50` writes seq_effective_50_dict/*.pkl too (default off: only the author50 protocol reads
     them, and they are large: 727 MB at small). Asking for them on a finished log without them adds
     them (the log is rebuilt in memory from the same seed; its other files are left as they are).
     """
-    cfg = scale_config(scale, author50=author50)
+    cfg = scale_config(scale, author50=author50, world=world)
     out = Path(out)
-    params = _params(scale, seed, cfg.scale.author50)
+    params = _params(scale, seed, cfg.scale.author50, world)
     if is_complete(out, params):
         return out
-    if cfg.scale.author50 and is_complete(out, _params(scale, seed, False)):
+    if cfg.scale.author50 and is_complete(out, _params(scale, seed, False, world)):
         add_author50(out, progress=progress)
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -313,7 +317,7 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
         raise RecscaleError(f"{out}: not a finished synthetic log ({MARKER} missing or unreadable)")
     if stored.get("author50"):
         return
-    cfg = scale_config(stored["scale"], author50=True)
+    cfg = scale_config(stored["scale"], author50=True, world=stored.get("world", DEFAULT_WORLD))
     if stored.get("version") != FORMAT_VERSION:
         raise RecscaleError(f"{out}: written by synthetic format version {stored.get('version')}, this code writes "
                             f"{FORMAT_VERSION}; regenerate it with `recscale synth --author50`")
