@@ -24,6 +24,7 @@ class QuestionConfig:
     name: str = ""
     kind: QuestionKind = "comparison"
     metric: str = "auc"
+    metrics: list[str] = field(default_factory=list)  # a comparison asked on each (one Holm family): `metric` unused
     a: dict[str, Any] = field(default_factory=dict)
     b: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, list] = field(default_factory=dict)
@@ -41,6 +42,11 @@ class QuestionConfig:
 
     def __post_init__(self) -> None:
         metric_registry.check_metric("metric", self.metric)
+        for m in self.metrics:
+            metric_registry.check_metric("metrics", m)
+        if self.metrics and (self.kind != "comparison" or len(set(self.metrics)) != len(self.metrics)):
+            raise ConfigError(f"metrics: question {self.name!r}: a comparison's list of distinct metrics, got "
+                              f"{self.metrics} on a {self.kind}")
         if self.smallest_effect < 0 or self.target_half_width < 0:
             raise ConfigError(f"question {self.name!r}: smallest_effect and target_half_width are >= 0")
         if self.kind == "comparison":

@@ -12,11 +12,13 @@ import yaml
 from scipy import stats
 
 from analysis.compare.questions import question_deltas
+from analysis.config import QuestionConfig
 from analysis.pipeline import analyze
 from analysis.report.sections import render_report
 from analysis.report.terminal import terminal_summary
 from analysis.stats.paired import DECIDED, minimum_detectable_effect, seeds_for_power
 from cli.main import main
+from core.typed_config import ConfigError
 
 SEEDS = [0, 1, 2, 3, 4]
 QUESTIONS = [
@@ -80,7 +82,7 @@ def test_questions_are_one_holm_family_with_words_that_follow_the_test(tmp_path,
     n = seeds_for_power(np.std(deltas[2], ddof=1), abs(deltas[2].mean()), alpha=0.05 / 4)  # the power plan's count
     assert mc["seeds_needed"] == n and 5 < n < 1000
     assert answers[2] == (f"not decided at 5 seeds (MDE {mc['mde']:.2g}); about {n - 5:.0f} more seeds for the "
-                          f"observed delta {abs(deltas[2].mean()):.2g}")  # no wall_s column: no hours
+                          f"observed delta {deltas[2].mean():+.2g}")  # signed; no wall_s column: no hours
     assert answers[3].startswith("whale better: delta -")  # LogLoss: lower is better
     assert [g["settled"] for g in got["questions"]] == [True, True, False, True]
     report = (root / "report.md").read_text()
@@ -210,13 +212,38 @@ def test_an_open_answer_names_the_seeds_the_power_plan_gives_on_a_reference():
         assert not s.metrics["auc"].decided and s.answer.startswith("not decided at 3 seeds (MDE ")
         if np.isinf(row.seeds_needed):
             capped += 1
-            assert s.answer.endswith(f"; > 1000 seeds for the observed delta {row.target:.2g}")
+            assert s.answer.endswith(f"; > 1000 seeds for the observed delta {s.metrics['auc'].stats.mean:+.2g}")
             continue
-        more = re.search(r"; about (\d+) more seeds? for the observed delta ([\d.e-]+) \(about ([\d.e-]+) h of",
+        more = re.search(r"; about (\d+) more seeds? for the observed delta ([+-][\d.e-]+) \(about ([\d.e-]+) h of",
                          s.answer)
         assert more is not None, s.answer
-        assert int(more[1]) == row.seeds_needed - row.pilot_seeds and more[2] == f"{row.target:.2g}"
+        assert int(more[1]) == row.seeds_needed - row.pilot_seeds and more[2] == f"{s.metrics['auc'].stats.mean:+.2g}"
+        assert abs(float(more[2])) == pytest.approx(float(f"{row.target:.2g}"), rel=0.05)  # the plan's |delta|
         runs = results.runs.wall_s
         hours = int(more[1]) * (runs.loc[s.paired.rows_a].mean() + runs.loc[s.paired.rows_b].mean()) / 3600
         assert more[3] == f"{hours:.2g}"
     assert 0 < capped < len(rows)
+
+
+def test_a_question_on_several_metrics_is_one_question_per_metric_in_the_one_holm_family(tmp_path):
+    """`metrics: [auc, logloss]` asks the comparison on each (the others' names add the label), Holm over all of
+    them (scipy's paired t, Holm by hand), and the report's Answers table gives them one row."""
+    questions = [{"name": "WHALE vs Wukong", "a": {"arch": "whale"}, "b": {"arch": "wukong"},
+                  "metrics": ["auc", "logloss"]},
+                 {"name": "Shallow vs Wukong", "a": {"arch": "shallow_hybrid"}, "b": {"arch": "wukong"}}]
+    root, runs = _results(tmp_path / "sweep", questions=questions)
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    got = json.loads((root / "analysis.json").read_text())
+    assert [(q["question"], q["metric"]) for q in got["questions"]] == [
+        ("WHALE vs Wukong", "auc"), ("WHALE vs Wukong (LogLoss)", "logloss"), ("Shallow vs Wukong", "auc")]
+    side = {a: runs[runs.arch == a].sort_values("seed") for a in ("whale", "wukong", "shallow_hybrid")}
+    p = [stats.ttest_rel(side[a][f"test_{m}"], side["wukong"][f"test_{m}"]).pvalue
+         for a, m in (("whale", "auc"), ("whale", "logloss"), ("shallow_hybrid", "auc"))]
+    held = [g["metrics"][q["metric"]]["p_holm"] for g, q in zip(got["ablations"], got["questions"])]
+    np.testing.assert_allclose(held, _holm(np.array(p)))
+    report = (root / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| WHALE vs Wukong |"))
+    assert "test AUC / LogLoss" in row and "AUC: whale better" in row and "<br>LogLoss: whale better" in row
+    assert not any(line.startswith("| WHALE vs Wukong (LogLoss) |") for line in report.splitlines()[:20])
+    with pytest.raises(ConfigError, match="metrics: question 'x'"):
+        QuestionConfig(name="x", kind="slope", family="whale", metrics=["auc"])

@@ -147,13 +147,14 @@ class AblationResult:
         effect, what = self.target
         if np.isnan(mc.seeds_needed):
             return ""
+        shown = f"{effect:.2g}" if what != "the observed delta" else f"{mc.stats.mean:+.2g}"  # its sign: the leaning
         if np.isinf(mc.seeds_needed):
-            return f"; > {MAX_SEEDS} seeds for {what} {effect:.2g}"
+            return f"; > {MAX_SEEDS} seeds for {what} {shown}"
         more = int(mc.seeds_needed) - len(self.paired.seeds)
         if more <= 0:  # the power formula says these seeds suffice for the target: the observed sd or delta misleads it
-            return f"; {len(self.paired.seeds)} seeds would detect {what} {effect:.2g} at the planned power"
+            return f"; {len(self.paired.seeds)} seeds would detect {what} {shown} at the planned power"
         hours = f" (about {more * self.seed_wall_s / 3600:.2g} h of trials)" if self.seed_wall_s is not None else ""
-        return f"; about {more} more seed{'' if more == 1 else 's'} for {what} {effect:.2g}{hours}"
+        return f"; about {more} more seed{'' if more == 1 else 's'} for {what} {shown}{hours}"
 
 
 @dataclass
@@ -185,8 +186,13 @@ def questions_of(results: SweepResults) -> list[tuple[QuestionConfig, str]]:
     declared = results.config.questions or [
         QuestionConfig(name=f"{a} vs {results.baseline}", a={C.ARCH: a}, b={C.ARCH: results.baseline})
         for a in sorted(results.runs[C.ARCH].unique()) if a != results.baseline]
-    out = []
+    out: list[tuple[QuestionConfig, str]] = []
     for q in declared:
+        if q.metrics:  # one comparison per metric, the first keeping the name
+            out.extend((dataclasses.replace(q, metric=m, metrics=[], name=q.name if i == 0 else
+                                            f"{q.name} ({metric_registry.get(m).label})"), "")
+                       for i, m in enumerate(q.metrics))
+            continue
         if q.kind != "ablation_set":
             out.append((q, ""))
             continue

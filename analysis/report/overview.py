@@ -134,12 +134,35 @@ def _expected(q: QuestionResult) -> str:
     return "; ".join(x for x in (said, e.source) if x) or "–"
 
 
+def _unmetered(q: QuestionResult) -> tuple:
+    """What a question asks, whatever its metric: the siblings of a question asked on several metrics agree."""
+    e = q.question
+    if e.kind != "comparison":  # only a comparison is asked on several metrics
+        return (id(q),)
+    return repr(e.a), repr(e.b), repr(e.where), e.expect, e.source, e.smallest_effect, q.group
+
+
+def _asked_on_several(res: AnalysisResult, q: QuestionResult) -> bool:
+    return sum(_unmetered(o) == _unmetered(q) for o in res.questions) > 1
+
+
 def _questions(res: AnalysisResult) -> list[str]:
     if not res.questions:
         return ["## Answers", "", "No questions: a single architecture and no `analysis.questions`.", ""]
     split = res.results.config.split
-    rows = [[q.question.name, f"{split} {metric_registry.get(q.question.metric).label}", _expected(q),
-             "<br>".join(f"{where}: {a}" if where else a for where, a in q.answers)] for q in res.questions]
+    rows: list[list[str]] = []
+    previous = None
+    for q in res.questions:
+        label = metric_registry.get(q.question.metric).label
+        answer = "<br>".join(f"{where}: {a}" if where else a for where, a in q.answers)
+        same = _unmetered(q)  # one question asked on several metrics
+        if rows and same == previous:  # its rows become one: each metric's answer in turn
+            rows[-1][1] += f" / {label}"
+            rows[-1][3] += f"<br>{label}: {answer}"
+        else:
+            rows.append([q.question.name, f"{split} {label}", _expected(q),
+                         f"{label}: {answer}" if _asked_on_several(res, q) else answer])
+        previous = same
     top = best(res)
     return ["## Answers", "", f"Comparisons: {family_note(res)}. Slopes: the fit's interval against the target "
             "half-width. Evidence in the sections below.", "",
@@ -156,12 +179,19 @@ QUESTIONS = Section("questions", _questions, lambda res: {"questions": [_questio
                                                           "best": best(res)})
 
 
+def _same_runs(r: AblationResult) -> tuple:
+    """What a stratum compares: its paired runs (a question asked on several metrics has one stratum per metric)."""
+    return tuple(r.paired.rows_a), tuple(r.paired.rows_b)
+
+
 def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
     rows = []
+    shown = {_same_runs(r) for r in res.ablations if r.question.metric == metric}  # those rows ask this metric
     for r in res.ablations:
         mc = r.metrics.get(metric)
-        if mc is None:
-            continue
+        if mc is None or (metric != r.question.metric and _same_runs(r) in shown):
+            continue  # the same runs already have a row here
+        shown.add(_same_runs(r))
         if r.paired.error:
             rows.append([r.label, "0", *["–"] * 9, "**error: no paired runs**"])
             continue
@@ -191,9 +221,10 @@ def _ablations(res: AnalysisResult) -> list[str]:
             out += [f"### {res.results.config.split} {spec.label} ({spec.better} is better)", "",
                     *markdown_table(header, rows), ""]
     if res.results.config.delong:
+        once = {_same_runs(r): r for r in reversed(res.ablations)}  # DeLong is AUC's: one row per pair of runs
         rows = [[r.label, delong_summary(r.delong, alpha),
                  ", ".join(f"{d.seed}: Δ {d.result.delta:+.4f}, z {d.result.z:+.2f}" for d in r.delong
-                           if d.result is not None) or "–"] for r in res.ablations]
+                           if d.result is not None) or "–"] for r in res.ablations if once[_same_runs(r)] is r]
         out += ["### DeLong's paired AUC test per seed", "",
                 "Test-set sampling noise for one trained pair; seed noise above is a separate, usually larger, "
                 "source of variation.", "", *markdown_table(["comparison", "DeLong", "per seed"], rows), ""]

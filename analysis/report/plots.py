@@ -4,6 +4,7 @@ metrics, and the learning curves of each family. Each function returns the path 
 has nothing to show for it; FIGURES names them in the order `draw_figures` draws them."""
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from collections.abc import Callable, Iterator
@@ -563,6 +564,19 @@ def _groups_figure(res: AnalysisResult, path: Path) -> Path | None:
     return plot_groups(groups, path)
 
 
+def _one_per_runs(ablations: list[AblationResult]) -> list[AblationResult]:
+    """A question asked on several metrics has one stratum per metric over the same runs: one row each, with
+    every metric's comparison from the stratum that asks it (the first stratum's name)."""
+    first: dict[tuple, AblationResult] = {}
+    asked: dict[tuple, dict] = {}
+    for r in ablations:
+        key = (tuple(r.paired.rows_a), tuple(r.paired.rows_b))
+        first.setdefault(key, r)
+        if r.question.metric in r.metrics:
+            asked.setdefault(key, {})[r.question.metric] = r.metrics[r.question.metric]
+    return [dataclasses.replace(r, metrics={**r.metrics, **asked.get(k, {})}) for k, r in first.items()]
+
+
 def _metrics(res: AnalysisResult) -> list[str]:
     return [m for m in res.results.config.metrics if res.results.has_metric(m)]
 
@@ -573,8 +587,8 @@ FIGURES: dict[str, Callable[[AnalysisResult, Path], Path | None]] = {
     "scaling_logloss": lambda res, p: plot_scaling(res.scaling, "logloss", p, helix=False),
     "forms_auc": lambda res, p: plot_forms(res.scaling, "auc", p),
     "forms_logloss": lambda res, p: plot_forms(res.scaling, "logloss", p),
-    "forest": lambda res, p: plot_forest(res.ablations, _metrics(res), p),
-    "seed_strip": lambda res, p: plot_seed_strip(res.ablations, _metrics(res), p),
+    "forest": lambda res, p: plot_forest(_one_per_runs(res.ablations), _metrics(res), p),
+    "seed_strip": lambda res, p: plot_seed_strip(_one_per_runs(res.ablations), _metrics(res), p),
     "settings": lambda res, p: plot_settings(res.results, p),
     "isoflop": lambda res, p: plot_isoflop(res.data_scaling, p),
     "frontier": lambda res, p: plot_frontier(res.data_scaling, p),
