@@ -88,8 +88,11 @@ def varies_data(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def arm_columns(runs: pd.DataFrame, config_columns: list[str]) -> list[str]:
-    """Data columns that take more than one value in `runs` (empty: a single data arm)."""
+    """Data columns that take more than one value in `runs` (empty: a single data arm). The tasks of multi-task
+    runs (one row per task, docs/tasks.md) are heads of one model on the same targets, not data arms."""
     cols = [c for c in config_columns if is_data_column(c) and c != C.DATASET_ID]
+    if C.TASKS in runs.columns and runs[C.TASKS].notna().all():
+        cols = [c for c in cols if c != C.TASK]
     return [c for c in cols if runs[c].nunique(dropna=False) > 1]
 
 
