@@ -116,9 +116,11 @@ def rows_per_task(runs: pd.DataFrame) -> pd.DataFrame:
     if not suffixed:
         return runs
     frames = [runs.drop(columns=suffixed)]
+    metrics = [c for c in frames[0].columns if c.startswith(("valid_", "test_", "oracle_"))]  # task 0's
     for name in sorted({c.split(C.TASK_SEPARATOR, 1)[1] for c in suffixed}):
         mine = [c for c in suffixed if c.endswith(C.TASK_SEPARATOR + name)]
         rows = runs[runs[mine].notna().any(axis=1)].drop(columns=suffixed).copy()
+        rows[[c for c in metrics if c + C.TASK_SEPARATOR + name not in mine]] = np.nan  # task 0's only (the oracle)
         rows[[c.split(C.TASK_SEPARATOR)[0] for c in mine]] = runs.loc[rows.index, mine].to_numpy()
         rows[C.TASK] = name
         for col in (C.TRIAL_ID, C.RUN_DIR):

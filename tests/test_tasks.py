@@ -229,6 +229,9 @@ def test_a_multi_task_run_is_one_row_per_task_for_the_analysis():
     assert not any("@" in c for c in out.columns)
     one = runs.drop(columns=["test_auc@long_view", "oracle_test_auc@long_view"])
     assert rows_per_task(one) is one
+    first = pd.DataFrame([{"trial_id": "t0", "run_dir": "runs/t0", "task": "long_view", "test_auc": 0.8,
+                           "oracle_test_auc": 0.9, "test_auc@effective_view": 0.7}])  # long_view first: its oracle
+    assert rows_per_task(first)["oracle_test_auc"].isna().tolist() == [False, True]  # not effective_view's
     two = {**SWEEP, "grid": {"seed": [0]}, "train": {"tasks": ["effective_view", "long_view"]}}
     row = _plan(two).trials[0].record()
     assert (row["task"], row["train.tasks"]) == ("effective_view", "effective_view,long_view")
