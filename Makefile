@@ -48,7 +48,7 @@ demo-check: setup
 # on a 2-core machine). The MovieLens-100k ones need the data set: they run when RECSCALE_ML100K names a folder
 # holding u.data, u.user and u.item, and are skipped with a one-line message saying so otherwise.
 REFERENCE_SWEEPS ?= demo scaling_cpu helix_retained_tokens helix_ablations matched_compute delay_protocol \
-	data_scaling layer_norm_eps sequential
+	data_scaling layer_norm_eps sequential two_tasks
 REFERENCE_SWEEPS_ML100K ?= ml100k layer_norm_eps_ml100k
 references: setup
 	for s in $(REFERENCE_SWEEPS); do \
