@@ -328,6 +328,14 @@ def best_answer(head: Headline | None, strata: list[AblationResult], split: str)
     every other architecture (at its own setting where one is compared there); else "not decided among" it
     and the architectures it is not decided against."""
     rows = [r for r in (head.rows if head is not None else []) if np.isfinite(r.auc[0])]
+    tasks = list(dict.fromkeys(str(r.setting[C.TASK]) for r in rows if r.setting.get(C.TASK) is not None))
+    if len(tasks) > 1:  # AUCs of different labels do not compare: a best per task
+        return "; ".join(f"task {t}: {a}" for t in tasks if (a := _best(
+            [r for r in rows if str(r.setting.get(C.TASK)) == t], strata, split)))
+    return _best(rows, strata, split)
+
+
+def _best(rows: list, strata: list[AblationResult], split: str) -> str:
     archs = sorted({r.setting[C.ARCH] for r in rows})
     if len(archs) < 2:
         return ""
