@@ -100,8 +100,8 @@ class SignalConfig:
     calibration_users: int = 1500  # users in the pilot that calibrates the two intercepts
     calibration_rounds: int = 6
     # None: the funnel (effective_view = long_view OR ...). A number: effective_view is drawn on its own from
-    # its own logit, whose history term has this recency (hours) instead of history_tau_hours (the
-    # two_timescales world: docs/data.md, "Planted worlds")
+    # its own logit, whose history term counts the user's effective views in any category with this recency
+    # (hours) (the two_timescales world: docs/data.md, "Planted worlds")
     effective_view_tau_hours: float | None = None
     effective_view_history: float | None = None  # its history weight there (None: `history`)
 
@@ -124,9 +124,9 @@ SCALES: dict[str, ScaleConfig] = {
 
 
 #: Planted label models by name: `default` is the documented one; `two_timescales` plants two tasks whose
-#: dependence on the history differs in reach. long_view remembers effective views for days (tau 72 h, so
-#: earlier sessions count: a model gains from every further history token it reads), effective_view only
-#: the last minutes of the session (tau 0.1 h: the gain stops after a few tokens). Base rates stay 0.23 and 0.38.
+#: dependence on the history differs in reach. long_view keeps the session's same-category history (tau 6 h: a
+#: model gains from further history tokens), effective_view is drawn on its own from the user's effective views
+#: of the last minutes in any category (tau 3 min, weight 1.5: the last few tokens hold it). Rates 0.23 and 0.38.
 WORLDS: dict[str, SignalConfig] = {
     "default": SignalConfig(),
     "two_timescales": SignalConfig(effective_view_tau_hours=0.05, effective_view_history=1.5),
