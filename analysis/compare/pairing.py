@@ -32,6 +32,11 @@ class PairedRuns:
     varies_data: bool = False  # the two sides differ in a data setting (protocol, delay, history length)
 
     @property
+    def runs(self) -> tuple[tuple, tuple]:
+        """What the stratum compares (a question asked on several metrics has one stratum per metric on them)."""
+        return tuple(self.rows_a), tuple(self.rows_b)
+
+    @property
     def error(self) -> str | None:
         """Why nothing could be paired (None when at least one seed pairs)."""
         if len(self.seeds):

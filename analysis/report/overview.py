@@ -179,19 +179,14 @@ QUESTIONS = Section("questions", _questions, lambda res: {"questions": [_questio
                                                           "best": best(res)})
 
 
-def _same_runs(r: AblationResult) -> tuple:
-    """What a stratum compares: its paired runs (a question asked on several metrics has one stratum per metric)."""
-    return tuple(r.paired.rows_a), tuple(r.paired.rows_b)
-
-
 def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
     rows = []
-    shown = {_same_runs(r) for r in res.ablations if r.question.metric == metric}  # those rows ask this metric
+    shown = {r.paired.runs for r in res.ablations if r.question.metric == metric}  # those rows ask this metric
     for r in res.ablations:
         mc = r.metrics.get(metric)
-        if mc is None or (metric != r.question.metric and _same_runs(r) in shown):
+        if mc is None or (metric != r.question.metric and r.paired.runs in shown):
             continue  # the same runs already have a row here
-        shown.add(_same_runs(r))
+        shown.add(r.paired.runs)
         if r.paired.error:
             rows.append([r.label, "0", *["–"] * 9, "**error: no paired runs**"])
             continue
@@ -221,10 +216,10 @@ def _ablations(res: AnalysisResult) -> list[str]:
             out += [f"### {res.results.config.split} {spec.label} ({spec.better} is better)", "",
                     *markdown_table(header, rows), ""]
     if res.results.config.delong:
-        once = {_same_runs(r): r for r in reversed(res.ablations)}  # DeLong is AUC's: one row per pair of runs
+        once = {r.paired.runs: r for r in reversed(res.ablations)}  # DeLong is AUC's: one row per pair of runs
         rows = [[r.label, delong_summary(r.delong, alpha),
                  ", ".join(f"{d.seed}: Δ {d.result.delta:+.4f}, z {d.result.z:+.2f}" for d in r.delong
-                           if d.result is not None) or "–"] for r in res.ablations if once[_same_runs(r)] is r]
+                           if d.result is not None) or "–"] for r in res.ablations if once[r.paired.runs] is r]
         out += ["### DeLong's paired AUC test per seed", "",
                 "Test-set sampling noise for one trained pair; seed noise above is a separate, usually larger, "
                 "source of variation.", "", *markdown_table(["comparison", "DeLong", "per seed"], rows), ""]

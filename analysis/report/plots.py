@@ -570,7 +570,7 @@ def _one_per_runs(ablations: list[AblationResult]) -> list[AblationResult]:
     first: dict[tuple, AblationResult] = {}
     asked: dict[tuple, dict] = {}
     for r in ablations:
-        key = (tuple(r.paired.rows_a), tuple(r.paired.rows_b))
+        key = r.paired.runs
         first.setdefault(key, r)
         if r.question.metric in r.metrics:
             asked.setdefault(key, {})[r.question.metric] = r.metrics[r.question.metric]
