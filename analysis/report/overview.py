@@ -5,6 +5,7 @@ sweep's tuning.json: harness/sweep/tuning.py; docs/sweeps.md, "Tuning"), the com
 and DeLong, the grouped-metric and data-setting figures, and the warnings."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -142,14 +143,11 @@ def _unmetered(q: QuestionResult) -> tuple:
     return repr(e.a), repr(e.b), repr(e.where), e.expect, e.source, e.smallest_effect, q.group
 
 
-def _asked_on_several(res: AnalysisResult, q: QuestionResult) -> bool:
-    return sum(_unmetered(o) == _unmetered(q) for o in res.questions) > 1
-
-
 def _questions(res: AnalysisResult) -> list[str]:
     if not res.questions:
         return ["## Answers", "", "No questions: a single architecture and no `analysis.questions`.", ""]
     split = res.results.config.split
+    siblings = Counter(_unmetered(q) for q in res.questions)  # > 1: one question asked on several metrics
     rows: list[list[str]] = []
     previous = None
     for q in res.questions:
@@ -161,7 +159,7 @@ def _questions(res: AnalysisResult) -> list[str]:
             rows[-1][3] += f"<br>{label}: {answer}"
         else:
             rows.append([q.question.name, f"{split} {label}", _expected(q),
-                         f"{label}: {answer}" if _asked_on_several(res, q) else answer])
+                         f"{label}: {answer}" if siblings[same] > 1 else answer])
         previous = same
     top = best(res)
     return ["## Answers", "", f"Comparisons: {family_note(res)}. Slopes: the fit's interval against the target "

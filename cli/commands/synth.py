@@ -13,13 +13,13 @@ import argparse
 import json
 from pathlib import Path
 
-from protocols.synthetic import MARKER, SCALES, WORLDS, generate
+from protocols.synthetic import DEFAULT_WORLD, MARKER, SCALES, WORLDS, generate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", choices=list(SCALES), default="small", help="size of the log (default: small)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (must not exist, or be empty)")
-    parser.add_argument("--world", choices=list(WORLDS), default="default",
+    parser.add_argument("--world", choices=list(WORLDS), default=DEFAULT_WORLD,
                         help="planted label model (default: default; two_timescales: effective_view and long_view "
                              "depend on history of different reach, docs/data.md \"Planted worlds\")")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed -> same files")

@@ -142,10 +142,10 @@ def log_root(sweep: Sweep) -> Path:
     """The folder of the log every dataset of this sweep is prepared from (generated if synthetic)."""
     if sweep.data_root is not None:
         return sweep.data_root
-    from protocols.synthetic import generate
+    from protocols.synthetic import DEFAULT_WORLD, generate
 
     data = sweep.config.data
-    world = "" if data.world == "default" else f"-{data.world}"
+    world = "" if data.world == DEFAULT_WORLD else f"-{data.world}"
     out = Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}{world}"
     t0 = time.perf_counter()
     generate(cast(str, data.scale), out, seed=data.log_seed, world=data.world)  # the schema requires a scale

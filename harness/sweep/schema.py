@@ -377,9 +377,9 @@ def expand_path(key: str, value: str) -> Path:
 
 
 def _check_data_root(data: DataSection) -> Path | None:
-    from protocols.synthetic import SCALES, WORLDS
+    from protocols.synthetic import DEFAULT_WORLD, SCALES, WORLDS
 
-    if data.world != "default" and data.scale is None:
+    if data.world != DEFAULT_WORLD and data.scale is None:
         raise ConfigError("data.world: only a generated synthetic log (data.scale) has a planted world")
     if data.scale is not None:
         if data.source != "synthetic":

@@ -5,7 +5,8 @@ scales, the planted worlds and the generative model (world, requests, exposures,
 """
 from __future__ import annotations
 
-from .config import SCALES, WORLDS, SyntheticConfig, scale_config
+from .config import DEFAULT_WORLD, SCALES, WORLDS, SyntheticConfig, scale_config
 from .pipeline import MARKER, build_log, generate, is_complete
 
-__all__ = ["SCALES", "WORLDS", "SyntheticConfig", "scale_config", "generate", "build_log", "is_complete", "MARKER"]
+__all__ = ["DEFAULT_WORLD", "SCALES", "WORLDS", "SyntheticConfig", "scale_config", "generate", "build_log",
+           "is_complete", "MARKER"]
