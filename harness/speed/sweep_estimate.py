@@ -176,22 +176,24 @@ def _slots(resources: Any, max_concurrent: int | None, num_cpus: int | None, dev
 
 
 def _makespan(durations: list[float], slots: int) -> float:
-    free = [0.0] * slots
-    heapq.heapify(free)
-    end = 0.0
+    free = [0.0] * slots  # when each slot is free next (a heap)
     for d in durations:
-        start = heapq.heappop(free)
-        heapq.heappush(free, start + d)
-        end = max(end, start + d)
-    return end
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free)
+
+
+def _split_sizes(trial: Any) -> tuple[int, int, int] | None:
+    """The trial's dataset's (n_train, n_valid, n_test); None where one is left to the source's default."""
+    sizes = tuple(trial.dataset.prepare.get(k) for k in ("n_train", "n_valid", "n_test"))
+    return None if None in sizes else sizes
 
 
 def trial_estimate(trial: Any, step_s: float | None) -> TrialEstimate:
     """Training, evaluation and overhead of `trial` at `step_s` seconds per training step."""
-    prep = trial.dataset.prepare
-    n_train, n_valid, n_test = prep.get("n_train"), prep.get("n_valid"), prep.get("n_test")
-    if step_s is None or n_train is None or n_valid is None or n_test is None:
+    sizes = _split_sizes(trial)
+    if step_s is None or sizes is None:
         return TrialEstimate(None, None)
+    n_train, n_valid, n_test = sizes
     batch = int(trial.train.get("batch_size", TrainConfig.batch_size))
     epochs = int(trial.train.get("epochs", TrainConfig.epochs))
     per_target = step_s / batch
@@ -262,11 +264,9 @@ def estimate_costs(trials: Iterable[Any]) -> dict[str, TrialCost]:
         key = json.dumps([t.arch, dict(t.model)], sort_keys=True, default=str)
         if key not in cache:
             cache[key] = _model_cost(t.arch, t.model, int(t.dataset.prepare["history_len"]))
-        prep = t.dataset.prepare
         epochs = int(t.train.get("epochs", TrainConfig.epochs))
-        n_train, n_valid, n_test = prep.get("n_train"), prep.get("n_valid"), prep.get("n_test")
-        targets = (None if n_train is None or n_valid is None or n_test is None
-                   else 3.0 * n_train * epochs + n_valid + n_test)
+        sizes = _split_sizes(t)
+        targets = None if sizes is None else 3.0 * sizes[0] * epochs + sizes[1] + sizes[2]
         flops, params = cache[key]
         out[t.trial_id] = TrialCost(flops_per_target=flops, targets=targets, params_non_embedding=params)
     return out
