@@ -174,21 +174,17 @@ class TargetPlan:
 
 def resolved_split(log: ExposureLog, cfg: PrepareConfig) -> SplitConfig:
     """The complete split of `cfg` for `log`: its given keys over the source's default split."""
-    from .sources import source_defaults
-
     given = cfg.split.given()
     if set(BOUNDARY_KEYS) <= set(given) and "timezone" in given:
         return cfg.split.resolve(SplitConfig())
-    return cfg.split.resolve(source_defaults(cfg.source).split(log), cfg.source)
+    return cfg.split.resolve(SOURCES.get(cfg.source).defaults.split(log), cfg.source)
 
 
 def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
-    from .sources import source_defaults
-
     split = resolved_split(log, cfg)
     by_split = split_rows(log["request_timestamp"], split)
     requested = {"train": cfg.n_train, "valid": cfg.n_valid, "test": cfg.n_test}
-    default = source_defaults(cfg.source).sizes
+    default = SOURCES.get(cfg.source).defaults.sizes
     rows = {}
     for i, s in enumerate(SPLITS):
         start, end = split.interval_ms(s)
