@@ -110,12 +110,8 @@ def split_metrics(
         row = int(np.flatnonzero(np.asarray(label, np.float64) != np.asarray(columns["label"], np.float64))[0])
         raise PredictionMismatch(f"{split}: label of event {int(event_id[row])} (row {row}) differs from the dataset")
     values, groups = metric_registry.split_metrics(label, score, columns)
-    flat: dict[str, float] = {}
-    for key, value in values.items():
-        if key.startswith("oracle_"):
-            flat[f"oracle_{split}_{key[len('oracle_'):]}"] = value
-        else:
-            flat[f"{split}_{key}"] = value
+    flat = {f"oracle_{split}_{k.removeprefix('oracle_')}" if k.startswith("oracle_") else f"{split}_{k}": v
+            for k, v in values.items()}
     return flat, groups
 
 

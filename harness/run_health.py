@@ -140,14 +140,10 @@ def null_auc_se(n_pos: float, n_neg: float) -> float:
 
 def _num(m: Mapping[str, Any], key: str) -> float | None:
     """`m[key]` as a float, None when absent or null (a missing runs.parquet cell); NaN stays NaN."""
-    v = m.get(key)
-    if v is None:
-        return None
     try:
-        v = float(v)
-    except (TypeError, ValueError):
+        return float(m[key])
+    except (KeyError, TypeError, ValueError):  # absent, None or not a number
         return None
-    return v
 
 
 def _missing(v: float | None) -> bool:

@@ -461,10 +461,7 @@ def history_axes(axes: Mapping[str, list[Any]]) -> list[str]:
     fields = ("protocol", *protocols.parameter_names())
     varied = [f"data.{f}" for f in fields if len(axes.get(f"data.{f}", [])) > 1]
     bundles = axes.get("data", [])
-    for f in fields:
-        if len({repr(b.get(f)) for b in bundles}) > 1:
-            varied.append(f"grid.data[].{f}")
-    return varied
+    return varied + [f"grid.data[].{f}" for f in fields if len({repr(b.get(f)) for b in bundles}) > 1]
 
 
 def _resolve_vocabulary(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> None:
