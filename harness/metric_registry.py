@@ -1,19 +1,5 @@
-"""The metric registry: the one declaration of every ranking metric the harness computes and the analysis reads.
-
-This module owns, per metric (a `MetricSpec`):
-- `name`: the suffix of the flat keys in metrics.json and the columns of runs.parquet (`<split>_<name>`,
-  `oracle_<split>_<name>`) and the spelling used in `analysis.metrics` and `search.metric: valid_<name>`;
-- `compute`: the function of one full prediction set, `(labels, scores) -> float`, or
-  `(labels, scores, user_ids) -> float` when `needs_users` is set (functions live in `harness/metrics.py`);
-- `higher_is_better`: its direction (ablation verdicts, marginal returns, early stopping, the search mode);
-- `label`: how reports and plots print it ("AUC", "LogLoss");
-- `gain`: whether and how it can be the gain of a scaling fit over a reference: `difference` of a score
-  (dAUC = AUC - AUC_ref, or dAUC / AUC_ref under `gain: relative`), `relative_reduction` of a loss
-  ((L_ref - L) / L_ref), or None (cannot be fitted);
-- `headline`: one of the report's lead metrics (AUC and LogLoss): fitted by default in the scaling analysis,
-  scored for the oracle within each group of metrics.json, drawn in the grouped-metric plot.
-
-Everything else derives from the registry (docs/training.md, "Metrics"); adding a metric is one
+"""The metric registry: the one declaration (`MetricSpec`) of every ranking metric the harness computes and the
+analysis reads. Everything else derives from it (docs/training.md, "Metrics"); adding a metric is one
 `register(MetricSpec(...))` call; the built-ins are registered at import, in the order their keys are written.
 """
 from __future__ import annotations
@@ -39,14 +25,23 @@ MetricFn = Callable[..., float]
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """One registered metric (see the module docstring for each field's meaning)."""
+    """One registered metric."""
 
+    #: the suffix of the flat keys in metrics.json and the columns of runs.parquet (`<split>_<name>`,
+    #: `oracle_<split>_<name>`) and the spelling used in `analysis.metrics` and `search.metric: valid_<name>`
     name: str
+    #: the function of one full prediction set, `(labels, scores) -> float`, or `(labels, scores, user_ids) -> float`
+    #: when `needs_users` is set (functions live in `harness/metrics.py`)
     compute: MetricFn
+    #: its direction (ablation verdicts, marginal returns, early stopping, the search mode)
     higher_is_better: bool
-    label: str
+    label: str  # how reports and plots print it ("AUC", "LogLoss")
+    #: how it can be the gain of a scaling fit over a reference: `difference` of a score (dAUC = AUC - AUC_ref, or
+    #: dAUC / AUC_ref under `gain: relative`), `relative_reduction` of a loss ((L_ref - L) / L_ref), None: cannot
     gain: GainKind | None = None
     needs_users: bool = False
+    #: one of the report's lead metrics (AUC and LogLoss): fitted by default in the scaling analysis, scored for
+    #: the oracle within each group of metrics.json, drawn in the grouped-metric plot
     headline: bool = False
 
     def __post_init__(self) -> None:
