@@ -1,13 +1,8 @@
 """Timing the training step on schema-valid random batches (`recscale bench --arch`, the sweep's dry run and the
-benchmarks in tests/bench): `measure` times `TrainStep`, the training loop's own step, over pre-built batches,
-with the counted-FLOP utilisation against a matmul rate taken in the step's dtype before and after the steps
-(the best). `bench --breakdown` adds two views of more steps: `phase_times`, the training loop's iteration
-phase by phase (loader wait, bookkeeping, forward, backward, optimizer), and `profile_steps`, the operators'
-self time split into the matrix products (`PRODUCT_OPS`) and the rest, their FLOPs counted by
-`torch.utils.flop_counter` over one more step outside the profiled ones (the profiler's own `with_flops` slowed
-WHALE's step by ~17 %). For `bench --data`: the loader's targets/s (`loader_rate`) and this machine's memory-copy
-rate for the same bytes per target (`copy_rate`), so that a loader figure reads as a ratio that travels between
-machines. docs/training.md ("`recscale bench`").
+benchmarks in tests/bench): `measure`, and for `bench --breakdown` `phase_times` and `profile_steps`; for
+`bench --data`, `loader_rate` and `copy_rate`. What each measures: docs/training.md ("`recscale bench`").
+`profile_steps` counts the products' FLOPs with `torch.utils.flop_counter` over one more step outside the profiled
+ones (the profiler's own `with_flops` slowed WHALE's step by ~17 %).
 """
 from __future__ import annotations
 
