@@ -62,3 +62,31 @@ def test_each_readme_study_row_gives_its_reference_verdicts(study, row):
         assert (summary["runs"], summary["rounds"]["seeds"][-1] * cells) == (int(m[1]), int(m[2]))
     if m := re.search(r"all (\d+) runs healthy", row):
         assert summary["runs"] == summary["run_health"]["counts"]["ok"] == int(m[1])
+
+
+def _open_answers(summary: dict) -> list[str]:
+    """The answers still open: an undecided comparison stratum's (on its question's metric) and an open slope
+    question's."""
+    metric = {q["question"]: q["metric"] for q in summary["questions"] if q["kind"] == "comparison"}
+    texts = [a["answer"] for a in summary["ablations"] if a["comparison"] in metric
+             and a["metrics"].get(metric[a["comparison"]], {"verdict": "decided"})["verdict"] != "decided"]
+    return texts + [q["answers"][0]["answer"] for q in summary["questions"]
+                    if q["kind"] != "comparison" and not q["settled"]]
+
+
+@pytest.mark.parametrize("study, row", sorted(_rows().items()))
+def test_each_open_answer_is_stated_with_the_seeds_that_would_decide_it(study, row):
+    """Issue 43: a row gives the answer, or "not determined; about N seeds (T h here) would decide it", the
+    counts and hours read from the report's own answers."""
+    summary = json.loads((ROOT / "results" / "reference" / study / "analysis.json").read_text())
+    answers = _open_answers(summary)
+    more = [int(m[1]) for a in answers if (m := re.search(r"about (\d+) more seeds? for", a))]
+    hours = [float(m[1]) for a in answers if (m := re.search(r"about ([\d.e-]+) h of trials", a))]
+    over = sum(bool(re.search(r"> \d+ seeds for", a)) for a in answers)
+    stated = re.search(r"not determined; about (\d+)(?: to (\d+))? more seeds? \(up to ([\d.]+) h here\)", row)
+    assert (stated is not None) == bool(more), "a row states the seeds exactly when some open answer counts them"
+    if stated:
+        assert (int(stated[1]), int(stated[2] or stated[1])) == (min(more), max(more))
+        assert float(stated[3]) == pytest.approx(max(hours), rel=0.05)
+    m = re.search(r"(\d+) (?:need|needs) over 1000", row)
+    assert (int(m[1]) if m else 0) == over

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 from tqdm import tqdm
 
 from core.results_layout import RUNS_FILE
@@ -22,6 +23,7 @@ from ..collect import SweepResults
 from ..columns import show
 from ..config import QuestionConfig, describe
 from ..fits.family_comparison import FamilyComparison, compare_families
+from ..fits.powerlaw import LEVEL as SLOPE_LEVEL
 from ..fits.scaling import FamilyScaling
 from ..headline import Headline
 from ..stats.paired import (
@@ -281,7 +283,8 @@ def _compare(results: SweepResults, questions: list[tuple[QuestionConfig, str]],
     return out
 
 
-def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[FamilyComparison]) -> QuestionResult:
+def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[FamilyComparison],
+           results: SweepResults) -> QuestionResult:
     """A slope question read from the fits: the interval, and whether its half-width meets the target (or,
     without a target, whether it excludes zero)."""
     if q.kind == "slope":
@@ -312,7 +315,44 @@ def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[Fa
     if not settled:
         text += (f"; half-width {half:.3g} above the target {q.target_half_width:g}: open" if q.target_half_width > 0
                  else "; the interval holds 0: open")
+        text += _slope_seeds_to_decide(q, value, half, n, results)
     return QuestionResult(q, slope_answer=text, slope_settled=settled)
+
+
+def slope_seeds_needed(value: float, half: float, n: int, *, target_half_width: float = 0.0,
+                       power: float = 0.8, level: float = SLOPE_LEVEL) -> float:
+    """Seeds an open slope question needs, from its t interval over `n` per-seed values (half-width `half`,
+    df = n - 1, so the per-seed sd is half * sqrt(n) / t): with `target_half_width` the fewest whose t interval
+    is that narrow at this sd, else the fewest whose t-test detects `value` with `power` (`seeds_for_power`).
+    NaN without a spread; inf past MAX_SEEDS."""
+    if n < 2 or not np.isfinite(half) or half <= 0:
+        return nan
+    alpha = 1.0 - level
+    sd = half * np.sqrt(n) / stats.t.ppf(1 - alpha / 2, n - 1)
+    if target_half_width <= 0:
+        return seeds_for_power(sd, value, alpha=alpha, power=power)
+    return next((float(k) for k in range(2, MAX_SEEDS + 1)
+                 if stats.t.ppf(1 - alpha / 2, k - 1) * sd / np.sqrt(k) <= target_half_width), float("inf"))
+
+
+def _slope_seeds_to_decide(q: QuestionConfig, value: float, half: float, n: int, results: SweepResults) -> str:
+    """"; about N more seeds for ... (about T h of trials)" for an open slope question (`slope_seeds_needed`);
+    hours from the mean per-seed wall seconds of the question's families' runs at every size."""
+    need = slope_seeds_needed(value, half, n, target_half_width=q.target_half_width, power=results.config.power)
+    what = (f"a half-width of {q.target_half_width:g}" if q.target_half_width > 0
+            else f"the observed value {value:+.2g}")
+    if np.isnan(need):
+        return ""
+    if np.isinf(need):
+        return f"; > {MAX_SEEDS} seeds for {what}"
+    more = int(need) - n
+    if more <= 0:
+        return f"; {n} seeds would give {what} at the planned power: the observed spread misleads it"
+    runs = results.runs
+    mine = runs[runs[C.ARCH].isin(q.families or [q.family])] if C.WALL_S in runs.columns else runs.iloc[:0]
+    per_seed = float(mine.groupby(C.SEED)[C.WALL_S].sum().mean()) if len(mine) else nan
+    hours = f" (about {more * per_seed / 3600:.2g} h of trials)" if np.isfinite(per_seed) else ""
+    return f"; about {more} more seed{'' if more == 1 else 's'} for {what}{hours}"
 
 
 def evaluate_questions(results: SweepResults, scaling: list[FamilyScaling], comparisons: list[FamilyComparison],
@@ -320,7 +360,8 @@ def evaluate_questions(results: SweepResults, scaling: list[FamilyScaling], comp
     """Every question of the sweep answered, in declaration order (ablation sets expanded)."""
     questions = questions_of(results)
     compared = iter(_compare(results, questions, progress))
-    return [next(compared) if q.kind == "comparison" else _slope(q, scaling, comparisons) for q, _ in questions]
+    return [next(compared) if q.kind == "comparison" else _slope(q, scaling, comparisons, results)
+            for q, _ in questions]
 
 
 def best_answer(head: Headline | None, strata: list[AblationResult], split: str) -> str:
