@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from core.typed_config import ConfigError
@@ -59,6 +60,11 @@ def labelled_columns(runs: pd.DataFrame, family_cols: list[str]) -> list[str]:
     """
     return [c for c in family_cols if c != C.ARCH
             and bool((runs.groupby(C.ARCH, dropna=False)[c].nunique(dropna=False) > 1).any())]
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (anything else unchanged)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def show(value) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 from harness import runs_columns as C
 
 from .collect import SweepResults
-from .columns import context_columns, family_columns, show, size_columns
+from .columns import context_columns, family_columns, plain, show, size_columns
 from .fits.reference import Reference, reference_rows
 
 
@@ -93,7 +93,7 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
     out = []
     for key, rows in runs.groupby(cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        setting = {c: (v.item() if isinstance(v, np.generic) else v) for c, v in zip(cols, key)}
+        setting = {c: plain(v) for c, v in zip(cols, key)}
         label = setting[C.ARCH] + "".join(f", {c.removeprefix(C.MODEL_PREFIX)}={show(setting[c])}" for c in shown
                                           if _present(setting[c]))
         oracle, share = _column_mean(rows, oracle_col), float("nan")

@@ -23,6 +23,7 @@ from harness.curves import read_curves
 from harness.run_health import Trend, trend_of
 
 from .collect import SweepResults
+from .columns import plain
 from .headline import Headline
 
 
@@ -88,10 +89,6 @@ def why_kept(e: Exclusion) -> str:
 
 def _str(v: Any) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
-
-
-def _show(v: Any) -> str:
-    return str(v.item() if isinstance(v, np.generic) else v)
 
 
 def curve_trend(row: Mapping[str, Any], run_path: Callable[[str], Path] | None) -> Trend | str:
@@ -206,7 +203,7 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     labels = {}
     for k, rows in runs.groupby(cols, dropna=False, sort=True):
         k = k if isinstance(k, tuple) else (k,)
-        labels[tuple(_show(v) for v in k)] = counts_label(health.status.loc[rows.index])
+        labels[tuple(str(plain(v)) for v in k)] = counts_label(health.status.loc[rows.index])
     for r in h.rows:
         r.health = labels.get(tuple(str(r.setting[c]) for c in cols), "")
     h.has_health = True
@@ -234,7 +231,7 @@ def retried_runs(runs: pd.DataFrame, cols: list[str]) -> list[RetriedRun] | None
     varied = [c for c in cols if c != C.ARCH and runs[c].astype(str).nunique() > 1]
     out = []
     for _, row in runs[runs[C.RETRY_ATTEMPTS].fillna(0) > 0].iterrows():
-        setting = _show(row[C.ARCH]) + "".join(f", {c}={_show(row[c])}" for c in varied)
+        setting = str(plain(row[C.ARCH])) + "".join(f", {c}={plain(row[c])}" for c in varied)
         out.append(RetriedRun(str(row.get(C.TRIAL_ID, "")), setting, int(row[C.SEED]), str(row[C.RETRY_HISTORY]),
                               str(row.get(H.STATUS_KEY, "")), float(row[C.RETRY_LR_INITIAL]),
                               float(row[C.RETRY_LR_USED])))

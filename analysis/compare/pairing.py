@@ -15,7 +15,7 @@ from core.typed_config import ConfigError
 from harness import runs_columns as C
 
 from ..collect import SweepResults
-from ..columns import DATASET_IDENTITY, show, varies_data
+from ..columns import DATASET_IDENTITY, plain, show, varies_data
 from ..config import QuestionConfig
 
 
@@ -112,7 +112,7 @@ def pair_runs(results: SweepResults, comparison: QuestionConfig) -> list[PairedR
             raise ConfigError(f"comparison {comparison.name!r}: seed {seed} pairs with several runs; "
                               "add a selector or `where` that makes the pairing unique")
         group = group.sort_values(C.SEED)
-        stratum = {c: _plain(group[c].iloc[0]) for c in shown}
+        stratum = {c: plain(group[c].iloc[0]) for c in shown}
         out.append(PairedRuns(comparison.name, stratum, group[C.SEED].to_numpy(),
                               group["_row_a"].to_numpy(), group["_row_b"].to_numpy(), varies_data=data))
     return out
@@ -128,9 +128,3 @@ def _without_implied(merged: pd.DataFrame, columns: list[str], *, first: list[st
             continue
         kept.append(c)
     return [c for c in columns if c in kept]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -426,5 +426,3 @@ def compute_for_gain(ladder: Ladder, form: str) -> ComputeForGain | None:
 def extrapolations(ladder: Ladder) -> list[ComputeForGain]:
     return [e for e in (compute_for_gain(ladder, form) for form in FORMS) if e is not None]
 
-
-__all__ = ["LOG_LINEAR", "POWER_LAW", "SATURATING", "Ladder", "interval_text", "open_seed_interval"]

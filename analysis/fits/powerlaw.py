@@ -11,8 +11,6 @@ from scipy import optimize, stats
 
 CI_METHOD = ("mean of per-seed slopes (each seed's sizes fitted alone), t interval with df = seeds - 1: the seed "
              "is the unit of replication")
-PER_POINT_METHOD = ("pseudo-replicated: least squares on every per-seed point as if independent (df = points - 2); "
-                    "shown for comparison only")
 BAND_METHOD = "t interval (df = seeds - 1) of the mean per-seed line at each x"
 LEVEL = 0.95
 GRID = 60  # points of the plotted band

@@ -13,7 +13,7 @@ from core.errors import RecscaleError
 from harness import runs_columns as C
 
 from ..collect import config_columns, default_baseline, hashable_lists
-from ..columns import is_data_column, show, size_columns
+from ..columns import is_data_column, plain, show, size_columns
 from ..compare.pairing import select
 from ..config import AnalysisConfig, analysis_config
 from .powerlaw import fit_power_law
@@ -47,16 +47,12 @@ def describe(selector: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in selector.items()) + "}"
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _settings(rows: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
     """Distinct combinations of `columns` among `rows` (NaN shown as None)."""
     if not columns:
         return [{}]
     distinct = rows[columns].astype(object).where(rows[columns].notna(), None).drop_duplicates()
-    return [{c: _plain(v) for c, v in rec.items()} for rec in distinct.to_dict("records")]
+    return [{c: plain(v) for c, v in rec.items()} for rec in distinct.to_dict("records")]
 
 
 def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
@@ -111,9 +107,9 @@ def reference_rows(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame
         if len(values) != 1 or not rows[c].notna().any():
             continue
         if is_data_column(c) or rows[c].astype(str).nunique() > 1:
-            rows = rows[select(rows, {c: _plain(values[0])})]
+            rows = rows[select(rows, {c: plain(values[0])})]
             if rows.empty:
-                return rows, f"no reference run has {c}={_plain(values[0])}"
+                return rows, f"no reference run has {c}={plain(values[0])}"
     return rows, ""
 
 
@@ -149,8 +145,7 @@ def _reference_settings(runs: pd.DataFrame, ref: Reference) -> list[dict]:
     if not keys:
         return [{}]
     distinct = rows[keys].astype(object).drop_duplicates()
-    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()}
-            for rec in distinct.to_dict("records")]
+    return [{k: plain(v) for k, v in rec.items()} for rec in distinct.to_dict("records")]
 
 
 def _matches(runs: pd.DataFrame, arch: str, setting: dict) -> np.ndarray:

@@ -13,9 +13,9 @@ from harness import metric_registry
 from harness import runs_columns as C
 
 from ..collect import SweepResults
-from ..columns import context_columns, family_columns, labelled_columns, show, size_columns
+from ..columns import context_columns, family_columns, labelled_columns, plain, show, size_columns
 from ..headline import oracle_gap_share
-from .axes import HELIX_CTR, HELIX_CVR_SLOPE, Convention, PaperComparison, compare_with_helix
+from .axes import Convention, PaperComparison, compare_with_helix
 from .forms import ComputeForGain, FormCheck, Ladder, check_forms, extrapolations
 from .marginal_returns import MarginalReturns, marginal_returns
 from .powerlaw import PowerLawFit, fit_power_law
@@ -25,9 +25,6 @@ from .reference import Reference, ReferenceSlope, reference_rows, slopes_by_refe
 CHANCE = {"auc": 0.5}
 #: Below this many seeds a family's intervals rest on few replicates: the report warns.
 MIN_SEEDS = 5
-
-__all__ = ["HELIX_CTR", "HELIX_CVR_SLOPE", "MIN_SEEDS", "FamilyScaling",
-           "PowerLawFit", "ScalingPoint", "fit_power_law", "scaling_analysis"]
 
 
 @dataclass
@@ -95,10 +92,6 @@ class FamilyScaling:
         return self.convention.gain_label(self.metric)
 
 
-def _py(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def scaling_analysis(results: SweepResults, reference: Reference,
                      metrics: tuple[str, ...] | None = None) -> list[FamilyScaling]:
     """One FamilyScaling per (family, metric) for the fitted architectures; unfitted ones carry a note.
@@ -117,7 +110,7 @@ def scaling_analysis(results: SweepResults, reference: Reference,
     out: list[FamilyScaling] = []
     for key, rows in runs.groupby(fam_cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        setting = {c: _py(v) for c, v in zip(fam_cols, key)}
+        setting = {c: plain(v) for c, v in zip(fam_cols, key)}
         if setting[C.ARCH] not in reference.families:
             continue
         family = setting[C.ARCH] + "".join(f", {c}={show(setting[c])}" for c in labelled)
@@ -160,7 +153,7 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
         values = point_rows.groupby(C.SEED)[col].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
         flops = float(point_rows[C.FLOPS_PER_TARGET].mean())
         share = oracle_gap_share(point_rows, ref_rows, results.metric_column("auc"), results.oracle_column)
-        fam.points.append(ScalingPoint(fam.family, {c: _py(v) for c, v in zip(sizes, key)}, flops,
+        fam.points.append(ScalingPoint(fam.family, {c: plain(v) for c, v in zip(sizes, key)}, flops,
                                        float(fam.convention.x(flops)), seeds,
                                        fam.convention.gain_of(fam.metric, values, ref), values, share))
     fam.points.sort(key=lambda p: (not np.isfinite(p.x), p.x))
