@@ -1,8 +1,2 @@
-"""Analysis of sweep results: headline table, seed variance and significance per comparison, scaling-law fits
-against an external reference, family-vs-family comparisons, plots, report.
-
-Reads only files under a sweep folder: runs.parquet and sweep.yaml's optional `analysis:` section, plus each
-run's metrics.json and predictions when present (DeLong and the grouped metrics need them; a folder without
-run folders is analysed in full otherwise). Entry point: `analysis.pipeline.analyze(folder)`, or
-`recscale analyze folder` on the command line.
-"""
+"""Analysis of a sweep folder (runs.parquet, sweep.yaml's `analysis:` section, per-run files when present) into
+report.md, analysis.json and plots/ (docs/analysis.md). Entry point: `analysis.pipeline.analyze(folder)`."""

@@ -1,8 +1,5 @@
-"""Read a sweep's result folder: runs.parquet, the optional `analysis:` section of sweep.yaml, and per-run files.
-
-Everything is addressed relative to the sweep folder, so a folder copied from another machine analyses the
-same. Columns are sorted into config columns (what defines a run besides its seed), the seed, and metrics.
-"""
+"""Read a sweep folder, addressed relative to it: runs.parquet (checked), sweep.yaml's `analysis:` section and
+per-run files; columns sorted into config columns, the seed, and metrics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -170,11 +167,9 @@ def read_sweep_doc(path: Path) -> dict[str, Any]:
 
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
-    """Setting columns present in `runs` (seed excluded), in a stable order: the architecture, the data settings
-    (protocol, each registered protocol's parameters, task), then every model./train./data. column.
-
-    A key a tuning stage chose (named in the `tuned` column, e.g. `train.lr`) is no setting: its value follows
-    from the setting, so it neither splits families nor counts as a varied setting."""
+    """Setting columns present in `runs` (seed excluded): the architecture, the data settings, then every `model.`,
+    `train.` and `data.` column; a key a tuning stage chose (named in the `tuned` column, e.g. `train.lr`) is no
+    setting: its value follows from the setting."""
     tuned = set(runs[C.TUNED].dropna().astype(str)) if C.TUNED in runs.columns else set()
     cols = [c for c in (C.ARCH, *C.data_setting_columns()) if c in runs.columns]
     cols += sorted(c for c in runs.columns

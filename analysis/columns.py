@@ -1,7 +1,5 @@
-"""Which columns of runs.parquet make a model size, a family, a data setting and a data arm (docs/analysis.md,
-"Families and sizes" and "Data protocols"). `data.name` and `dataset_id` name a dataset as a whole, so a
-comparison that varies a data setting never pairs on them. The functions take a plain runs table, so planned
-trials (`--dry-run`) and finished runs are read alike."""
+"""Which columns of a runs table make a model size, a family, a data setting and a data arm (docs/analysis.md,
+"Families and sizes" and "Data protocols"); planned trials and finished runs are read alike."""
 from __future__ import annotations
 
 from typing import Any
@@ -53,11 +51,8 @@ def family_columns(runs: pd.DataFrame, config_cols: list[str], sizes: list[str])
 
 
 def labelled_columns(runs: pd.DataFrame, family_cols: list[str]) -> list[str]:
-    """Family columns other than arch that vary within some architecture (they appear in family labels).
-
-    A column that only differs between architectures (e.g. `model.mix_tokens`, empty for those that lack
-    the field) says nothing the architecture's name does not.
-    """
+    """Family columns other than arch that vary within some architecture (they appear in family labels); one that
+    only differs between architectures (e.g. `model.mix_tokens`) says nothing the architecture's name does not."""
     return [c for c in family_cols if c != C.ARCH
             and bool((runs.groupby(C.ARCH, dropna=False)[c].nunique(dropna=False) > 1).any())]
 

@@ -1,7 +1,4 @@
-"""Typed `analysis:` section of a sweep YAML (optional; every field has a default).
-
-Keys, defaults and an example: docs/analysis.md, *Configuration*.
-"""
+"""Typed `analysis:` section of a sweep YAML, every field defaulted: docs/analysis.md, *Configuration*."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,8 +1,5 @@
-"""The headline table: one row per architecture and model setting, read straight from runs.parquet.
-
-Columns and the oracle-gap share (`oracle_gap_share`, the one definition, also used for every scaling point):
-docs/analysis.md, *The report, in order*, item 1.
-"""
+"""The headline table, one row per architecture and model setting, and `oracle_gap_share` (the one definition,
+used for every scaling point too): docs/analysis.md, *The report, in order*."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

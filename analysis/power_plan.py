@@ -1,7 +1,5 @@
-"""The power plan of `recscale sweep FILE --dry-run --pilot RUNS`: per comparison question of the sweep, the seed sd
-of its paired deltas in a pilot's runs, the MDE at the sweep's planned seeds, the seeds its target effect needs and
-their wall time here. Levels, targets and costs: docs/analysis.md, *Power plan*.
-"""
+"""The power plan of `recscale sweep FILE --dry-run --pilot RUNS`: per comparison stratum the pilot's seed sd, the
+MDE at the planned seeds, the seeds its target needs and their wall time (docs/analysis.md, *Power plan*)."""
 from __future__ import annotations
 
 import dataclasses

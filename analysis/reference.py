@@ -1,8 +1,5 @@
-"""Committed reference studies (docs/reproducibility.md): `publish_reference` copies a finished sweep's shareable
-files into `results/reference/<sweep>/` (never run folders, checkpoints or predictions, so that analysing the copy
-reproduces its analysis.json; what the analysis would measure from run folders, the still-falling check, is
-written into the copy's runs.parquet), and `compare_with_reference` judges trial by trial whether a fresh run of
-the sweep reproduced it: **bit-exact**, **within tolerance** of the seed noise, or **NOT reproduced**."""
+"""Committed reference studies (docs/reproducibility.md): `publish_reference` copies a sweep's shareable files
+(never run folders) into a reference, and `compare_with_reference` judges whether a fresh run reproduced it."""
 from __future__ import annotations
 
 import shutil
@@ -37,10 +34,8 @@ OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, score_ranks_file("test"), score_r
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bool = False) -> Path:
-    """Copy `sweep.yaml`, `runs.parquet` and `datasets.json` (when present) of `sweep_dir` into `out`
-    (replaced atomically), add the score ranks of the runs that comparisons varying a data setting compare,
-    and return it. The caller analyses the new folder (`analysis.pipeline.analyze(out)`).
-    """
+    """Copy the reference inputs of `sweep_dir` into `out` (replaced atomically) with the score ranks of the runs
+    that data comparisons compare, and return it; the caller analyses it (`analysis.pipeline.analyze(out)`)."""
     sweep_dir, out = Path(sweep_dir), Path(out)
     for name in REFERENCE_INPUTS:
         if not (sweep_dir / name).is_file():

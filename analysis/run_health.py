@@ -1,9 +1,6 @@
-"""Run health in the analysis: which runs of runs.parquet learned, and the sweep analysed without the rest.
-
-The criteria and thresholds are harness/run_health.py's; this module reads the recorded status, derives it
-for older runs.parquet files, measures the still-falling check from event files, and decides which runs the
-analysis leaves out and why: docs/analysis.md, *Run health*.
-"""
+"""Run health in the analysis: each run's recorded or derived status, the still-falling check measured from its curves
+where it was not recorded, and which runs are left out (criteria: harness/run_health.py; docs/analysis.md, *Run
+health*)."""
 from __future__ import annotations
 
 import dataclasses

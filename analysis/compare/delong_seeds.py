@@ -1,10 +1,6 @@
-"""DeLong's paired AUC test per seed of a comparison (analysis/stats/delong.py on the two runs' predictions):
-could the AUC gap on this test set be test-sample noise, for one trained model per side? It answers a
-different question from the seed-level verdict (analysis/compare/questions.py) and is reported beside it.
-
-A published reference study (no run folders) reruns it bit for bit from `score_ranks_<split>.parquet`, the
-dense rank of every compared run's scores (`write_score_ranks`, `ScoreRanks`; docs/analysis.md, "Data protocols"):
-one row per event, `event_id`, `label` and one `uint32` column per run named by its `trial_id`."""
+"""DeLong's paired AUC test per seed of a comparison (test-sample noise of one trained pair, beside the seed-level
+verdict), from the runs' predictions or, in a published reference, from `score_ranks_<split>.parquet`: one row per
+event, `event_id`, `label` and a `uint32` dense score rank per run named by its trial_id (docs/analysis.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -152,10 +148,8 @@ def delong_summary(seeds: list[DeLongSeed], alpha: float) -> str:
 
 
 def delong_coverage(results: SweepResults, compared: list[PairedRuns]) -> str | None:
-    """A warning naming how many compared runs have no prediction file (DeLong skipped for them), or None.
-
-    A results folder may hold only sweep.yaml and runs.parquet (a committed reference study): everything but
-    DeLong comes from runs.parquet, and this says so instead of dropping the test silently."""
+    """A warning naming how many compared runs have no prediction file or score ranks (DeLong skipped for them,
+    e.g. in a reference study), or None: the test is never dropped silently."""
     if not results.config.delong:
         return None
     rows = sorted({int(r) for p in compared for r in (*p.rows_a, *p.rows_b)})

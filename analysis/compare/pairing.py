@@ -1,7 +1,5 @@
-"""Pairing runs for a comparison question: which run of A goes with which run of B (by seed and every setting both
-sides carry, one stratum per value of those keys; data-setting comparisons pair across datasets), and
-`PairedRuns.error` when nothing pairs (docs/analysis.md, *The report, in order*, item 2).
-"""
+"""Pairing runs for a comparison question: A's run with B's of the same seed and every setting both sides carry, one
+stratum per value of those settings (docs/analysis.md, *The report, in order*, item 2)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

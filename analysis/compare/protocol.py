@@ -1,7 +1,6 @@
-"""Does the data protocol change the conclusions? `protocol_evidence`: the target sharing and history membership
-(the sweep's datasets.json) beside each comparison that varies a data setting, its seed-level AUC statistics
-recomputed on the shared targets where the arms differ; `rank_comparison`: the models' rank order per data arm and
-the per-seed difference-in-differences of every model pair between arms (docs/analysis.md, "Data protocols")."""
+"""Does the data protocol change the conclusions? Target sharing and history membership (datasets.json) beside each
+data comparison, with AUC recomputed on shared targets (`protocol_evidence`), and rank orders with per-seed
+difference-in-differences between data arms (`rank_comparison`): docs/analysis.md, "Data protocols"."""
 from __future__ import annotations
 
 import itertools

@@ -1,9 +1,6 @@
-"""The study's questions (`analysis.questions`) and their one evaluator, `evaluate_questions`: every comparison
-stratum of the report in one Holm family, each verdict's interval that of its test at the level Holm decides it
-at and its MDE that of Holm's first step; slope questions read the fits' intervals (docs/analysis.md,
-*Questions*); an undecided stratum's answer adds the seeds its effect needs, counted as the power plan counts
-them (analysis/power_plan.py). `question_deltas` gives a comparison question's per-seed deltas per stratum,
-for a power plan or a sequential rule."""
+"""The study's questions (`analysis.questions`) and `evaluate_questions`: every comparison stratum in one Holm family
+or the sequential rule, slope questions read from the fits (docs/analysis.md, *Questions*); `question_deltas`
+gives a question's per-seed deltas per stratum for the power plan."""
 from __future__ import annotations
 
 import dataclasses

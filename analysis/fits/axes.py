@@ -1,9 +1,5 @@
-"""The compute axis and the gain of a scaling fit: which FLOPs (`x_axis`: forward, or training = 3 x forward), in
-which unit (`x_unit`), and which gain (`gain`: absolute or relative dAUC; a loss's gain is always its relative
-reduction, as harness/metric_registry.py declares) (docs/analysis.md, "Axes" and "Gain"); and the published
-scaling laws with the convention each is stated in (HELIX's CTR line and CVR slope; WHALE states none): only AUC
-fits in HELIX's convention are compared with it, and slopes, not heights (docs/analysis.md, "Comparing with the
-papers")."""
+"""The compute axis, its unit and the gain of a scaling fit (`Convention`), and HELIX's published laws with the
+convention each is stated in (docs/analysis.md, "Axes", "Gain" and "Comparing with the papers")."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

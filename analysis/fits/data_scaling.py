@@ -1,7 +1,6 @@
-"""Data as a compute axis: the loss surface L(N, D) = E + A / N^alpha + B / D^beta fitted by Chinchilla's approach 3,
-its seed-bootstrap intervals, held-out check, detectable effect and compute-optimal frontier N*(C), D*(C) for
-C = 6 N D, for a sweep that varies `data.n_train` (`data_scaling_analysis` returns None for other sweeps). The
-method, the frontier's closed form and which runs are points: docs/analysis.md, "Data as a compute axis"."""
+"""Data as a compute axis: L(N, D) = E + A / N^alpha + B / D^beta by Chinchilla's approach 3, with seed-bootstrap
+intervals, a held-out check and the compute-optimal frontier for C = 6 N D, for a sweep that varies
+`data.n_train` (docs/analysis.md, "Data as a compute axis")."""
 from __future__ import annotations
 
 import itertools
@@ -21,8 +20,7 @@ from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
 from ..stats.paired import minimum_detectable_effect
 from .axes import TRAINING_MULTIPLIER
 
-#: The fit's name in analysis.json (`form`): an iterative fit (analysis/fits/forms.py ITERATIVE_FORMS), so a
-#: re-analysis compares it at the optimiser's precision (docs/reproducibility.md).
+#: The fit's name in analysis.json (`form`); an iterative fit (forms.py ITERATIVE_FORMS).
 FORM = "loss surface L(N, D)"
 #: Huber threshold on log-space residuals (Hoffmann et al. 2022, approach 3).
 HUBER_DELTA = 1e-3

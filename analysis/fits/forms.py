@@ -1,10 +1,6 @@
-"""The three functional forms a scaling ladder is fitted with (power law of the gain, log-linear, saturating),
-each a `Curve` that predicts the metric at any ln C, and the `Ladder` they are fitted on, which caches every fit
-(sizes x seeds) that held-out checks, seed bootstraps and extrapolations share; and the compute each fitted form
-needs for a further gain (a root on ln C up to SEARCH_REACH times the largest compute, with a seed-bootstrap
-interval); and whether a form holds on a ladder (`check_forms`: bootstrap intervals, leave-one-size-out errors in
-seed SEs, the lack-of-fit F test, Holm-corrected in family_comparison.py, and the best form). docs/analysis.md,
-"Three forms, held out and tested" and "Compute for a further gain"."""
+"""The three forms of a scaling ladder (power law of the gain, log-linear, saturating) fitted on a `Ladder` that caches
+every fit, their checks (`check_forms`) and the compute each needs for a further gain: docs/analysis.md, "Three
+forms, held out and tested" and "Compute for a further gain"."""
 from __future__ import annotations
 
 import warnings
@@ -23,10 +19,8 @@ from .powerlaw import PARAMETERS, seed_lines
 POWER_LAW = "power law of the gain"
 LOG_LINEAR = "log-linear"
 SATURATING = "saturating"
-#: Forms fitted by an iterative optimiser: their parameters, and what is computed from them, are fixed only
-#: to the optimiser's precision and the fit's conditioning, so a re-analysis on another CPU kind compares
-#: them looser (docs/reproducibility.md).
-#: The L(N, D) surface of analysis/fits/data_scaling.py is one too (L-BFGS-B on a piecewise-smooth Huber loss).
+#: Forms fitted by an iterative optimiser (the L(N, D) surface of data_scaling.py too): a re-analysis on another CPU
+#: kind compares them at the optimiser's precision (docs/reproducibility.md).
 ITERATIVE_FORMS = (SATURATING, LOSS_SURFACE)
 FORMS = (POWER_LAW, LOG_LINEAR, SATURATING)
 N_PARAMS = {POWER_LAW: PARAMETERS, LOG_LINEAR: 2, SATURATING: 3}

@@ -1,9 +1,5 @@
-"""Marginal returns along a family's compute ladder: what each step up in compute buys, and where that stops.
-
-Seed-paired step deltas, per-doubling values, Holm over one ladder's steps and the verdict:
-docs/analysis.md, *Scaling fits* (Marginal returns). Takes plain arrays; analysis/fits/scaling.py calls it for
-every family and metric.
-"""
+"""Marginal returns along a family's compute ladder: seed-paired step deltas, per-doubling values, Holm over the
+ladder's steps and where returns stop (docs/analysis.md, *Scaling fits*)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,8 +1,5 @@
-"""The report's "Data as a compute axis" section (analysis/fits/data_scaling.py): the L(N, D) fit with seed-bootstrap
-intervals, the held-out check, the compute-optimal N*(C), D*(C) at a few computes, what the study can detect,
-and the figures. Words follow the intervals: an exponent whose interval reaches its bound or spans more
-than a factor 10 is "not determined"; frontier rows outside the measured compute say "extrapolated".
-"""
+"""The report's "Data as a compute axis" section and terminal lines (analysis/fits/data_scaling.py); an exponent
+whose interval reaches its bound or spans more than a factor 10 reads "not determined"."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,8 +1,6 @@
-"""The report's sections about the runs themselves: the title, the answers to the study's questions (first), the
-table per architecture (headline), run health and retried runs (analysis/run_health.py; docs/analysis.md, "Run
-health", and docs/sweeps.md, "Retry"), the tuning stage's choice per setting and its edge warnings (from the
-sweep's tuning.json: harness/sweep/tuning.py; docs/sweeps.md, "Tuning"), the comparisons' seed-level statistics
-and DeLong, the grouped-metric and data-setting figures, and the warnings."""
+"""The report's sections about the runs themselves: title, answers, headline table, run health, retried runs,
+tuning, the comparisons' statistics and DeLong, the grouped-metric figures and the warnings (docs/sweeps.md, "Retry"
+and "Tuning")."""
 from __future__ import annotations
 
 from collections import Counter

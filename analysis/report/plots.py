@@ -1,7 +1,5 @@
-"""The report's figures, written as PNG (docs/analysis.md, "Plots"): scaling fits and the forms fitted per family,
-ablation forest and seed strips, protocol / delay settings, the data-scaling IsoFLOP curves and frontier, grouped
-metrics, and the learning curves of each family. Each function returns the path it wrote, or None when the sweep
-has nothing to show for it; FIGURES names them in the order `draw_figures` draws them."""
+"""The report's figures (`FIGURES`, drawn in order by `draw_figures`) and the learning curves, as PNG; each function
+returns the path it wrote, or None when the sweep has nothing to show (docs/analysis.md, "Plots")."""
 from __future__ import annotations
 
 import dataclasses
@@ -91,9 +89,7 @@ def _helix_line(ax: plt.Axes, fits: list[FamilyScaling]) -> None:
 
 
 def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: bool = True) -> Path | None:
-    """Gain against compute (log x): one colour per family, every seed's gain as a small dot (gains <= 0 too),
-    seed means as large markers, the fitted power law with its t band; HELIX's CTR line only in its own
-    convention."""
+    """Gain against compute (log x), one colour per family: seeds, seed means and the power law with its t band."""
     fits = [f for f in fits if f.metric == metric and f.points]
     if not any(np.isfinite(p.gain) and np.isfinite(p.x) for f in fits for p in f.points):
         return None
@@ -455,11 +451,7 @@ def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# learning curves (harness/curves.py): one figure per family, from the TensorBoard event files of its runs.
-# Within a family each model size has a colour and each seed a thin line: training loss against optimiser step
-# (left) and validation NE at each evaluation (right, when a run evaluated twice or more). Every run is drawn,
-# unhealthy ones dashed (their status in the legend); nothing for runs without event files (a published
-# reference has no run folders).
+# learning curves (harness/curves.py): one figure per family from its runs' event files (docs/analysis.md, "Plots")
 
 
 LOSS, VALID = "train/loss", "valid/ne"

@@ -1,7 +1,5 @@
-"""The report's protocol section: the answer in words (generated from the numbers), the data comparisons
-with their target sharing and history membership, the rank order of the models per data arm, and the
-difference-in-differences of every model pair between arms. Shown when a sweep varies a data setting.
-"""
+"""The report's protocol answer and tables (shown when a sweep varies a data setting): target sharing, history
+membership, rank orders per data arm and the difference-in-differences between arms."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,10 +1,5 @@
-"""Seed bootstrap: intervals for any statistic of a study by resampling its seeds, the unit of replication.
-
-`seed_interval(n_seeds, statistic)` redoes the whole fit on each draw of seeds with replacement (percentile
-method; each distinct multiset computed once). A statistic undefined on a draw (parallel lines, a target past an
-asymptote) counts in `undefined_share` and sits at the upper end, so the interval reports "beyond" rather than
-failing (docs/analysis.md, *Scaling fits*).
-"""
+"""Seed bootstrap: a percentile interval of any statistic of a study over resampled seeds, each distinct multiset
+computed once; an undefined draw counts in `undefined_share`, at the upper end (docs/analysis.md, *Scaling fits*)."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,16 +1,7 @@
-"""DeLong's test for two correlated AUCs computed on the same test events.
-
-Implements the fast midrank algorithm of Sun & Xu (2014, IEEE Signal Processing Letters 21(11),
-"Fast Implementation of DeLong's Algorithm for Comparing the Areas Under Correlated Receiver Operating
-Characteristic Curves"), which gives exactly the structural-component variances of DeLong, DeLong &
-Clarke-Pearson (1988, Biometrics 44) in O(n log n) instead of O(m n):
-
-    V10[k, i] = (Tz[k, i] - Tx[k, i]) / n          for positive i   (share of negatives ranked below it)
-    V01[k, j] = 1 - (Tz[k, j] - Ty[k, j]) / m      for negative j   (share of positives ranked above it)
-    S = cov(V10) / m + cov(V01) / n,   z = (AUC_a - AUC_b) / sqrt(S_aa + S_bb - 2 S_ab)
-
-where Tx, Ty, Tz are midranks within positives, within negatives and over all events; ties count 1/2.
-"""
+"""DeLong's test of two correlated AUCs on the same test events by Sun & Xu's (2014) O(n log n) midrank algorithm,
+exactly DeLong, DeLong & Clarke-Pearson's (1988) structural components: V10 = (Tz - Tx) / n per positive,
+V01 = 1 - (Tz - Ty) / m per negative (Tx, Ty, Tz: midranks within positives, within negatives, over all events;
+ties count 1/2), S = cov(V10) / m + cov(V01) / n, z = (AUC_a - AUC_b) / sqrt(S_aa + S_bb - 2 S_ab)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

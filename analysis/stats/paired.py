@@ -1,8 +1,5 @@
-"""Seed-level statistics of one paired comparison, the seed being the unit of replication: for the per-seed
-deltas d = A - B their mean and sd, a 95% BCa bootstrap interval, paired t, Wilcoxon and sign-flip tests; Holm's
-correction, the level it decides each comparison at, the t interval and the MDE at that level, which make the
-verdict (analysis/compare/questions.py; docs/analysis.md, *Questions*).
-"""
+"""Seed-level statistics of one paired comparison (mean, sd, BCa interval, paired t, Wilcoxon, sign flip), Holm,
+its decision levels, t intervals, power and the MDE (docs/analysis.md, *Questions*)."""
 from __future__ import annotations
 
 import warnings

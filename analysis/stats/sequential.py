@@ -1,11 +1,6 @@
-"""Seeds in rounds with error control: group-sequential paired t-tests across the questions of one study.
-
-Looks are stated seed counts (e.g. 3, 5, 8); each question's two-sided alpha is spent over them by a
-Lan-DeMets spending function, the boundaries come from the recursive numerical integration of the looks' joint
-normal law, and the paired t-test at a look rejects when its p-value is below the boundary's nominal level.
-Across questions, Holm-type alpha recycling (Maurer & Bretz 2013) keeps the family-wise error at alpha.
-Method, defaults and references: docs/analysis.md, *Seeds in rounds*.
-"""
+"""Seeds in rounds: group-sequential paired t-tests across one study's questions (Lan-DeMets spending, boundaries
+by recursive numerical integration, Holm-type alpha recycling); method and references: docs/analysis.md, *Seeds in
+rounds*."""
 from __future__ import annotations
 
 from dataclasses import dataclass
