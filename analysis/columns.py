@@ -62,6 +62,14 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def same_setting(runs: pd.DataFrame, setting: dict[str, Any]) -> np.ndarray:
+    """Mask of the rows whose columns read as every value of `setting` (compared as text)."""
+    mask = np.ones(len(runs), dtype=bool)
+    for c, v in setting.items():
+        mask &= (runs[c].astype(str) == str(v)).to_numpy()
+    return mask
+
+
 def show(value) -> str:
     """A setting value for labels: 64.0 (a float column because other architectures leave it empty) as 64."""
     if isinstance(value, float) and value.is_integer():

@@ -13,7 +13,7 @@ from core.errors import RecscaleError
 from harness import runs_columns as C
 
 from ..collect import config_columns, default_baseline, hashable_lists
-from ..columns import is_data_column, plain, show, size_columns
+from ..columns import is_data_column, plain, same_setting, show, size_columns
 from ..compare.pairing import select
 from ..config import AnalysisConfig, analysis_config
 from .powerlaw import fit_power_law
@@ -148,13 +148,6 @@ def _reference_settings(runs: pd.DataFrame, ref: Reference) -> list[dict]:
     return [{k: plain(v) for k, v in rec.items()} for rec in distinct.to_dict("records")]
 
 
-def _matches(runs: pd.DataFrame, arch: str, setting: dict) -> np.ndarray:
-    mask = (runs[C.ARCH] == arch).to_numpy().copy()
-    for k, v in setting.items():
-        mask &= runs[k].astype(str).to_numpy() == str(v)
-    return mask
-
-
 def slopes_by_reference(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame, context: list[str],
                         column: str, seeds: np.ndarray, x: np.ndarray, values: np.ndarray, labels: list[str],
                         gain_of) -> list[ReferenceSlope]:
@@ -164,7 +157,7 @@ def slopes_by_reference(runs: pd.DataFrame, ref: Reference, family_rows: pd.Data
     (values, ref) -> gains. Settings whose runs share no seed with the family are skipped."""
     out = []
     for setting in sorted(_reference_settings(runs, ref), key=lambda s: [str(v) for v in s.values()]):
-        alt = replace(ref, mask=_matches(runs, ref.arch, setting), setting=setting)
+        alt = replace(ref, mask=same_setting(runs, {C.ARCH: ref.arch, **setting}), setting=setting)
         rows, _ = reference_rows(runs, alt, family_rows, context)
         by_seed = rows.groupby(C.SEED)[column].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
         if not np.isfinite(by_seed).any():

@@ -13,7 +13,7 @@ from harness import metric_registry
 from harness import runs_columns as C
 
 from ..collect import SweepResults
-from ..columns import context_columns, family_columns, labelled_columns, plain, show, size_columns
+from ..columns import context_columns, family_columns, labelled_columns, plain, same_setting, show, size_columns
 from ..headline import oracle_gap_share
 from .axes import Convention, PaperComparison, compare_with_helix
 from .forms import ComputeForGain, FormCheck, Ladder, check_forms, extrapolations
@@ -193,10 +193,8 @@ def _not_learned(results: SweepResults, rows: pd.DataFrame, sizes: list[str], fa
     col = results.metric_column("auc")
     out = {}
     for p, point in enumerate(fam.points):
-        mine = np.ones(len(rows), dtype=bool)
-        for c, v in point.setting.items():
-            mine &= (rows[c].astype(str) == str(v)).to_numpy()
-        auc = rows[mine].groupby(C.SEED)[col].mean().reindex(seeds).to_numpy(dtype=np.float64)
+        mine = rows[same_setting(rows, point.setting)]
+        auc = mine.groupby(C.SEED)[col].mean().reindex(seeds).to_numpy(dtype=np.float64)
         for j, a in enumerate(auc):
             if np.isfinite(a) and a <= CHANCE["auc"]:
                 out[(p, j)] = f"did not learn (test AUC {a:.4f} <= chance {CHANCE['auc']:g}): not a data point"

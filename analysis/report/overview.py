@@ -4,6 +4,7 @@ and "Tuning")."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from harness.sweep.tuning import TuningChoice
 from ..compare.delong_seeds import delong_summary
 from ..compare.questions import AblationResult, QuestionResult, best_answer
 from ..config import describe
-from ..headline import Headline
+from ..headline import Headline, HeadlineRow
 from ..result import AnalysisResult
 from ..run_health import why_kept
 from .section import Section, as_json, figures, markdown_table, mean_sd, num, signed_delta
@@ -47,30 +48,20 @@ TITLE = Section("title", _title, _sweep_json)
 # headline
 
 
-def _headline_rows(h: Headline) -> list[list[str]]:
-    rows = []
-    for r in h.rows:
-        label = r.label + (" (reference)" if r.is_reference else "")
-        row = [label, str(r.n_seeds), *([r.health] if h.has_health else []), mean_sd(r.auc), mean_sd(r.logloss),
-               num(r.flops_per_target / 1e6, ".4g")]
-        if h.has_params:
-            row.append("–" if not np.isfinite(r.params_non_embedding) else f"{r.params_non_embedding:,.0f}")
-        if h.has_oracle:
-            row += [num(r.oracle_auc, ".4f"),
-                    "–" if not np.isfinite(r.share_oracle_gap) else f"{r.share_oracle_gap:.1%}"]
-        rows.append(row)
-    return rows
-
-
-def _headline_header(h: Headline, split: str) -> list[str]:
-    header = ["architecture (setting)", "seeds", *(["runs (health)"] if h.has_health else []),
-              f"{split} AUC mean ± sd", f"{split} LogLoss mean ± sd",
-              "forward MFLOPs / target"]
-    if h.has_params:
-        header.append("non-embedding params")
-    if h.has_oracle:
-        header += ["oracle AUC", "share of oracle gap closed"]
-    return header
+def _headline_table(h: Headline, split: str) -> list[str]:
+    """Each column a header and its cell; the health, params and oracle columns only where the runs have them."""
+    columns: list[tuple[str, Callable[[HeadlineRow], str]]] = [
+        ("architecture (setting)", lambda r: r.label + (" (reference)" if r.is_reference else "")),
+        ("seeds", lambda r: str(r.n_seeds)),
+        *([("runs (health)", lambda r: r.health)] if h.has_health else []),
+        (f"{split} AUC mean ± sd", lambda r: mean_sd(r.auc)),
+        (f"{split} LogLoss mean ± sd", lambda r: mean_sd(r.logloss)),
+        ("forward MFLOPs / target", lambda r: num(r.flops_per_target / 1e6, ".4g")),
+        *([("non-embedding params", lambda r: num(r.params_non_embedding, ",.0f"))] if h.has_params else []),
+        *([("oracle AUC", lambda r: num(r.oracle_auc, ".4f")),
+           ("share of oracle gap closed", lambda r: num(r.share_oracle_gap, ".1%"))] if h.has_oracle else []),
+    ]
+    return markdown_table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in h.rows])
 
 
 def _headline(res: AnalysisResult) -> list[str]:
@@ -83,7 +74,7 @@ def _headline(res: AnalysisResult) -> list[str]:
               f"shared with the reference {h.reference} (paired by seed), oracle = the true probabilities' AUC on the "
               "same test targets." if h.has_oracle and h.reference
               else ""), "",
-           *markdown_table(_headline_header(h, res.results.config.split), _headline_rows(h)), ""]
+           *_headline_table(h, res.results.config.split), ""]
     return out + [f"_{n}_" for n in h.notes] + ([""] if h.notes else [])
 
 

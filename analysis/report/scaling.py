@@ -159,11 +159,9 @@ def _points_section(res) -> list[str]:
     rows = []
     for f in base:
         for p in f.points:
-            row = [f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
-                   *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics]]
-            if oracle:
-                row.append("–" if not np.isfinite(p.oracle_gap_closed) else f"{p.oracle_gap_closed:.1%}")
-            rows.append(row)
+            rows.append([f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
+                         *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics],
+                         *([_f(p.oracle_gap_closed, ".1%")] if oracle else [])])
     text = "" if oracle else f" No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap."
     return ["### Points of each fit", "", "Seed-mean gains over the reference (every run, as measured), x on the "
             "fit's axis." + text, "", *_table(header, rows), ""]
@@ -297,9 +295,8 @@ def _comparison_rows(res) -> list[list[str]]:
     for c in res.comparisons:
         unit = UNIT_NAMES[c.convention.x_unit]
         iso = "–" if c.iso_x is None else f"{c.iso_x:.4g} {unit}"
-        value = "–"
-        if c.iso_x is not None and np.isfinite(c.value_a):
-            value = f"{_f(c.value_a, '.4f')} vs {_f(c.value_b, '.4f')}"
+        value = (f"{_f(c.value_a, '.4f')} vs {_f(c.value_b, '.4f')}" if c.iso_x is not None and np.isfinite(c.value_a)
+                 else "–")
         rows.append([c.label, c.convention.gain_label(c.metric), str(c.n_seeds),
                      f"{c.slope_a:.3f} − {c.slope_b:.3f} = {_contrast(c.slope_diff, '+.3f')}",
                      _contrast(c.log_linear_diff, "+.4f"), iso, _est(c.gain_a, ".4g"), _est(c.gain_b, ".4g"),
@@ -308,13 +305,9 @@ def _comparison_rows(res) -> list[list[str]]:
     return rows
 
 
-def _comparison_words(res) -> list[str]:
-    out = []
-    for c in res.comparisons:
-        parts = [contrast_words(c.slope_diff, "power-law slope"), contrast_words(c.log_linear_diff, "log-linear slope"),
-                 contrast_words(c.diff, "gain at x*")]
-        out.append(f"- {c.label} ({_label(c.metric)}): " + "; ".join(parts))
-    return out
+def _comparison_words(c: FamilyComparison) -> list[str]:
+    return [contrast_words(c.slope_diff, "power-law slope"), contrast_words(c.log_linear_diff, "log-linear slope"),
+            contrast_words(c.diff, "gain at x*")]
 
 
 def family_comparison_section(res: AnalysisResult) -> list[str]:
@@ -325,14 +318,9 @@ def family_comparison_section(res: AnalysisResult) -> list[str]:
             f"of the two measured ranges' overlap ({METHOD_POINTER}, *Family comparisons*).", "",
             *_table(["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
                      "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
-                    _comparison_rows(res)), "", *_comparison_words(res), ""]
+                    _comparison_rows(res)), "",
+            *[f"- {c.label} ({_label(c.metric)}): " + "; ".join(_comparison_words(c)) for c in res.comparisons], ""]
 
 
-def _comparison_json(c: FamilyComparison) -> dict[str, Any]:
-    return as_json(c, **c.convention.record(),
-                   words=[contrast_words(c.slope_diff, "power-law slope"),
-                          contrast_words(c.log_linear_diff, "log-linear slope"), contrast_words(c.diff, "gain at x*")])
-
-
-FAMILY_COMPARISONS = Section("family comparisons", family_comparison_section,
-                             lambda res: {"family_comparisons": [_comparison_json(c) for c in res.comparisons]})
+FAMILY_COMPARISONS = Section("family comparisons", family_comparison_section, lambda res: {"family_comparisons": [
+    as_json(c, **c.convention.record(), words=_comparison_words(c)) for c in res.comparisons]})
