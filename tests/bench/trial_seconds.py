@@ -35,26 +35,44 @@ def worker(args: argparse.Namespace) -> None:
     from harness.config import RunConfig, TrainConfig
     from harness.train import train_run
 
+    train = demo_recipe(Path(args.tree), args.set)
     with tempfile.TemporaryDirectory(prefix="recscale-trial-seconds-") as tmp:
         for i in args.indices:
             arch, settings = DEMO_TRIALS[i]
             cfg = RunConfig(arch=arch, data=args.data, model={**settings, "history_len": HISTORY_LEN},
-                            train=TrainConfig(batch_size=256, epochs=1, lr=3e-3, weight_decay=1e-5,  # the demo's
-                                              eval_batch_size=2048, device="cpu", num_threads=1), seed=args.seed)
+                            train=TrainConfig(**train, num_threads=1), seed=args.seed)
             t0 = time.perf_counter()
             m = train_run(cfg, Path(tmp) / f"run{i}", progress=False, final_checkpoint=False, verify=False)
             print(json.dumps({"config": i, "arch": arch, "dim": settings["dim"],
                               "wall_s": time.perf_counter() - t0, "setup_s": m["setup_seconds"],
                               "train_s": m["train_seconds"], "eval_s": m["eval_seconds"],
-                              "test_auc": m["test_auc"]}), flush=True)
+                              "test_auc": m["test_auc"], "valid_auc": m.get("valid_auc")}), flush=True)
 
 
-def run(tree: str, data: str, workers: int = 2, seed: int = 0, configs: list[int] | None = None) -> list[dict]:
+def demo_recipe(tree: Path, overrides: list[str]) -> dict:
+    """The `train:` section of `tree`'s own sweeps/demo.yaml (each revision is timed on its own recipe), then
+    `KEY=VALUE` overrides (YAML values) for trying a recipe before it is committed."""
+    import yaml
+
+    train = dict(yaml.safe_load((tree / "sweeps" / "demo.yaml").read_text())["train"])
+    for item in overrides:
+        key, _, value = item.partition("=")
+        parsed = yaml.safe_load(value)
+        try:  # YAML 1.1 reads "6e-3" as a string
+            train[key] = float(parsed) if isinstance(parsed, str) else parsed
+        except ValueError:
+            train[key] = parsed
+    return train
+
+
+def run(tree: str, data: str, workers: int = 2, seed: int = 0, configs: list[int] | None = None,
+        overrides: tuple[str, ...] | list[str] = ()) -> list[dict]:
     """One measurement: `workers` processes at once over `configs` (all 15 by default) -> one record per run."""
     configs = list(range(len(DEMO_TRIALS))) if configs is None else configs
     env = {**os.environ, **MALLOC_ENV, "OMP_NUM_THREADS": "1", "PYTHONPATH": tree}
     procs = [subprocess.Popen([sys.executable, __file__, "worker", "--tree", tree, "--data", data, "--seed", str(seed),
-                               "--indices", *map(str, configs[w::workers])],
+                               "--indices", *map(str, configs[w::workers]),
+                               *(a for o in overrides for a in ("--set", o))],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tree)
              for w in range(workers)]
     records = []
@@ -74,13 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--configs", default="all", help="comma-separated indices into DEMO_TRIALS, or all")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a train key of the tree's demo recipe (repeatable)")
     p.add_argument("--indices", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.mode == "worker":
         worker(args)
         return 0
     configs = None if args.configs == "all" else [int(c) for c in args.configs.split(",")]
-    for record in run(args.tree, args.data, args.workers, args.seed, configs):
+    for record in run(args.tree, args.data, args.workers, args.seed, configs, args.set):
         print(json.dumps(record))
     return 0
 
