@@ -64,9 +64,8 @@ def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comp
 
 def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict],
                seconds: Mapping[str, float | None]) -> list[PlanRow]:
-    """Every comparison stratum of the pilot's questions on its question's metric, paired as the report pairs them.
-    Level: alpha / m, Holm's first step over the m testable strata (the report's MDE level); target: the question's
-    `smallest_effect`, else the pilot's |mean delta|."""
+    """Every comparison stratum of the pilot's questions on its question's metric, paired as the report pairs them, at
+    Holm's first step over the m testable strata (docs/analysis.md, *Power plan*)."""
     cfg = pilot.config
     strata = [(q, paired, d) for q, _ in questions_of(pilot) if q.kind == "comparison"
               for paired, d in question_deltas(pilot, q) if paired.error is None]

@@ -227,10 +227,8 @@ def question_deltas(results: SweepResults, question: QuestionConfig) -> list[tup
 
 
 def decide(strata: list[AblationResult], alpha: float, power: float, rounds: RoundsSection | None = None) -> None:
-    """One Holm over the question metric of every stratum: sets p_holm, level, interval, MDE, seeds needed and
-    verdict; with `rounds`, the group-sequential rule across them instead (docs/analysis.md, *Seeds in rounds*),
-    which sets each stratum's round. The MDE and seeds needed are at Holm's first step (`first_step_level`: Holm
-    decides whatever that level does, a floor on its power), as the power plan's."""
+    """One Holm over the question metric of every stratum, or with `rounds` the group-sequential rule (which sets each
+    stratum's round): sets p_holm, level, interval and verdict, and the MDE and seeds needed at Holm's first step."""
     asked = [(r, r.metrics[r.question.metric]) for r in strata if r.question.metric in r.metrics]
     p = [mc.stats.p_t for _, mc in asked]
     first_step = first_step_level(alpha, np.isfinite(p).sum())

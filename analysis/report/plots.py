@@ -374,12 +374,7 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
     return save_figure(fig, path, bottom=0.08)
 
 
-N_ISO = 6
-
-
-def _iso_levels(ds: DataScaling) -> np.ndarray:
-    lo, hi = ds.measured_c
-    return np.geomspace(lo, hi, N_ISO)
+N_ISO = 6  # fixed-compute curves, geometrically spaced over the measured compute
 
 
 def plot_isoflop(ds: DataScaling | None, path: Path) -> Path | None:
@@ -391,7 +386,7 @@ def plot_isoflop(ds: DataScaling | None, path: Path) -> Path | None:
     d_lo, d_hi = pts["d"].min(), pts["d"].max()
     n_grid = np.geomspace(pts["n"].min() / 10, pts["n"].max() * 10, 200)
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    for c in _iso_levels(ds):
+    for c in np.geomspace(*ds.measured_c, N_ISO):
         d = c / (FLOPS_PER_PARAM_TARGET * n_grid)
         loss = s.predict(n_grid, d)
         inside = (d >= d_lo) & (d <= d_hi)

@@ -115,10 +115,8 @@ class SequentialDesign:
         return np.array(_bounds(tuple(self.fractions.tolist()), alpha or self.alpha, self.spending))
 
     def nominal_levels(self, alpha: float | None = None) -> np.ndarray:
-        """Two-sided p-value the paired t-test must reach at each look for level `alpha` (default: the design's):
-        the levels at which the looks' t-tests spend the spending function's increments under their own joint
-        null law, which is free of the sd for normal deltas and drawn once with a fixed seed (`_null_pvalues`).
-        With many seeds they tend to the normal boundaries' 2 * (1 - Phi(z_bounds))."""
+        """Two-sided p-value the paired t-test must reach at each look for level `alpha` (default: the design's),
+        spending the increments under the t-tests' own joint null law (`_null_pvalues`; docs/analysis.md)."""
         return np.array(_nominal_levels(self.seeds, alpha or self.alpha, self.spending))
 
 
@@ -169,11 +167,8 @@ def paired_t_pvalues(deltas: np.ndarray, seeds: tuple[int, ...]) -> np.ndarray:
 
 
 def holm_sequential(pvalues: np.ndarray, design: SequentialDesign) -> tuple[np.ndarray, np.ndarray]:
-    """The look at which each question is rejected (-1: never) and the J it was rejected at (0: never), for
-    p-values [..., M, K] of M questions at the design's K looks. Holm-type recycling (Maurer & Bretz 2013): while J
-    questions are open each is tested at alpha / J with the design's spending; a rejection at a look raises the
-    others' level at once, and an open question is rejected when any of its looks so far crosses its current
-    boundary."""
+    """The look at which each question is rejected (-1: never) and the J it was rejected at (0: never), for p-values
+    [..., M, K] of M questions at the design's K looks, by Holm-type alpha recycling (docs/analysis.md)."""
     p = np.nan_to_num(np.asarray(pvalues, dtype=np.float64), nan=1.0)
     m, k_looks = p.shape[-2], p.shape[-1]
     levels = np.stack([design.nominal_levels(design.alpha / j) for j in range(1, m + 1)])  # [M, K]
