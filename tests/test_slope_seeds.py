@@ -3,7 +3,12 @@ per-seed slopes drawn with a known sd and mean, the t interval over `need` seeds
 planned share of draws and over `need - 1` in fewer; and the target half-width count by brute force."""
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from analysis.compare.questions import slope_seeds_needed
@@ -49,3 +54,16 @@ def test_the_target_half_width_count_by_brute_force():
 def test_no_spread_or_one_seed_gives_no_count():
     assert np.isnan(slope_seeds_needed(0.1, 0.0, 3))
     assert np.isnan(slope_seeds_needed(0.1, 0.2, 1))
+
+
+def test_the_hours_count_a_multi_task_trial_once():
+    """The two-task reference's open HELIX slope: its hours are the seeds it asks for times HELIX's mean
+    per-seed trial time, read from runs.parquet (one row per trial), not once per task."""
+    ref = Path(__file__).resolve().parents[1] / "results" / "reference" / "two_tasks"
+    answer = next(q["answers"][0]["answer"] for q in json.loads((ref / "analysis.json").read_text())["questions"]
+                  if q["question"].startswith("slope of helix") and not q["settled"])
+    m = re.search(r"about (\d+) more seeds? for .* \(about ([\d.]+) h of trials\)", answer)
+    assert m is not None, answer
+    runs = pd.read_parquet(ref / "runs.parquet")
+    per_seed_h = runs[runs["arch"] == "helix"].groupby("seed")["wall_s"].sum().mean() / 3600
+    assert float(m[2]) == float(f"{int(m[1]) * per_seed_h:.2g}")

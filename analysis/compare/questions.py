@@ -332,7 +332,7 @@ def slope_seeds_needed(value: float, half: float, n: int, *, target_half_width: 
 
 def _slope_seeds_to_decide(q: QuestionConfig, value: float, half: float, n: int, results: SweepResults) -> str:
     """"; about N more seeds for ... (about T h of trials)" for an open slope question (`slope_seeds_needed`);
-    hours from the mean per-seed wall seconds of the question's families' runs at every size."""
+    hours from the mean per-seed wall seconds of the question's families' trials at every size."""
     need = slope_seeds_needed(value, half, n, target_half_width=q.target_half_width, power=results.config.power)
     what = (f"a half-width of {q.target_half_width:g}" if q.target_half_width > 0
             else f"the observed value {value:+.2g}")
@@ -343,7 +343,8 @@ def _slope_seeds_to_decide(q: QuestionConfig, value: float, half: float, n: int,
     more = int(need) - n
     if more <= 0:
         return f"; {n} seeds would give {what} at the planned power: the observed spread misleads it"
-    runs = results.runs
+    runs = results.runs  # a multi-task run is one row per task (`<trial_id>@<task>` after the first): time it once
+    runs = runs[~runs[C.TRIAL_ID].astype(str).str.contains(C.TASK_SEPARATOR, regex=False)]
     mine = runs[runs[C.ARCH].isin(q.families or [q.family])] if C.WALL_S in runs.columns else runs.iloc[:0]
     per_seed = float(mine.groupby(C.SEED)[C.WALL_S].sum().mean()) if len(mine) else nan
     hours = f" (about {more * per_seed / 3600:.2g} h of trials)" if np.isfinite(per_seed) else ""
