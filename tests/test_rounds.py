@@ -172,3 +172,37 @@ def test_sequential_sweep_stops_a_decided_question_and_resumes_at_its_round(tmp_
     events = len(read_events(sweep_dir))
     assert run_sweep(sweep, results_root=tmp_path, open_runs=open_runs).complete
     assert len(read_events(sweep_dir)) == events
+
+
+def test_only_the_cap_may_change_between_launches():
+    from harness.sweep.launcher import _comparable
+
+    base = parse_sweep(_rounds_sweep(seeds=[2, 3, 5], cap_trial_hours=0.5))
+    assert _comparable(parse_sweep(_rounds_sweep(seeds=[2, 3, 5], cap_trial_hours=2.0))) == _comparable(base)
+    assert _comparable(parse_sweep(_rounds_sweep(seeds=[2, 3, 6], cap_trial_hours=0.5))) != _comparable(base)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*collapsed")
+def test_a_raised_cap_runs_the_next_round_on_resume(tmp_path):
+    """Round 2 would pass a tiny cap, so the sweep stops after round 1; the same sweep with the cap raised,
+    launched with --resume, runs round 2 for the open question's cells only; launched again, nothing."""
+    from harness.sweep.launcher import CAP_KEY, SweepError, run_sweep
+    from harness.sweep.trainable import read_events
+
+    doc = _sequential_sweep(tmp_path / "cache")
+    doc["rounds"]["cap_trial_hours"] = 1e-6
+    first = run_sweep(parse_sweep(yaml.safe_dump(doc)), results_root=tmp_path, num_cpus=2, open_runs=open_runs)
+    assert "would pass cap_trial_hours" in first.summary["rounds_stopped"] and first.summary[CAP_KEY] == 1e-6
+    assert [r["trials"] for r in first.summary["rounds"]] == [12]
+    doc["rounds"]["cap_trial_hours"] = 10.0
+    raised = parse_sweep(yaml.safe_dump(doc))
+    with pytest.raises(SweepError, match="--resume"):
+        run_sweep(raised, results_root=tmp_path, num_cpus=2, open_runs=open_runs)
+    before = len(read_events(tmp_path / "seq"))
+    again = run_sweep(raised, results_root=tmp_path, num_cpus=2, resume=True, open_runs=open_runs)
+    trained = [e["trial"] for e in read_events(tmp_path / "seq")[before:] if e["event"] == "end" and not e["reused"]]
+    assert again.summary["rounds_stopped"] == "last round" and len(trained) == 2 and all("seed3" in t for t in trained)
+    events = len(read_events(tmp_path / "seq"))
+    assert run_sweep(raised, results_root=tmp_path, open_runs=open_runs).complete
+    assert len(read_events(tmp_path / "seq")) == events

@@ -90,19 +90,29 @@ class SweepOutcome:
 # the sweep folder
 
 
+#: sweep_summary.json: the cap a sequential sweep's rounds stopped at (a different cap on resume decides again).
+CAP_KEY = "rounds_cap_trial_hours"
+
+
 def _comparable(sweep: Sweep) -> dict[str, Any]:
-    """The parts of a sweep that define its runs (the `analysis:` section may change on resume)."""
+    """The parts of a sweep that define its runs (the `analysis:` section and `rounds.cap_trial_hours` may
+    change on resume: a raised cap lets the next round run)."""
     raw = yaml.safe_load(sweep.source_text) or {}
     raw.pop("analysis", None)
+    if isinstance(raw.get("rounds"), dict):
+        raw["rounds"] = {k: v for k, v in raw["rounds"].items() if k != "cap_trial_hours"}
     return raw
 
 
 def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
     if plan.sweep.config.tuning is not None and not (sweep_dir / TUNING_FILE).exists():
         return False
-    if plan.sweep.config.rounds is not None:  # its last launch stopped where the round rule says (_grid_rounds)
+    rounds = plan.sweep.config.rounds
+    if rounds is not None:  # its last launch stopped where the round rule says (_grid_rounds), at this cap
         summary = sweep_dir / SUMMARY_FILE
-        return summary.exists() and "rounds_stopped" in json.loads(summary.read_text())
+        done = json.loads(summary.read_text()) if summary.exists() else {}
+        stopped_by_cap = "cap_trial_hours" in done.get("rounds_stopped", "")
+        return "rounds_stopped" in done and not (stopped_by_cap and done.get(CAP_KEY) != rounds.cap_trial_hours)
     return all((sweep_dir / RUNS_DIR / t.trial_id / METRICS_FILE).exists() for t in plan.trials)
 
 
@@ -505,7 +515,7 @@ def _grid_rounds(ctx: TrialContext, resume: bool, open_runs: OpenRuns | None, ti
         print(f"{sweep.name}: round {k} done; " + (stop or f"round {k + 1}: {len(cells)} cell(s) still open"),
               file=sys.stderr)
         if stop:
-            return stage, planned, {"rounds": ran, "rounds_stopped": stop}
+            return stage, planned, {"rounds": ran, "rounds_stopped": stop, CAP_KEY: rounds.cap_trial_hours}
     raise AssertionError("unreachable: the last round returns")
 
 
