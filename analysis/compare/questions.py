@@ -144,16 +144,25 @@ class AblationResult:
     def _seeds_to_decide(self, mc: MetricComparison) -> str:
         """"; about N more seeds for <target> (about T h of trials)", capped as the power plan caps it."""
         effect, what = self.target
-        if np.isnan(mc.seeds_needed):
-            return ""
         shown = f"{effect:.2g}" if what != "the observed delta" else f"{mc.stats.mean:+.2g}"  # its sign: the leaning
-        if np.isinf(mc.seeds_needed):
-            return f"; > {MAX_SEEDS} seeds for {what} {shown}"
-        more = int(mc.seeds_needed) - len(self.paired.seeds)
-        if more <= 0:  # the power formula says these seeds suffice for the target: the observed sd or delta misleads it
-            return f"; {len(self.paired.seeds)} seeds would detect {what} {shown} at the planned power"
-        hours = f" (about {more * self.seed_wall_s / 3600:.2g} h of trials)" if self.seed_wall_s is not None else ""
-        return f"; about {more} more seed{'' if more == 1 else 's'} for {what} {shown}{hours}"
+        n = len(self.paired.seeds)
+        return seeds_to_decide_text(mc.seeds_needed, n, f"{what} {shown}", self.seed_wall_s,
+                                    enough=f"; {n} seeds would detect {what} {shown} at the planned power")
+
+
+def seeds_to_decide_text(need: float, n: int, what: str, seed_wall_s: float | None, *, enough: str) -> str:
+    """"; about N more seeds for <what> (about T h of trials)" from `need` seeds in all and `n` run, each seed
+    costing `seed_wall_s`; "" for NaN, "; > MAX_SEEDS seeds ..." for inf, and `enough` where the power formula
+    says the seeds run suffice (the observed spread or value misleads it)."""
+    if np.isnan(need):
+        return ""
+    if np.isinf(need):
+        return f"; > {MAX_SEEDS} seeds for {what}"
+    more = int(need) - n
+    if more <= 0:
+        return enough
+    hours = f" (about {more * seed_wall_s / 3600:.2g} h of trials)" if seed_wall_s is not None else ""
+    return f"; about {more} more seed{'' if more == 1 else 's'} for {what}{hours}"
 
 
 @dataclass
@@ -336,19 +345,13 @@ def _slope_seeds_to_decide(q: QuestionConfig, value: float, half: float, n: int,
     need = slope_seeds_needed(value, half, n, target_half_width=q.target_half_width, power=results.config.power)
     what = (f"a half-width of {q.target_half_width:g}" if q.target_half_width > 0
             else f"the observed value {value:+.2g}")
-    if np.isnan(need):
-        return ""
-    if np.isinf(need):
-        return f"; > {MAX_SEEDS} seeds for {what}"
-    more = int(need) - n
-    if more <= 0:
-        return f"; {n} seeds would give {what} at the planned power: the observed spread misleads it"
     runs = results.runs  # a multi-task run is one row per task (`<trial_id>@<task>` after the first): time it once
     runs = runs[~runs[C.TRIAL_ID].astype(str).str.contains(C.TASK_SEPARATOR, regex=False)]
     mine = runs[runs[C.ARCH].isin(q.families or [q.family])] if C.WALL_S in runs.columns else runs.iloc[:0]
     per_seed = float(mine.groupby(C.SEED)[C.WALL_S].sum().mean()) if len(mine) else nan
-    hours = f" (about {more * per_seed / 3600:.2g} h of trials)" if np.isfinite(per_seed) else ""
-    return f"; about {more} more seed{'' if more == 1 else 's'} for {what}{hours}"
+    return seeds_to_decide_text(need, n, what, per_seed if np.isfinite(per_seed) else None,
+                                enough=f"; {n} seeds would give {what} at the planned power: the observed spread "
+                                       "misleads it")
 
 
 def evaluate_questions(results: SweepResults, scaling: list[FamilyScaling], comparisons: list[FamilyComparison],

@@ -18,7 +18,6 @@ import pytest
 from tests.bench import trial_seconds as TS
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO_ARTIFACT = "synthetic-exposure-b4b2a10b5682e01a"  # the demo's prepared dataset (make demo writes it)
 BASE_LR = 3.0e-3
 VARIANTS = {"256": (256, BASE_LR), "512-sqrt": (512, BASE_LR * 2 ** 0.5), "1024-sqrt": (1024, BASE_LR * 2),
             "1024-linear": (1024, BASE_LR * 4)}
@@ -26,7 +25,7 @@ VARIANTS = {"256": (256, BASE_LR), "512-sqrt": (512, BASE_LR * 2 ** 0.5), "1024-
 
 @pytest.fixture(scope="module")
 def measured():
-    data = os.environ.get("RECSCALE_BENCH_ARTIFACT") or str(REPO / "artifacts" / "prepared" / DEMO_ARTIFACT)
+    data = TS.demo_data()
     if not Path(data).is_dir():
         pytest.skip(f"{data}: the demo's prepared dataset is missing (run `make demo` or set RECSCALE_BENCH_ARTIFACT)")
     out = {}

@@ -25,14 +25,12 @@ from tests.bench import trial_seconds as TS
 from tests.bench.test_concurrent_trials_bench import base_tree  # noqa: F401  (pytest fixture)
 
 REPO = Path(__file__).resolve().parents[2]
-#: The demo's prepared dataset under artifacts/prepared/ (its fingerprint's first 16 hex digits).
-DEMO_ARTIFACT = "synthetic-exposure-b4b2a10b5682e01a"
 
 
 @pytest.fixture(scope="module")
 def measured(base_tree):  # noqa: F811
     tree, commit = base_tree
-    data = os.environ.get("RECSCALE_BENCH_ARTIFACT") or str(REPO / "artifacts" / "prepared" / DEMO_ARTIFACT)
+    data = TS.demo_data()
     if not Path(data).is_dir():
         pytest.skip(f"{data}: the demo's prepared dataset is missing (run `make demo` or set RECSCALE_BENCH_ARTIFACT)")
     rounds = int(os.environ.get("RECSCALE_TRIAL_SECONDS_ROUNDS", "3"))

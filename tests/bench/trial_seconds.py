@@ -49,6 +49,16 @@ def worker(args: argparse.Namespace) -> None:
                               "test_auc": m["test_auc"], "valid_auc": m.get("valid_auc")}), flush=True)
 
 
+#: The demo's prepared dataset under artifacts/prepared/ (its fingerprint's first 16 hex digits; `make demo` writes it).
+DEMO_ARTIFACT = "synthetic-exposure-b4b2a10b5682e01a"
+
+
+def demo_data() -> str:
+    """RECSCALE_BENCH_ARTIFACT, else the demo's prepared dataset in this checkout (which may be absent)."""
+    repo = Path(__file__).resolve().parents[2]
+    return os.environ.get("RECSCALE_BENCH_ARTIFACT") or str(repo / "artifacts" / "prepared" / DEMO_ARTIFACT)
+
+
 def demo_recipe(tree: Path, overrides: list[str]) -> dict:
     """The `train:` section of `tree`'s own sweeps/demo.yaml (each revision is timed on its own recipe), then
     `KEY=VALUE` overrides (YAML values) for trying a recipe before it is committed."""
