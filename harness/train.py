@@ -539,7 +539,7 @@ class CurveLogger:
         self._writer: Any = None
         self._loss = torch.zeros((), dtype=torch.float64, device=device)
         self._norm = torch.zeros((), dtype=torch.float64, device=device)
-        self._targets, self._steps, self._norms = 0, 0, 0
+        self._targets = self._norms = 0
         self._loss_f = self._norm_f = 0.0
         self._t0 = time.perf_counter()
 
@@ -567,7 +567,6 @@ class CurveLogger:
                 self._norm += grad_norm.double()
         self._norms += grad_norm is not None
         self._targets += n_targets
-        self._steps += 1
         if global_step % self.every:
             return
         now = time.perf_counter()
@@ -581,7 +580,7 @@ class CurveLogger:
         w.add_scalar("train/targets_per_s", self._targets / max(now - self._t0, 1e-9), global_step)
         self._loss.zero_(), self._norm.zero_()
         self._task_loss = torch.zeros((), dtype=torch.float64)
-        self._targets = self._steps = self._norms = 0
+        self._targets = self._norms = 0
         self._loss_f = self._norm_f = 0.0
         self._t0 = time.perf_counter()
 
