@@ -74,16 +74,12 @@ AUTHOR50_COLUMNS: tuple[str, ...] = (
 AUTHOR50_LEN = 50
 
 
-def day_stem(day: dt.date) -> str:
-    return day.isoformat()
-
-
 def author50_path(root: Path, day: dt.date) -> Path:
-    return Path(root) / AUTHOR50_DIR / f"{day_stem(day)}.pkl"
+    return Path(root) / AUTHOR50_DIR / f"{day.isoformat()}.pkl"
 
 
 def truth_path(root: Path, day: dt.date) -> Path:
-    return Path(root) / TRUTH_DIR / f"{day_stem(day)}.feather"
+    return Path(root) / TRUTH_DIR / f"{day.isoformat()}.feather"
 
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

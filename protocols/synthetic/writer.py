@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from ..recflow_format import REALSHOW_DIR, RECFLOW_COLUMNS, RECFLOW_DTYPES, author50_path, day_stem, truth_path
+from ..recflow_format import REALSHOW_DIR, RECFLOW_COLUMNS, RECFLOW_DTYPES, author50_path, truth_path
 from .history50 import EffectiveViewIndex
 
 
@@ -35,7 +35,7 @@ def write_day(
     requests: dict[str, np.ndarray],
 ) -> None:
     """Write one day's realshow file, truth file and (if `author50`) 50-history pickle."""
-    feather.write_feather(realshow_table(columns), str(Path(root) / REALSHOW_DIR / f"{day_stem(day)}.feather"))
+    feather.write_feather(realshow_table(columns), str(Path(root) / REALSHOW_DIR / f"{day.isoformat()}.feather"))
     feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
     if author50 is not None:
         write_author50_day(root, day, author50, requests)
