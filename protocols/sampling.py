@@ -4,6 +4,8 @@ scaled to the log). Both rules: docs/protocols.md, "Targets".
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from core.errors import RecscaleError
@@ -21,18 +23,14 @@ def default_size(split: str, log_size: int, available: int) -> int:
     return min(scaled, available)
 
 
-def resolve_size(split: str, requested: int | str | None, log_size: int, available: int,
+def resolve_size(split: str, requested: int | Literal["all"] | None, log_size: int, available: int,
                  default: str = "scaled", where: str = "") -> int:
-    """The number of targets to draw: `requested` (an int, validated, or "all") or the source's
-    `default` ("scaled" or "all"). `where` describes the split's interval in the error message."""
-    if requested is None:
-        requested = "all" if default == "all" else None
-    if requested is None:
+    """The number of targets to draw: `requested` (a count >= 0 or "all", as `PrepareConfig` checked it) or the
+    source's `default` ("scaled" or "all"). `where` describes the split's interval in the error message."""
+    if requested is None and default != "all":
         return default_size(split, log_size, available)
-    if requested == "all":
+    if requested is None or requested == "all":
         return available
-    if not isinstance(requested, int) or requested < 0:
-        raise RecscaleError(f"n_{split}: must be an integer >= 0 or 'all', got {requested!r}")
     if requested > available:
         raise RecscaleError(
             f"n_{split}: {requested:,} targets requested but the {split} split{where} holds only "
