@@ -25,9 +25,8 @@ FORMAT = 1
 
 def history_event_ids(ds: PreparedDataset, split: str) -> tuple[np.ndarray, np.ndarray]:
     """Target event_ids [n] (ascending) and each target's history as event_ids [n, L] (-1 at PAD)."""
-    targets = pq.read_table(ds.path / targets_file(split), columns=["event_id", "request_idx"])
-    event_id = targets.column("event_id").to_numpy()
-    rows = np.asarray(ds._history[targets.column("request_idx").to_numpy()])  # [n, L] exposure rows, -1 PAD
+    event_id = pq.read_table(ds.path / targets_file(split), columns=["event_id"]).column("event_id").to_numpy()
+    rows = ds.history_rows(split)  # [n, L] exposure rows, -1 PAD
     exposure_event_id = load_array(ds.path / EXPOSURE_EVENT_ID_FILE)
     hist = np.where(rows >= 0, exposure_event_id[np.maximum(rows, 0)], -1)  # [n, L]
     order = np.argsort(event_id, kind="stable")
