@@ -95,7 +95,7 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
     """The choice per setting from the finished tuning trials' runs.parquet rows (`collect.finished_rows` of the
     tuning folder: `trial_id`, `seed`, the tuned key's `train.<field>` column and the metric)."""
     t = cast(TuningSection, sweep.config.tuning)  # only a sweep with a tuning section has tuning trials
-    mode = "max" if metric_spec(t).higher_is_better else "min"
+    mode = metric_spec(t).mode
     values, seeds = list(sweep.tuning_values), list(t.run_seeds)
     where = {trial_id_for(sweep, tp.point): (tp.setting, tp.value, tp.seed) for tp in tuning_plan(sweep)}
     tables: dict[str, dict[tuple[float, int], float | None]] = {}
