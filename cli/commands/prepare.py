@@ -75,10 +75,8 @@ _HELP: dict[str, str] = {
     "split.timezone": "time zone of the split boundaries",
 }
 #: What a None default means.
-_NONE_MEANS: dict[str, str] = {
-    **{f"n_{split}": f"the source's: {size:,} scaled to the log for recflow/synthetic, all for movielens100k"
-       for split, size in REFERENCE_SIZES.items()},
-}
+_NONE_MEANS: dict[str, str] = {f"n_{split}": f"the source's: {size:,} scaled to the log for recflow/synthetic, "
+                                             "all for movielens100k" for split, size in REFERENCE_SIZES.items()}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
