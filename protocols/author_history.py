@@ -14,9 +14,8 @@ from core.errors import RecscaleError
 from .availability import UserTimeline
 from .legal_history import PAD_ROW
 from .log import ExposureLog
-from .recflow_format import AUTHOR50_COLUMNS
+from .recflow_format import AUTHOR50_COLUMNS, AUTHOR50_LEN
 
-AUTHOR50_WIDTH = 50
 _COL_VIDEO, _COL_REQUEST_TS, _COL_REQUEST_ID = 0, 7, 9
 #: Array columns (index, exposure column) compared when a (request_id, video_id) pair is ambiguous.
 MATCH_COLUMNS: tuple[tuple[int, str], ...] = tuple(
@@ -126,7 +125,7 @@ def author50_history_rows(
     log: ExposureLog,
     timeline: UserTimeline,
     request_rows: np.ndarray,
-    history_len: int = AUTHOR50_WIDTH,
+    history_len: int = AUTHOR50_LEN,
     *,
     progress: bool = False,
 ) -> tuple[np.ndarray, LinkCoverage]:
@@ -135,7 +134,7 @@ def author50_history_rows(
     if log.author50_loader is None:
         raise RecscaleError(f"{log.root}: this log has no seq_effective_50 arrays; the author50 protocol needs them")
     n = len(request_rows)
-    arrays = np.zeros((n, AUTHOR50_WIDTH, 10), dtype=np.int64)
+    arrays = np.zeros((n, AUTHOR50_LEN, len(AUTHOR50_COLUMNS)), dtype=np.int64)
     has_array = np.zeros(n, dtype=bool)
     file_of = log["file_index"][request_rows]
     rid_of = log["request_id"][request_rows]
@@ -173,7 +172,7 @@ def author50_history_rows(
     # order by timeline position = (request_timestamp, request_id, event_id) within the user
     sorted_pos = timeline.sorted_position()
     big = np.iinfo(np.int64).max
-    position = np.full((n, AUTHOR50_WIDTH), big, dtype=np.int64)
+    position = np.full((n, AUTHOR50_LEN), big, dtype=np.int64)
     position[t_idx[keep], pos[keep]] = sorted_pos[rows[keep]]
     position = np.sort(position, axis=1)
     valid = position != big

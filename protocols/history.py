@@ -14,10 +14,11 @@ import numpy as np
 from core.typed_config import ConfigError
 
 from . import register
-from .author_history import AUTHOR50_WIDTH, author50_history_rows
+from .author_history import author50_history_rows
 from .availability import UserTimeline
 from .legal_history import PAD_ROW, legal_history_rows
 from .log import ExposureLog
+from .recflow_format import AUTHOR50_LEN
 
 __all__ = ["PAD_ROW", "HistoryIndex", "ExposureProtocol", "Author50Protocol"]
 
@@ -72,10 +73,10 @@ class Author50Protocol:
     #: duplicated (request_id, video_id) pairs were disambiguated, version 1) are never reused.
     RULES_VERSION: ClassVar[int] = 2
 
-    history_len: int = AUTHOR50_WIDTH
+    history_len: int = AUTHOR50_LEN
 
     def __post_init__(self) -> None:
-        _check_history_len(self.history_len, AUTHOR50_WIDTH)
+        _check_history_len(self.history_len, AUTHOR50_LEN)
 
     def ensure_inputs(self, source: str, root: Path, *, progress: bool = False) -> None:
         """A synthetic log is written without the author-50 pickles unless asked; add them now. Other
