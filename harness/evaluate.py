@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import torch
 
 from core import results_layout as layout
 from core.errors import RecscaleError
+from core.typed_config import flat_keys
 from harness.runs_columns import DATA_FINGERPRINT
 from protocols.schema import widen
 
@@ -149,19 +149,11 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
     return json.loads(json.dumps(RF.json_safe(out), allow_nan=False))
 
 
-def leaves(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for k, v in d.items():
-        if isinstance(v, dict):
-            yield from leaves(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v
-
-
 def compare(saved: dict[str, Any], fresh: dict[str, Any], *, tol: float = 0.0) -> list[str]:
     """`key: saved -> recomputed` for every recomputed value that differs from the saved one."""
-    saved_leaves = dict(leaves(saved))
+    saved_leaves = flat_keys(saved)
     diffs = []
-    for key, value in leaves(fresh):
+    for key, value in flat_keys(fresh).items():
         old = saved_leaves.get(key, "<absent>")
         numbers = isinstance(old, (int, float)) and isinstance(value, (int, float))
         if not (old == value or numbers and math.isclose(old, value, rel_tol=0, abs_tol=tol)):

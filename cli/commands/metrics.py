@@ -26,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from core.typed_config import flat_keys
     from harness import run_folder as RF
-    from harness.evaluate import compare, leaves, recompute_metrics
+    from harness.evaluate import compare, recompute_metrics
 
     run_dir = Path(args.run_dir)
     saved = RF.read_metrics(run_dir)
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         for line in diffs:
             print(f"  {line}", file=sys.stderr)
         return 1
-    n = sum(1 for _ in leaves(fresh))
+    n = len(flat_keys(fresh))
     print(f"{run_dir}: all {n} recomputed metrics equal {METRICS_FILE}", file=sys.stderr)
     return 0
 
