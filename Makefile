@@ -47,7 +47,7 @@ demo-check: setup
 # Rerun and republish every committed reference study, results/reference/<name>/ from sweeps/<name>.yaml (hours
 # on a 2-core machine). The MovieLens-100k ones need the data set: they run when RECSCALE_ML100K names a folder
 # holding u.data, u.user and u.item, and are skipped with a one-line message saying so otherwise.
-REFERENCE_SWEEPS ?= demo scaling_cpu scaling_ladder helix_retained_tokens helix_ablations matched_compute delay_protocol \
+REFERENCE_SWEEPS ?= demo scaling_cpu scaling_ladder helix_retained_tokens helix_asymmetric helix_ablations matched_compute delay_protocol \
 	data_scaling layer_norm_eps sequential two_tasks
 REFERENCE_SWEEPS_ML100K ?= ml100k layer_norm_eps_ml100k
 references: setup

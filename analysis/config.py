@@ -99,8 +99,15 @@ class ScalingConfig:
     gain: GainKind = "absolute"
     compare: list[list[str]] = field(default_factory=list)
     helix_reference: bool = True
+    #: named families cut from one architecture's runs by a selector (`{arch: helix, model.name: [...]}`), for
+    #: arms whose sizes overlap (a run may belong to several); each replaces its architecture's own family
+    arms: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name, selector in self.arms.items():
+            if not isinstance(selector, dict) or not isinstance(selector.get(C.ARCH), str):
+                raise ConfigError(f"analysis.scaling.arms.{name}: a selector naming one architecture "
+                                  f"({{arch: helix, model.name: [...]}}), got {selector!r}")
         for i, pair in enumerate(self.compare):
             if len(pair) != 2 or pair[0] == pair[1]:
                 raise ConfigError(f"analysis.scaling.compare[{i}]: expected two different family names "

@@ -81,7 +81,7 @@ def open_runs(root: Path, rounds_done: int) -> set[str]:
     the next round runs (harness/sweep/launcher.py)."""
     everything = load_results(root)
     everything.runs = everything.runs[everything.runs[C.ROUND] <= rounds_done].reset_index(drop=True)
-    results = healthy(everything, assess(everything.runs, everything.config_columns, everything.run_path))
+    results = healthy(everything, assess(everything.runs, everything.config_columns))
     results.config.delong = False  # no verdict reads DeLong
     strata = [s for q in evaluate_questions(results, [], [], progress=False) for s in q.strata if not s.settled]
     return {str(results.runs.at[int(i), C.TRIAL_ID]) for s in strata for i in (*s.paired.rows_a, *s.paired.rows_b)}
@@ -92,7 +92,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     """Run the whole analysis of sweep folder `root` and write its outputs there."""
     root = Path(root)
     everything = load_results(root, baseline=baseline, trust_edits=trust_edits)
-    health = assess(everything.runs, everything.config_columns, everything.run_path)
+    health = assess(everything.runs, everything.config_columns)
     results = healthy(everything, health)  # unhealthy runs left out of every number, each listed
     reference = resolve_reference(results.runs, results.config, results.baseline, results.config_columns)
     scaling = scaling_analysis(results, reference)
@@ -100,12 +100,14 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     correct_scaling_tests(scaling, comparisons)
     questions = evaluate_questions(results, scaling, comparisons, progress=progress)
     ablations = [s for q in questions for s in q.strata]
-    arm_facts, arm_pairs, protocol_notes = protocol_evidence(results, ablations)
+    data_scaling = data_scaling_analysis(results)  # data.n_train is then a compute axis, not a data protocol
+    arm_facts, arm_pairs, protocol_notes = protocol_evidence(results, ablations) if data_scaling is None \
+        else ({}, None, [])
     head = headline(results, reference)
     res = AnalysisResult(results, scaling, ablations, head, comparisons, reference, questions=questions,
-                         arm_facts=arm_facts, arm_pairs=arm_pairs, ranks=rank_comparison(results), health=health)
+                         arm_facts=arm_facts, arm_pairs=arm_pairs, health=health, data_scaling=data_scaling,
+                         ranks=rank_comparison(results) if data_scaling is None else None)
     annotate_headline(head, everything.runs, everything.config_columns, health)
-    res.data_scaling = data_scaling_analysis(results)
     res.tuning = read_choice(root)  # None for a sweep without a tuning stage
     res.retried = retried_runs(everything.runs, everything.config_columns)
     if not reference.families:

@@ -11,19 +11,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from core.atomic_write import write_parquet
 from core.errors import RecscaleError
 from core.results_layout import DATASETS_FILE, TUNING_FILE, score_ranks_file
 from harness import runs_columns as C
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
-from harness.sweep.collect import with_digests
 
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
 from .compare.delong_seeds import write_score_ranks
 from .compare.pairing import pair_runs
 from .compare.questions import questions_of
 from .pipeline import replace_path
-from .run_health import record_trends
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
@@ -47,7 +44,6 @@ def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bo
     try:
         for name in REFERENCE_INPUTS:
             shutil.copy2(sweep_dir / name, tmp / name)
-        _record_trends(sweep_dir, tmp / RUNS_FILE)
         for name in (DATASETS_FILE, TUNING_FILE):
             if (sweep_dir / name).is_file():
                 shutil.copy2(sweep_dir / name, tmp / name)
@@ -56,16 +52,6 @@ def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bo
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def _record_trends(sweep_dir: Path, runs_file: Path) -> None:
-    """`run_health.record_trends` written into the reference's copy of runs.parquet (it keeps no run folders)."""
-    runs = pd.read_parquet(runs_file)
-    runs, filled = record_trends(runs, lambda run_dir: sweep_dir / run_dir)
-    if filled and C.ROW_DIGEST in runs.columns:  # the added values digested too (the rows were verified)
-        write_parquet(runs_file, with_digests(runs))
-    elif filled:
-        runs.to_parquet(runs_file, index=False)
 
 
 def _write_ranks(sweep_dir: Path, out: Path, trust_edits: bool) -> None:

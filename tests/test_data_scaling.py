@@ -16,6 +16,7 @@ import yaml
 from scipy import optimize
 
 from analysis.fits.data_scaling import (
+    E_FLOOR,
     FLOPS_PER_PARAM_TARGET,
     Surface,
     data_scaling_analysis,
@@ -61,6 +62,18 @@ def test_noise_free_surface_is_recovered_exactly():
     fit = fit_surface(pts["n"], pts["d"], TRUE.predict(pts["n"], pts["d"]))
     for k, v in TRUE.params().items():
         assert getattr(fit, k) == pytest.approx(v, rel=1e-4), k
+
+
+def test_a_surface_without_irreducible_loss_puts_e_at_its_floor_and_recovers_the_rest():
+    """E = 0 truth: the objective is flat in E below E_FLOOR of the smallest loss, so E ends at that floor (the
+    same value on any kernel, not wherever the line search stopped) and the other parameters are the truth's."""
+    truth = Surface(E=0.0, A=3.0, B=8.0, alpha=0.35, beta=0.28)
+    pts = _draw(np.random.default_rng(0), truth)
+    loss = truth.predict(pts["n"], pts["d"])
+    fit = fit_surface(pts["n"], pts["d"], loss)
+    assert fit.E == pytest.approx(E_FLOOR * loss.min(), rel=1e-9)
+    for k in ("A", "B", "alpha", "beta"):
+        assert getattr(fit, k) == pytest.approx(getattr(truth, k), rel=1e-3), k
 
 
 def test_compute_optimal_allocation_follows_the_closed_form():

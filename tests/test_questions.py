@@ -154,7 +154,8 @@ def test_a_slope_question_reads_the_fit_interval_against_its_target(tmp_path):
                   progress=False, plots=False)
     fit = next(f.fit for f in res.scaling if f.family == "whale" and f.metric == "auc")
     lo, hi = fit.slope_ci
-    assert res.questions[0].slope_answer == f"{fit.slope:+.3f} [{lo:+.3f}, {hi:+.3f}] at {fit.n_seeds} seeds"
+    assert res.questions[0].slope_answer == (f"{fit.slope:+.3f} [{lo:+.3f}, {hi:+.3f}] at {fit.n_seeds} seeds; "
+                                             f"half-width {(hi - lo) / 2:.3g} within the target 10: decided")
     assert res.questions[0].settled and not res.questions[1].settled
     assert "above the target 1e-06: open" in res.questions[1].slope_answer
     assert res.questions[2].slope_answer.startswith("no power-law fit of family 'nope'")

@@ -40,7 +40,7 @@ from ..stats.paired import (
 )
 from ..stats.sequential import SequentialDesign, sequential_verdicts
 from .delong_seeds import DeLongSeed, PredictionCache, delong_seeds
-from .pairing import PairedRuns, pair_runs
+from .pairing import PairedRuns, pair_runs, select
 
 nan = float("nan")
 
@@ -316,6 +316,8 @@ def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[Fa
     half = (hi - lo) / 2.0
     settled = bool(half <= q.target_half_width) if q.target_half_width > 0 else bool(lo > 0 or hi < 0)
     text = f"{value:+.3f} [{lo:+.3f}, {hi:+.3f}] at {n} seeds"
+    if settled and q.target_half_width > 0:
+        text += f"; half-width {half:.3g} within the target {q.target_half_width:g}: decided"
     if not settled:
         text += (f"; half-width {half:.3g} above the target {q.target_half_width:g}: open" if q.target_half_width > 0
                  else "; the interval holds 0: open")
@@ -347,7 +349,9 @@ def _slope_seeds_to_decide(q: QuestionConfig, value: float, half: float, n: int,
             else f"the observed value {value:+.2g}")
     runs = results.runs  # a multi-task run is one row per task (`<trial_id>@<task>` after the first): time it once
     runs = runs[~runs[C.TRIAL_ID].astype(str).str.contains(C.TASK_SEPARATOR, regex=False)]
-    mine = runs[runs[C.ARCH].isin(q.families or [q.family])] if C.WALL_S in runs.columns else runs.iloc[:0]
+    arms = results.config.scaling.arms  # a family is an architecture or a named arm of one
+    mine = runs[np.logical_or.reduce([select(runs, arms.get(f, {C.ARCH: f})) for f in q.families or [q.family]])
+                ] if C.WALL_S in runs.columns else runs.iloc[:0]
     per_seed = float(mine.groupby(C.SEED)[C.WALL_S].sum().mean()) if len(mine) else nan
     return seeds_to_decide_text(need, n, what, per_seed if np.isfinite(per_seed) else None,
                                 enough=f"; {n} seeds would give {what} at the planned power: the observed spread "

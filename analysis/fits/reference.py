@@ -113,6 +113,14 @@ def reference_rows(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame
     return rows, ""
 
 
+def arm_rows(arms: dict[str, dict[str, Any]], arch: str, rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The named arms (`analysis.scaling.arms`) of architecture `arch` that hold some of `rows`, each with its
+    rows (empty: the architecture has no arms)."""
+    cut = [(name, rows[select(rows, {k: v for k, v in sel.items() if k != C.ARCH})])
+           for name, sel in arms.items() if sel[C.ARCH] == arch]
+    return [(name, r) for name, r in cut if len(r)]
+
+
 def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None) -> str:
     """The reference check of `recscale sweep --dry-run` on planned trials' config columns (plus
     `flops_per_target` where counted). Returns a one-line description; raises RecscaleError when refused."""
@@ -125,7 +133,8 @@ def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None)
         return f"scaling reference {ref.description}: no other architecture to fit"
     sizes = size_columns(runs, cols, cfg.scaling.size_by)
     fitted = runs[runs[C.ARCH].isin(ref.families)]
-    n_sizes = {a: len(_settings(g, [c for c in sizes if g[c].notna().any()])) for a, g in fitted.groupby(C.ARCH)}
+    families = [fam for a, g in fitted.groupby(C.ARCH) for fam in arm_rows(cfg.scaling.arms, str(a), g) or [(a, g)]]
+    n_sizes = {a: len(_settings(g, [c for c in sizes if g[c].notna().any()])) for a, g in families}
     per = ", ".join(f"{a} ({n} size{'s' if n != 1 else ''})" for a, n in n_sizes.items())
     return f"scaling reference {ref.description}; fitted against it: {per}"
 

@@ -19,7 +19,7 @@ from .axes import Convention, PaperComparison, compare_with_helix
 from .forms import ComputeForGain, FormCheck, Ladder, check_forms, extrapolations
 from .marginal_returns import MarginalReturns, marginal_returns
 from .powerlaw import PowerLawFit, fit_power_law
-from .reference import Reference, ReferenceSlope, reference_rows, slopes_by_reference
+from .reference import Reference, ReferenceSlope, arm_rows, reference_rows, slopes_by_reference
 
 #: The AUC of no skill: a run at or below it did not learn and is left out of every fit (and named).
 CHANCE = {"auc": 0.5}
@@ -108,25 +108,26 @@ def scaling_analysis(results: SweepResults, reference: Reference,
     fam_cols = family_columns(runs, results.config_columns, sizes)
     labelled = labelled_columns(runs, fam_cols)
     out: list[FamilyScaling] = []
-    for key, rows in runs.groupby(fam_cols, dropna=False, sort=True):
+    for key, arch_rows in runs.groupby(fam_cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         setting = {c: plain(v) for c, v in zip(fam_cols, key)}
         if setting[C.ARCH] not in reference.families:
             continue
-        family = setting[C.ARCH] + "".join(f", {c}={show(setting[c])}" for c in labelled)
-        ref_rows, why = reference_rows(runs, reference, rows, context_columns(fam_cols))
-        for metric in metrics:
-            if not results.has_metric(metric):
-                continue
-            fam = FamilyScaling(family, metric, reference.description, [], None, context=setting,
-                                convention=conv, n_seeds=int(rows[C.SEED].nunique()))
-            if ref_rows.empty:
-                fam.notes.append(why or "no reference run in this family's setting")
-            else:
-                _fill(results, fam, rows, ref_rows, sizes)
-                _reference_sensitivity(results, reference, fam, rows, context_columns(fam_cols))
-            fam.helix = compare_with_helix(metric, conv, fam.fit.slope_ci if fam.fit else None)
-            out.append(fam)
+        whole = setting[C.ARCH] + "".join(f", {c}={show(setting[c])}" for c in labelled)
+        for family, rows in arm_rows(cfg.scaling.arms, setting[C.ARCH], arch_rows) or [(whole, arch_rows)]:
+            ref_rows, why = reference_rows(runs, reference, rows, context_columns(fam_cols))
+            for metric in metrics:
+                if not results.has_metric(metric):
+                    continue
+                fam = FamilyScaling(family, metric, reference.description, [], None, context=setting,
+                                    convention=conv, n_seeds=int(rows[C.SEED].nunique()))
+                if ref_rows.empty:
+                    fam.notes.append(why or "no reference run in this family's setting")
+                else:
+                    _fill(results, fam, rows, ref_rows, sizes)
+                    _reference_sensitivity(results, reference, fam, rows, context_columns(fam_cols))
+                fam.helix = compare_with_helix(metric, conv, fam.fit.slope_ci if fam.fit else None)
+                out.append(fam)
     return out
 
 

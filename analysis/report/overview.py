@@ -270,7 +270,7 @@ def _health(res: AnalysisResult) -> list[str]:
         out += ["Unhealthy runs: failed ones are left out, undertrained ones used and marked (docs/analysis.md, "
                 "*Run health*).", "",
                 *markdown_table(["run", "status", "reason", "in the analysis"],
-                                [[e.trial, e.status, e.reasons + (" (derived)" if e.derived else ""),
+                                [[e.trial, e.status, e.reasons,
                                   f"**{why_kept(e)}**" if e.kept else "left out"] for e in health.excluded]), ""]
     return out
 
@@ -279,9 +279,8 @@ def _health_json(res: AnalysisResult) -> dict:
     h = res.health
     if h is None:
         return {}
-    return {"run_health": {"counts": h.counts, "derived_rows": h.derived_rows, "unchecked": h.unchecked,
-                           "still_falling_unchecked": dict(h.falling_unchecked),
-                           "still_falling_checked_here": h.falling_here, "excluded": as_json(h.excluded)}}
+    return {"run_health": {"counts": h.counts, "unrecorded": h.unrecorded, "unchecked": h.unchecked,
+                           "still_falling_unchecked": dict(h.falling_unchecked), "excluded": as_json(h.excluded)}}
 
 
 HEALTH = Section("run health", _health, _health_json)

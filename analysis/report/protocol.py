@@ -54,8 +54,9 @@ def _targets_line(res: AnalysisResult, split: str) -> str:
 
 
 def _groups(res: AnalysisResult) -> dict[str, list[tuple[int, AblationResult]]]:
+    """Comparisons that vary a data protocol setting (none where data.n_train is a compute axis)."""
     out: dict[str, list[tuple[int, AblationResult]]] = {}
-    for i, r in enumerate(res.ablations):
+    for i, r in enumerate(res.ablations if res.data_scaling is None else []):
         if r.paired.varies_data and len(r.paired.seeds):
             out.setdefault(r.paired.comparison, []).append((i, r))
     return out
@@ -173,7 +174,7 @@ def answer_lines(res: AnalysisResult) -> list[str]:
 def _facts_rows(res: AnalysisResult) -> list[list[str]]:
     alpha = res.results.config.alpha
     rows = []
-    for i, r in enumerate(res.ablations):
+    for i, r in enumerate(res.ablations if res.data_scaling is None else []):
         if not (r.paired.varies_data and len(r.paired.seeds)):
             continue
         f, mc = res.arm_facts.get(i), r.metrics.get("auc")
