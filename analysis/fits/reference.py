@@ -116,8 +116,7 @@ def reference_rows(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame
 def arm_rows(arms: dict[str, dict[str, Any]], arch: str, rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The named arms (`analysis.scaling.arms`) of architecture `arch` that hold some of `rows`, each with its
     rows (empty: the architecture has no arms)."""
-    cut = [(name, rows[select(rows, {k: v for k, v in sel.items() if k != C.ARCH})])
-           for name, sel in arms.items() if sel[C.ARCH] == arch]
+    cut = [(name, rows[select(rows, sel)]) for name, sel in arms.items() if sel[C.ARCH] == arch]
     return [(name, r) for name, r in cut if len(r)]
 
 
