@@ -174,9 +174,8 @@ def answer_lines(res: AnalysisResult) -> list[str]:
 def _facts_rows(res: AnalysisResult) -> list[list[str]]:
     alpha = res.results.config.alpha
     rows = []
-    for i, r in enumerate(res.ablations if res.data_scaling is None else []):
-        if not (r.paired.varies_data and len(r.paired.seeds)):
-            continue
+    shown = {i for items in _groups(res).values() for i, _ in items}
+    for i, r in ((i, r) for i, r in enumerate(res.ablations) if i in shown):  # in the order of the comparisons
         f, mc = res.arm_facts.get(i), r.metrics.get("auc")
         facts = ["–"] * 5 if f is None else [
             f"{f.arm_a} / {f.arm_b}", f"{f.shared:,} / {f.dropped:,}", f"{f.share_history_differs:.2%}",

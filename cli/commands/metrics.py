@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from core.results_layout import CONFIG_FILE, METRICS_FILE
+from core.typed_config import flat_keys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.typed_config import flat_keys
     from harness import run_folder as RF
     from harness.evaluate import compare, recompute_metrics
 
