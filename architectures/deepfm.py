@@ -1,19 +1,9 @@
 """DeepFM: a factorisation machine and a deep network sharing one set of field embeddings.
 
 Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017:
-explicit second-order interactions, the idea Wukong's FMB scales up.
-
-logit = bias + first order + FM + deep, with F field vectors v_1..v_F [B, F, E]:
-- first order: one scalar weight per categorical id (its own 1-d tables) plus a linear map of the 8
-  numeric features;
-- FM: sum over pairs i < j of <v_i, v_j> = 0.5 * sum_e ((sum_i v_ie)^2 - sum_i v_ie^2);
-- deep: flatten(v) -> `num_layers` hidden layers of width `mlp_width`, ReLU -> 1 (blocks/mlp.py).
-
-Adaptations to RecFlow: the fields are the 13 non-sequence tokens every model reads (10 categorical embeddings and
-the 3 numeric-group tokens) plus 7 history fields, the masked mean over valid history events of each
-item field's embedding (video, author, both categories, upload type; tables shared with the candidate)
-and of each feedback embedding (effective_view, long_view): the usual multi-hot average pooling of
-behaviour ids, with RecFlow's feedback kept. An empty history gives zero history fields.
+explicit second-order interactions, the idea Wukong's FMB scales up. logit = bias + first order (1-d tables per
+categorical id, a linear map of the 8 numeric features) + FM (0.5 * sum_e ((sum_i v_ie)^2 - sum_i v_ie^2)) +
+deep (ReLU MLP) over F = 20 field vectors [B, F, E]. The fields: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
 """DIN: the candidate weights the user's history through a local activation unit.
 
-Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018: a
-candidate-dependent read of the history, the idea WHALE's fusion generalises.
-
-Forward pass (B candidates, L history events, E-dim embeddings):
-1. Query: the candidate's 5 item embeddings concatenated, q [B, 5E]; keys: each event's 5 item
-   embeddings, k [B, L, 5E] (tables shared with the candidate).
-2. Activation unit: MLP([k; q; k - q; k * q]) -> one weight per event (no softmax, as in the paper);
-   PAD events get weight 0, so an empty history reads 0.
-3. Interest: sum over events of weight x [item embeddings; 2 feedback embeddings] -> [B, 7E].
-4. Deep network: [13 non-sequence tokens; interest] -> ReLU MLP (blocks/mlp.py) with `num_layers` hidden layers of width
-   `mlp_width`, halving each layer, ReLU -> 1 logit.
-
-Adaptations to RecFlow: the paper's history holds clicked items only; RecFlow's exposure history holds
-every shown video, so each event's feedback embeddings (effective_view, long_view) join the pooled value
-(they do not enter the activation weight). ReLU replaces PReLU/Dice; no mini-batch-aware
-regularisation (the harness's optimiser settings apply).
+Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018: a candidate-dependent
+read of the history, the idea WHALE's fusion generalises. Query: the candidate's 5 item embeddings q [B, 5E];
+keys: each event's, k [B, L, 5E]; weights MLP([k; q; k - q; k * q]) (no softmax, PAD weighted 0); interest: the
+weighted sum of [item embeddings; 2 feedback embeddings] [B, 7E]; then [13 tokens; interest] -> ReLU MLP -> logit.
+The adaptations to RecFlow: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """FLOP and parameter accounting; what is counted and how: docs/architectures.md, "FLOPs and parameters".
-
 fvcore (jit trace) counts 1 per multiply-add: its totals are doubled here, only its matrix-op handles are kept,
-its matmul handle is replaced by one that also counts broadcast batch dimensions of the first operand, and
-handles are added for `baddbmm` and `scaled_dot_product_attention`. Parameters: embedding = the weights of
-every `nn.Embedding` module; non-embedding = every other parameter (HSTU's bias tables included). Shared
-tensors are counted once.
+and handles are replaced or added for matmul (broadcast batch dimensions), `baddbmm` and
+`scaled_dot_product_attention`. Shared tensors are counted once.
 """
 from __future__ import annotations
 

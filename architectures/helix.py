@@ -1,31 +1,11 @@
-"""HELIX: interleaved sequence reads and feature interaction over a candidate-independent K/V cache.
+"""HELIX: interleaved sequence reads and feature interaction over a candidate-independent K/V cache, with its
+MPTF interaction and the parameter-matched self-attention ablation of it.
 
 Paper: "HELIX: Purified and Unified - Rethinking Feature Interaction and Sequence Modeling for Large-Scale
-Recommendation" (ByteDance): MPTF, sequence-only cross-attention, the Gather/Truncate encoder, the
-last-layer lazy K/V cache, gate/up normalisation and the ablations below (docs/helix.md).
-
-Forward pass (B candidates, T mix tokens of width W; each stage, what it reads and where it runs: the table of
-docs/helix.md, "HELIX in recscale"): mix tokens -> MixFormer layers (each a cross-attention read of the user x
-candidate hard-search sequence, then MPTF) -> decoder layers (each a read of the encoder's lazy K/V cache, then
-MPTF) -> head (RMSNorm, flatten T x W, MLP -> 1 logit). The encoder (`blocks/helix_encoder.py`) runs once per
-request when `reuse_requests`.
-
-Adaptations to RecFlow's inputs (the paper's features, sequences and quotas are not public):
-- Non-sequence features are the 13 tokens every model reads (blocks/embeddings.py); they are cut into T
-  contiguous segments of whole tokens (5 / 8 segments of 2 tokens and 3 of 1 at T = 8), one linear map per
-  segment (the paper's per-segment parameters; `mix_tokens_map: dense` maps all 13 to all T by one map).
-- History events are tokenized by the shared `HistoryEventTokenizer` (5 item + 2 feedback embeddings +
-  rho -> 64-d) and projected to W; RecFlow has one exposure history, from which the user-only sequences
-  are derived: all exposures, effective views, long views (`hist_fb`). Gather quotas are per sequence.
-- The U x C sequence is a hard search over the same history (category_level_two or author match);
-  PAD and UNK ids never match.
-- Gather packs the selected events by recency, so Truncate keeps the most recent ones (the paper does
-  not state the packing order); a learned vector marks each event's sequence.
-- `history_len` keeps the most recent events of longer histories.
-
-Ablation switches (`interaction`, `cross_attention_kv`, `kv_cache`, `compression`, `gate_up_norm`,
-`kv_heads`, `layerscale`, `mix_tokens_map`, `reuse_requests`; `ablation` names a one-switch variant from
-`ABLATIONS`) and named sizes (`SIZES`: XS, S, M, L, XL): docs/helix.md, "Switches" and "Named sizes".
+Recommendation" (ByteDance). Forward pass (B candidates, T mix tokens of width W): mix tokens -> MixFormer layers
+(read of the user x candidate hard-search sequence, then MPTF) -> decoder layers (read of the encoder's lazy K/V
+cache, then MPTF) -> head (RMSNorm, flatten T x W, MLP). Each stage, the adaptations to RecFlow's inputs, the
+switches (`ABLATIONS`) and the named sizes (`SIZES`): docs/helix.md, "HELIX in recscale".
 """
 from __future__ import annotations
 

@@ -1,25 +1,10 @@
 """HSTU-only ranker: history items, feedback and the candidate as one causal token sequence.
 
 After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
-Recommendations" (ICML 2024), in the form of the WHALE seed write-up (docs/architectures.md).
-
-Each history event k gives two tokens, its item (5 item embeddings + rho -> 5 D + 1 -> 2 D -> D) and its
-action (2 feedback embeddings -> 2 D -> 2 D -> D); the candidate is one token from the 13 non-sequence
-tokens flattened (13 D -> 2 D -> D). With L valid events the sequence is
-
-    item_0, action_0, ..., item_{L-1}, action_{L-1}, candidate      (candidate at position 2 L, 0-based)
-
-padded to 2 * history_len + 1 = 257 positions. HSTU layers (blocks/hstu.py, L_max = 257) read causally
-over positions; the action token of an event reads that event's item; the candidate reads everything before
-it and its own label never enters as a feedback token. The candidate's output token goes to the head
-(D -> 2 D -> 1).
-
-Adaptations: the time bias follows the seed's next-event convention (GR's): query i is bucketed on
-t_{i+1} - t_j, with the candidate (last valid position) using its own request time; item and action tokens
-carry their event's request time and the candidate the target request time. `isolate_equal_times = true`
-additionally stops a token from reading earlier tokens at the same request time (other than its own event),
-the shared history branch's rule; off by default, as in the seed. Non-embedding parameters at the seed
-configuration: 253,125; FLOPs per target: 74,049,280.
+Recommendations" (ICML 2024), in the form of the WHALE seed write-up. Tokens item_0, action_0, ...,
+item_{L-1}, action_{L-1}, candidate (at position 2 L), padded to 2 * history_len + 1; the candidate's output
+token goes to the head. Tokenizers, read mask, time-bias convention and counts: docs/architectures.md,
+"What the seed models compute, and every adaptation" (HSTU-only); `isolate_equal_times`: its "Configuration".
 """
 from __future__ import annotations
 

@@ -1,24 +1,10 @@
-"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens].
+"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens], with mixed parameters (shared
+for sequence tokens, per token for the 13 non-sequence tokens) and pyramid query pruning (`seq_queries`).
 
 Paper: Zhang et al., "OneTrans: Unified Feature Interaction and Sequence Modeling with One Transformer in
-Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper.
-
-Forward pass (B candidates, L history events, 13 non-sequence tokens, width W):
-1. Tokens: history events (`HistoryEventTokenizer` -> W) right-aligned so the most recent event sits next
-   to the non-sequence block, then the 13 non-sequence tokens (-> W): [B, L + 13, W].
-2. `num_layers` pre-norm causal layers. Mixed parameterisation: sequence tokens share one set of Q/K/V/O
-   and FFN weights; each non-sequence token has its own (per-token weights). A token reads itself and
-   earlier positions; PAD keys are masked.
-3. Pyramid query pruning: layer l computes outputs only for its last `seq_queries[l]` sequence tokens
-   (the most recent) plus all non-sequence tokens; its keys/values are every token of its input. The
-   default shrinks linearly from L to 0, so the last layer updates only the non-sequence tokens.
-4. Head: RMSNorm, flatten the 13 non-sequence tokens, MLP -> 1.
-
-Adaptations to RecFlow: the paper's sequence tokens (several behaviour sequences with separators) become
-RecFlow's single exposure history with feedback; the non-sequence tokens are the 13 tokens every model
-reads; the FFN is SwiGLU (the formula of blocks/swiglu.py, written with mixed weights and a fused gate/up
-projection). The paper's cross-request K/V caching is not implemented (every candidate runs the whole
-stack).
+Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper. Shapes: [B, L + 13, W] in,
+RMSNorm + flattened 13 non-sequence tokens into the head. The forward pass and the adaptations to RecFlow:
+docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

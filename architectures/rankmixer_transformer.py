@@ -1,23 +1,10 @@
 """RankMixer + Transformer: the two-stage production baseline HELIX is compared against.
 
-Papers: RankMixer (Zhu et al., "RankMixer: Scaling Up Ranking Models in Industrial Recommenders", 2025)
-for the feature-interaction stage; the sequence stage is a plain Transformer over the user history, as
-in the HELIX paper's description of its production baseline (feature interaction in one stage, sequence
-modelling in another).
-
-Forward pass (B candidates, T tokens of width W):
-1. Sequence stage (candidate-independent, once per request when `reuse_requests`): history event tokens
-   (`HistoryEventTokenizer` -> W) go through `seq_layers` pre-norm Transformer layers (softmax attention
-   with PAD keys masked, SwiGLU FFN without gate/up normalisation); outputs at PAD are zeroed.
-2. Two sequence summaries: the masked mean of the encoded history, and a target-attention read in which
-   the candidate's 5 item embeddings (projected to W) query the encoded history (empty history reads 0).
-3. Feature stage: [13 non-sequence tokens; 2 summaries] flattened and cut into T tokens by one linear
-   map, then `num_layers` RankMixer blocks (parameter-free token mixing + per-token FFN, post-norm).
-4. Head: flatten T x W -> W -> 1.
-
-Adaptations to RecFlow: the production model's hundreds of features become the 13 tokens every model reads; the
-history is RecFlow's exposure history with feedback (one sequence); the two summary tokens are our
-choice of how the sequence stage hands over to RankMixer.
+Papers: RankMixer (Zhu et al., "RankMixer: Scaling Up Ranking Models in Industrial Recommenders", 2025) for the
+feature-interaction stage; the sequence stage is a plain Transformer over the user history, as in the HELIX
+paper's description of its production baseline. Sequence stage (candidate-independent, once per request with
+`reuse_requests`) -> two summaries (masked mean, target-attention read) -> [13 tokens; 2 summaries] cut into T
+tokens -> RankMixer blocks -> head. The stages and the adaptations to RecFlow: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

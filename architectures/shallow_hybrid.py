@@ -1,14 +1,8 @@
 """Shallow-hybrid: HSTU-encoded history summarised once, then Wukong over 14 tokens.
 
-The shallow-fusion control of the WHALE seed write-up (docs/architectures.md):
-
-    H = HSTU^num_layers(event tokens)                    # shared history branch, [B, L, D]
-    s = sum_j m_j H_j / max(1, sum_j m_j)                # mean over valid positions, 0 for an empty history
-    logits = head(Wukong^num_layers([13 non-sequence tokens; s]))   # 14 -> 8 -> 8 tokens
-
-The history reaches the interaction layers only as one summary token, before the first of them. Adaptation
-(the seed's own): the summary is the masked mean of the last HSTU layer, appended as a 14th token. FLOPs at
-the seed configuration: 36,097,792 per target.
+The shallow-fusion control of the WHALE seed write-up: the masked mean of the last layer of the shared history
+branch (0 for an empty history) is appended as a 14th token before the first Wukong layer (14 -> 8 -> 8 tokens).
+Counts: docs/architectures.md, "FLOPs and parameters".
 """
 from __future__ import annotations
 

@@ -1,34 +1,9 @@
-"""WHALE: layer-wise fusion of feature interaction (Wukong) and history encoding (HSTU).
-
-The model of the WHALE seed write-up (docs/architectures.md), whose configuration and counts we reproduce.
-
-Per layer l = 1..num_layers, with non-sequence tokens N (13 x D at the input, 8 x D after the first layer)
-and history tokens H (L x D, one per event):
-
-    N~ = Wukong_l(N)                 # feature interaction, [B, 8, D]
-    H  = HSTU_l(H)                   # history branch; never receives fusion output
-    N  = Fusion_l(N~, H)             # 8 queries cross-attend over the valid history, W_F residual, SwiGLU
-    logits = head(flatten(N))        # 8 D -> 2 D -> 1
-
-    Fusion_l(N, H):  A = read(LN(N), LN(H))          # cross-attention, or the MeanPool control's masked mean
-                     Z = N + [N; A] W_F               # W_F: 2D -> D, no bias
-                     N' = Z + W_d(SiLU(W_g LN(Z)) * W_u LN(Z))   # SwiGLU, no biases
-
-Reads (both give exactly zero for an empty history): `CrossAttentionRead`, one head of width D, softmax over
-valid positions only, through `explicit_cross_attention` (the reference op) or `sdpa_attention` where the
-module's `attention_kernel` selects SDPA (`blocks/attention_kernel.py`); `MeanPoolRead`, for `whale_meanpool`
-(the seed's MeanPool control, the same model with `fusion_read = "mean"`): every query token gets the masked
-mean of the projected history values instead of its own attention read (no W_Q, W_K). The part of a read that
-depends on the history only (K and V, or the mean) is `memory(h, valid)`, so it can run once per request.
-
-Adaptations: the history branch is the seed's (event token; read mask: a position reads itself and
-strictly earlier request times); fusion K and V use the history after this layer's HSTU; widths scale with
-`dim` (hidden widths 2 D). `reuse_requests = true` computes the history branch and the fusion
-K / V (or mean) once per unique `request_idx` in the batch and gathers them back to the candidates
-(blocks/request_reuse.py); identical outputs when the candidates of a request carry the same history, which
-the seed's per-target training does not assume (training-time ID masking of history ids is per target), so
-it is off by default. Non-embedding parameters at the seed configuration: 374,607; FLOPs per target: see
-docs/architectures.md (MeanPool 39,231,616).
+"""WHALE: layer-wise fusion of feature interaction (Wukong) and history encoding (HSTU), the model of the WHALE
+seed write-up, with its fusion layer and the fusion's two reads (`whale` attends, `whale_meanpool` takes the
+masked mean). Per layer l: N~ = Wukong_l(N) [B, 8, D]; H = HSTU_l(H) [B, L, D] (never receives fusion output);
+N = Fusion_l(N~, H); logits = head(flatten(N)). The fusion formulas, the adaptations and the seed's counts:
+docs/architectures.md, "What the seed models compute, and every adaptation" and "FLOPs and parameters";
+`reuse_requests`: its "Configuration".
 """
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
 """Wukong: stacked factorization-machine interaction layers over the 13 non-sequence tokens.
 
-Paper: Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024); the
-configuration and adaptations below are those of the WHALE seed write-up (docs/architectures.md).
-
-Input: 10 categorical field embeddings + 3 numeric-group tokens = 13 x D (blocks/embeddings.py). Each
-layer is a Wukong layer (blocks/wukong.py: full Gram matrix -> LN -> MLP -> 4 FMB tokens, 4 LCB tokens,
-token-axis residual projection when the count changes, LN); the final 8 x D tokens are flattened into the
-head (8 D -> 2 D -> 1). Wukong reads no history (`reads_history = False`): it is the history-free
-reference of the comparison; `history_len` is accepted only because every model config has it.
-
-Adaptations (from the seed write-up, not the Wukong paper): the full n x n Gram matrix rather than its upper
-triangle; the token-axis residual projection without bias; widths scale with `dim` (MLP hidden 2 D, head
-hidden 2 D), which at D = 64 gives the seed's 169 -> 128 -> 256 and 512 -> 128 -> 1.
-FLOPs at the seed configuration: 401,536 per target.
+Paper: Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024), in the form of
+the WHALE seed write-up. 13 x D tokens -> Wukong layers (blocks/wukong.py) -> 8 x D -> head. It reads no history
+(`reads_history = False`): the history-free reference of the comparison. The layer, the adaptations and the
+counts: docs/architectures.md, "What the seed models compute, and every adaptation".
 """
 from __future__ import annotations
 

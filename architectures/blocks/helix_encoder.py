@@ -1,16 +1,9 @@
-"""HELIX's SeqFormer encoder over the user-only sequences, with Gather / Truncate compression (docs/helix.md:
-the encoder row of "HELIX in recscale" and the `compression`, `kv_heads` and `layerscale` switches). It reads
-only history keys of the batch, so its output can be computed once per request (`architectures/helix.py`).
-
-Layer l has n_l = `retained[l]` query tokens (non-increasing): pre-norm attention of its queries over its
-keys/values, then a SwiGLU FFN, both residual (with `layerscale`: h = q + g_a * attn(q, kv);
-out = h + g_f * FFN(norm(h))); outputs at invalid query slots are zeroed. With `gather_truncate`, layer 1's
-queries are the `quotas[s]` most recent events of each sequence s, packed most recent first (an event in several
-sequences appears once per sequence) and truncated to n_1, over *all* valid events as keys/values; layer l > 1
-keeps the first n_l tokens of the previous output. The pooling compressions (`window_pool`) pool masked means
-instead. A learned vector per sequence is added to layer 1's queries.
-
-Shapes: events [B, L, W] -> list over layers of (tokens [B, n_l, W], mask [B, n_l]).
+"""HELIX's SeqFormer encoder over the user-only sequences, with Gather / Truncate compression or the pooling
+compressions (`window_pool`) (docs/helix.md: the encoder row of "HELIX in recscale" and the `compression`,
+`kv_heads` and `layerscale` switches). It reads only history keys of the batch, so its output can be computed
+once per request (`architectures/helix.py`). Layer l has n_l = `retained[l]` query tokens (non-increasing);
+outputs at invalid query slots are zeroed. Shapes: events [B, L, W] -> list over layers of (tokens [B, n_l, W],
+mask [B, n_l]).
 """
 from __future__ import annotations
 

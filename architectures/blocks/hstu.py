@@ -1,13 +1,6 @@
 """HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases, after Zhai et al.,
-"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (docs/architectures.md,
-"HSTU layer", "Shared history branch" and "HSTU-only").
-
-For one layer with input X [B, N, D], H heads of width d, read mask M [B, N, N] and maximum length L_max:
-
-    [U, V, Q, K] = split(SiLU(LN(X) W_uvqk))               # LN without affine, W_uvqk without bias
-    S_ij = SiLU(q_i . k_j + b_pos[j - i] + b_time[bucket_ij]) / L_max * M_ij     # per head, no softmax
-    A_i  = LN(sum_j S_ij v_j)                               # heads concatenated, LN without affine
-    X'   = (X + W_o (A * U) + b_o) * valid                  # PAD positions re-zeroed after every layer
+"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (its formula:
+docs/architectures.md, "HSTU layer", "Shared history branch" and "HSTU-only"). X [B, N, D] -> [B, N, D].
 
 The read mask and the bucket matrix are built once per batch (`history_layout`, `sequence_layout`) and shared
 by every layer. The kernels are the encoder's `HSTUKernel` (set by `set_hstu_kernel`): the CPU fast ops

@@ -1,12 +1,7 @@
-"""SwiGLU, the one gated feed-forward network of every model, and its gate/up normalisations (docs/architectures.md,
-"Shared blocks"; the normalisation is HELIX's stability fix, docs/helix.md).
-
-    SwiGLU(x) = W_d (SiLU(n(x' W_g)) * n(x' W_u))          [..., W] -> [..., W], no biases, no residual
-    x' = x, or LayerNorm(x) with `input_norm="layer"`
-    n  = `gate_up_norm`: "rms" (g / rms(g), no gain), "softcap" (c * tanh(v / c), c = `SOFTCAP`) or "none"
-
-`tokens=T` gives every one of T tokens its own W_g, W_u, W_d (`PerTokenLinear`; input [B, T, W]), the
-per-token FFN of HELIX's MPTF; otherwise the weights are shared by every position.
+"""SwiGLU, the one gated feed-forward network of every model, `W_d(SiLU(n(x W_g)) * n(x W_u))` with no biases
+and no residual, and its gate/up normalisations `n` ("rms", "softcap", "none"): docs/architectures.md, "Shared
+blocks"; the normalisation is HELIX's stability fix (docs/helix.md). `tokens=T` gives every one of T tokens its
+own weights (`PerTokenLinear`, input [B, T, W]): the per-token FFN of HELIX's MPTF.
 """
 from __future__ import annotations
 

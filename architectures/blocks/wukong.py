@@ -1,14 +1,7 @@
 """One Wukong interaction layer: Factorization Machine Block + Linear Compression Block, after Zhang et al.,
-"Wukong" (ICML 2024), as the WHALE seed write-up specifies it (docs/architectures.md, "Wukong layer").
-
-For n input tokens X [B, n, D]:
-
-    G = X X^T                                   # [B, n, n], the full Gram matrix (all n^2 entries)
-    F = reshape(MLP(LN(vec G)))                 # FMB: n^2 -> hidden -> k_f * D, then k_f tokens
-    C = W_L X,   W_L in R^{k_c x n}, no bias    # LCB: k_c learned mixtures over the token axis
-    X_next = LN([F; C] + R(X))                  # R = W_R X (no bias) when n != k_f + k_c, else X
-
-The products over the token axis are written as linear maps on X^T so that fvcore's shape rules count them.
+"Wukong" (ICML 2024), as the WHALE seed write-up specifies it (its formula: docs/architectures.md, "Wukong
+layer"). X [B, n, D] -> [B, k_f + k_c, D]. The products over the token axis are written as linear maps on X^T
+so that fvcore's shape rules count them.
 """
 from __future__ import annotations
 
