@@ -22,10 +22,9 @@ from ..recflow_format import AUTHOR50_DIR, DEFAULT_DAYS, REALSHOW_DIR, TRUTH_DIR
 from . import labels as L
 from .config import DEFAULT_WORLD, RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
 from .exposures import make_exposures
-from .history50 import EffectiveViewIndex
 from .sessions import Requests, make_requests
 from .world import World, make_world
-from .writer import write_author50_day, write_day
+from .writer import EffectiveViewIndex, write_author50_day, write_day
 
 FORMAT_VERSION = 1
 MARKER = "SYNTHETIC.json"
