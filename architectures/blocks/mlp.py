@@ -4,10 +4,9 @@
 Linear -> ReLU -> ... -> Linear through every width of a sequence `hidden` (an empty sequence is one
 Linear). Layers are `nn.Sequential` children 0, 1, 2, ... in that order.
 
-`PredictionHead`, the head of every model: flatten the final tokens, then in_dim -> hidden -> 1 (WHALE, Wukong and
-Shallow-hybrid flatten 8 x 64 tokens, 512 -> 128 -> 1; HSTU-only reads the candidate token, 64 -> 128 -> 1), once
-per task: `spec.num_tasks` heads over the one shared body (docs/tasks.md). One task gives logits [B] from
-`mlp`, its parameters named as before multi-task runs existed; T tasks give [B, T], task 0 from `mlp`.
+`PredictionHead`, the head of every model: flatten the final tokens, then in_dim -> hidden -> 1, once per task
+(docs/architectures.md, "The model contract"; docs/tasks.md). One task gives logits [B] from `mlp`, its
+parameters named as before multi-task runs existed; T tasks give [B, T], task 0 from `mlp`.
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU (`pointwise_attention`), and the
-plain reference op beside it (`explicit_pointwise_attention`, autograd through every op), which it equals bit
-for bit at one thread (tests/test_cpu_kernels.py).
-
-The work is split into blocks of targets whose score maps stay within a memory budget (`block_budget_mib`), the
-scores (and, for small layers, their SiLU) are kept for a hand-written backward, and with more than one thread
-each query range reads only the keys some query of it can read (`key_spans`). Every setting is an argument
-of the op, with the defaults every committed result trained with; an HSTU encoder passes those of its
-`HSTUKernel` (`hstu.py`). Why each choice, with its measurements, and why the numbers and FLOP counts do not
-move: docs/training.md, "CPU kernels".
+"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU (`pointwise_attention`: blocks
+of targets within a memory budget, kept scores for a hand-written backward, `key_spans` with more than one
+thread), and the plain reference op beside it (`explicit_pointwise_attention`), which it equals bit for bit at
+one thread (tests/test_cpu_kernels.py). Every setting is an argument of the op, with the defaults every committed
+result trained with; an HSTU encoder passes those of its `HSTUKernel` (`hstu.py`). Why each choice, with its
+measurements: docs/training.md, "CPU kernels".
 """
 from __future__ import annotations
 
@@ -31,15 +27,11 @@ ALIGN_ELEMENTS = 64
 QUERY_CHUNKS = 4
 
 #: Spans are used only where they pay: maps of at least MIN_SPAN_KEYS keys, and at least MIN_SKIPPED of their
-#: pairs left out. Below either, the extra, smaller pieces cost more than they save: a training step at
-#: 2 threads (B = 256, full histories, spans / full maps, in step time) took 1.03 at HSTU N = 33 and 1.19 at
-#: WHALE L = 16 (a history whose mask is not banded skips nothing), 0.91 at HSTU N = 65 and 0.93 at N = 129.
+#: pairs left out (docs/training.md, "CPU kernels", key spans).
 MIN_SPAN_KEYS = 64
 MIN_SKIPPED = 0.25
-#: A layer whose score maps take at most this many MiB in all also keeps their SiLU (the second map autograd
-#: keeps in the explicit form), so the backward does not recompute it. Small maps (the demo's, 2-4 MiB a
-#: layer) are where that recomputation is a visible share of a step; the seed's HSTU (270 MB a layer) keeps
-#: one map per layer.
+#: A layer whose score maps take at most this many MiB in all also keeps their SiLU, so the backward does not
+#: recompute it (docs/training.md, "CPU kernels").
 KEEP_ACTIVATED_MIB = 32
 
 #: (first query, end query, first key, end key) of one query range and the keys any of its queries reads.

@@ -86,7 +86,7 @@ class SessionConfig:
 
 @dataclass(frozen=True)
 class SignalConfig:
-    """The planted label model (see the package docstring for the formula)."""
+    """The planted label model (its formula: docs/data.md, "Generative model")."""
 
     long_view_rate: float = 0.23  # intercept b is calibrated so that the mean of long_view matches
     effective_view_rate: float = 0.38  # effective_view = long_view OR Bernoulli(sigmoid(b_ev + logit p))
@@ -123,10 +123,8 @@ SCALES: dict[str, ScaleConfig] = {
 }
 
 
-#: Planted label models by name: `default` is the documented one; `two_timescales` plants two tasks whose
-#: dependence on the history differs in reach. long_view keeps the session's same-category history (tau 6 h: a
-#: model gains from further history tokens), effective_view is drawn on its own from the user's effective views
-#: of the last minutes in any category (tau 3 min, weight 1.5: the last few tokens hold it). Rates 0.23 and 0.38.
+#: Planted label models by name (docs/data.md, "Planted worlds"): `default` is the documented one;
+#: `two_timescales` plants two tasks whose dependence on the history differs in reach.
 WORLDS: dict[str, SignalConfig] = {
     "default": SignalConfig(),
     "two_timescales": SignalConfig(effective_view_tau_hours=0.05, effective_view_history=1.5),

@@ -4,8 +4,8 @@
 Sessions per (user, day) ~ Poisson(activity_u * traffic_d * base); a session starts at a time of day drawn
 from a two-peak diurnal profile (lunch, evening). Request times do not depend on labels; the availability
 rule then decides, per target, whether the previous requests of a session are already legal history.
-Requests falling after the last day are dropped. Every day holds at least one request (the rule: docs/data.md,
-"The synthetic log"); no random number is drawn for it when no day is empty.
+Requests falling after the last day are dropped. Every day holds at least one request (docs/data.md, "The
+synthetic log").
 """
 from __future__ import annotations
 
