@@ -136,11 +136,8 @@ class Fusion(nn.Module):
         self.proj = nn.Linear(2 * dim, dim, bias=False)  # W_F
         self.ffn = SwiGLU(dim, ffn_hidden, "none", input_norm="layer")  # LN inside, residual here
 
-    def memory(self, h: torch.Tensor, valid: torch.Tensor) -> Memory:
-        return self.read.memory(h, valid)
-
     def forward(self, n: torch.Tensor, memory: Memory, valid: torch.Tensor) -> torch.Tensor:
-        """n [B, T, D], memory from `memory(h, valid)`, valid [B, L] -> [B, T, D]."""
+        """n [B, T, D], memory from `read.memory(h, valid)`, valid [B, L] -> [B, T, D]."""
         a = self.read(n, memory, valid)  # [B, T, D]
         z = n + self.proj(torch.cat([n, a], dim=-1))  # [B, T, D]
         return z + self.ffn(z)  # [B, T, D]
@@ -169,7 +166,8 @@ class Whale(nn.Module):
         """Everything candidate-independent: each layer's fusion memory (K, V or the mean), flattened."""
         outs = self.history(hist)  # num_layers x [B, L, D]
         valid = hist["hist_mask"]
-        return tuple(t for fusion, h in zip(cast(list[Fusion], self.fusions), outs) for t in fusion.memory(h, valid))
+        fusions = cast(list[Fusion], self.fusions)
+        return tuple(t for fusion, h in zip(fusions, outs) for t in fusion.read.memory(h, valid))
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)

@@ -5,15 +5,11 @@ the same user has a_r + A < t <= a_r + B (ignoring the truncation to the most re
 """
 from __future__ import annotations
 
-import datetime as dt
-
 import numpy as np
 
 from .log import ExposureLog
-from .recflow_format import day_start_ms
+from .split import SplitConfig
 
-DEFAULT_TRAIN_END = dt.date(2024, 2, 8)
-DEFAULT_TEST_START = dt.date(2024, 2, 12)
 _USER_SHIFT = 42
 
 
@@ -53,9 +49,9 @@ def delay_sensitive_requests(req: dict[str, np.ndarray], delay_a_ms: int = 0, de
     return out
 
 
-def summarize(log: ExposureLog, *, train_end: dt.date = DEFAULT_TRAIN_END,
-              test_start: dt.date = DEFAULT_TEST_START) -> dict:
-    """Everything `recscale inspect` prints, as a JSON-ready dict."""
+def summarize(log: ExposureLog) -> dict:
+    """Everything `recscale inspect` prints, as a JSON-ready dict; training ends and testing starts where the
+    default split (`SplitConfig`, the RecFlow seed's dates) puts them."""
     n = len(log)
     req = request_table(log)
     per_request = req["exposures"]
@@ -96,7 +92,7 @@ def summarize(log: ExposureLog, *, train_end: dt.date = DEFAULT_TRAIN_END,
         ],
     }
     ts = log["request_timestamp"]
-    train_end_ms, test_start_ms = day_start_ms(train_end), day_start_ms(test_start)
+    _, train_end_ms, test_start_ms, _ = SplitConfig().boundaries_ms()
     train, test = ts < train_end_ms, ts >= test_start_ms
     if train.any() and test.any():
         train_videos = np.unique(video[train])

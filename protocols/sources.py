@@ -22,13 +22,8 @@ from .recflow_format import truth_path
 from .schema import TRUE_P_COLUMN
 from .split import SplitConfig, tail_split
 
-
-def _recflow_split(log: ExposureLog) -> SplitConfig:
-    return SplitConfig()
-
-
 RECFLOW_DEFAULTS = SourceDefaults(
-    split=_recflow_split, sizes="scaled",
+    split=lambda log: SplitConfig(), sizes="scaled",
     split_doc="the RecFlow seed's dates 2024-01-13 / 2024-02-08 / 2024-02-12 / 2024-02-19 (Asia/Shanghai)")
 
 #: MovieLens-100k's default split: its last 21 days are test, the 21 before valid (UTC calendar days).

@@ -169,22 +169,15 @@ class GeneratedLog:
             "upload_type": v.upload_type[vid],
             "upload_timestamp": v.upload_ms[vid] // 1000,
             "duration": v.duration_ms[vid],
-            "realshow": np.ones(n, np.int8),
-            "rerank_pos": np.ones(n, np.int8),
-            "rerank_neg": np.zeros(n, np.int8),
-            "rank_pos": np.ones(n, np.int8),
-            "rank_neg": np.zeros(n, np.int8),
-            "coarse_neg": np.zeros(n, np.int8),
-            "prerank_neg": np.zeros(n, np.int8),
+            # every row is a shown (realshow) exposure: its funnel flags are 1, its negative-sample flags 0
+            **{flag: np.ones(n, np.int8) for flag in ("realshow", "rerank_pos", "rank_pos")},
+            **{flag: np.zeros(n, np.int8) for flag in ("rerank_neg", "rank_neg", "coarse_neg", "prerank_neg")},
             "rank_index": position + self.noise["rank_offset"][rows],
             "rerank_index": position,
             "playing_time": self.playing_time[rows],
             "effective_view": self.effective_view[rows],
             "long_view": self.long_view[rows],
-            "like": self.noise["like"][rows],
-            "follow": self.noise["follow"][rows],
-            "forward": self.noise["forward"][rows],
-            "comment": self.noise["comment"][rows],
+            **{c: self.noise[c][rows] for c in ("like", "follow", "forward", "comment")},
         }
 
     def effective_view_index(self) -> EffectiveViewIndex:
