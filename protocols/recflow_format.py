@@ -1,13 +1,7 @@
-"""RecFlow's on-disk layout and calendar: folder names, the full realshow column list with realistic integer
-widths, the default 37 days and their Asia/Shanghai boundaries.
-
-The released `realshow/YYYY-MM-DD.feather` files carry 30 integer columns; one of them is spelled
-`" category_level_two"` with a leading space (a quirk readers must tolerate: they strip column names).
-The synthetic writer reproduces the list, the quirk and these widths so that the reader is exercised
-on exactly what the real files look like.
-
-RecFlow stores one file per calendar day in China Standard Time; a request belongs to the file of the
-day its `request_timestamp` (ms) falls in, judged in Asia/Shanghai (zoneinfo), left-closed right-open.
+"""RecFlow's on-disk layout and calendar: folder names, the full realshow column list (30 integer columns, one
+spelled `" category_level_two"`) with the realistic integer widths the synthetic writer uses, the default 37 days
+and their Asia/Shanghai boundaries (a request belongs to the file of the day its `request_timestamp` falls in,
+left-closed right-open). The layout and its quirks: docs/data.md, "RecFlow files and validation".
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A restricted unpickler for RecFlow's downloaded `.pkl` files (docs/data.md): `load_int_array_dict` resolves only
-the numpy globals needed to rebuild integer arrays and scalars (plus `_codecs.encode`, used by protocol-2 array
-pickles); any other global (`os.system`, `builtins.eval`, ...) is refused before it is called, and the result must
-be a dict from integers to integer numpy arrays.
+`ALLOWED_GLOBALS`, refusing any other global before it is called, and the result must be a dict from integers to
+integer numpy arrays.
 """
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ import numpy as np
 
 from .errors import DataValidationError
 
-#: (module, name) pairs the stream may reference; both numpy 1 (`numpy.core`) and numpy 2 (`numpy._core`).
+#: (module, name) pairs the stream may reference: the numpy globals that rebuild integer arrays and scalars, in
+#: numpy 1 (`numpy.core`) and numpy 2 (`numpy._core`), and `_codecs.encode`, used by protocol-2 array pickles.
 ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset(
     [(prefix + ".multiarray", "_reconstruct") for prefix in ("numpy.core", "numpy._core")]
     + [(prefix + ".multiarray", "scalar") for prefix in ("numpy.core", "numpy._core")]

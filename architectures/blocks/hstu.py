@@ -24,8 +24,8 @@ from .table_lookup import table_lookup
 
 DEFAULT_NUM_BUCKETS = 128
 DEFAULT_BUCKET_DIVISOR = 0.301
-#: eps of both layer norms of an HSTU layer: torch's default, what every result so far was trained with.
-#: generative-recommenders uses 1e-6; which one to keep is an open measurement (docs/architectures.md).
+#: eps of both layer norms of an HSTU layer: torch's default; why it stays against generative-recommenders' 1e-6:
+#: docs/architectures.md, "Configuration".
 DEFAULT_LAYER_NORM_EPS = 1e-5
 #: Additive score bias of a masked pair. sigmoid(MASKED + s) is exactly 0 in float32 for any |s| < 1e29, so
 #: SiLU gives -0.0 and a zero gradient there: the same as multiplying by a 0/1 mask, without the extra pass.
