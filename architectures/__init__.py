@@ -1,9 +1,7 @@
-"""Model side of recscale: the architecture registry (`@architectures.register(name, config=Cfg)`) and the
-discovery of model files (this package and `RECSCALE_MODEL_PATH`); the contract is `contract.py`, adding a
-model: docs/architectures.md. `build(name, spec, cfg, attention=kernel)` takes a config instance, a mapping of
-overrides or None, and sets the kernel of the model's softmax attentions (`blocks/attention_kernel.py`). A
-model file that cannot be used (a duplicate module or architecture name, a failed import) is skipped and
-reported (`problems()`, on stderr when the registry loads and by `recscale list`); the others still load.
+"""Model side of recscale: the architecture registry (`@architectures.register(name, config=Cfg)`, `build`) and the
+discovery of model files (this package and `RECSCALE_MODEL_PATH`): docs/contracts.md and docs/architectures.md,
+"Adding a model". A model file that cannot be used (a duplicate module or architecture name, a failed import) is
+skipped and reported (`problems()`, on stderr when the registry loads and by `recscale list`); the others load.
 """
 from __future__ import annotations
 

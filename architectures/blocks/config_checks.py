@@ -1,10 +1,6 @@
-"""Value checks shared by every model config dataclass, called from its `__post_init__`.
-
-Types of values read from YAML / `--set` are checked by `core.typed_config`; these checks also
-cover configs constructed directly in code. Every message names the key as `model.<key>` and says
-what is allowed, in one format:
-
-    model.<key>: <value> <problem> (allowed: ...)
+"""Value checks shared by every model config dataclass, called from its `__post_init__` (types of values read from
+YAML / `--set` are checked by `core.typed_config`; these checks also cover configs built in code). Every message
+names the key and says what is allowed, in one format: `model.<key>: <value> <problem> (allowed: ...)`.
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Vectorised selections over the left-aligned history of the batch schema.
-
-History rows hold valid events left-aligned in ascending time (`hist_mask` True), PAD after them.
-Everything here is index arithmetic (topk / gather), no per-row Python: HELIX's user-only sequences
-(`user_only_masks`) and its user x candidate hard search (`hard_search`: the most recent history events that
-share the candidate's category_level_two or author; PAD and UNK ids never match), over `most_recent`.
+"""Vectorised selections (topk / gather, no per-row Python) over the left-aligned history of the batch schema:
+HELIX's user-only sequences (`user_only_masks`) and its user x candidate hard search (`hard_search`), over
+`most_recent` (docs/helix.md, "HELIX in recscale").
 """
 from __future__ import annotations
 

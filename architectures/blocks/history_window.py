@@ -1,11 +1,7 @@
-"""The history part of a batch, and cutting it to the model's history length.
-
-`HISTORY_KEYS` are the batch keys that describe the user's history (`History`: what candidate-independent
-code such as the history encoders may read). `recent_history` cuts every one of them to the most recent
-valid events: valid events are left-aligned in ascending time (batch schema, `protocols/schema.py`), so
-the most recent k of a row with n valid events sit at positions max(n - k, 0) .. n - 1. A batch prepared
-with a longer history than a model was configured for is therefore usable as is: one prepared dataset
-serves a sweep over `history_len`.
+"""The history part of a batch (`HISTORY_KEYS`, `History`: what candidate-independent code such as the history
+encoders may read), and cutting it to the model's history length (`recent_history`; why: docs/architectures.md,
+"The model contract"). Valid events are left-aligned in ascending time (`protocols/schema.py`), so the most
+recent k of a row with n valid events sit at positions max(n - k, 0) .. n - 1.
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ is off by default: docs/architectures.md, "Configuration").
 
 `encode` receives only the history keys of the batch (`HISTORY_KEYS`), so it cannot read the candidate; its
 result (a tensor, a tuple / list, or an object with `index_rows(index)`, batch axis first) is computed on the
-first candidate of each request and gathered back (with reuse on and some request holding two candidates; else
-on the full batch); the gathers' backward sums the candidates' gradients into their request's row.
+first candidate of each request and gathered back; the gathers' backward sums the candidates' gradients into
+their request's row.
 """
 from __future__ import annotations
 

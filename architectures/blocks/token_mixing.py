@@ -1,11 +1,6 @@
-"""RankMixer-style token mixing (Zhu et al., 2025): the parameter-free Mixup, per-token linear maps and the
-RankMixer block; HELIX's MPTF (`helix.py`) reuses `mixup` and `PerTokenLinear`.
-
-`mixup` splits every token's W channels into T slices of W/T; output token t is the concatenation of slice t
-of all T input tokens (a transpose of [T, T, W/T]; applying it twice is the identity). `SegmentMixTokenizer`
-cuts the N input tokens into T contiguous segments of whole tokens (sizes differ by at most one, the larger
-first), each mapped to one mix token by its own linear map. `RankMixerBlock`: S = LN(Mixup(X) + X);
-out = LN(PFFN(S) + S) (post-norm, as in the RankMixer paper).
+"""RankMixer-style token mixing (Zhu et al., 2025): the parameter-free Mixup (a transpose of [T, T, W/T];
+applying it twice is the identity), per-token linear maps, the mix-token maps and the RankMixer block
+(post-norm, as in the RankMixer paper); HELIX's MPTF (`helix.py`) reuses `mixup` and `PerTokenLinear`.
 """
 from __future__ import annotations
 
