@@ -1,9 +1,7 @@
 """Resumable training checkpoints: model, optimisers, position inside the epoch and every RNG state, with the run
-config and the data fingerprint that a resume must match (only `config.RESUME_SAFE_KEYS` may change).
-
-Loading never runs code from the file (a checkpoint is untrusted input): `torch.load(weights_only=True)` plus
-the few numpy globals the numpy RNG state needs (`_numpy_globals`); any other global is refused with
-`ResumeRefused` naming the file and the global. docs/training.md ("Checkpoints and resume").
+config and the data fingerprint that a resume must match (only `config.RESUME_SAFE_KEYS` may change). Loading
+runs no code from the file (`torch.load(weights_only=True)` and `_numpy_globals`): docs/reliability.md ("What
+we load and how"); checkpoints and resume: docs/training.md ("Checkpoints and resume").
 """
 from __future__ import annotations
 

@@ -13,14 +13,8 @@ from core.typed_config import ConfigError
 
 @dataclass
 class ScheduleConfig:
-    """`train.schedule`.
-
-    Attributes:
-        kind: after warm-up, "constant", "cosine" or "linear" decay to `floor` at the last step.
-        warmup_steps: linear warm-up over this many steps (0 = none).
-        warmup_fraction: or over this fraction of the run's steps (0 = none; not both).
-        floor: learning rate at the last step as a fraction of `train.lr` (cosine and linear).
-    """
+    """`train.schedule`: linear warm-up over `warmup_steps`, or `warmup_fraction` of the run's steps (0 = none; not
+    both), then `kind`: "constant", or "cosine" / "linear" decay to `floor` x `train.lr` at the last step."""
 
     kind: Literal["constant", "cosine", "linear"] = "constant"
     warmup_steps: int = 0

@@ -134,23 +134,12 @@ def run_files_present(run_dir: Path) -> list[str]:
     return [name for name in RUN_FILES if (run_dir / name).exists()]
 
 
-def clean_stale_temporaries(run_dir: Path) -> list[Path]:
-    """Remove the temporary files (`.<run file>.tmp.<pid>`) that a killed writer left in `run_dir`.
-
-    Only one process trains a run folder at a time, so every such file found when a run starts or
-    resumes is stale. Returns the removed paths.
-    """
-    removed: list[Path] = []
-    if not run_dir.is_dir():
-        return removed
+def clean_stale_temporaries(run_dir: Path) -> None:
+    """Remove the temporary files (`.<run file>.tmp.<pid>`) that a killed writer left in `run_dir` (one process
+    trains a run folder at a time, so every such file found when a run starts or resumes is stale)."""
     for name in RUN_FILES:
         for tmp in run_dir.glob(atomic_write.temporary_glob(name)):
-            try:
-                tmp.unlink()
-                removed.append(tmp)
-            except FileNotFoundError:
-                pass
-    return removed
+            tmp.unlink(missing_ok=True)
 
 
 def write_data_fingerprint(run_dir: Path, fingerprint: str) -> None:

@@ -1,12 +1,7 @@
 """One optimisation step (forward, loss, backward, clip, optimiser update) with its optimisers, and the device
 it runs on: shared by the training loop (harness/train.py) and the step timings (harness/speed/), so both
-measure the same work. The loss, the optimisers (dense and sparse mode) and the clipping: docs/training.md.
-
-The loss is BCE-with-logits summed over the batch and divided by the nominal batch size: every target weighs
-the same 1 / batch_size, including those of the last, partial batch. With `train.tasks`, the loss is the weighted sum
-of the tasks' losses (harness/tasks.py). Clipping computes what
-`torch.nn.utils.clip_grad_norm_` does, except that on CPU it skips the multiplication by exactly 1.0 when the
-norm is within the bound (the same bits; a pass over every gradient, the embedding tables' included, saved).
+measure the same work. The loss, the optimisers (dense and sparse mode) and the clipping: docs/training.md
+("Training rules"); with `train.tasks` the loss is the tasks' weighted sum (harness/tasks.py).
 """
 from __future__ import annotations
 

@@ -68,15 +68,18 @@ def train_run(
     config = run_config_dict(cfg)
     dataset = open_dataset(cfg.data, verify=verify, progress=progress)
     check_folder(out_dir, config, dataset.fingerprint, resume=resume)
-    if resume and RF.is_finished(out_dir):
-        return finished_metrics(out_dir, config, dataset.fingerprint)
+    if resume and RF.is_finished(out_dir):  # its saved metrics; a kept checkpoint passes the same checks
+        if (out_dir / CHECKPOINT_FILE).exists():
+            load_checkpoint(out_dir / CHECKPOINT_FILE, config=config, data_fingerprint=dataset.fingerprint)
+        return RF.read_metrics(out_dir)
     resume = prepare_folder(out_dir, resume=resume)
 
     session = build(cfg, out_dir, config, dataset, started)
     if resume:
         resume_from_checkpoint(session)
-    else:
-        record_start(session)
+    else:  # a fresh run: its config and data fingerprint go into the folder before any checkpoint
+        RF.write_config(out_dir, config)
+        RF.write_data_fingerprint(out_dir, dataset.fingerprint)
     session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
     session.setup_seconds = time.perf_counter() - started
 
@@ -101,7 +104,7 @@ def train_run(
     return RF.read_metrics(out_dir)
 
 
-# -- the run folder: refuse to mix runs, return a finished one, prepare a new one --------------------------------
+# -- the run folder: refuse to mix runs, prepare a new one ------------------------------------------------------
 
 def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *, resume: bool) -> None:
     """Refuse to mix runs: a new run in a folder holding one, or a resume of a missing folder or another run."""
@@ -128,14 +131,6 @@ def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *
         raise ResumeRefused(
             f"{out_dir}: refusing to resume: the run started on data {saved_fp}, this run uses {data_fingerprint}"
         )
-
-
-def finished_metrics(out_dir: Path, config: dict[str, Any], data_fingerprint: str) -> dict[str, Any]:
-    """The saved metrics of a finished run (whose checkpoint, when kept, passes the same checks)."""
-    ckpt_path = out_dir / CHECKPOINT_FILE
-    if ckpt_path.exists():
-        load_checkpoint(ckpt_path, config=config, data_fingerprint=data_fingerprint)  # same checks
-    return RF.read_metrics(out_dir)
 
 
 def prepare_folder(out_dir: Path, *, resume: bool) -> bool:
@@ -191,12 +186,6 @@ def resume_from_checkpoint(session: Session) -> None:
     session.wall_before, session.saved_at = position.wall_seconds, where(position)
     say(f"resuming from epoch {position.epoch}, batch {position.batch}"
         + (" (training finished; evaluating)" if position.finished else ""))
-
-
-def record_start(session: Session) -> None:
-    """A fresh run: its config and data fingerprint go into the folder before any checkpoint."""
-    RF.write_config(session.out_dir, session.config)
-    RF.write_data_fingerprint(session.out_dir, session.dataset.fingerprint)
 
 
 # -- training ---------------------------------------------------------------------------------------------------
