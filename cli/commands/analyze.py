@@ -1,16 +1,9 @@
-"""Analyse a finished sweep folder: scaling-law fits of log(dAUC) and log(relative LogLoss gain) against
-log(FLOPs per target), per-ablation seed variance and significance (paired t, Wilcoxon, sign-flip
-permutation, BCa bootstrap interval, Holm correction, minimum detectable effect, DeLong per seed), seaborn
+"""Analyse a finished sweep folder: scaling-law fits, per-ablation seed variance and significance,
 plots, and report.md.
 
-Reads only RESULTS_DIR (runs.parquet, sweep.yaml's optional `analysis:` section, run folders' metrics.json
-and predictions_test.parquet), so results copied from another machine analyse the same. Writes
-RESULTS_DIR/report.md, RESULTS_DIR/plots/*.png and RESULTS_DIR/analysis.json.
-
-Every run of runs.parquet is expected: one whose run folder, metrics.json or predictions could not be read
-is listed on stdout, in report.md and in analysis.json["warnings"]; with --strict that exits 1. (A folder
-with no run folders at all, such as a published reference study, gets one DeLong coverage warning instead;
---strict still fails on it.)
+Reads only RESULTS_DIR, so results copied from another machine analyse the same; writes report.md, plots/*.png
+and analysis.json there. A run of runs.parquet that could not be read is listed (with --strict: exit 1).
+What it reads and writes: docs/analysis.md.
 
 examples:
   recscale analyze results/demo

@@ -1,12 +1,9 @@
 """Remove what killed sweeps left of the local Ray sessions they started: Ray processes still running and
 their /tmp/rs-* folders.
 
-Every sweep that starts Ray on this machine records its session while it runs (a file under
-<cache>/ray_sessions/, and a variable in the environment of every Ray process it starts). A session is
-stale when its driver (the `recscale sweep` process) is gone, e.g. after kill -9; its processes are ended
-and its folder removed. Processes and folders are found only through these records, never by name: Ray
-clusters started with `ray start`, other users' processes and running sweeps are never touched. Every
-sweep does the same before it starts Ray, so this command is for a machine where no sweep runs next.
+A session is stale when its driver (the `recscale sweep` process) is gone, e.g. after kill -9. Processes and
+folders are found only through the sessions' records, never by name (docs/sweeps.md, "Interruptions, failures,
+resume"); every sweep does the same before it starts Ray.
 
 examples:
   recscale clean             # remove stale sessions, one line each

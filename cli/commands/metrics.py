@@ -1,10 +1,7 @@
-"""Recompute a run's metrics from its saved predictions and compare them with metrics.json.
+"""Recompute a run's metrics from its saved predictions and compare them with metrics.json: exit status 1 (and
+a list of differences on stderr) when any value differs, 0 when all agree (docs/training.md, "Metrics").
 
   recscale metrics RUN_DIR --recompute
-
-Every valid/test metric (AUC, LogLoss, NE, GAUC, oracle metrics, grouped metrics) is recomputed
-from predictions_{valid,test}.parquet joined with the prepared dataset named in config.yaml. Exit
-status 1 (and a list of differences on stderr) when any value differs; 0 when all agree.
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Build (or reuse) a prepared dataset: split, sampled targets, legal histories, encodings.
 
-Settings are the fields of `protocols.prepare.PrepareConfig` and the protocol's parameters (the
-same keys as a sweep's `data:` section), given as `--set key=value` (repeatable; `--set
-split.valid_start=2024-02-09` for a nested one; `--set window_s=600` for a parameter of a protocol
-from RECSCALE_PROTOCOL_PATH) or through the flags below, which are aliases of those keys. Defaults
-come from PrepareConfig and the protocol's dataclass, and the split and target counts from the
-source (`protocols.sources`): RecFlow's dates and scaled reference sizes for recflow/synthetic, the
-log's last weeks and every rating for movielens100k. A target count may be `all`.
-
-The artifact folder is content-addressed (source fingerprint + protocol + parameters): running the
-same command twice does nothing the second time. The folder path is printed on stdout; with --json
-a JSON object with the path and the manifest's summary is printed instead.
+Settings are `protocols.prepare.PrepareConfig`'s fields and the protocol's parameters, given as `--set
+key=value` (repeatable; `--set split.valid_start=2024-02-09` for a nested one) or through the flags below,
+aliases of those keys (docs/protocols.md, "Settings"). The artifact folder is content-addressed: the same
+command twice does nothing the second time. Its path is printed on stdout (with --json, also the manifest's
+summary).
 
 Examples:
   recscale prepare --source synthetic --root data/synth-small --protocol exposure --delay-s 60

@@ -1,22 +1,13 @@
 """Publish a finished sweep as a committed reference study, or check a fresh sweep against one.
 
 `publish` copies SWEEP_DIR's sweep.yaml, runs.parquet and datasets.json (when present) into OUT (default
-results/reference/<sweep>/), adds score_ranks_test.parquet (the score order of the runs that comparisons
-varying a data setting compare, all DeLong's test needs) and analyses the copy there (analysis.json,
-report.md, plots/). Run folders, checkpoints and predictions are never copied, so `recscale analyze OUT` on
-a copy of OUT reproduces its analysis.json. An OUT that already holds a reference is replaced only with
---force: without it, publish prints what would change (trials, largest differences, where each ran)
-and exits 2.
+results/reference/<sweep>/), adds score_ranks_test.parquet (the score order DeLong's test needs) and analyses the
+copy there; run folders are never copied. An OUT that already holds a reference is replaced only with --force:
+without it, publish prints what would change and exits 2.
 
-`check` compares a fresh sweep with its reference trial by trial (test AUC and LogLoss) and says which
-kind of reproduction it saw: "bit-exact"; "within tolerance" (by default every difference at most twice
-the seed standard deviation of the trial's setting in the reference, and no systematic shift of the
-differences: analysis/reference.py and docs/reproducibility.md give the rule and why); or "NOT
-reproduced", naming the trials and metrics that differ. Trials whose configuration differs (a config column
-or the seed) are named first, with both values: that is a different study, not a reproduction. When it is not
-bit-exact it prints where the two sweeps ran (CPU, instruction sets, BLAS and its kernel, library versions,
-threads, device) where they differ.
-Exit 0 for the first two (only the first with --exact), 1 otherwise.
+`check` compares a fresh sweep with its reference trial by trial (configs first, then test AUC and LogLoss): its
+verdict, "bit-exact", "within tolerance" or "NOT reproduced", and the rule: docs/reproducibility.md ("recscale
+reference check"). Exit 0 for the first two (only the first with --exact), 1 otherwise.
 
 examples:
   recscale reference publish results/demo                  # -> results/reference/demo/

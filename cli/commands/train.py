@@ -5,18 +5,10 @@ Examples:
   recscale train --arch wukong --data ART --set model.dim=32 --set train.epochs=2 --out results/runs/w32
   recscale train --config run.yaml --out RUN_DIR --resume
 
-The run folder receives config.yaml, metrics.json, predictions_{valid,test}.parquet and checkpoint.pt.
-For speed the command re-executes itself once, with the same command line, under glibc malloc
-settings (see harness/perf.py) when it runs as the program (not when `cli.main.main` is called
-from Python); set RECSCALE_MALLOC_REEXEC=1 to disable that.
-
-Before training, every file of the prepared dataset is checked against its manifest's checksums (exit 2
-naming a damaged file; about 2 s per GB, with a progress bar on large artifacts); --no-verify skips it.
-
-A folder that holds a run is refused without --resume; --resume refuses another config or other data
-(even before the first checkpoint) and says where it resumes from. Ctrl-C (SIGINT) or SIGTERM finishes
-the current batch, writes a checkpoint and exits 130 / 143; continue with --resume. A second one aborts at
-once (exit 130 / 143), abandoning a checkpoint being written: checkpoint.pt keeps the last complete one.
+The prepared dataset's checksums are checked first (--no-verify skips it). A folder that holds a run is refused
+without --resume; Ctrl-C (SIGINT) or SIGTERM writes a checkpoint and exits 130 / 143 (continue with --resume).
+The run folder, resume and signals: docs/training.md ("Checkpoints and resume"); the one re-exec under glibc
+malloc settings (RECSCALE_MALLOC_REEXEC=1 disables it): docs/training.md ("Speed").
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Verify a prepared artifact: the manifest's own checksum, and every file's size and blake2b checksum.
 
-Exit status 0 when everything matches the manifest's integrity record; 2, with a message naming each
-damaged file and what is wrong (missing, truncated, checksum differs), otherwise. An artifact written
-before recscale recorded checksums cannot be vouched for and also gives 2 (rerun `recscale prepare` with
-the same settings: it rebuilds such an artifact under the same folder name).
+Exit status 0 when everything matches the manifest's integrity record; 2, with a message naming each damaged
+file and what is wrong, otherwise; an artifact written before integrity records gives 2 too (docs/reliability.md,
+"Data, synthetic logs and prepared artifacts").
 
 Example:
   recscale verify artifacts/prepared/synthetic-exposure-b9c7824001448f35
