@@ -85,20 +85,13 @@ class TrainConfig:
         return device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
     def __post_init__(self) -> None:
-        positive = {"lr": self.lr, "batch_size": self.batch_size, "eval_batch_size": self.eval_batch_size,
-                    "epochs": self.epochs}
-        for key, value in positive.items():
-            if value <= 0:
-                raise ConfigError(f"train.{key} must be > 0, got {value!r}")
-        non_negative = {"weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
-                        "early_stopping_patience": self.early_stopping_patience, "num_threads": self.num_threads,
-                        "checkpoint_every_batches": self.checkpoint_every_batches,
-                        "checkpoint_every_s": self.checkpoint_every_s,
-                        "prefetch_batches": self.prefetch_batches, "log_every_steps": self.log_every_steps,
-                        "eval_every_steps": self.eval_every_steps}
-        for key, value in non_negative.items():
-            if value < 0:
-                raise ConfigError(f"train.{key} must be >= 0, got {value!r}")
+        for key in ("lr", "batch_size", "eval_batch_size", "epochs"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"train.{key} must be > 0, got {getattr(self, key)!r}")
+        for key in ("weight_decay", "grad_clip", "early_stopping_patience", "num_threads", "checkpoint_every_batches",
+                    "checkpoint_every_s", "prefetch_batches", "log_every_steps", "eval_every_steps"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"train.{key} must be >= 0, got {getattr(self, key)!r}")
         if self.eval_every_steps and not self.log_every_steps:
             raise ConfigError(f"train.eval_every_steps={self.eval_every_steps} logs to the learning curves, which "
                               "train.log_every_steps=0 turns off; set train.log_every_steps > 0")

@@ -28,11 +28,8 @@ TUNED = "tuned"
 #: The round of seeds a trial ran in (1, 2, ...; sweeps with `rounds:` only: harness/sweep/launcher.py).
 ROUND = "round"
 
-#: A sweep with `retry:` (harness/sweep/retry.py) records in metrics.json, and so in runs.parquet, for every
-#: trial it applies to: how many times the run was trained again, the learning rate it was planned at and the
-#: one its final attempt (whose metrics the row holds) trained at, and each attempt's rate and health status
-#: (`0.16 diverged → 0.08 diverged → 0.04 ok`). `train.lr`, when the sweep sets it, keeps the planned rate:
-#: it is the setting, and the retried run stays among its setting's seeds.
+#: The retrains of a trial under a sweep's `retry:` (harness/sweep/retry.py): what each column holds and why
+#: `train.lr` keeps the planned rate: docs/sweeps.md ("Retry").
 RETRY_ATTEMPTS = "retry_attempts"
 RETRY_LR_INITIAL = "retry_lr_initial"
 RETRY_LR_USED = "retry_lr_used"

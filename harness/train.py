@@ -504,15 +504,13 @@ class LRSchedule:
     def step_of(self, epoch: int, batch: int) -> int:
         return epoch * self.steps_per_epoch + batch
 
-    def apply(self, epoch: int, batch: int) -> float:
-        """Set the rate of the step about to run (batch `batch` of `epoch`); returns the factor."""
-        if self.cfg.is_constant:
-            return 1.0
-        f = factor(self.cfg, self.step_of(epoch, batch), self.total)
-        for opt in self.optimizers:
-            for group in opt.param_groups:
-                group["lr"] = group["initial_lr"] * f
-        return f
+    def apply(self, epoch: int, batch: int) -> None:
+        """Set the rate of the step about to run (batch `batch` of `epoch`)."""
+        if not self.cfg.is_constant:
+            f = factor(self.cfg, self.step_of(epoch, batch), self.total)
+            for opt in self.optimizers:
+                for group in opt.param_groups:
+                    group["lr"] = group["initial_lr"] * f
 
     def lr(self) -> float:
         """The first group's current learning rate (for logging)."""

@@ -1,15 +1,13 @@
 """Forward matrix FLOPs per target by module, and parameter counts (embedding / non-embedding).
 
-FLOPs count linear, matmul, bmm, einsum and attention products at 2 per multiply-add (no lookups, norms or
-element-wise ops), measured with fvcore on a random batch whose histories are full (every target reads
-the model's `history_len` events, one candidate per request). Embedding parameters depend on the vocabularies: pass
---data ARTIFACT to size them from a prepared dataset; without it a small test vocabulary is used.
+FLOPs count linear, matmul, bmm, einsum and attention products at 2 per multiply-add, measured with fvcore on a
+random batch whose histories are full. Embedding parameters depend on the vocabularies: --data ARTIFACT sizes
+them from a prepared dataset, else a small test vocabulary is used. --set takes model fields as `recscale train
+--set` does: model.<field>=V or <field>=V.
 
 examples:
   recscale flops --arch whale
   recscale flops --arch whale_meanpool --set model.dim=32 --set history_len=64 --json
-
---set takes model fields in the spellings of `recscale train --set`: model.<field>=V or <field>=V.
 """
 from __future__ import annotations
 

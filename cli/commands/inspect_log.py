@@ -1,10 +1,8 @@
 """Validate a log and print what a user checks first.
 
-Reads ROOT with the chosen source (validation errors name the file, record, field and value, and exit
-with status 2), then prints days, rows, requests, users, videos, exposures per request
-(min/median/p95/max), label rates, the share of test exposures whose video is unseen in training, the
-share whose legal history changes between a 0 s and a 60 s delay, and the unseen-video share per day,
-ending with a one-line verdict (an invalid log ends in the error instead). Writes nothing.
+Reads ROOT with the chosen source (validation errors name the file, record, field and value, and exit with
+status 2), then prints its statistics (docs/data.md, "Statistics printed by `recscale inspect`") and a one-line
+verdict. Writes nothing.
 """
 from __future__ import annotations
 

@@ -55,17 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from analysis.reference import BIT_EXACT, WITHIN_TOLERANCE, check_lines, compare_with_reference
 
-    if args.action == "publish":
-        return _publish(args)
-    check = compare_with_reference(args.fresh_dir, args.reference_dir, sd_fraction=args.sd_fraction,
-                                   absolute=args.tolerance, trust_edits=args.trust_edits)
-    print("\n".join(check_lines(check, exact=args.exact)))
-    return 0 if check.verdict == BIT_EXACT or (check.verdict == WITHIN_TOLERANCE and not args.exact) else 1
-
-
-def _publish(args: argparse.Namespace) -> int:
+    if args.action == "check":
+        check = compare_with_reference(args.fresh_dir, args.reference_dir, sd_fraction=args.sd_fraction,
+                                       absolute=args.tolerance, trust_edits=args.trust_edits)
+        print("\n".join(check_lines(check, exact=args.exact)))
+        return 0 if check.verdict == BIT_EXACT or (check.verdict == WITHIN_TOLERANCE and not args.exact) else 1
     from analysis.pipeline import analyze
-    from analysis.reference import check_lines, compare_with_reference, publish_reference
+    from analysis.reference import publish_reference
     from analysis.report.terminal import terminal_summary
 
     out = args.out or DEFAULT_ROOT / args.sweep_dir.resolve().name

@@ -1,11 +1,9 @@
 """Write a synthetic log in RecFlow's on-disk layout, with the true P(long_view) of every exposure.
 
-The folder holds realshow/YYYY-MM-DD.feather (RecFlow's 30 columns), seq_effective_50_dict/*.pkl
-(author-style 50-event histories, only with --author50: only the author50 protocol reads them, and they
-are large, 727 MB at small; a sweep or prepare that needs them adds them),
-synthetic_truth/*.feather (true_p) and SYNTHETIC.json (parameters, summary, oracle AUC).
-Scales: tiny (~6k exposures, for tests), small (~1M, the demo), medium (~6M), full (~38.2M, RecFlow size).
-Writing is atomic; re-running with the same arguments on a finished folder does nothing.
+Scales: tiny (~6k exposures, for tests), small (~1M, the demo), medium (~6M), full (~38.2M, RecFlow size). The
+author-50 pickles are written only with --author50 (only the author50 protocol reads them, and they are large).
+Writing is atomic; re-running with the same arguments on a finished folder does nothing. The folder's files and
+the generative model: docs/data.md ("The synthetic log").
 """
 from __future__ import annotations
 
