@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import torch
 
 from core import results_layout as layout
 from core.errors import RecscaleError
-from core.typed_config import flat_keys
 from harness.runs_columns import DATA_FINGERPRINT
 from protocols.schema import widen
 
@@ -147,15 +145,3 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
         out["groups"][split] = groups
     # the same JSON normalisation as metrics.json (NaN -> null, numpy scalars -> Python)
     return json.loads(json.dumps(RF.json_safe(out), allow_nan=False))
-
-
-def compare(saved: dict[str, Any], fresh: dict[str, Any], *, tol: float = 0.0) -> list[str]:
-    """`key: saved -> recomputed` for every recomputed value that differs from the saved one."""
-    saved_leaves = flat_keys(saved)
-    diffs = []
-    for key, value in flat_keys(fresh).items():
-        old = saved_leaves.get(key, "<absent>")
-        numbers = isinstance(old, (int, float)) and isinstance(value, (int, float))
-        if not (old == value or numbers and math.isclose(old, value, rel_tol=0, abs_tol=tol)):
-            diffs.append(f"{key}: {old!r} -> {value!r}")
-    return diffs

@@ -82,9 +82,7 @@ def gauc(labels: np.ndarray, scores: np.ndarray, users: np.ndarray) -> float:
     """Impression-weighted mean of per-user AUC over users with both a positive and a negative."""
     auc_g, _, size = _grouped_auc(labels, scores, users)
     valid = ~np.isnan(auc_g)
-    if not valid.any():
-        return math.nan
-    return float(np.sum(auc_g[valid] * size[valid]) / np.sum(size[valid]))
+    return float(np.sum(auc_g[valid] * size[valid]) / np.sum(size[valid])) if valid.any() else math.nan
 
 
 def uauc(labels: np.ndarray, scores: np.ndarray, users: np.ndarray) -> float:

@@ -26,12 +26,9 @@ def malloc_env_active() -> bool:
 
 
 def reexec_with_malloc_env(python_args: Sequence[str]) -> None:
-    """Replace this process by `python PYTHON_ARGS` with MALLOC_ENV set (glibc Linux only); the caller
-    says what to run (the command line passes `-m cli ARGV`, `cli.main.reexec_under_malloc`).
-
-    Returns without doing anything when the variables are already set, when re-exec is disabled
-    (REEXEC_MARKER set) or on platforms without glibc.
-    """
+    """Replace this process by `python PYTHON_ARGS` with MALLOC_ENV set (the command line passes `-m cli ARGV`,
+    `cli.main.reexec_under_malloc`); returns at once when the variables are already set, when re-exec is disabled
+    (REEXEC_MARKER set) or without glibc."""
     if malloc_env_active() or os.environ.get(REEXEC_MARKER) or platform.libc_ver()[0] != "glibc":
         return
     env = {**os.environ, **MALLOC_ENV, REEXEC_MARKER: "1"}

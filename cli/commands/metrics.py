@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness import run_folder as RF
-    from harness.evaluate import compare, recompute_metrics
+    from harness.evaluate import recompute_metrics
 
     run_dir = Path(args.run_dir)
     saved = RF.read_metrics(run_dir)
@@ -34,7 +35,13 @@ def run(args: argparse.Namespace) -> int:
             f"{k}: {v}" for k, v in saved.items() if not isinstance(v, (dict, list))))
         return 0
     fresh = recompute_metrics(run_dir, data=args.data)
-    diffs = compare(saved, fresh, tol=args.tol)
+    saved_leaves = flat_keys(saved)
+    diffs = []
+    for key, value in flat_keys(fresh).items():  # `key: saved -> recomputed` for every value that differs
+        old = saved_leaves.get(key, "<absent>")
+        numbers = isinstance(old, (int, float)) and isinstance(value, (int, float))
+        if not (old == value or numbers and math.isclose(old, value, rel_tol=0, abs_tol=args.tol)):
+            diffs.append(f"{key}: {old!r} -> {value!r}")
     if args.json:
         print(json.dumps(fresh, indent=2))
     if diffs:
