@@ -118,7 +118,7 @@ def save_checkpoint(
 
     try:
         atomic_write(path, write)  # `path` keeps the previous one on failure
-    except BaseException as e:  # an error, or a second signal (harness.stop_signals.TrainingAborted), mid-write
+    except BaseException as e:  # an error, or a second signal (harness.train.TrainingAborted), mid-write
         signalled: BaseException | None = e
         while signalled is not None and isinstance(signalled, Exception):
             signalled = signalled.__context__

@@ -125,8 +125,7 @@ LAYER_NORM_EPS_KEY, LAYER_NORM_EPS_BEFORE = "model.layer_norm_eps", 1e-5
 #: may change them.
 RESUME_SAFE_KEYS: tuple[str, ...] = ("train.checkpoint_every_batches", "train.checkpoint_every_s",
                                      "train.prefetch_batches", "train.loader_workers", "train.log_every_steps",
-                                     "train.eval_every_steps",
-                                     "data")
+                                     "train.eval_every_steps", "data")
 
 
 @dataclass

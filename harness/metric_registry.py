@@ -172,13 +172,10 @@ def split_metrics(
     probs: np.ndarray,
     columns: Mapping[str, np.ndarray],
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Metrics of one split: (flat {n, positives, <metric>...[, oracle_<metric>...]}, groups {name: {...}}).
-
-    Flat: every registered metric (`harness/metric_registry.py`), in registration order, then on synthetic
-    logs the same metrics of the true probability. Groups: every registered metric that needs no user ids,
-    plus the oracle's value of the headline metrics. `columns` holds the targets' `user_id, video_unseen,
-    author_unseen, duration_ms` and, on synthetic logs, `true_p`, all aligned row by row with `labels` / `probs`.
-    """
+    """Metrics of one split: (flat {n, positives, <metric>...[, oracle_<metric>...]}, groups {name: {...}}); flat
+    has every registered metric, groups those that need no user ids and the oracle's headline metrics (the oracle's
+    on synthetic logs only). `columns` holds the targets' `user_id, video_unseen, author_unseen, duration_ms` and,
+    on synthetic logs, `true_p`, all aligned row by row with `labels` / `probs`."""
     y = M.as_labels(labels)
     p = np.asarray(probs, dtype=np.float64).ravel()
     users = np.asarray(columns["user_id"])

@@ -129,11 +129,6 @@ def is_finished(run_dir: Path) -> bool:
     return (run_dir / layout.METRICS_FILE).exists()
 
 
-def run_files_present(run_dir: Path) -> list[str]:
-    """Names of the run files (RUN_FILES) in `run_dir`; empty when it holds no run (or does not exist)."""
-    return [name for name in RUN_FILES if (run_dir / name).exists()]
-
-
 def clean_stale_temporaries(run_dir: Path) -> None:
     """Remove the temporary files (`.<run file>.tmp.<pid>`) that a killed writer left in `run_dir` (one process
     trains a run folder at a time, so every such file found when a run starts or resumes is stale)."""

@@ -109,7 +109,7 @@ def train_run(
 def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *, resume: bool) -> None:
     """Refuse to mix runs: a new run in a folder holding one, or a resume of a missing folder or another run."""
     if not resume:
-        present = RF.run_files_present(out_dir)
+        present = [name for name in RF.RUN_FILES if (out_dir / name).exists()]
         if present:
             raise RecscaleError(f"{out_dir}: already holds a run ({', '.join(present)}); use --resume to continue it "
                                 "or choose another --out")
