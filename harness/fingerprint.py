@@ -1,8 +1,7 @@
-"""Where a run ran: the machine and software facts that decide which floating-point kernels compute it (CPU
-instruction sets, torch's CPU capability and BLAS, numpy's BLAS and kernel, versions, threads, device), and the
-thread policy it trained under. `machine_fingerprint()` records them as flat `env_*` keys of metrics.json
-(one runs.parquet column each); `fingerprint_differences()` names the ones that differ between two runs.
-The keys and why they matter: docs/reproducibility.md; the thread policy: docs/training.md ("Threads").
+"""Where a run ran: the machine and software facts that decide which floating-point kernels compute it, and the
+thread policy it trained under. `machine_fingerprint()` records them as flat `env_*` keys of metrics.json (one
+runs.parquet column each; the keys and why they matter: docs/reproducibility.md, "Where each run ran");
+`fingerprint_differences()` names the ones that differ between two runs. Threads: docs/training.md ("Threads").
 """
 from __future__ import annotations
 
