@@ -1,6 +1,5 @@
-"""The `retry:` section of a sweep file (keys and rules: docs/sweeps.md, "Retry"). `check_raw` refuses a bare
-`on:` key (YAML 1.1 reads it as true), `check_section` the section on its own; what the retry does with it:
-`harness.sweep.retry`.
+"""The `retry:` section of a sweep file (keys and rules: docs/sweeps.md, "Retry"), checked on its own when it is
+built; what the retry does with it: `harness.sweep.retry`.
 """
 from __future__ import annotations
 
@@ -25,6 +24,21 @@ class RetrySection:
     max_retries: int = 2
     tuning_trials: bool = False
 
+    def __post_init__(self) -> None:
+        if not self.when:
+            raise ConfigError(f"retry.when: empty; give the statuses that trigger a retry "
+                              f"({', '.join(RETRY_STATUSES)}), or leave out `retry:` for none")
+        for s in self.when:
+            if s not in RETRY_STATUSES:
+                raise ConfigError(f"retry.when: unknown status {s!r}; valid: {', '.join(RETRY_STATUSES)}")
+        if len(set(self.when)) != len(self.when):
+            raise ConfigError(f"retry.when: repeated statuses in {self.when!r}")
+        if not (math.isfinite(self.lr_factor) and self.lr_factor > 0) or self.lr_factor == 1:
+            raise ConfigError(f"retry.lr_factor: must be a finite number > 0 other than 1, got {self.lr_factor!r}")
+        if self.max_retries < 1:
+            raise ConfigError(f"retry.max_retries: must be >= 1, got {self.max_retries!r} (leave out `retry:` for no "
+                              "retry)")
+
     def lr_of(self, lr: float, attempt: int) -> float:
         """The learning rate of attempt `attempt` (0: the planned one) of a run planned at `lr`."""
         return lr * self.lr_factor ** attempt
@@ -38,20 +52,3 @@ def check_raw(raw: Any) -> None:
             if isinstance(key, bool):
                 raise ConfigError(f"retry: a key YAML reads as {key} (`on`, `off`, `yes` or `no` unquoted); the "
                                   f"statuses that trigger a retry are given as `when: [{', '.join(RETRY_STATUSES)}]`")
-
-
-def check_section(r: RetrySection) -> None:
-    """Validate the section on its own; errors name the `retry.` key."""
-    if not r.when:
-        raise ConfigError(f"retry.when: empty; give the statuses that trigger a retry ({', '.join(RETRY_STATUSES)}),"
-                          " or leave out `retry:` for none")
-    for s in r.when:
-        if s not in RETRY_STATUSES:
-            raise ConfigError(f"retry.when: unknown status {s!r}; valid: {', '.join(RETRY_STATUSES)}")
-    if len(set(r.when)) != len(r.when):
-        raise ConfigError(f"retry.when: repeated statuses in {r.when!r}")
-    if not (math.isfinite(r.lr_factor) and r.lr_factor > 0) or r.lr_factor == 1:
-        raise ConfigError(f"retry.lr_factor: must be a finite number > 0 other than 1, got {r.lr_factor!r}")
-    if r.max_retries < 1:
-        raise ConfigError(f"retry.max_retries: must be >= 1, got {r.max_retries!r} (leave out `retry:` for no "
-                          "retry)")

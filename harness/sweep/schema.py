@@ -1,10 +1,6 @@
-"""The sweep YAML schema: the typed sections of a sweep file (`SweepConfig`), their validation when the file
-is loaded (`load_sweep`), and the grid-axis vocabulary the planner shares (`axis_settings`, data axis fields,
-bundles).
-
-Every key, its default and its rules are documented once, in docs/sweeps.md ("The sweep file"). Errors name
-the offending key and list the valid values. Nothing here starts Ray or reads the log (only that `data.root`
-exists is checked).
+"""The sweep YAML schema: the typed sections of a sweep file (`SweepConfig`), their validation at load
+(`load_sweep`; every key and rule: docs/sweeps.md, "The sweep file") and the grid-axis vocabulary the planner
+shares. Errors name the offending key; nothing here starts Ray.
 """
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ from harness.metric_registry import check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
 from . import model_keys
-from .retry_config import RetrySection, check_raw, check_section
+from .retry_config import RetrySection, check_raw
 from .tuning_config import TuningSection, section_values
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
@@ -91,19 +87,14 @@ class DataSection(PrepareConfig):
         return Path(self.out) if self.out is not None else Path(self.cache) / Path(PREPARED_DIR).name
 
     def prepare_settings(self) -> dict[str, Any]:
-        """The PrepareConfig settings every dataset of the sweep starts from (before grid axes), as
-        plain values: `source`, every data axis field, the protocol parameters given, and the `prepare:`
-        entries.
-
-        A nested section (`split`) appears only when it differs from its default, so that the
-        dataset ids of sweeps that never set it do not depend on it.
-        """
+        """The PrepareConfig settings every dataset of the sweep starts from (before grid axes), as plain values:
+        `source`, every data axis field, the protocol parameters given, and the `prepare:` entries. A default that
+        dataset ids predate (vocabulary, a nested section such as `split`; the task: module `prepare_settings`)
+        is left out, so that the ids of sweeps that never set it do not depend on it."""
         out: dict[str, Any] = {"source": self.source}
         for name in DATA_AXIS_FIELDS:
             value = getattr(self, name)
-            if name == "task" and value == DEFAULT_TASK:  # dataset ids predating tasks stay the same
-                continue
-            if name == "vocabulary" and value in (None, DEFAULT_VOCABULARY):  # likewise for vocabulary rules
+            if name == "vocabulary" and value in (None, DEFAULT_VOCABULARY):
                 continue
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
                 if value == type(value)():
@@ -676,13 +667,10 @@ def _check_rounds(cfg: SweepConfig, axes: dict[str, list[Any]]) -> None:
 
 
 def _check_retry(cfg: SweepConfig) -> None:
-    """The retry section on its own (`retry_config.check_section`) and against the tuning stage: tuning trials are
-    retried only when asked, and never when the stage chooses the learning rate the retry would change."""
+    """The retry section against the tuning stage: tuning trials are retried only when asked, and never when the
+    stage chooses the learning rate the retry would change."""
     r = cfg.retry
-    if r is None:
-        return
-    check_section(r)
-    if r.tuning_trials:
+    if r is not None and r.tuning_trials:
         if cfg.tuning is None:
             raise ConfigError("retry.tuning_trials: the sweep has no `tuning:` stage")
         if cfg.tuning.param == "train.lr":
