@@ -1,14 +1,7 @@
-"""Launching a sweep through Ray Tune: datasets first (each distinct one prepared once, in the driver, after the
-synthetic log is generated when the sweep has no `data.root`), then an optional tuning stage or Optuna search,
-then the grid, then runs.parquet and sweep_summary.json (docs/sweeps.md: the stages, "Datasets are prepared
-once", "What a sweep writes" and "Interruptions, failures, resume").
-
-Each stage is one `tune.Tuner`: the grid and the tuning stage are one `tune.grid_search` over their distinct
-points (`plan.grid_points`, `plan.tuning_points`), so no trial runs twice; the search is `OptunaSearch` behind
-a `ConcurrencyLimiter` at the first value of every grid axis (Ray's Optuna integration refuses grid axes).
-Ray itself (starting, joining, shutting down, removing what a killed driver left) is
-`harness.sweep.ray_sessions`; `run_sweep` checks the address before anything is written and opens the
-session only around its stages.
+"""Launching a sweep through Ray Tune: datasets first, then an optional tuning stage or Optuna search, then the
+grid, each stage one `tune.Tuner`, then runs.parquet and sweep_summary.json (docs/sweeps.md: the stages, "Datasets
+are prepared once", "What a sweep writes", "Interruptions, failures, resume"). Ray itself is
+`harness.sweep.ray_sessions`; `run_sweep` checks the address before anything is written.
 """
 from __future__ import annotations
 
@@ -19,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -109,11 +103,15 @@ def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
         return False
     rounds = plan.sweep.config.rounds
     if rounds is not None:  # its last launch stopped where the round rule says (_grid_rounds), at this cap
-        summary = sweep_dir / SUMMARY_FILE
-        done = json.loads(summary.read_text()) if summary.exists() else {}
+        done = _last_summary(sweep_dir)
         stopped_by_cap = "cap_trial_hours" in done.get("rounds_stopped", "")
         return "rounds_stopped" in done and not (stopped_by_cap and done.get(CAP_KEY) != rounds.cap_trial_hours)
     return all((sweep_dir / RUNS_DIR / t.trial_id / METRICS_FILE).exists() for t in plan.trials)
+
+
+def _last_summary(sweep_dir: Path) -> dict[str, Any]:
+    summary = sweep_dir / SUMMARY_FILE
+    return json.loads(summary.read_text()) if summary.exists() else {}
 
 
 def _started(sweep_dir: Path) -> bool:
@@ -228,25 +226,18 @@ class TrialProgress(tune.Callback):
             self._bar.close()
 
 
-class GridTrialName:
-    """Picklable Tune trial name / folder creator: the deterministic trial id of the grid point."""
-
-    def __init__(self, sweep: Sweep) -> None:
-        self.sweep = sweep
-
-    def __call__(self, trial: Any) -> str:
-        return trial_id_for(self.sweep, trial.config[GRID_POINT])
+def grid_trial_name(sweep: Sweep, trial: Any) -> str:
+    """Tune's trial name and folder (bound to the sweep with `partial`, picklable): the grid point's trial id."""
+    return trial_id_for(sweep, trial.config[GRID_POINT])
 
 
 def _tune_domain(dim: SearchDimension) -> Any:
     if dim.kind == "choice":
         return tune.choice(list(dim.values or []))
     low, high = cast(float, dim.low), cast(float, dim.high)  # set for every kind but choice (schema)
-    if dim.kind == "uniform":
-        return tune.uniform(low, high)
-    if dim.kind == "loguniform":
-        return tune.loguniform(low, high)
-    return tune.randint(int(low), int(high) + 1)  # [low, high] inclusive
+    if dim.kind == "int":
+        return tune.randint(int(low), int(high) + 1)  # [low, high] inclusive
+    return getattr(tune, dim.kind)(low, high)  # tune.uniform, tune.loguniform
 
 
 def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[dict] | None, name: str) -> Any:
@@ -279,10 +270,10 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[d
         # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
         points = points if points is not None else (grid_points(sweep) if ctx.stage == "grid" else tuning_points(sweep))
         param_space = {GRID_POINT: tune.grid_search(points)}
-        namer = GridTrialName(sweep)
+        namer = partial(grid_trial_name, sweep)
         tune_config = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.max_concurrent,
                                       trial_name_creator=namer, trial_dirname_creator=namer)
-    else:
+    else:  # at the first value of every grid axis (Ray's Optuna integration refuses grid axes)
         from ray.tune.search import ConcurrencyLimiter
         from ray.tune.search.optuna import OptunaSearch
 
@@ -421,11 +412,9 @@ def run_sweep(
     created = not (Path(results_root) / sweep.name).exists()
     sweep_dir, resume = prepare_sweep_dir(sweep, plan, Path(results_root), resume=resume)
     if resume and _all_finished(sweep_dir, plan):  # nothing to run: no Ray, timings of the last launch kept
-        n = int((collect_runs(sweep_dir)[C.STAGE] == "grid").sum())
-        tuning_count = _collect_tuning(sweep_dir, plan)
-        summary_path = sweep_dir / SUMMARY_FILE
-        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-        return SweepOutcome(sweep_dir=sweep_dir, planned=n, finished=n, summary=summary, tuning=tuning_count)
+        n, tuning_count = _collect(sweep_dir, plan)
+        return SweepOutcome(sweep_dir=sweep_dir, planned=n, finished=n, summary=_last_summary(sweep_dir),
+                            tuning=tuning_count)
     try:
         dataset_paths = prepare_datasets(sweep, plan.datasets)
     except RecscaleError:  # e.g. an empty split or too many targets: a new sweep folder leaves no trace
@@ -475,9 +464,7 @@ def run_sweep(
     except SweepInterrupted:  # Ctrl-C while Ray started or between stages: no stage outcome to report
         stage = _StageOutcome(None, 0.0, [], True)
 
-    table = collect_runs(sweep_dir)
-    tuning_count = _collect_tuning(sweep_dir, plan)
-    finished = int((table["stage"] == "grid").sum()) if not table.empty else 0
+    finished, tuning_count = _collect(sweep_dir, plan)
     timings["total_s"] = time.perf_counter() - t0
     summary = {**_summary(sweep_dir, since, timings), **rounds}
     atomic_write.write_text(sweep_dir / SUMMARY_FILE, json.dumps(summary, indent=1) + "\n")
@@ -538,10 +525,13 @@ def _tuning_stage(sweep: Sweep, sweep_dir: Path, dataset_paths: dict[str, str], 
     return choice, stage
 
 
-def _collect_tuning(sweep_dir: Path, plan: SweepPlan) -> dict[str, int] | None:
-    """tuning/runs.parquet rebuilt from the tuning run folders; {"planned", "finished"} (None without tuning)."""
+def _collect(sweep_dir: Path, plan: SweepPlan) -> tuple[int, dict[str, int] | None]:
+    """runs.parquet (and tuning/runs.parquet) rebuilt from the run folders: the grid trials finished, and the tuning
+    stage's {"planned", "finished"} (None without tuning)."""
+    table = collect_runs(sweep_dir)
+    finished = int((table[C.STAGE] == "grid").sum()) if not table.empty else 0
     if plan.sweep.config.tuning is None:
-        return None
+        return finished, None
     folder = tuning.tuning_dir(sweep_dir)
-    finished = len(collect_runs(folder)) if folder.is_dir() else 0
-    return {"planned": len(plan.tuning_trials), "finished": finished}
+    return finished, {"planned": len(plan.tuning_trials),
+                      "finished": len(collect_runs(folder)) if folder.is_dir() else 0}

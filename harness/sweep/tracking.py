@@ -61,7 +61,7 @@ class SweepMLflowCallback(MLflowLoggerCallback):
 
     def _trial_id(self, trial: Any) -> str:
         """The trial's id (its run folder's name): the Tune trial's name in the grid and tuning stages
-        (`launcher.GridTrialName`), from Tune's id in a search. (Tune overwrites a reported `trial_id` with
+        (`launcher.grid_trial_name`), from Tune's id in a search. (Tune overwrites a reported `trial_id` with
         its own.)"""
         return search_trial_id(trial.trial_id) if self.stage == "search" else str(trial)
 
