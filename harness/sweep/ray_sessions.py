@@ -61,16 +61,18 @@ FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR", "OMP_WAIT_POLICY",
 
 
 @contextmanager
-def scoped_env(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables that are not set yet, and restore the environment afterwards."""
-    added = [k for k in values if k not in os.environ]
-    for k in added:
-        os.environ[k] = values[k]
+def scoped_env(values: dict[str, str], *, override: bool = False) -> Iterator[None]:
+    """Set environment variables (those not set yet, unless `override`), and restore the environment afterwards."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: v for k, v in values.items() if override or before[k] is None})
     try:
         yield
     finally:
-        for k in added:
-            os.environ.pop(k, None)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def check_fits(available: dict[str, float], per_trial: dict[str, float]) -> None:
@@ -98,15 +100,6 @@ RAY_NOTICES: tuple[tuple[str, str], ...] = (
 WORKER_DIED = "A worker died or was killed"
 
 
-class _DropNotice(logging.Filter):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in record.getMessage()
-
-
 @contextmanager
 def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
     """Drop RAY_NOTICES (token-authentication notice, `Tuner.restore(...)` hint) and WORKER_DIED while the block
@@ -122,7 +115,8 @@ def quiet_ray_notices(verbose: bool = False) -> Iterator[None]:
         if not any(WORKER_DIED in line for line in data.get("lines", ())):
             printer(data, ignore_prefix)
 
-    filters = [(logging.getLogger(name), _DropNotice(text)) for name, text in RAY_NOTICES]
+    filters = [(logging.getLogger(name), lambda record, text=text: text not in record.getMessage())
+               for name, text in RAY_NOTICES]
     for logger, f in filters:
         logger.addFilter(f)
     ray_worker.print_to_stdstream = print_unless_worker_died
@@ -325,15 +319,10 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
     except OSError as e:  # an unwritable cache never stops a sweep; only its clean-up after a kill -9 is lost
         print(f"recscale sweep: {path.parent}: cannot record the Ray session ({one_line(e)}); after a kill -9 of "
               f"this sweep, remove {temp_dir} and its Ray processes by hand", file=sys.stderr)
-    before = os.environ.get(SESSION_ENV)
-    os.environ[SESSION_ENV] = session
     try:
-        yield
+        with scoped_env({SESSION_ENV: session}, override=True):
+            yield
     finally:
-        if before is None:
-            os.environ.pop(SESSION_ENV, None)
-        else:
-            os.environ[SESSION_ENV] = before
         with suppress(OSError):  # its folder is gone or is not a folder: nothing to remove
             path.unlink(missing_ok=True)
 
