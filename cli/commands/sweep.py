@@ -135,10 +135,8 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
             "sweep": sweep.name,
             "datasets": [{"dataset_id": d.dataset_id, **d.prepare} for d in plan.datasets],
             "trials": [{**r, "total_flops": costs[r["trial_id"]].total,
-                        "estimated_train_s": estimate.trials[r["trial_id"]].train_s,
-                        "estimated_eval_s": estimate.trials[r["trial_id"]].eval_s,
-                        "estimated_overhead_s": estimate.trials[r["trial_id"]].overhead_s,
-                        "estimated_total_s": estimate.trials[r["trial_id"]].total_s} for r in records],
+                        **{f"estimated_{k}": getattr(estimate.trials[r["trial_id"]], k)
+                           for k in ("train_s", "eval_s", "overhead_s", "total_s")}} for r in records],
             **({"tuning_trials": [{**t.record(), "total_flops": costs[t.trial_id].total,
                                    "estimated_total_s": estimate.trials[t.trial_id].total_s}
                                   for t in plan.tuning_trials]} if plan.tuning_trials else {}),

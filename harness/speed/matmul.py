@@ -61,15 +61,14 @@ def matmul_rate(device: torch.device, dtype: torch.dtype | None = None, *, n: in
     a = torch.randn(n, n, generator=g).to(device, dtype or torch.float32)
     b = torch.randn(n, n, generator=g).to(device, dtype or torch.float32)
     torch.mm(a, b)  # warm up (thread pool, cuBLAS handle)
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     best = float("inf")
     done, start = 0, time.perf_counter()
     while done < repeats or time.perf_counter() - start < min_seconds:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync()
         t0 = time.perf_counter()
         torch.mm(a, b)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync()
         best = min(best, time.perf_counter() - t0)
         done += 1
     return 2.0 * n**3 / best

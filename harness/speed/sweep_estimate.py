@@ -1,7 +1,6 @@
 """What `recscale sweep --dry-run` estimates of a sweep: each trial's counted compute (`estimate_costs`) and the
-wall time (`estimate_sweep`), from each distinct trial configuration's training steps timed now, here
-(`harness.speed.throughput.measure`), in as many worker processes at a time as the sweep runs trials. The
-method, its assumptions (`OVERHEAD_S`, `START_S`, `RANGE`) and its measured error: docs/sweeps.md ("Wall-time
+wall time (`estimate_sweep`) from each distinct trial configuration's steps timed now, here (`throughput.measure`).
+The method, its assumptions (`OVERHEAD_S`, `START_S`, `RANGE`) and its measured error: docs/sweeps.md ("Wall-time
 estimate and per-trial timings").
 """
 from __future__ import annotations
@@ -66,11 +65,6 @@ class SweepEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def sweep_device(resources: Any) -> str:
-    """The device kind a sweep's trials train on: "cuda" when they ask for GPUs, else "cpu"."""
-    return "cuda" if resources.gpu > 0 else "cpu"
-
-
 def trial_threads(trial: Any, resources: Any) -> int:
     """Torch threads a trial trains with: its `train.num_threads`, else the sweep's CPUs per trial (the
     trainable sets it so)."""
@@ -96,14 +90,6 @@ def known_vocabularies(sweep: Any, sweep_dir: Any) -> dict[str, dict[str, int]]:
     return out
 
 
-def _config_key(trial: Any, threads: int, vocab_known: bool) -> str:
-    return json.dumps({"arch": trial.arch, "model": dict(trial.model), "threads": threads,
-                       "history_len": int(trial.dataset.prepare["history_len"]),
-                       "vocab": trial.dataset.dataset_id if vocab_known else None,
-                       "train": {k: v for k, v in dict(trial.train).items() if k not in _STEP_NEUTRAL}},
-                      sort_keys=True, default=str)
-
-
 def _time_config(job: dict[str, Any]) -> tuple[float, int]:
     """(seconds per training step, steps timed) of one configuration; runs in a worker process."""
     from protocols.schema import FeatureSpec
@@ -118,8 +104,8 @@ def _time_config(job: dict[str, Any]) -> tuple[float, int]:
     return float(result["seconds_per_step"]), int(result["steps"])
 
 
-def time_steps(trials: Iterable[Any], resources: Any, vocab: Mapping[str, Mapping[str, int]], slots: int, *,
-               progress: bool = True) -> tuple[dict[str, float], list[str]]:
+def time_steps(trials: Iterable[Any], resources: Any, vocab: Mapping[str, Mapping[str, int]], slots: int, device: str,
+               *, progress: bool = True) -> tuple[dict[str, float], list[str]]:
     """Seconds per training step of every distinct configuration among `trials` (of a sweep with these
     `resources`), by trial id, timed now in `slots` worker processes at a time (as the sweep runs its trials:
     the timed steps share the machine as the trials will); and notes (what was timed, what could not be)."""
@@ -130,16 +116,20 @@ def time_steps(trials: Iterable[Any], resources: Any, vocab: Mapping[str, Mappin
 
     from .throughput import SMALL_VOCAB
 
-    device = sweep_device(resources)
     if device == "cuda" and not torch.cuda.is_available():
         return {}, ["nothing timed: the sweep trains on CUDA and this machine has no CUDA device; run the dry "
                     "run on the GPU machine"]
     groups: dict[str, list[Any]] = {}
-    for t in trials:
-        groups.setdefault(_config_key(t, trial_threads(t, resources), t.dataset.dataset_id in vocab), []).append(t)
-    jobs = {key: {"arch": g[0].arch, "model": dict(g[0].model), "train": dict(g[0].train), "device": device,
-                  "threads": trial_threads(g[0], resources), "history_len": int(g[0].dataset.prepare["history_len"]),
-                  "vocab": dict(vocab.get(g[0].dataset.dataset_id) or SMALL_VOCAB)} for key, g in groups.items()}
+    jobs: dict[str, dict[str, Any]] = {}
+    for t in trials:  # one job per configuration: the training settings that change a step, the known vocabulary
+        job = {"arch": t.arch, "model": dict(t.model), "train": dict(t.train), "device": device,
+               "threads": trial_threads(t, resources), "history_len": int(t.dataset.prepare["history_len"]),
+               "vocab": dict(vocab.get(t.dataset.dataset_id) or SMALL_VOCAB)}
+        key = json.dumps({**job, "train": {k: v for k, v in job["train"].items() if k not in _STEP_NEUTRAL},
+                          "vocab": t.dataset.dataset_id if t.dataset.dataset_id in vocab else None},
+                         sort_keys=True, default=str)
+        jobs.setdefault(key, job)
+        groups.setdefault(key, []).append(t)
     per_step: dict[str, float] = {}
     failed: list[str] = []
     timed = 0.0
@@ -204,10 +194,11 @@ def estimate_sweep(plan: Any, *, num_cpus: int | None = None, vocab: Mapping[str
                    progress: bool = False) -> SweepEstimate:
     """Wall-time estimate of every tuning and grid trial of `plan` and of the whole sweep (module doc)."""
     cfg = plan.sweep.config
-    device = sweep_device(cfg.resources)
+    device = "cuda" if cfg.resources.gpu > 0 else "cpu"  # the trials ask for GPUs
     slots = _slots(cfg.resources, cfg.max_concurrent, num_cpus, device)
     stages = [list(getattr(plan, "tuning_trials", [])), list(plan.trials)]
-    per_step, notes = time_steps([*stages[0], *stages[1]], cfg.resources, vocab or {}, slots, progress=progress)
+    per_step, notes = time_steps([*stages[0], *stages[1]], cfg.resources, vocab or {}, slots, device,
+                                  progress=progress)
     out = {t.trial_id: trial_estimate(t, per_step.get(t.trial_id)) for s in stages for t in s}
     totals = [e.total_s for e in out.values()]
     wall = None if not totals or None in totals else START_S + sum(

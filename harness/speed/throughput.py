@@ -219,10 +219,7 @@ class StepBreakdown:
         return batch_size / (self.product_ms / 1e3) if self.product_ms else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["top_other"] = [asdict(o) for o in self.top_other]
-        d["product_share"] = self.product_share
-        return d
+        return {**asdict(self), "product_share": self.product_share}  # asdict: top_other as dicts too
 
 
 def profile_steps(step: Callable[[Any], Any], batches: list[Any], device: torch.device, *, steps: int = 3,

@@ -22,6 +22,11 @@ def _sizes(prep: Mapping[str, Any]) -> str:
     return "/".join("default" if v is None else str(v) for v in values)
 
 
+def _known_flops(costs: Mapping[str, TrialCost], trials: list[Any]) -> list[float]:
+    """The total FLOPs of each of `trials` whose compute is known."""
+    return [c.total for t in trials if (c := costs.get(t.trial_id)) is not None and c.total is not None]
+
+
 def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Path,
                 estimate: SweepEstimate | None = None) -> str:
     """The `--dry-run` text: datasets, trials with swept values, FLOPs and (with `estimate`) estimated wall
@@ -37,8 +42,7 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     if plan.tuning_trials:
         tuning = cast(TuningSection, sweep.config.tuning)  # tuning trials: the sweep has a tuning section
         budget = ", ".join(f"{k} {v}" for k, v in vars(tuning.budget).items() if v is not None)
-        known = cast(list[float], [costs[x.trial_id].total for x in plan.tuning_trials
-                                   if x.trial_id in costs and costs[x.trial_id].total is not None])
+        known = _known_flops(costs, plan.tuning_trials)
         est = ""
         if estimate is not None:
             secs = [estimate.trials[x.trial_id].total_s for x in plan.tuning_trials]
@@ -77,11 +81,9 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
     for r in [header, *rows]:
         lines.append("  " + "  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
     everything = [*plan.tuning_trials, *plan.trials]
-    known = cast(list[float], [costs[t.trial_id].total for t in everything
-                               if t.trial_id in costs and costs[t.trial_id].total is not None])
-    total = sum(known)
+    known = _known_flops(costs, everything)
     lines.append("")
-    lines.append(f"estimated compute: {total / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
+    lines.append(f"estimated compute: {sum(known) / 1e12:.3f} TFLOPs of counted matrix work over {len(known)} trial(s)"
                  + ("" if len(known) == len(everything) else f" ({len(everything) - len(known)} unknown: "
                     "sample sizes left to the source's defaults or model not countable)"))
     if estimate is not None:
