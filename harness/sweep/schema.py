@@ -208,10 +208,6 @@ class Sweep:
     def name(self) -> str:
         return self.config.name
 
-    @property
-    def archs(self) -> list[str]:
-        return list(self.axes["arch"])
-
 
 # ----------------------------------------------------------------------------------------------
 # loading
@@ -253,7 +249,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     _check_data_values(cfg)
     _resolve_vocabulary(cfg, axes)
 
-    _check_model_keys(cfg, axes, archs)
+    grid_model_fields = _check_model_keys(cfg, axes, archs)
     _check_train(cfg.train, "train")
     for key, values in axes.items():
         for value in values:
@@ -264,7 +260,7 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
     _check_rounds(cfg, axes)
     tuning_values = _check_tuning(cfg, axes)
     _check_retry(cfg)
-    space = _check_search(cfg, axes, archs)
+    space = _check_search(cfg, axes, archs, grid_model_fields)
     _check_resources(cfg)
     check_installed(cfg.tracking)
     sweep = Sweep(config=cfg, axes=axes, space=space, data_root=data_root, source_text=text, path=path,
@@ -285,16 +281,8 @@ def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
     also runs a Wukong reference) would otherwise run the others once per value, identically.
     """
     axes = sweep.axes
-    keys = list(axes)
-    seen: set[str] = set()
-    out = []
-    for combo in itertools.product(*(axes[k] for k in keys)):
-        point = _applicable(dict(zip(keys, combo)))
-        key = json.dumps(point, sort_keys=True, default=str)
-        if key not in seen:
-            seen.add(key)
-            out.append(point)
-    return out
+    points = (_applicable(dict(zip(axes, combo))) for combo in itertools.product(*axes.values()))
+    return list({json.dumps(p, sort_keys=True, default=str): p for p in points}.values())  # first-seen order
 
 
 def _applicable(point: dict[str, Any]) -> dict[str, Any]:
@@ -536,10 +524,11 @@ def _model_axes(axes: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]
     return out
 
 
-def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
+def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> dict[tuple[str, str], str]:
     """Every model key must be a field of every architecture it applies to (a shared key: all of them;
     `<arch>.<field>`: that one), and no grid axis may set a field another axis sets for the same
-    architecture (the values are validated with each trial's config: `_check_model_configs`)."""
+    architecture (the values are validated with each trial's config: `_check_model_configs`). Returns
+    (architecture, field) -> the grid axis that sets it."""
     base = model_keys.flatten(cfg.model, "model")
     for key in base:
         model_keys.check_key(f"model.{key}", key, archs)
@@ -548,14 +537,15 @@ def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: li
         for i, flat in enumerate(flats):
             for key in flat:
                 model_keys.check_key(f"grid.{axis}" if axis != "model" else f"grid.model[{i}].{key}", key, archs)
+    owner: dict[tuple[str, str], str] = {}
     for a in archs:
-        owner: dict[str, str] = {}
         for axis, flats in model_axes.items():
             for name in sorted({n for flat in flats for n in model_keys.for_arch(a, flat)}):
-                if name in owner:
-                    raise ConfigError(f"grid.{axis}: sets model.{name} for {a}, which grid.{owner[name]} also sets; "
-                                      "keep one")
-                owner[name] = axis
+                if (a, name) in owner:
+                    raise ConfigError(f"grid.{axis}: sets model.{name} for {a}, which grid.{owner[a, name]} also "
+                                      "sets; keep one")
+                owner[a, name] = axis
+    return owner
 
 
 def _check_model_configs(sweep: Sweep) -> None:
@@ -579,7 +569,8 @@ def _check_train(mapping: Mapping[str, Any], where: str) -> None:
         raise ConfigError(f"{e}" if where == "train" else f"{where}: {e}") from None
 
 
-def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> dict[str, SearchDimension]:
+def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str],
+                  grid_model_fields: Mapping[tuple[str, str], str]) -> dict[str, SearchDimension]:
     search = cfg.search
     if search is None:
         return {}
@@ -601,7 +592,11 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
             raise ConfigError(f"search.space.{key}: also a grid axis; the grid runs at the searched value, drop one")
         if section == "model":
             model_keys.check_key(f"search.space.{key}", sub, archs)
-            _check_search_not_in_grid(key, sub, axes, archs)
+            name = model_keys.scope(sub)[1]
+            clash = next((a for a in archs if model_keys.applies(sub, a) and (a, name) in grid_model_fields), None)
+            if clash is not None:
+                raise ConfigError(f"search.space.{key}: grid.{grid_model_fields[clash, name]} also sets model.{name} "
+                                  f"for {clash}; the grid runs at the searched value, drop one")
         dim = _parse_dimension(f"search.space.{key}", spec)
         probes: list[Any] = cast(list[Any], dim.values) if dim.kind == "choice" else [dim.low, dim.high]
         if dim.kind == "int":
@@ -677,17 +672,6 @@ def _check_retry(cfg: SweepConfig) -> None:
             raise ConfigError("retry.tuning_trials: the tuning stage chooses train.lr; retrying its trials at a lower "
                               "rate would credit a grid value with another rate's result (a diverged value is what the "
                               "stage must see); leave it false")
-
-
-def _check_search_not_in_grid(key: str, sub: str, axes: Mapping[str, list[Any]], archs: list[str]) -> None:
-    for a in archs:
-        if not model_keys.applies(sub, a):
-            continue
-        name = model_keys.scope(sub)[1]
-        for axis, flats in _model_axes(axes).items():
-            if any(name in model_keys.for_arch(a, flat) for flat in flats):
-                raise ConfigError(f"search.space.{key}: grid.{axis} also sets model.{name} for {a}; the grid runs "
-                                  "at the searched value, drop one")
 
 
 def _check_search_value(where: str, cfg: SweepConfig, sub: str, value: Any, archs: list[str]) -> None:
