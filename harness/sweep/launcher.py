@@ -48,7 +48,7 @@ from .plan import (
     search_base_point,
     setting_id,
     trial_id_for,
-    tuning_points,
+    tuning_plan,
 )
 from .ray_sessions import RaySessionError, check_address_reachable, quiet_ray_notices, ray_session
 from .schema import RoundsSection, SearchDimension, SearchSection, Sweep, parse_sweep
@@ -268,7 +268,8 @@ def _run_stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[d
 
     if ctx.stage in ("grid", TUNING_STAGE):
         # one axis over the distinct grid points (plan.grid_points), so that no trial runs twice
-        points = points if points is not None else (grid_points(sweep) if ctx.stage == "grid" else tuning_points(sweep))
+        if points is None:
+            points = grid_points(sweep) if ctx.stage == "grid" else [tp.point for tp in tuning_plan(sweep)]
         param_space = {GRID_POINT: tune.grid_search(points)}
         namer = partial(grid_trial_name, sweep)
         tune_config = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=cfg.max_concurrent,

@@ -178,7 +178,7 @@ def plan_sweep(sweep: Sweep, *, fixed: Mapping[str, Any] | None = None) -> Sweep
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):  # cannot happen with distinct axis values; guard the folder layout
         raise AssertionError(f"duplicate trial ids in {ids}")
-    tuning = [resolve_trial(sweep, p, stage="tuning") for p in tuning_points(sweep)]
+    tuning = [resolve_trial(sweep, tp.point, stage="tuning") for tp in tuning_plan(sweep)]
     datasets = list({t.dataset.dataset_id: t.dataset for t in [*tuning, *trials]}.values())
     if sweep.config.search is not None:
         search_ds = dataset_for(sweep, search_base_point(sweep))
@@ -204,11 +204,6 @@ class TuningPoint:
     seed: int
     value: float
     point: dict[str, Any]
-
-
-def tuning_points(sweep: Sweep) -> list[dict[str, Any]]:
-    """The tuning stage's grid points (`tuning_plan`), the Tune axis of its stage."""
-    return [tp.point for tp in tuning_plan(sweep)]
 
 
 def tuning_plan(sweep: Sweep) -> list[TuningPoint]:

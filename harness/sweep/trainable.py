@@ -1,10 +1,7 @@
 """The Ray Tune function trainable: one trial = one `train_run(resume=True)` into `results/<sweep>/runs/<trial>/`
-(`tuning/runs/<trial>/` in the tuning stage; docs/sweeps.md). It resolves its grid point with the same
-`plan.resolve_trial` the dry run uses, so names and settings always agree; a retried or resumed trial continues
-from its checkpoint. Every start, attempt, failure and end is appended to trials.jsonl, from which the launcher times
-the sweep. A failure that a retry would repeat (`fails_alike`) is reported to Tune just before it is raised, and
-the launcher's progress callback ends the trial without the `max_failures` retries (docs/sweeps.md,
-"Interruptions, failures, resume").
+(`tuning/runs/<trial>/` in the tuning stage), its grid point resolved by the dry run's `plan.resolve_trial`. Every
+start, attempt, failure and end goes to trials.jsonl; a failure a retry would repeat (`fails_alike`) is reported to
+Tune before it is raised, so the trial ends without retries (docs/sweeps.md, "Interruptions, failures, resume").
 """
 from __future__ import annotations
 
@@ -168,10 +165,9 @@ def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start
                             final_checkpoint=keep, verify=False)
 
     trainable_s = time.perf_counter() - t_start
+    timed = {} if reused else metrics  # a reused run trained in an earlier launch: no times of this one
     log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
               train_targets_per_s=None if reused or resume else metrics.get("train_targets_per_s"),
-              trainable_s=trainable_s, train_run_s=None if reused else metrics.get("wall_s"),
-              train_loop_s=None if reused else metrics.get("train_seconds"),
-              eval_s=None if reused else metrics.get("eval_seconds"),
-              setup_s=None if reused else metrics.get("setup_seconds"))
+              trainable_s=trainable_s, train_run_s=timed.get("wall_s"), train_loop_s=timed.get("train_seconds"),
+              eval_s=timed.get("eval_seconds"), setup_s=timed.get("setup_seconds"))
     return {**scalar_metrics(metrics), "trial_id": trial.trial_id, "trainable_s": trainable_s}
