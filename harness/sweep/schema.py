@@ -434,19 +434,13 @@ def _normalise_grid(cfg: SweepConfig) -> dict[str, list[Any]]:
     return axes
 
 
-def history_axes(axes: Mapping[str, list[Any]]) -> list[str]:
-    """The grid axes that vary a history setting (the protocol or a protocol parameter: arms that differ in
-    them must share vocabularies), directly or inside a `data` bundle."""
-    fields = ("protocol", *protocols.parameter_names())
-    varied = [f"data.{f}" for f in fields if len(axes.get(f"data.{f}", [])) > 1]
-    bundles = axes.get("data", [])
-    return varied + [f"grid.data[].{f}" for f in fields if len({repr(b.get(f)) for b in bundles}) > 1]
-
-
 def _resolve_vocabulary(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> None:
-    """Arms that vary the history get vocabularies fit without it (`train_window`), so that their models have
-    identical embedding tables at the same seed; `data.vocabulary: train_inputs` there is refused."""
-    varied = history_axes(axes)
+    """Arms that vary the history (grid axes of the protocol or a protocol parameter, directly or inside a `data`
+    bundle) get vocabularies fit without it (`train_window`), so that their models have identical embedding tables
+    at the same seed; `data.vocabulary: train_inputs` there is refused."""
+    fields, bundles = ("protocol", *protocols.parameter_names()), axes.get("data", [])
+    varied = [f"data.{f}" for f in fields if len(axes.get(f"data.{f}", [])) > 1]
+    varied += [f"grid.data[].{f}" for f in fields if len({repr(b.get(f)) for b in bundles}) > 1]
     if "data.vocabulary" in axes or any("vocabulary" in b for b in axes.get("data", [])):
         raise ConfigError("grid: data.vocabulary is not a grid axis (it would confound the arms' embedding tables)")
     if not varied:
@@ -514,16 +508,6 @@ def _check_data_values(cfg: SweepConfig) -> None:
                 raise ConfigError(new + message[len(old):] if message.startswith(old) else message) from None
 
 
-def _model_axes(axes: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Grid axes that set model fields -> per value, the flat model keys it sets (model_keys.flatten)."""
-    out = {}
-    for axis, values in axes.items():
-        flats = [section_settings(axis_settings(axis, v), "model") for v in values]
-        if any(flats):
-            out[axis] = flats
-    return out
-
-
 def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> dict[tuple[str, str], str]:
     """Every model key must be a field of every architecture it applies to (a shared key: all of them;
     `<arch>.<field>`: that one), and no grid axis may set a field another axis sets for the same
@@ -532,7 +516,9 @@ def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: li
     base = model_keys.flatten(cfg.model, "model")
     for key in base:
         model_keys.check_key(f"model.{key}", key, archs)
-    model_axes = _model_axes(axes)
+    # the grid axes that set model fields -> per value, the flat model keys it sets (model_keys.flatten)
+    flats_of = {axis: [section_settings(axis_settings(axis, v), "model") for v in vs] for axis, vs in axes.items()}
+    model_axes = {axis: flats for axis, flats in flats_of.items() if any(flats)}
     for axis, flats in model_axes.items():
         for i, flat in enumerate(flats):
             for key in flat:
