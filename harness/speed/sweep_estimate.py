@@ -197,8 +197,7 @@ def estimate_sweep(plan: Any, *, num_cpus: int | None = None, vocab: Mapping[str
     device = "cuda" if cfg.resources.gpu > 0 else "cpu"  # the trials ask for GPUs
     slots = _slots(cfg.resources, cfg.max_concurrent, num_cpus, device)
     stages = [list(getattr(plan, "tuning_trials", [])), list(plan.trials)]
-    per_step, notes = time_steps([*stages[0], *stages[1]], cfg.resources, vocab or {}, slots, device,
-                                  progress=progress)
+    per_step, notes = time_steps([*stages[0], *stages[1]], cfg.resources, vocab or {}, slots, device, progress=progress)
     out = {t.trial_id: trial_estimate(t, per_step.get(t.trial_id)) for s in stages for t in s}
     totals = [e.total_s for e in out.values()]
     wall = None if not totals or None in totals else START_S + sum(

@@ -281,8 +281,7 @@ def loader_rate(ds: Any, batch_size: int, n_batches: int, *, repeats: int = 3, v
         best = min(best, time.perf_counter() - t0)
         if hasattr(it, "close"):
             it.close()
-    return {"targets_per_s": targets / best, "bytes_per_target": nbytes / targets, "targets": targets,
-            "seconds": best}
+    return {"targets_per_s": targets / best, "bytes_per_target": nbytes / targets, "targets": targets, "seconds": best}
 
 
 def copy_rate(block_bytes: float, *, region_bytes: int = 256 << 20, repeats: int = 3) -> float:

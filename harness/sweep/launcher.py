@@ -11,6 +11,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -134,8 +135,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
             if not _all_finished(sweep_dir, plan):
                 raise SweepError(f"{sweep_dir} holds an unfinished run of sweep {sweep.name!r}; pass --resume to "
                                  "continue it (finished trials are kept) or remove the folder to start over")
-            print(f"{sweep_dir}: every trial of this sweep has finished; collecting the results again",
-                  file=sys.stderr)
+            print(f"{sweep_dir}: every trial of this sweep has finished; collecting the results again", file=sys.stderr)
             resume = True
     sweep_dir.mkdir(parents=True, exist_ok=True)
     atomic_write.write_text(stored, sweep.source_text)
@@ -157,14 +157,12 @@ def log_root(sweep: Sweep) -> Path:
     out = Path(data.cache) / "synthetic" / f"{data.scale}-seed{data.log_seed}{world}"
     t0 = time.perf_counter()
     generate(cast(str, data.scale), out, seed=data.log_seed, world=data.world)  # the schema requires a scale
-    print(f"synthetic log ({data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)",
-          file=sys.stderr)
+    print(f"synthetic log ({data.scale}) ready in {out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return out
 
 
 def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str, str]:
     """Dataset id -> absolute artifact path, preparing each distinct dataset once."""
-    datasets = list(datasets)
     root = log_root(sweep)
     paths: dict[str, str] = {}
     for d in datasets:
@@ -180,7 +178,6 @@ def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str,
         print(f"dataset {d.dataset_id} ready in {path} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         paths[d.dataset_id] = str(path)
     return paths
-
 
 
 class TrialProgress(tune.Callback):
@@ -457,10 +454,8 @@ def run_sweep(
         if created and not entered:  # Ray could not start or join, or the cluster is too small: no trace
             shutil.rmtree(sweep_dir, ignore_errors=True)
             if root_created:  # nor the --results root made for it (only when it is still empty)
-                try:
+                with suppress(OSError):
                     Path(results_root).rmdir()
-                except OSError:
-                    pass
         raise
     except SweepInterrupted:  # Ctrl-C while Ray started or between stages: no stage outcome to report
         stage = _StageOutcome(None, 0.0, [], True)

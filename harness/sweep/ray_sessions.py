@@ -52,7 +52,6 @@ class RaySessionError(RecscaleError):
 TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
 
 
-
 #: Variables of the driver's environment that every Ray worker must see too, on whichever node it runs
 #: (a node started with `ray start` elsewhere has its own environment): out-of-tree models, the cache, and
 #: OpenMP's wait policy and thread binding (read once, when a worker's torch starts its thread pool; the
@@ -189,11 +188,9 @@ def _not_grpc(conn: socket.socket, timeout_s: float) -> str | None:
     except OSError as e:
         return f"the connection failed: {e.strerror or e}"
     if head[3] != _HTTP2_SETTINGS:
-        try:  # a little more of the answer, to show what answered
+        with suppress(OSError):  # a little more of the answer, to show what answered
             conn.settimeout(0.2)
             head += conn.recv(40)
-        except OSError:
-            pass
         return f"it answered {head[:40]!r}, not an HTTP/2 greeting"
     return None
 
@@ -369,11 +366,9 @@ def _end(pids: list[int], grace_s: float) -> list[int]:
     starts = {pid: process_start(pid) for pid in pids}
     signalled = []
     for pid in pids:
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
             signalled.append(pid)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + grace_s
     left = list(signalled)
     while left and time.monotonic() < deadline:
@@ -381,10 +376,8 @@ def _end(pids: list[int], grace_s: float) -> list[int]:
         left = [p for p in left if process_start(p) is not None and process_start(p) == starts[p]]
     for pid in left:
         if process_start(pid) == starts[pid]:  # the same process, not a reused pid
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     return signalled
 
 
