@@ -21,14 +21,10 @@ from harness import runs_columns as C
 
 
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The flat, scalar part of a metrics.json dict (what Tune records and runs.parquet keeps)."""
-    out: dict[str, Any] = {}
-    for k, v in metrics.items():
-        if isinstance(v, bool) or isinstance(v, (int, str)):
-            out[k] = v
-        elif isinstance(v, float):
-            out[k] = v if math.isfinite(v) else None
-    return out
+    """The flat, scalar part of a metrics.json dict (what Tune records and runs.parquet keeps; a non-finite float
+    as None)."""
+    return {k: v if not isinstance(v, float) or math.isfinite(v) else None
+            for k, v in metrics.items() if isinstance(v, (int, float, str))}  # bool is an int
 
 
 def write_trial_record(run_dir: Path, record: dict[str, Any]) -> None:

@@ -1,9 +1,6 @@
 """Training a sweep trial again at a lower learning rate when it ends unhealthy (the `retry:` section,
-`retry_config.py`; what it does and records: docs/sweeps.md, "Retry").
-
-Each attempt is a complete run folder `RUN/attempts/<k>/` trained by `train_run(resume=True)`, and whether to
-retry follows from its metrics.json, so a resumed trial takes the same path to the same bits. The last attempt
-is promoted: its files are moved into RUN and RUN/metrics.json is written last (atomically).
+`retry_config.py`): each attempt a run folder `RUN/attempts/<k>/`, whether to retry read from its metrics.json (so
+a resumed trial takes the same path), the last one promoted into RUN (docs/sweeps.md, "Retry").
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback (what is
-logged, the SQLite store and how to read it: docs/sweeps.md, "Experiment tracking"). A trial reports to Tune
-once, when its run is done, so its curves are read back from the run folder then; a resumed sweep continues
-each trial's MLflow run (found by its stage and trial name).
+"""`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback, its curves read
+back from the run folder when the trial reports, a resumed trial continuing its run (docs/sweeps.md, "Experiment
+tracking").
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The tuning stage's choice: per setting, the value of the tuned key with the best mean validation metric
-(the rules, ties, unhealthy runs, `fallback`, `edge` and what tuning.json holds: docs/sweeps.md, "Tuning").
-
-tuning.json (TUNING_FILE) is written atomically once the whole stage finished: its presence means the stage is
-done, and `--resume` reads it back instead of running the stage again.
+"""The tuning stage's choice: per setting, the value of the tuned key with the best mean validation metric, and
+tuning.json, written once the whole stage finished (the rules, ties, unhealthy runs, `fallback`, `edge`, what
+tuning.json holds and how `--resume` reads it back: docs/sweeps.md, "Tuning").
 """
 from __future__ import annotations
 
