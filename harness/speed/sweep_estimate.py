@@ -11,6 +11,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,10 +84,8 @@ def known_vocabularies(sweep: Any, sweep_dir: Any) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for dataset_id, fact in facts.items():
         path = Path(sweep.config.data.prepared_dir()) / str(fact.get("artifact", ""))
-        try:
+        with suppress(Exception):  # gone or damaged: fall back to the small log's vocabularies
             out[dataset_id] = dict(PreparedDataset.open(path).spec.vocab_sizes)
-        except Exception:  # noqa: BLE001 - gone or damaged: fall back to the small log's vocabularies
-            continue
     return out
 
 

@@ -352,12 +352,9 @@ def session_processes(session: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            env = (entry / "environ").read_bytes()
-        except OSError:  # gone, or another user's
-            continue
-        if marker in env.split(b"\0"):
-            found.append(int(entry.name))
+        with suppress(OSError):  # gone, or another user's
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
     return found
 
 

@@ -13,6 +13,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast, get_args
@@ -698,10 +699,9 @@ def check_installed(tracker: str | None, key: str = "tracking") -> None:
     if tracker is None:
         return
     module, extra = TRACKER_REQUIREMENTS[tracker]
-    try:
+    found = False
+    with suppress(ImportError, ValueError):  # a parent package missing, or a module without a spec
         found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
-        found = False
     if not found:
         raise ConfigError(f"{key}: {tracker} needs the `{module}` package, which is not installed here; install "
                           f"recscale's `{extra}` extra (pip install 'recscale[{extra}]', or -e '.[{extra}]' in a "

@@ -10,6 +10,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,10 +78,8 @@ def read_events(sweep_dir: Path) -> list[dict[str, Any]]:
         return []
     events = []
     for line in path.read_text().splitlines():
-        try:
+        with suppress(ValueError):  # a record cut short by a full disk or a kill is skipped
             events.append(json.loads(line))
-        except ValueError:  # a record cut short by a full disk or a kill
-            pass
     return events
 
 
