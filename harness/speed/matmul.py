@@ -46,14 +46,12 @@ MATMUL_SIDE = {"cpu": 1024, "cuda": 8192}
 
 def matmul_rate(device: torch.device, dtype: torch.dtype | None = None, *, n: int | None = None,
                 repeats: int = 3, min_seconds: float = 0.25) -> float:
-    """Best observed matmul FLOP/s of an n x n x n product in `dtype` (default float32) on `device`
-    (2 n^3 FLOPs each; n from MATMUL_SIDE unless given), over at least `repeats` products and
-    `min_seconds` of them.
+    """Best observed matmul FLOP/s of an n x n x n product in `dtype` (default float32) on `device` (2 n^3 FLOPs each; n
+    from MATMUL_SIDE unless given), over at least `repeats` products and `min_seconds` of them.
 
-    The best of a longer run is the steadier estimate of what the device can do: measured here (2 cores,
-    2 threads), the first products of a process ran 10-15 % slow and single products now and then at
-    60 %, so a best of three read anywhere from 109 to 181 GFLOP/s, while the best over 3 s was 184.
-    """
+    The best of a longer run is the steadier estimate of what the device can do: measured here (2 cores, 2 threads), the
+    first products of a process ran 10-15 % slow and single products now and then at 60 %, so a best of three read
+    anywhere from 109 to 181 GFLOP/s, while the best over 3 s was 184."""
     import torch
 
     n = n or MATMUL_SIDE.get(device.type, MATMUL_SIDE["cpu"])

@@ -56,12 +56,11 @@ def measure(
     min_seconds: float = 0.0,
     dataset: Any = None,
 ) -> dict[str, Any]:
-    """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with
-    `breakdown_steps`, time that many more phase by phase (`phase_times`: on the training batches of `dataset`,
-    a `PreparedDataset`, through the training loop's loader when given) and profile them (`profile_steps`).
-    `min_seconds` adds steps until the timed ones take at least that long; `flops_per_target` skips
-    counting them; `rate_seconds=0` takes this process's cached matmul rate
-    (`matmul.matmul_rate_cached`) instead of timing products around the steps."""
+    """Time `steps` training steps of `arch` (after `warmup`) at batch size `train.batch_size`; with `breakdown_steps`,
+    time that many more phase by phase (`phase_times`: on the training batches of `dataset`, a `PreparedDataset`,
+    through the training loop's loader when given) and profile them (`profile_steps`). `min_seconds` adds steps until
+    the timed ones take at least that long; `flops_per_target` skips counting them; `rate_seconds=0` takes this
+    process's cached matmul rate (`matmul.matmul_rate_cached`) instead of timing products around the steps."""
     tc = train or TrainConfig()
     device = place(tc)  # as the training loop does
     spec = spec or FeatureSpec(vocab_sizes=SMALL_VOCAB, history_len=128)

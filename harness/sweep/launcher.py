@@ -181,11 +181,8 @@ def prepare_datasets(sweep: Sweep, datasets: Iterable[DatasetPlan]) -> dict[str,
 
 
 class TrialProgress(tune.Callback):
-    """Tune callback: a tqdm bar (stderr) of finished trials; failures and retries are printed above it.
-
-    The bar is built lazily and dropped when pickled (Tune stores callbacks with the experiment
-    state); a restored sweep's bar starts at the trials already finished.
-    """
+    """Tune callback: a tqdm bar (stderr) of finished trials, failures and retries printed above it; the bar is
+    built lazily and dropped when pickled (Tune stores callbacks with the experiment state)."""
 
     def __init__(self, total: int, desc: str) -> None:
         self.total, self.desc, self._bar = total, desc, None
@@ -398,9 +395,8 @@ def run_sweep(
     open_runs: OpenRuns | None = None,
 ) -> SweepOutcome:
     """Prepare datasets, run the tuning stage or the search (if any) and the grid (in rounds: `_grid_rounds`, which
-    `open_runs` steers), collect runs.parquet (and the tuning trials' tuning/runs.parquet).
-
-    Ray's token-authentication notice and its `Tuner.restore(...)` hint are dropped unless `verbose`."""
+    `open_runs` steers), collect runs.parquet (and the tuning trials' tuning/runs.parquet). Ray's token-authentication
+    notice and its `Tuner.restore(...)` hint are dropped unless `verbose`."""
     t0 = time.perf_counter()
     since = time.time()
     plan: SweepPlan = plan_sweep(sweep)
@@ -470,10 +466,9 @@ def run_sweep(
 
 def _grid_rounds(ctx: TrialContext, resume: bool, open_runs: OpenRuns | None, timings: dict[str, float]
                  ) -> tuple[_StageOutcome, int, dict[str, Any]]:
-    """The grid in rounds of seeds, one Tune experiment each (`ray/grid-round<k>`): round 1 for every cell
-    (setting), each next one for the cells whose runs `open_runs` names (every cell without it), until none is
-    left, the last round ran or the next would pass `rounds.cap_trial_hours` (estimated from the cells' recorded
-    wall_s). Returns the last round's outcome, the trials planned and the rounds' record for the summary."""
+    """The grid in rounds of seeds, one Tune experiment each, later rounds for the cells whose runs `open_runs` names
+    (docs/sweeps.md, "Seeds in rounds"). Returns the last round's outcome, the trials planned and the rounds' record
+    for the summary."""
     sweep, sweep_dir, rounds = ctx.sweep, Path(ctx.sweep_dir), cast(RoundsSection, ctx.sweep.config.rounds)
     points = grid_points(sweep)
     cell = {trial_id_for(sweep, p): setting_id(sweep, p) for p in points}

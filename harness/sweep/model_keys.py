@@ -58,8 +58,7 @@ def for_arch(arch: str, flat: Mapping[str, Any]) -> dict[str, Any]:
 def check_key(where: str, key: str, archs: list[str]) -> None:
     """Refuse a flat key that is not a field of an architecture it applies to, naming both.
 
-    `where` is how the user spelled the key (`model.num_heads`, `grid.model[1].helix.size`, ...).
-    """
+    `where` is how the user spelled the key (`model.num_heads`, `grid.model[1].helix.size`, ...)."""
     owner, name = scope(key)
     if name == "history_len":
         raise ConfigError(f"{where}: the model's history length follows the data; "

@@ -393,9 +393,8 @@ class Removed:
 
 
 def remove_stale(*, dry_run: bool = False, grace_s: float = STOP_GRACE_S) -> tuple[list[Removed], list[str]]:
-    """End the processes and remove the folder and record of every stale session (see the module doc);
-    with `dry_run` only say what would go. Returns what was (or would be) removed and lines about unreadable
-    records."""
+    """End the processes and remove the folder and record of every stale session (see the module doc); with `dry_run`
+    only say what would go. Returns what was (or would be) removed and lines about unreadable records."""
     records, problems = read_records()
     removed = []
     for rec in [r for r in records if r.host == socket.gethostname() and not r.driver_alive()]:

@@ -109,9 +109,8 @@ class DataSection(PrepareConfig):
 
 @dataclass
 class Resources:
-    """Ray resources of one trial: CPU cores, a GPU share (a fraction lets trials share a GPU) and custom
-    resources (names a cluster's nodes declare with `ray start --resources`, e.g. to place trials on
-    some nodes only)."""
+    """Ray resources of one trial: CPU cores, a GPU share (a fraction lets trials share a GPU) and custom resources
+    (names a cluster's nodes declare with `ray start --resources`, e.g. to place trials on some nodes only)."""
 
     cpu: float = 1.0
     gpu: float = 0.0
@@ -275,12 +274,9 @@ def _validate(cfg: SweepConfig, text: str, path: Path | None) -> Sweep:
 
 
 def grid_points(sweep: Sweep) -> list[dict[str, Any]]:
-    """The distinct grid points: the cartesian product of the axes (first axis varying slowest), each
-    point without the model axes that set nothing for its architecture, duplicates dropped.
-
-    A model axis scoped to some architectures (e.g. HELIX's `model.helix.retained_tokens` in a grid that
-    also runs a Wukong reference) would otherwise run the others once per value, identically.
-    """
+    """The distinct grid points: the cartesian product of the axes (first axis varying slowest), each without the
+    model axes that set nothing for its architecture, duplicates dropped (a model axis scoped to some architectures,
+    e.g. `model.helix.retained_tokens` beside a Wukong reference, would otherwise run the others once per value)."""
     axes = sweep.axes
     points = (_applicable(dict(zip(axes, combo))) for combo in itertools.product(*axes.values()))
     return list({json.dumps(p, sort_keys=True, default=str): p for p in points}.values())  # first-seen order
@@ -510,10 +506,9 @@ def _check_data_values(cfg: SweepConfig) -> None:
 
 
 def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[str]) -> dict[tuple[str, str], str]:
-    """Every model key must be a field of every architecture it applies to (a shared key: all of them;
-    `<arch>.<field>`: that one), and no grid axis may set a field another axis sets for the same
-    architecture (the values are validated with each trial's config: `_check_model_configs`). Returns
-    (architecture, field) -> the grid axis that sets it."""
+    """Every model key must be a field of every architecture it applies to (a shared key: all of them; `<arch>.<field>`:
+    that one), and no grid axis may set a field another axis sets for the same architecture (the values are validated
+    with each trial's config: `_check_model_configs`). Returns (architecture, field) -> the grid axis that sets it."""
     base = model_keys.flatten(cfg.model, "model")
     for key in base:
         model_keys.check_key(f"model.{key}", key, archs)

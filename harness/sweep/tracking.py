@@ -1,6 +1,5 @@
-"""`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback, its curves read
-back from the run folder when the trial reports, a resumed trial continuing its run (docs/sweeps.md, "Experiment
-tracking").
+"""`tracking: mlflow`: every trial of a sweep as an MLflow run, through Ray Tune's MLflow callback, its curves read back
+from the run folder when the trial reports, a resumed trial continuing its run (docs/sweeps.md, "Experiment tracking").
 """
 from __future__ import annotations
 

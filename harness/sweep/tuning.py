@@ -68,10 +68,9 @@ def choose_values(values: Sequence[float], seeds: Sequence[int], table: Mapping[
                   mode: str, unhealthy: Set[tuple[float, int]] = frozenset(),
                   ) -> tuple[int, list[float | None], list[bool]]:
     """(index of the chosen value, mean metric per value, whether every seed's run of the value was healthy) from
-    `table`: (value, seed) -> metric (None or NaN: no finite metric), and `unhealthy`: the (value, seed) runs
-    that did not learn. The best finite mean among healthy values wins; where no healthy value has a finite
-    mean, the best finite mean among all (the caller marks that choice). Raises ValueError when no value has a finite
-    mean."""
+    `table`: (value, seed) -> metric (None or NaN: no finite metric), and `unhealthy`: the (value, seed) runs that did
+    not learn. The best finite mean among healthy values wins; where no healthy value has a finite mean, the best finite
+    mean among all (the caller marks that choice). Raises ValueError when no value has a finite mean."""
     grid = np.array([[np.nan if (m := table.get((v, s))) is None else float(m) for s in seeds] for v in values])
     means = grid.mean(axis=1)  # NaN where any seed is missing or non-finite
     finite = np.isfinite(means)
