@@ -118,6 +118,7 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def _dry_run(sweep, args: argparse.Namespace) -> int:
+    from analysis.config import analysis_config
     from analysis.fits.reference import check_planned
     from harness.speed.sweep_estimate import estimate_costs, estimate_sweep, known_vocabularies
     from harness.sweep.dry_run import format_plan
@@ -129,7 +130,12 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
                               vocab=known_vocabularies(sweep, args.results / sweep.name))
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
-    plan_rows = _power_plan(sweep, plan, records, estimate, args) if args.pilot else None
+    plan_rows = None
+    if args.pilot:  # the power plan's rows (analysis/power_plan.py)
+        from analysis.power_plan import load_pilot, power_plan
+
+        pilot = load_pilot(args.pilot, analysis_config(sweep.config.analysis))
+        plan_rows = power_plan(pilot, _planned_seeds(plan), records, {t: e.total_s for t, e in estimate.trials.items()})
     if args.json:
         print(json.dumps({
             "sweep": sweep.name,
@@ -150,7 +156,6 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
     else:
         print(format_plan(plan, costs, args.results / sweep.name, estimate) + "\n" + reference)
         if plan_rows is not None:
-            from analysis.config import analysis_config
             from analysis.power_plan import format_power_plan
 
             print("\n" + format_power_plan(plan_rows, args.pilot, _planned_seeds(plan), estimate.slots,
@@ -160,13 +165,3 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
 
 def _planned_seeds(plan) -> int:
     return len({t.seed for t in plan.trials})
-
-
-def _power_plan(sweep, plan, records: list[dict], estimate, args: argparse.Namespace) -> list:
-    """The power plan's rows (analysis/power_plan.py) for --pilot."""
-    from analysis.config import analysis_config
-    from analysis.power_plan import load_pilot, power_plan
-
-    pilot = load_pilot(args.pilot, analysis_config(sweep.config.analysis))
-    seconds = {t: e.total_s for t, e in estimate.trials.items()}
-    return power_plan(pilot, _planned_seeds(plan), records, seconds)
