@@ -30,8 +30,7 @@ from ..fits.data_scaling import FLOPS_PER_PARAM_TARGET, DataScaling
 from ..fits.forms import FORMS, FormCheck, Ladder
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
-from .data_scaling import bound_text
-from .section import metric_label
+from .section import estimate_text, metric_label
 
 matplotlib.use("Agg")
 
@@ -51,8 +50,22 @@ def _fixed_jitter(seed: int = 0) -> Iterator[None]:
         np.random.set_state(state)
 
 
-def apply_style() -> None:
+def _figure(rows: int = 1, cols: int = 1, **kw: Any) -> tuple[plt.Figure, Any]:
+    """A new figure in the report's style (`plt.subplots`' arguments)."""
     sns.set_theme(style="whitegrid", context="notebook", font_scale=1.0)
+    return plt.subplots(rows, cols, **kw)
+
+
+def _panels(n: int, max_cols: int, size: Callable[[int, int], tuple[float, float]], *, off: bool = False,
+            **kw: Any) -> tuple[plt.Figure, np.ndarray]:
+    """`n` panels, at most `max_cols` a row (`size(cols, rows)`: the figure's size), as a flat array; the grid's
+    spare panels hidden (`off`: only their axes)."""
+    cols = min(max_cols, n)
+    rows = int(np.ceil(n / cols))
+    fig, axes = _figure(rows, cols, figsize=size(cols, rows), squeeze=False, **kw)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off") if off else ax.set_visible(False)
+    return fig, axes.ravel()
 
 
 def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0, dpi: int = DPI) -> Path:
@@ -93,8 +106,7 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
     fits = [f for f in fits if f.metric == metric and f.points]
     if not any(np.isfinite(p.gain) and np.isfinite(p.x) for f in fits for p in f.points):
         return None
-    apply_style()
-    fig, ax = plt.subplots(figsize=(8.5, 5.8))
+    fig, ax = _figure(figsize=(8.5, 5.8))
     palette = sns.color_palette("colorblind", len(fits))
     for colour, fam in zip(palette, fits):
         x = np.array([p.x for p in fam.points])
@@ -128,44 +140,26 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
     return save_figure(fig, path)
 
 
-def _delta_frame(ablations: list[AblationResult], metrics: list[str]) -> pd.DataFrame:
-    rows = []
-    for r in ablations:
-        for m in metrics:
-            mc = r.metrics.get(m)
-            if mc is None or mc.stats.n == 0:
-                continue
-            for seed, d in zip(r.paired.seeds, mc.stats.deltas):
-                rows.append({"comparison": r.label, "metric": m, C.SEED: int(seed), "delta": d * DELTA_SCALE,
-                             "mean": mc.stats.mean * DELTA_SCALE, "lo": mc.interval[0] * DELTA_SCALE,
-                             "hi": mc.interval[1] * DELTA_SCALE, "decided": mc.decided, "asked": bool(mc.verdict)})
-    return pd.DataFrame(rows)
-
-
-def _metric_axes(metrics: list[str], n_rows: int) -> tuple[plt.Figure, np.ndarray]:
-    cols = min(2, len(metrics))
-    rows = int(np.ceil(len(metrics) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols + 2.0, rows * (1.6 + 0.55 * n_rows) + 0.6),
-                             squeeze=False, sharey=True)
-    axes = axes.ravel()
-    for ax in axes[len(metrics):]:
-        ax.set_visible(False)
-    return fig, axes
-
-
 def _xlabel(metric: str) -> str:
     spec = metric_registry.get(metric)
     return f"$\\Delta$ {spec.label} (A $-$ B) $\\times 10^{{-3}}$, {spec.better} is better for A"
 
 
 def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
-    """Paired deltas plus one axis per metric with a row per comparison; None when there is nothing to draw."""
-    frame = _delta_frame(ablations, metrics)
+    """Every seed's paired delta (in 1 / DELTA_SCALE) beside its comparison's mean and verdict interval, and a
+    panel per metric with a row per comparison; None when there is nothing to draw."""
+    frame = pd.DataFrame([
+        {"comparison": r.label, "metric": m, C.SEED: int(seed), "delta": d * DELTA_SCALE,
+         "mean": mc.stats.mean * DELTA_SCALE, "lo": mc.interval[0] * DELTA_SCALE, "hi": mc.interval[1] * DELTA_SCALE,
+         "decided": mc.decided}
+        for r in ablations for m in metrics if (mc := r.metrics.get(m)) is not None and mc.stats.n > 0
+        for seed, d in zip(r.paired.seeds, mc.stats.deltas)])
     if frame.empty:
         return None
-    apply_style()
     labels = list(dict.fromkeys(frame["comparison"]))
-    fig, axes = _metric_axes(metrics, len(labels))
+    n = len(labels)
+    fig, axes = _panels(len(metrics), 2, lambda cols, rows: (6.2 * cols + 2.0, rows * (1.6 + 0.55 * n) + 0.6),
+                        sharey=True)
     return frame, labels, fig, axes
 
 
@@ -222,16 +216,26 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
     return save_figure(fig, path, bottom=0.7 / fig.get_figheight())
 
 
-def group_frame(results: SweepResults, runs: pd.DataFrame, label: pd.Series) -> pd.DataFrame:
-    """Long table (label, seed, group, <headline metrics: auc, logloss>, n) from the runs' metrics.json `groups`."""
-    rows = []
-    headline = [m.name for m in metric_registry.headline_metrics()]
+def group_frame(res: AnalysisResult) -> pd.DataFrame:
+    """Long table (run label, seed, group, <headline metrics: auc, logloss>, n) from the metrics.json `groups` of
+    the runs the grouped-metric plot shows: per architecture (and varied non-size setting) the largest-compute
+    model size, labelled by architecture and that setting."""
+    results = res.results
+    runs, cols = results.runs, results.config_columns
     if C.RUN_DIR not in runs.columns:
         return pd.DataFrame()
+    family_cols = family_columns(runs, cols, size_columns(runs, cols, results.config.scaling.size_by))
+    label = runs[C.ARCH].astype(str)
+    for c in labelled_columns(runs, family_cols):
+        label = label + f", {c}=" + runs[c].astype(str)
+    if C.FLOPS_PER_TARGET in runs.columns and runs[C.FLOPS_PER_TARGET].notna().any():
+        top = runs.groupby(family_cols, dropna=False)[C.FLOPS_PER_TARGET].transform("max")
+        runs = runs[np.isclose(runs[C.FLOPS_PER_TARGET].to_numpy(dtype=float), top.to_numpy(dtype=float))]
+    headline = [m.name for m in metric_registry.headline_metrics()]
+    rows = []
     for idx, run in runs.iterrows():  # one small JSON per run, not per event
         metrics = results.metrics_json(run[C.RUN_DIR]) if pd.notna(run[C.RUN_DIR]) else None
-        groups = (metrics or {}).get("groups", {}).get(results.config.split, {})
-        for name, values in groups.items():
+        for name, values in (metrics or {}).get("groups", {}).get(results.config.split, {}).items():
             if isinstance(values, dict):
                 rows.append({"run": label[idx], C.SEED: run[C.SEED], "group": name,
                              **{m: values.get(m) for m in headline}, "n": values.get("n")})
@@ -261,14 +265,11 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
     if groups.empty:
         return None
     groups = groups.assign(group=groups["group"].map(group_name))
-    apply_style()
     metrics = [m for m in headline if groups[m].notna().any()]
     order = list(dict.fromkeys(groups["group"]))
-    n_runs = groups["run"].nunique()
-    height = max(3.6, 1.6 + len(order) * (0.25 + 0.12 * n_runs))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.0 * len(metrics) + 1.5, height), squeeze=False,
-                             sharey=True)
-    for ax, m in zip(axes.flat, metrics):
+    height = max(3.6, 1.6 + len(order) * (0.25 + 0.12 * groups["run"].nunique()))
+    fig, axes = _panels(len(metrics), len(metrics), lambda cols, _: (6.0 * cols + 1.5, height), sharey=True)
+    for ax, m in zip(axes, metrics):
         data = groups[groups[m].notna()]
         sns.barplot(data=data, y="group", x=m, hue="run", order=order, errorbar="sd", ax=ax, palette="colorblind",
                     orient="h")
@@ -279,7 +280,7 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
         ax.set_ylabel("")
         ax.set_title(f"test {metric_label(m)} by group")
         ax.get_legend().remove()
-    handles, names = axes.flat[0].get_legend_handles_labels()
+    handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=9, frameon=False)
     fig.suptitle("Grouped test metrics (largest model of each architecture; error bar: seed sd)", fontsize=12)
     rows = int(np.ceil(len(names) / 3))
@@ -304,8 +305,7 @@ def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] 
     varied = [c for c in axes_cols if c in runs.columns and runs[c].nunique() > 1]
     if not varied:
         return None
-    apply_style()
-    fig, axes = plt.subplots(1, len(varied), figsize=(6.0 * len(varied), 4.6), squeeze=False)
+    fig, axes = _figure(1, len(varied), figsize=(6.0 * len(varied), 4.6), squeeze=False)
     for ax, c in zip(axes.flat, varied):
         data = _runs_varying_only(results, c)
         data = data.assign(**{c: data[c].astype(str)})
@@ -335,11 +335,8 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
     fams = [f for f in fits if f.metric == metric and f.ladder is not None and f.forms is not None]
     if not fams:
         return None
-    apply_style()
-    cols = min(3, len(fams))
-    rows = int(np.ceil(len(fams) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows + 0.6), squeeze=False)
-    for ax, fam in zip(axes.ravel(), fams):
+    fig, axes = _panels(len(fams), 3, lambda cols, rows: (4.6 * cols, 3.6 * rows + 0.6), off=True)
+    for ax, fam in zip(axes, fams):
         ladder = cast(Ladder, fam.ladder)  # plotted families have a ladder and forms
         for p in range(len(ladder.x)):
             v = ladder.values[p][np.isfinite(ladder.values[p])]
@@ -362,10 +359,8 @@ def plot_forms(fits: list[FamilyScaling], metric: str, path: Path) -> Path | Non
         lo, hi = np.nanmin(ladder.values), np.nanmax(ladder.values)
         pad = 0.5 * (hi - lo) if hi > lo else 0.01
         ax.set_ylim(lo - pad, hi + pad)
-    for ax in axes.ravel()[len(fams):]:
-        ax.axis("off")
     drawn: dict[str, Any] = {}  # label -> handle over every panel: a form fitted nowhere gets no legend entry
-    for ax in axes.ravel():
+    for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             drawn.setdefault(label, handle)
     fig.legend(drawn.values(), drawn.keys(), loc="lower center", ncol=3, fontsize=8, frameon=False)
@@ -380,12 +375,11 @@ N_ISO = 6  # fixed-compute curves, geometrically spaced over the measured comput
 def plot_isoflop(ds: DataScaling | None, path: Path) -> Path | None:
     if ds is None or ds.surface is None or not ds.surface.identified:
         return None
-    apply_style()
     s, pts = ds.surface, ds.points
     cmap, norm = plt.get_cmap("viridis"), colors.LogNorm(*ds.measured_c)
     d_lo, d_hi = pts["d"].min(), pts["d"].max()
     n_grid = np.geomspace(pts["n"].min() / 10, pts["n"].max() * 10, 200)
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig, ax = _figure(figsize=(6.4, 4.6))
     for c in np.geomspace(*ds.measured_c, N_ISO):
         d = c / (FLOPS_PER_PARAM_TARGET * n_grid)
         loss = s.predict(n_grid, d)
@@ -418,11 +412,10 @@ def plot_isoflop(ds: DataScaling | None, path: Path) -> Path | None:
 def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
     if ds is None or ds.frontier.empty:
         return None
-    apply_style()
     f, pts = ds.frontier, ds.points
     cells = pts.groupby(["n", "d"]).size().reset_index()
     c_cells = FLOPS_PER_PARAM_TARGET * cells["n"] * cells["d"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = _figure(1, 2, figsize=(10, 4.2))
     for ax, key, label, measured in ((axes[0], "n", "N*(C), non-embedding parameters", cells["n"]),
                                      (axes[1], "d", "D*(C), training targets", cells["d"])):
         values = np.concatenate([f[f"{key}_opt"].to_numpy(), measured.to_numpy()])
@@ -439,8 +432,7 @@ def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
         ax.set_ylabel(label)
         ax.legend(fontsize=7, loc="upper left")
     a = ds.intervals.get("n_exponent")
-    text = "" if a is None else (f": N* ~ C^{a.value:.2f} [{bound_text(a.lo, '.2f')}, {bound_text(a.hi, '.2f')}], "
-                                 f"D* ~ C^{1 - a.value:.2f}")
+    text = "" if a is None else f": N* ~ C^{estimate_text(a, '.2f')}, D* ~ C^{1 - a.value:.2f}"
     fig.suptitle(f"Compute-optimal allocation from L(N, D){text}", fontsize=10)
     return save_figure(fig, path)
 
@@ -524,27 +516,8 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
 # the figures of a report, in the order they are drawn (and listed in analysis.json's `plots`)
 
 
-def _group_labels(res: AnalysisResult) -> tuple[pd.DataFrame, pd.Series]:
-    """Runs shown in the grouped-metric plot: per architecture (and varied non-size setting) the
-    largest-compute model size, labelled by architecture and that setting."""
-    results = res.results
-    runs = results.runs
-    sizes = size_columns(runs, results.config_columns, results.config.scaling.size_by)
-    family_cols = family_columns(runs, results.config_columns, sizes)
-    labelled = labelled_columns(runs, family_cols)
-    label = runs[C.ARCH].astype(str)
-    for c in labelled:
-        label = label + f", {c}=" + runs[c].astype(str)
-    if C.FLOPS_PER_TARGET not in runs.columns or runs[C.FLOPS_PER_TARGET].isna().all():
-        return runs, label
-    top = runs.groupby(family_cols, dropna=False)[C.FLOPS_PER_TARGET].transform("max")
-    keep = np.isclose(runs[C.FLOPS_PER_TARGET].to_numpy(dtype=float), top.to_numpy(dtype=float))
-    return runs[keep], label
-
-
 def _groups_figure(res: AnalysisResult, path: Path) -> Path | None:
-    runs, label = _group_labels(res)
-    groups = group_frame(res.results, runs, label)
+    groups = group_frame(res)
     if groups.empty:
         res.group_note = (f"No run folder with {layout.METRICS_FILE} `groups` (a results folder with only "
                           f"{layout.RUNS_FILE} has none): no grouped-metric plot.")
