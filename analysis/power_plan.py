@@ -17,6 +17,7 @@ from .collect import SweepResults, config_columns, default_baseline, hashable_li
 from .compare.pairing import select
 from .compare.questions import question_deltas, questions_of, target_effect
 from .config import AnalysisConfig, QuestionConfig
+from .report.section import markdown_table
 from .stats.paired import MAX_SEEDS, first_step_level, minimum_detectable_effect, seeds_for_power
 
 
@@ -97,8 +98,8 @@ def format_power_plan(rows: list[PlanRow], pilot: Path, planned_seeds: int, slot
             f"needs, at power {power:g} and level alpha / m (Holm's first step over the m comparisons, as the report); "
             "target: the question's smallest_effect, else the pilot's |mean delta|; time: that many seeds of the "
             f"comparison's cells here, {slots} trial(s) at a time")
-    table = ["| comparison | metric | pilot seeds | seed sd | pilot mean delta | level | MDE | target | seeds needed "
-             "| time here |", "|---|---|---|---|---|---|---|---|---|---|"]
-    table += [f"| {r.label} | {r.metric} | {r.pilot_seeds} | {r.sd:.2g} | {r.mean:+.2g} | {r.level:.2g} | "
-              f"{r.mde:.2g} | {r.target:.2g} | {seeds(r.seeds_needed)} | {hours(r)} |" for r in rows]
+    table = markdown_table(
+        ["comparison", "metric", "pilot seeds", "seed sd", "pilot mean delta", "level", "MDE", "target", "seeds needed",
+         "time here"], [[r.label, r.metric, str(r.pilot_seeds), f"{r.sd:.2g}", f"{r.mean:+.2g}", f"{r.level:.2g}",
+                         f"{r.mde:.2g}", f"{r.target:.2g}", seeds(r.seeds_needed), hours(r)] for r in rows])
     return "\n".join([head, *table])

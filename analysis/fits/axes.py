@@ -2,7 +2,7 @@
 convention each is stated in (docs/analysis.md, "Axes", "Gain" and "Comparing with the papers")."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
@@ -62,9 +62,6 @@ class Convention:
         if spec.gain == "relative_reduction":
             return f"relative {name} gain"
         return f"d{name} / {name}_ref" if self.gain == "relative" else f"d{name}"
-
-    def record(self) -> dict[str, str]:
-        return {**asdict(self), "x_label": self.x_label}
 
 
 def _gain_metric(metric: str) -> MetricSpec:

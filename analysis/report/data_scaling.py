@@ -6,18 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from ..fits.data_scaling import (
-    EXPONENT_BOUNDS,
-    FLOPS_PER_PARAM_TARGET,
-    FORM,
-    HUBER_DELTA,
-    UNDETERMINED,
-    DataScaling,
-)
+from ..fits.data_scaling import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, FORM, HUBER_DELTA, DataScaling
 from ..result import AnalysisResult
 from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
 from ..stats.bootstrap import Estimate
-from .section import METHOD_POINTER, Section, as_json, markdown_table, metric_label, num
+from .section import METHOD_POINTER, Section, as_json, bound_text, markdown_table, metric_label, num
+from .section import estimate_text as _est
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
 FRONTIER_STEP = 4
@@ -26,15 +20,6 @@ FRONTIER_STEP = 4
 def _determined(lo: float, hi: float) -> bool:
     return (np.isfinite(lo) and np.isfinite(hi) and lo > EXPONENT_BOUNDS[0] * 1.01
             and hi < EXPONENT_BOUNDS[1] * 0.99 and hi < 10 * lo)
-
-
-def bound_text(x: float, fmt: str = ".3g") -> str:
-    """An interval end; one at the bootstrap's clip (draws where the fit was not determined) reads "undetermined"."""
-    return "undetermined" if np.isfinite(x) and abs(x) >= UNDETERMINED else num(x, fmt)
-
-
-def _est(e, fmt: str = ".3g") -> str:
-    return f"{num(e.value, fmt)} [{bound_text(e.lo, fmt)}, {bound_text(e.hi, fmt)}]"
 
 
 def _section(res: AnalysisResult) -> list[str]:

@@ -79,15 +79,9 @@ def _headline(res: AnalysisResult) -> list[str]:
 
 
 def _headline_json(res: AnalysisResult) -> dict[str, Any]:
-    h = res.headline
-    if h is None:
-        return {"headline": None}
-    return {"headline": {"reference": h.reference, "notes": h.notes, "rows": [
-        {"label": r.label, "setting": r.setting, "n_seeds": r.n_seeds, "auc_mean": r.auc[0], "auc_sd": r.auc[1],
-         "logloss_mean": r.logloss[0], "logloss_sd": r.logloss[1], "flops_per_target": r.flops_per_target,
-         "params_non_embedding": r.params_non_embedding, "oracle_auc": r.oracle_auc,
-         "share_oracle_gap": r.share_oracle_gap, "is_reference": r.is_reference,
-         **({"health": r.health} if h.has_health else {})} for r in h.rows]}}
+    h = res.headline  # a row's health only where some run recorded one
+    return {"headline": None if h is None else as_json(h, rows=[
+        as_json(r, **({"health": r.health} if h.has_health else {})) for r in h.rows])}
 
 
 HEADLINE = Section("headline", _headline, _headline_json)

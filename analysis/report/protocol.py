@@ -15,7 +15,7 @@ from ..compare.protocol import ArmFacts, RankComparison
 from ..compare.questions import AblationResult
 from ..result import AnalysisResult
 from ..stats.paired import DECIDED
-from .section import METHOD_POINTER, Section, as_json, metric_label, num
+from .section import METHOD_POINTER, Section, as_json, metric_label, num, table_block
 from .section import markdown_table as _table
 
 
@@ -209,16 +209,13 @@ def _did_rows(rc: RankComparison) -> list[list[str]]:
 
 def protocol_section(res: AnalysisResult) -> list[str]:
     """Tables behind the answer (empty when the sweep varies no data setting)."""
-    out: list[str] = []
-    rows = _facts_rows(res)
     split = res.results.config.split
-    if rows:
-        out += ["## Data comparisons: targets, history membership and AUC", "",
-                f"Per comparison stratum: target sharing and history membership (from {DATASETS_FILE}), the "
-                f"seed-level {split} AUC Δ = A − B and DeLong per seed ({METHOD_POINTER}, *Data protocols*).", "",
-                *_table(["comparison", "arms A / B", "shared / dropped targets", "history differs",
-                         "mean valid length A / B", "events in common", "AUC Δ [verdict interval]", "p Holm", "answer",
-                         "DeLong", "per seed: Δ (p)"], rows), ""]
+    out = table_block("## Data comparisons: targets, history membership and AUC",
+                      f"Per comparison stratum: target sharing and history membership (from {DATASETS_FILE}), the "
+                      f"seed-level {split} AUC Δ = A − B and DeLong per seed ({METHOD_POINTER}, *Data protocols*).",
+                      ["comparison", "arms A / B", "shared / dropped targets", "history differs",
+                       "mean valid length A / B", "events in common", "AUC Δ [verdict interval]", "p Holm", "answer",
+                       "DeLong", "per seed: Δ (p)"], _facts_rows(res))
     rc = res.ranks
     if rc is not None:
         label = metric_label(rc.metric)

@@ -19,10 +19,10 @@ from ..result import AnalysisResult
 from ..stats.bootstrap import SeedInterval
 from .section import METHOD_POINTER, Section, as_json, figures
 from .section import estimate_text as _est
-from .section import markdown_table as _table
 from .section import metric_label as _label
 from .section import num as _f
 from .section import signed_delta as _delta
+from .section import table_block as _block
 
 #: Held-out RMSE beyond this many seed SEs of a size mean is lack of fit (2 SE: about the 95% range of a mean).
 HELD_OUT_LIMIT = 2.0
@@ -163,8 +163,8 @@ def _points_section(res) -> list[str]:
                          *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics],
                          *([_f(p.oracle_gap_closed, ".1%")] if oracle else [])])
     text = "" if oracle else f" No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap."
-    return ["### Points of each fit", "", "Seed-mean gains over the reference (every run, as measured), x on the "
-            "fit's axis." + text, "", *_table(header, rows), ""]
+    return _block("### Points of each fit", "Seed-mean gains over the reference (every run, as measured), x on the "
+                  "fit's axis." + text, header, rows)
 
 
 def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
@@ -185,12 +185,12 @@ def _marginal_section(res) -> list[str]:
     rows = [_step_row(f.family, f.marginal, k) for f in fams for k in range(len(f.marginal.steps))]
     verdicts = [f"- {f.family}, {_label(f.metric)}: **{f.marginal.verdict}**"
                 + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
-    return ["### Marginal returns", "",
-            "Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), paired by seed; "
-            f"a step improves when its Holm p is below {ALPHA:g} ({METHOD_POINTER}, *Scaling fits*).", "",
-            *_table(["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
-                     "Holm p", "Δ per doubling [CI]", f"seeds for 80% at {STEP_EFFECT:g}", "improves"], rows), "",
-            *verdicts, ""]
+    return _block("### Marginal returns",
+                  "Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), paired by seed; "
+                  f"a step improves when its Holm p is below {ALPHA:g} ({METHOD_POINTER}, *Scaling fits*).",
+                  ["family", "metric", "step", "FLOPs ratio", "seeds", "Δ mean ± sd", f"{level:.0%} CI", "p (t)",
+                   "Holm p", "Δ per doubling [CI]", f"seeds for 80% at {STEP_EFFECT:g}", "improves"], rows,
+                  *verdicts, "")
 
 
 def _helix_lines(res) -> list[str]:
@@ -214,36 +214,29 @@ def scaling_section(res: AnalysisResult) -> list[str]:
     if not res.scaling:
         why = res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]
         return out + why + [""]
-    ref = res.scaling[0].reference
-    out += ["### Power law of the gain, the seed as the unit", "",
-            f"Gain of each family over the reference **{ref}**, x on each family's axis "
-            f"({res.scaling[0].convention.x_label}): gain = e^intercept · x^slope ({METHOD_POINTER}, *Scaling fits*).",
-            "",
-            *_table(["family", "gain", "sizes fitted × seeds", "slope [95% CI, seeds]", "per-seed slopes",
-                     "per-point interval (pseudo-replicated, not used)", "R² (means)", "slope over references",
-                     "notes"], _power_rows(res)), ""]
+    out += _block("### Power law of the gain, the seed as the unit",
+                  f"Gain of each family over the reference **{res.scaling[0].reference}**, x on each family's axis "
+                  f"({res.scaling[0].convention.x_label}): gain = e^intercept · x^slope ({METHOD_POINTER}, *Scaling "
+                  "fits*).", ["family", "gain", "sizes fitted × seeds", "slope [95% CI, seeds]", "per-seed slopes",
+                              "per-point interval (pseudo-replicated, not used)", "R² (means)", "slope over references",
+                              "notes"], _power_rows(res))
     not_learned = sorted({f"- {n}" for f in res.scaling for n in f.not_learned})
     if not_learned:
         out += ["**Runs that did not learn** (left out of every fit, the marginal returns and the held-out checks):",
                 "", *not_learned, ""]
-    forms = _form_rows(res)
-    if forms:
-        out += ["### Which form? Three fits, held out and tested", "",
-                "Each family's metric against compute C: power law of the gain, log-linear and saturating; each size "
-                f"held out in turn, and a lack-of-fit F test ({METHOD_POINTER}, *Scaling fits*).", "",
-                *_table(["family", "metric", "form", "parameters [seed-bootstrap 95%]", "leave-one-size-out RMSE",
-                         "largest size held out", "lack of fit"], forms), "", *_best_lines(res), ""]
-    refs = _reference_rows(res)
-    if refs:
-        out += ["### Reference sensitivity", "",
-                "The power-law slope against every setting of the reference architecture that the sweep contains.", "",
-                *_table(["family", "gain", "slope [95% CI] per reference", "range"], refs), ""]
-    ext = _extrapolation_rows(res)
-    if ext:
-        out += ["### Compute for a further gain", "",
-                f"Compute at which each fitted form reaches its value at the largest size plus {TARGET_STEP:.1%} "
-                f"of that size's mean metric, with a seed-bootstrap interval ({METHOD_POINTER}).", "",
-                *_table(["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"], ext), ""]
+    out += _block("### Which form? Three fits, held out and tested",
+                  "Each family's metric against compute C: power law of the gain, log-linear and saturating; each "
+                  f"size held out in turn, and a lack-of-fit F test ({METHOD_POINTER}, *Scaling fits*).",
+                  ["family", "metric", "form", "parameters [seed-bootstrap 95%]", "leave-one-size-out RMSE",
+                   "largest size held out", "lack of fit"], _form_rows(res), *_best_lines(res), "")
+    out += _block("### Reference sensitivity",
+                  "The power-law slope against every setting of the reference architecture that the sweep contains.",
+                  ["family", "gain", "slope [95% CI] per reference", "range"], _reference_rows(res))
+    out += _block("### Compute for a further gain",
+                  f"Compute at which each fitted form reaches its value at the largest size plus {TARGET_STEP:.1%} "
+                  f"of that size's mean metric, with a seed-bootstrap interval ({METHOD_POINTER}).",
+                  ["family", "metric", "form", "further gain", "compute (x of the largest size) [95%]"],
+                  _extrapolation_rows(res))
     out += _points_section(res) + _marginal_section(res) + _helix_lines(res)
     return out + figures(res, "scaling_auc", "scaling_logloss", "forms_auc", "forms_logloss")
 
@@ -251,7 +244,7 @@ def scaling_section(res: AnalysisResult) -> list[str]:
 def _family_json(f: FamilyScaling) -> dict[str, Any]:
     return {
         "family": f.family, "arch": f.arch, "metric": f.metric, "reference": f.reference,
-        "reference_value": f.ref_value, "n_seeds": f.n_seeds, **f.convention.record(), "notes": f.notes,
+        "reference_value": f.ref_value, "n_seeds": f.n_seeds, **as_json(f.convention), "notes": f.notes,
         "points": [{"label": p.label, "setting": p.setting, "flops_per_target": p.flops, "x": p.x, "gain": p.gain,
                     "gain_per_seed": dict(zip(map(int, p.seeds), p.gain_per_seed.tolist())),
                     "value_per_seed": None if p.value_per_seed is None else
@@ -311,16 +304,15 @@ def _comparison_words(c: FamilyComparison) -> list[str]:
 
 
 def family_comparison_section(res: AnalysisResult) -> list[str]:
-    if not res.comparisons:
-        return []
-    return ["## Family comparisons", "",
-            "A vs B for two families fitted against the same reference, metric and axes; x* is the geometric middle "
-            f"of the two measured ranges' overlap ({METHOD_POINTER}, *Family comparisons*).", "",
-            *_table(["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
-                     "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
-                    _comparison_rows(res)), "",
-            *[f"- {c.label} ({_label(c.metric)}): " + "; ".join(_comparison_words(c)) for c in res.comparisons], ""]
+    return _block("## Family comparisons",
+                  "A vs B for two families fitted against the same reference, metric and axes; x* is the geometric "
+                  f"middle of the two measured ranges' overlap ({METHOD_POINTER}, *Family comparisons*).",
+                  ["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
+                   "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
+                  _comparison_rows(res),
+                  *[f"- {c.label} ({_label(c.metric)}): " + "; ".join(_comparison_words(c)) for c in res.comparisons],
+                  "")
 
 
 FAMILY_COMPARISONS = Section("family comparisons", family_comparison_section, lambda res: {"family_comparisons": [
-    as_json(c, **c.convention.record(), words=_comparison_words(c)) for c in res.comparisons]})
+    as_json(c, **as_json(c.convention), words=_comparison_words(c)) for c in res.comparisons]})

@@ -16,12 +16,14 @@ from harness.sweep.tuning import SettingChoice
 from ..compare.delong_seeds import DeLongSeed
 from ..compare.protocol import ArmFacts, DiD
 from ..compare.questions import MetricComparison
-from ..fits.data_scaling import HeldOut
+from ..fits.axes import Convention
+from ..fits.data_scaling import UNDETERMINED, HeldOut
 from ..fits.family_comparison import FamilyComparison, PairedContrast
 from ..fits.forms import FormCheck, FormResult, HeldOutError
 from ..fits.marginal_returns import Step
 from ..fits.powerlaw import PowerLawFit
 from ..fits.reference import ReferenceSlope
+from ..headline import Headline, HeadlineRow
 from ..result import AnalysisResult
 from ..stats.bootstrap import SeedInterval
 from ..stats.delong import DeLongResult
@@ -64,14 +66,24 @@ def signed_delta(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{x:+.5f}"
 
 
+def bound_text(x: float, fmt: str = ".3g") -> str:
+    """An interval end; one at a bootstrap's clip (draws where the fit was not determined) reads "undetermined"."""
+    return "undetermined" if np.isfinite(x) and abs(x) >= UNDETERMINED else num(x, fmt)
+
+
 def estimate_text(e, fmt: str = ".3g") -> str:
     """"value [lo, hi]" of anything with value, lo and hi (or an en dash for None)."""
-    return "–" if e is None else f"{num(e.value, fmt)} [{num(e.lo, fmt)}, {num(e.hi, fmt)}]"
+    return "–" if e is None else f"{num(e.value, fmt)} [{bound_text(e.lo, fmt)}, {bound_text(e.hi, fmt)}]"
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def table_block(heading: str, intro: str, header: list[str], rows: list[list[str]], *after: str) -> list[str]:
+    """A heading, its paragraph, its table and the lines `after` it; none of them where there are no rows."""
+    return [heading, "", intro, "", *markdown_table(header, rows), "", *after] if rows else []
 
 
 def figures(res: AnalysisResult, *names: str) -> list[str]:
@@ -82,9 +94,11 @@ def figures(res: AnalysisResult, *names: str) -> list[str]:
 # ----------------------------------------------------------------------------------------------
 # analysis.json
 
-#: analysis.json's key for a field where it is not the field's name: None leaves the field
-#: out, "" writes a nested dataclass's keys into its parent's.
-KEYS: dict[type, dict[str, str | None]] = {
+#: analysis.json's key for a field where it is not the field's name: None leaves the field out, "" writes a
+#: nested dataclass's keys into its parent's, a tuple of keys writes a tuple field's items under them.
+KEYS: dict[type, dict[str, str | tuple[str, ...] | None]] = {
+    Headline: dict.fromkeys(("rows", "has_params", "has_oracle", "has_health")),
+    HeadlineRow: {"auc": ("auc_mean", "auc_sd"), "logloss": ("logloss_mean", "logloss_sd"), "health": None},
     PairedContrast: {"estimate": "", "seeds_for_80": "seeds_for_80_power"},
     Step: {"seeds_for_80": "seeds_for_80_power"},
     FormCheck: {"metric": None},
@@ -108,6 +122,7 @@ COMPUTED: dict[type, dict[str, Callable[[Any], Any]]] = {
     FormResult: {"rmse": lambda r: r.rmse, "largest": lambda r: None if r.largest is None else
                  {"label": r.largest.label, "error": r.largest.error}},
     PowerLawFit: {"n_seeds": lambda f: f.n_seeds},
+    Convention: {"x_label": lambda c: c.x_label},
     SeedInterval: {"unbounded_below": lambda i: i.lo == -np.inf, "unbounded_above": lambda i: i.hi == np.inf},
     HeldOutError: {"error": lambda h: h.error},
     HeldOut: {"error": lambda h: h.error},
@@ -128,6 +143,8 @@ def as_json(x: Any, **given: Any) -> Any:
             key = keys.get(f.name, f.name)
             if key == "":
                 out.update(as_json(getattr(x, f.name)) or {})
+            elif isinstance(key, tuple):
+                out.update(zip(key, as_json(getattr(x, f.name))))
             elif key is not None:
                 out[key] = given.pop(key) if key in given else as_json(getattr(x, f.name))
         for key, compute in COMPUTED.get(type(x), {}).items():

@@ -63,10 +63,8 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
             out.append(f"  {c.label[:30]:<30} slope diff {_est(None if d is None else d.estimate, '+.3f')} "
                        f"Holm p={_f(float('nan') if d is None else d.p_holm, '.2g')}; {c.crossover.split(';')[0]}")
         out += more
-    for w in res.warnings[:4]:
-        out.append(f"warning: {w}")
-    if len(res.warnings) > 4:
-        out.append(f"  ... {len(res.warnings) - 4} more warnings in the report")
+    more = []
+    out += [f"warning: {w}" for w in _cut(res.warnings, 4, more, "warnings")] + more
     out.append(f"report: {report_path}")
     return "\n".join(out)
 
