@@ -97,7 +97,9 @@ def test_tuning_then_measurement_at_the_chosen_rates(uninterrupted):
     analysis = json.loads((sweep_dir / "analysis.json").read_text())
     assert {s["setting"]: s["chosen"] for s in analysis["tuning"]["settings"]} == chosen
     edges = [a for a in ARCHS if chosen[a] in (LRS[0], LRS[-1])]
-    assert sum(w.startswith("tuning: ") for w in analysis["warnings"]) == len(edges)
+    # one warning per edge choice, and one per setting chosen with no healthy value (these tiny runs may not learn)
+    fallbacks = [s for s in choice["settings"] if s["fallback"]]
+    assert sum(w.startswith("tuning: ") for w in analysis["warnings"]) == len(edges) + len(fallbacks)
 
 
 def _interrupt_when(cmd: list[str], cwd: Path, sweep_dir: Path, ready) -> tuple[int, str]:
