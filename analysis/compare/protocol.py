@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from protocols.errors import DataValidationError
 
 from ..collect import SweepResults, read_sweep_doc
 from ..columns import arm_columns, arm_label, labelled_columns, show
-from ..stats.paired import holm, paired_stats, t_interval, verdict
+from ..stats.paired import LEVEL, holm, paired_stats, seed_mean, t_interval, verdict
 from .questions import AblationResult, decide
 
 
@@ -141,26 +141,23 @@ def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
                             "targets and per-target scores are missing: its seed-level AUC compares different "
                             "target sets")
             continue
-        a = np.array([d.auc_a for d in done])
-        b = np.array([d.auc_b for d in done])
-        st = paired_stats(a, b, alpha=cfg.alpha, n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed)
-        st = type(st)(**{**st.__dict__, "notes": (*st.notes, f"AUC on the {f.shared} shared {f.split} targets "
-                                                               f"({f.dropped} held by one arm only left out)")})
-        r.metrics["auc"].stats = st
+        st = paired_stats(np.array([d.auc_a for d in done]), np.array([d.auc_b for d in done]), alpha=cfg.alpha,
+                          n_resamples=cfg.n_resamples, seed=cfg.bootstrap_seed)
+        r.metrics["auc"].stats = replace(st, notes=(*st.notes, f"AUC on the {f.shared} shared {f.split} targets "
+                                                               f"({f.dropped} held by one arm only left out)"))
         recomputed = True
     if recomputed:  # the report's one family decided again
         decide(ablations, cfg.alpha, cfg.power, results.rounds)
     return facts, pairs, warnings
 
 
-LEVEL = 0.95
 METHOD = (f"per-seed difference-in-differences, mean with a {LEVEL:.0%} t interval over seeds, one-sample t-test, "
           "Holm over every DiD of the report")
 
 
 @dataclass
 class DiD:
-    """(X − Y) under arm P minus (X − Y) under arm Q, per seed."""
+    """(X − Y) under arm P minus (X − Y) under arm Q, per seed; its mean, sd, t interval and p follow from them."""
 
     x: str
     y: str
@@ -169,12 +166,16 @@ class DiD:
     seeds: np.ndarray  # [S]
     gap_p: np.ndarray  # [S] X − Y under P
     gap_q: np.ndarray  # [S] X − Y under Q
-    mean: float = float("nan")
-    sd: float = float("nan")
-    ci: tuple[float, float] = (float("nan"), float("nan"))
-    p_value: float = float("nan")
+    mean: float = field(init=False)
+    sd: float = field(init=False)
+    ci: tuple[float, float] = field(init=False)
+    p_value: float = field(init=False)
     p_holm: float = float("nan")
     verdict: str = ""
+
+    def __post_init__(self) -> None:
+        self.mean, self.sd, self.p_value = seed_mean(self.deltas)
+        self.ci = t_interval(self.mean, self.sd, self.n, 1.0 - LEVEL)
 
     @property
     def deltas(self) -> np.ndarray:
@@ -205,17 +206,6 @@ class RankComparison:
         """Models measured under `arm`, best first."""
         higher = metric_registry.get(self.metric).higher_is_better
         return list(self.means[arm].dropna().sort_values(ascending=not higher, kind="stable").index)
-
-
-def did_stats(d: DiD, *, level: float = LEVEL) -> DiD:
-    """Fill mean, sd, t interval and p of `d` from its per-seed deltas."""
-    x = d.deltas
-    d.mean = float(x.mean()) if len(x) else float("nan")
-    if len(x) >= 2:
-        d.sd = float(x.std(ddof=1))
-        d.ci = t_interval(d.mean, d.sd, len(x), 1.0 - level)
-        d.p_value = float(stats.ttest_1samp(x, 0.0).pvalue) if d.sd > 0 else float("nan")
-    return d
 
 
 def _arm_order(results: SweepResults, labels: list[str]) -> list[str]:
@@ -274,9 +264,8 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
                 continue
             if table.empty:
                 continue
-            out.did.append(did_stats(DiD(x, y, p, q, table.index.to_numpy(dtype=np.int64),
-                                         (table["xp"] - table["yp"]).to_numpy(),
-                                         (table["xq"] - table["yq"]).to_numpy())))
+            out.did.append(DiD(x, y, p, q, table.index.to_numpy(dtype=np.int64),
+                               (table["xp"] - table["yp"]).to_numpy(), (table["xq"] - table["yq"]).to_numpy()))
     for d, ph in zip(out.did, holm([d.p_value for d in out.did])):
         d.p_holm, d.verdict = float(ph), verdict(ph, cfg.alpha)
     return out

@@ -7,13 +7,12 @@ from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
-from scipy import stats
 
 from harness import runs_columns as C
 
 from ..config import ScalingConfig
 from ..stats.bootstrap import Estimate, SeedInterval
-from ..stats.paired import holm, seeds_for_power
+from ..stats.paired import holm, seed_mean, seeds_for_power
 from .axes import HELIX_CTR, UNIT_NAMES, Convention
 from .forms import LOG_LINEAR, interval_text, open_seed_interval
 from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
@@ -84,9 +83,8 @@ def _named(f: FamilyScaling, name: str) -> bool:
     return name in (f.family, f.arch)
 
 
-def comparison_pairs(fams: list[FamilyScaling],
-                     cfg: ScalingConfig) -> tuple[list[tuple[FamilyScaling, FamilyScaling]], list[str]]:
-    """Pairs to compare (configured `compare` entries, else every pair in the same setting), and notes on
+def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[FamilyComparison], list[str]]:
+    """The comparisons of the configured `compare` pairs, else of every pair in the same setting, and notes on
     configured pairs that have nothing to compare."""
     fitted = [f for f in fams if f.fit is not None]
     groups: dict[tuple, list[FamilyScaling]] = {}
@@ -97,7 +95,6 @@ def comparison_pairs(fams: list[FamilyScaling],
     if not cfg.compare:
         for members in groups.values():
             pairs += list(itertools.combinations(sorted(members, key=lambda f: f.family), 2))
-        return pairs, notes
     for name_a, name_b in cfg.compare:
         found = [(fa, fb) for members in groups.values() for fa in members for fb in members
                  if _named(fa, name_a) and _named(fb, name_b)]
@@ -106,19 +103,19 @@ def comparison_pairs(fams: list[FamilyScaling],
             notes.append(f"analysis.scaling.compare [{name_a}, {name_b}]: no pair of fitted families with these "
                          f"names in the same setting (fitted: {', '.join(have)})")
         pairs += found
-    return pairs, notes
+    return [compare_families(a, b) for a, b in pairs], notes
 
 
-def paired_contrast(diffs: np.ndarray, effect: float, *, level: float = LEVEL,
-                    transform=lambda v: v) -> PairedContrast:
+def paired_contrast(diffs: np.ndarray, effect: float, *, level: float = LEVEL) -> PairedContrast:
     """Mean of per-seed differences with its t interval (df = n - 1), t-test p and the seeds for 80% power."""
-    diffs = np.asarray(diffs, dtype=np.float64)
-    mean, se, half = mean_t_interval(diffs, level)
-    n = len(diffs)
-    sd = float(diffs.std(ddof=1)) if n >= 2 else float("nan")
-    p = float(stats.ttest_1samp(diffs, 0.0).pvalue) if n >= 2 and sd > 0 else float("nan")
-    est = Estimate(float(transform(mean)), float(transform(mean - half)), float(transform(mean + half)))
-    return PairedContrast(est, p, sd, n, effect, seeds_for_power(sd, effect))
+    _, sd, p = seed_mean(diffs)
+    return PairedContrast(_t_estimate(diffs, level), p, sd, len(diffs), effect, seeds_for_power(sd, effect))
+
+
+def _t_estimate(values: np.ndarray, level: float, transform=lambda v: v) -> Estimate:
+    """The mean of per-seed values with its t interval (df = n - 1), each mapped by `transform`."""
+    mean, _, half = mean_t_interval(values, level)
+    return Estimate(*(float(transform(v)) for v in (mean, mean - half, mean + half)))
 
 
 def _seed_log_linear_slopes(f: FamilyScaling, seeds: list[int]) -> dict[int, float]:
@@ -162,13 +159,8 @@ def _iso(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, lines, lev
     mid = (lo + hi) / 2  # geometric middle of the overlap, in ln x
     la, lb = ia + sa * mid, ib + sb * mid  # [S] per-seed ln gains at x*
     out.iso_x = float(np.exp(mid))
-
-    def on_log(v: np.ndarray) -> Estimate:
-        mean, _, half = mean_t_interval(v, level)
-        return Estimate(float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half)))
-
-    out.gain_a, out.gain_b = on_log(la), on_log(lb)
-    out.ratio = on_log(la - lb)
+    out.gain_a, out.gain_b = _t_estimate(la, level, np.exp), _t_estimate(lb, level, np.exp)
+    out.ratio = _t_estimate(la - lb, level, np.exp)
     out.diff = paired_contrast(np.exp(la) - np.exp(lb), GAIN_EFFECT, level=level)
     out.value_a = float(fa.convention.value_of(fa.metric, out.gain_a.value, fa.ref_value))
     out.value_b = float(fb.convention.value_of(fb.metric, out.gain_b.value, fb.ref_value))
@@ -194,8 +186,7 @@ def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, line
     reach = np.log(CROSSOVER_REACH)
     ci = open_seed_interval(len(ia), lambda idx: _crossing(ia[idx], sa[idx], ib[idx], sb[idx]))
     with np.errstate(over="ignore"):  # a crossing beyond e^709 is as unbounded as one that never happens
-        out.crossover_interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share,
-                                              ci.n_seeds)
+        out.crossover_interval = replace(ci, lo=float(np.exp(ci.lo)), hi=float(np.exp(ci.hi)))
     leader = out.a if db > 0 else out.b
     other = out.b if leader == out.a else out.a
     shown = interval_text(out.crossover_interval.lo, out.crossover_interval.hi)
@@ -214,11 +205,6 @@ def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, line
     out.crossover = f"{leader} overtakes {other} above {out.crossover_x:.3g} {unit} {shown}, {where}"
     if out.slope_diff is not None and not (out.slope_diff.estimate.lo > 0 or out.slope_diff.estimate.hi < 0):
         out.crossover += "; the slope difference's interval includes 0, so the crossover is not established"
-
-
-def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[FamilyComparison], list[str]]:
-    pairs, notes = comparison_pairs(fams, cfg)
-    return [compare_families(a, b) for a, b in pairs], notes
 
 
 ALPHA = 0.05

@@ -9,10 +9,8 @@ from scipy import stats
 
 from harness import metric_registry
 
-from ..stats.paired import holm, seeds_for_power
+from ..stats.paired import ALPHA, LEVEL, holm, seed_mean, seeds_for_power
 
-LEVEL = 0.95
-ALPHA = 0.05
 STEP_EFFECT = 0.001
 METHOD = ("per-seed deltas between consecutive points (ordered by FLOPs), paired by seed; t interval of "
           "their mean and paired t-test (scipy.stats.ttest_rel, df = n - 1), Holm-corrected over the ladder's steps")
@@ -79,17 +77,12 @@ def paired_step(start: str, end: str, flops: tuple[float, float], seeds: np.ndar
     """Statistics of one step; `prev`, `nxt` [S] are the metric per seed (NaN where a seed is missing)."""
     both = np.isfinite(prev) & np.isfinite(nxt)  # [S]
     deltas = nxt[both] - prev[both]  # [n]
-    n, nan = len(deltas), float("nan")
-    mean = float(deltas.mean()) if n else nan
-    sd, ci, p = nan, (nan, nan), nan
-    if n >= 2:
-        sd = float(deltas.std(ddof=1))
-    if n >= 2 and sd > 0:
-        test = stats.ttest_rel(nxt[both], prev[both])
-        p = float(test.pvalue)
-        lo, hi = test.confidence_interval(confidence_level=level)
+    mean, sd, p = seed_mean(deltas)
+    ci = (float("nan"), float("nan"))
+    if sd > 0:
+        lo, hi = stats.ttest_1samp(deltas, 0.0).confidence_interval(confidence_level=level)
         ci = (float(lo), float(hi))
-    elif n >= 2:  # identical deltas (e.g. the same metric at both points): the interval is the point itself
+    elif sd == 0:  # identical deltas (e.g. the same metric at both points): the interval is the point itself
         ci, p = (mean, mean), (0.0 if mean != 0 else 1.0)
     return Step(start, end, flops[1] / flops[0], seeds[both], deltas, mean, sd, ci, p, False, False,
                 seeds_for_80=seeds_for_power(sd, STEP_EFFECT))

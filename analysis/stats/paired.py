@@ -11,6 +11,9 @@ from scipy import optimize, stats
 DECIDED = "decided"
 NOT_DECIDED = "not decided"
 UNTESTABLE = "not testable"
+#: The level of the t intervals of fits, steps and contrasts, and the alpha of their Holm-corrected tests.
+LEVEL = 0.95
+ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,17 @@ def t_interval(mean: float, std: float, n: int, level: float) -> tuple[float, fl
     return mean - half, mean + half
 
 
+def seed_mean(deltas: np.ndarray) -> tuple[float, float, float]:
+    """Mean, sample sd (NaN below 2 seeds) and two-sided one-sample t-test p against 0 (NaN without a spread) of
+    per-seed deltas: the test of every paired comparison, its interval left to the caller."""
+    x = np.asarray(deltas, dtype=np.float64)
+    nan = float("nan")
+    if len(x) < 2:
+        return (float(x.mean()) if len(x) else nan), nan, nan
+    sd = float(x.std(ddof=1))
+    return float(x.mean()), sd, float(stats.ttest_1samp(x, 0.0).pvalue) if sd > 0 else nan
+
+
 def verdict(p_adjusted: float, alpha: float) -> str:
     """Words for a Holm-adjusted seed-level p-value."""
     if not np.isfinite(p_adjusted):
@@ -132,18 +146,12 @@ def paired_stats(a: np.ndarray, b: np.ndarray, *, alpha: float = 0.05, n_resampl
     nan = float("nan")
     if n == 0:
         return PairedStats(0, (), nan, nan, nan, nan, nan, nan, nan, ("no paired seeds",))
-    mean = float(d.mean())
+    mean, std, p_t = seed_mean(d)
     if n < 2:
         note = f"only {n} paired seed: deltas reported without p-values (a seed spread needs at least 2)"
         return PairedStats(n, tuple(d.tolist()), mean, nan, nan, nan, nan, nan, nan, (note,))
-    std = float(d.std(ddof=1))
-    notes: list[str] = []
+    notes = ["every seed gives the same delta: t-test undefined"] if std == 0.0 else []
     lo, hi = bca_interval(d, n_resamples=n_resamples, seed=seed)
-    if std == 0.0:
-        notes.append("every seed gives the same delta: t-test undefined")
-        p_t = nan
-    else:
-        p_t = float(stats.ttest_rel(a, b).pvalue)
     if np.all(d == 0.0):
         p_w = nan
     else:
