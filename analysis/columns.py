@@ -19,15 +19,9 @@ def size_columns(runs: pd.DataFrame, config_cols: list[str], size_by: list[str])
             raise ConfigError(f"analysis.scaling.size_by: column(s) {', '.join(missing)} not in the runs; "
                               f"model columns: {', '.join(c for c in config_cols if c.startswith(C.MODEL_PREFIX))}")
         return list(size_by)
-    out = []
-    for c in config_cols:
-        if not c.startswith(C.MODEL_PREFIX):
-            continue
-        col = runs[c]
-        numeric = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
-        if c == C.MODEL_SIZE or numeric:
-            out.append(c)
-    return out
+    def numeric(col: pd.Series) -> bool:
+        return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
+    return [c for c in config_cols if c.startswith(C.MODEL_PREFIX) and (c == C.MODEL_SIZE or numeric(runs[c]))]
 
 
 def _follows_sizes(runs: pd.DataFrame, column: str, sizes: list[str]) -> bool:
@@ -40,14 +34,8 @@ def _follows_sizes(runs: pd.DataFrame, column: str, sizes: list[str]) -> bool:
 
 def family_columns(runs: pd.DataFrame, config_cols: list[str], sizes: list[str]) -> list[str]:
     """Setting columns that define a family: every config column but the sizes and their attributes."""
-    out = []
-    for c in config_cols:
-        if c in sizes:
-            continue
-        if sizes and c.startswith(C.MODEL_PREFIX) and _follows_sizes(runs, c, sizes):
-            continue
-        out.append(c)
-    return out
+    return [c for c in config_cols if c not in sizes
+            and not (sizes and c.startswith(C.MODEL_PREFIX) and _follows_sizes(runs, c, sizes))]
 
 
 def labelled_columns(runs: pd.DataFrame, family_cols: list[str]) -> list[str]:

@@ -42,9 +42,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bo
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        for name in REFERENCE_INPUTS:
-            shutil.copy2(sweep_dir / name, tmp / name)
-        for name in (DATASETS_FILE, TUNING_FILE):
+        for name in (*REFERENCE_INPUTS, DATASETS_FILE, TUNING_FILE):  # the first two checked above
             if (sweep_dir / name).is_file():
                 shutil.copy2(sweep_dir / name, tmp / name)
         _write_ranks(sweep_dir, tmp, trust_edits)

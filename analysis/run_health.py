@@ -120,7 +120,6 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     """Give each headline row its setting's health counts over every run of runs.parquet (`runs`)."""
     labels = {}
     for k, rows in runs.groupby(cols, dropna=False, sort=True):
-        k = k if isinstance(k, tuple) else (k,)
         labels[tuple(str(plain(v)) for v in k)] = counts_label(health.status.loc[rows.index])
     for r in h.rows:
         r.health = labels.get(tuple(str(r.setting[c]) for c in cols), "")

@@ -103,8 +103,7 @@ def pair_runs(results: SweepResults, comparison: QuestionConfig) -> list[PairedR
     shown = _without_implied(merged, shown, first=list(results.config.scaling.size_by))
     out: list[PairedRuns] = []
     groups = merged.groupby(varying, dropna=False, sort=True) if varying else [((), merged)]
-    for key, group in groups:
-        key = key if isinstance(key, tuple) else (key,)
+    for _, group in groups:
         if group[C.SEED].duplicated().any():
             seed = group.loc[group[C.SEED].duplicated(), C.SEED].iloc[0]
             raise ConfigError(f"comparison {comparison.name!r}: seed {seed} pairs with several runs; "

@@ -199,8 +199,7 @@ class _SeedFits:
     def __call__(self, idx: np.ndarray) -> Surface | None:
         key = tuple(int(i) for i in np.sort(idx))
         if key not in self._cache:
-            parts = [self.points[self.points[C.SEED] == self.seeds[i]] for i in key]
-            p = pd.concat(parts)
+            p = pd.concat([self.points[self.points[C.SEED] == self.seeds[i]] for i in key])
             self._cache[key] = fit_surface(p["n"].to_numpy(), p["d"].to_numpy(), p["loss"].to_numpy())
         return self._cache[key]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -164,16 +165,10 @@ class Ladder:
     def points(self, sizes: tuple[int, ...], seeds: tuple[int, ...]):
         """(ln x, metric, gain, seed position) of the finite points of `sizes` x `seeds` (seeds may repeat;
         a repeated seed gets its own position so that per-seed lines stay separate)."""
-        lx, y, g, who = [], [], [], []
-        gains = self.gains()
-        for k, j in enumerate(seeds):
-            for p in sizes:
-                if np.isfinite(self.values[p, j]):
-                    lx.append(np.log(self.x[p]))
-                    y.append(self.values[p, j])
-                    g.append(gains[p, j])
-                    who.append(k)
-        return np.array(lx), np.array(y), np.array(g), np.array(who)
+        who, p = np.meshgrid(np.arange(len(seeds)), np.array(sizes, dtype=np.int64), indexing="ij")  # seed-major
+        j = np.array(seeds, dtype=np.int64)[who]
+        ok = np.isfinite(self.values[p, j])
+        return np.log(self.x[p[ok]]), self.values[p, j][ok], self.gains()[p, j][ok], who[ok]
 
     def unfitted(self, form: str) -> str:
         """Why `form` is not fitted on the whole ladder ("" when it is)."""
@@ -208,11 +203,6 @@ class Ladder:
         ref_mean = float(np.mean(self.ref[list(seeds)]))
         return Curve(POWER_LAW, {"intercept": a, "slope": b},
                      lambda q: self.convention.value_of(self.metric, np.exp(a + b * np.asarray(q)), ref_mean))
-
-    def predict(self, form: str, at_lx: float, sizes: tuple[int, ...] | None = None,
-                seeds: tuple[int, ...] | None = None) -> float:
-        curve = self.fit(form, sizes, seeds)
-        return float("nan") if curve is None else float(curve.predict(np.array(at_lx)))
 
 
 @dataclass(frozen=True)
@@ -265,12 +255,12 @@ def _lack_of_fit(ladder: Ladder, form: str) -> tuple[float, tuple[int, int], flo
     nan = float("nan")
     if curve is None:
         return nan, (0, 0), nan
-    response = ladder.gains() if form == POWER_LAW else ladder.values  # [P, S]
-    if form == POWER_LAW:
+    if form == POWER_LAW:  # the response the form is fitted to, [P, S], and its fitted value per size
         ref = float(np.mean(ladder.ref))
+        response = ladder.gains()
         fitted = np.array([ladder.convention.gain_of(ladder.metric, curve.predict(lx), ref) for lx in ladder.lx])
     else:
-        fitted = np.array([curve.predict(lx) for lx in ladder.lx])
+        response, fitted = ladder.values, np.array([curve.predict(lx) for lx in ladder.lx])
     ss_lof = ss_pe = 0.0
     n = p = 0
     for i, row in enumerate(response):
@@ -290,24 +280,19 @@ def _lack_of_fit(ladder: Ladder, form: str) -> tuple[float, tuple[int, int], flo
 
 def _held_out(ladder: Ladder, form: str, means: np.ndarray) -> list[HeldOutError]:
     out = []
-    everything = range(len(ladder.x))
-    for i in everything:
-        if not np.isfinite(means[i]):
-            continue
-        rest = tuple(j for j in everything if j != i)
-        predicted = ladder.predict(form, ladder.lx[i], sizes=rest)
+    for i in np.flatnonzero(np.isfinite(means)):
+        curve = ladder.fit(form, sizes=tuple(j for j in range(len(ladder.x)) if j != i))
+        predicted = float("nan") if curve is None else float(curve.predict(np.array(ladder.lx[i])))
         if np.isfinite(predicted):
             out.append(HeldOutError(ladder.labels[i], float(means[i]), predicted))
     return out
 
 
 def _intervals(ladder: Ladder, form: str, names: list[str]) -> dict[str, SeedInterval]:
-    def statistic(name):
-        def of(idx: np.ndarray) -> float:
-            curve = ladder.fit(form, seeds=tuple(idx))
-            return float("nan") if curve is None or not curve.identified else curve.params[name]
-        return of
-    return {name: open_seed_interval(ladder.n_seeds, statistic(name)) for name in names}
+    def param(idx: np.ndarray, name: str) -> float:
+        curve = ladder.fit(form, seeds=tuple(idx))
+        return float("nan") if curve is None or not curve.identified else curve.params[name]
+    return {name: open_seed_interval(ladder.n_seeds, partial(param, name=name)) for name in names}
 
 
 def check_forms(ladder: Ladder) -> FormCheck:
@@ -401,7 +386,7 @@ def compute_for_gain(ladder: Ladder, form: str) -> ComputeForGain | None:
         return None
     ci = open_seed_interval(ladder.n_seeds, lambda idx: _further(ladder.fit(form, seeds=tuple(idx)), step, start,
                                                                  ladder.higher_is_better))
-    interval = SeedInterval(float(np.exp(ci.lo)), float(np.exp(ci.hi)), ci.undefined_share, ci.n_seeds)
+    interval = replace(ci, lo=float(np.exp(ci.lo)), hi=float(np.exp(ci.hi)))
     x_top = float(ladder.x[top])
     determined = bool(np.isfinite(central) and np.isfinite(ci.hi) and ci.hi <= start + np.log(REACH)
                       and ci.undefined_share <= (1 - LEVEL) / 2)

@@ -162,8 +162,7 @@ def fit_power_law(
     lines = seed_lines(lx, ly, who)
     if not lines:
         return None, excluded, f"{len(used)} size(s): no seed's gains fit a positive power law"
-    slopes = np.array([v[0] for v in lines.values()])  # [S]
-    intercepts = np.array([v[1] for v in lines.values()])  # [S]
+    slopes, intercepts = (np.array(v) for v in zip(*lines.values()))  # [S] each
     slope, slope_se, half = mean_t_interval(slopes, level)
     intercept, intercept_se, _ = mean_t_interval(intercepts, level)
     S = len(lines)

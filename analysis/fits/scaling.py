@@ -109,7 +109,6 @@ def scaling_analysis(results: SweepResults, reference: Reference,
     labelled = labelled_columns(runs, fam_cols)
     out: list[FamilyScaling] = []
     for key, arch_rows in runs.groupby(fam_cols, dropna=False, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
         setting = {c: plain(v) for c, v in zip(fam_cols, key)}
         if setting[C.ARCH] not in reference.families:
             continue
@@ -150,7 +149,6 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
     sizes = [c for c in sizes if rows[c].notna().any()]  # e.g. model.size only exists for named-size models
     groups = rows.groupby(sizes, dropna=False, sort=True) if sizes else [((), rows)]
     for key, point_rows in groups:
-        key = key if isinstance(key, tuple) and len(key) == len(sizes) else (key,)
         values = point_rows.groupby(C.SEED)[col].mean().reindex(seeds).to_numpy(dtype=np.float64)  # [S]
         flops = float(point_rows[C.FLOPS_PER_TARGET].mean())
         share = oracle_gap_share(point_rows, ref_rows, results.metric_column("auc"), results.oracle_column)
@@ -159,8 +157,7 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
                                        fam.convention.gain_of(fam.metric, values, ref), values, share))
     fam.points.sort(key=lambda p: (not np.isfinite(p.x), p.x))
     skip = _not_learned(results, rows, sizes, fam, seeds)
-    values = np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points])  # [P, S] as measured
-    learned = values.copy()
+    learned = np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points])  # [P, S]
     for (p, j) in skip:
         learned[p, j] = np.nan  # a run that did not learn is not a data point
     fam.not_learned = [f"{fam.points[p].label}, seed {seeds[j]}: {why}" for (p, j), why in skip.items()]
