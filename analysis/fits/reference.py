@@ -98,9 +98,8 @@ def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
 
 def reference_rows(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame,
                    context: list[str]) -> tuple[pd.DataFrame, str]:
-    """The reference runs in a family's setting: they must share its data columns (`data_settings`: they
-    change the test data), and any other context
-    column (train.*) in which the reference itself varies. Returns (rows, "" or why there are none)."""
+    """The reference runs in a family's setting: they must share its data columns (they change the test data)
+    and any other context column (train.*) in which the reference itself varies. Returns (rows, "" or why not)."""
     rows = runs[ref.mask]
     for c in context:
         values = family_rows[c].dropna().unique()

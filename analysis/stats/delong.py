@@ -1,7 +1,5 @@
-"""DeLong's test of two correlated AUCs on the same test events by Sun & Xu's (2014) O(n log n) midrank algorithm,
-exactly DeLong, DeLong & Clarke-Pearson's (1988) structural components: V10 = (Tz - Tx) / n per positive,
-V01 = 1 - (Tz - Ty) / m per negative (Tx, Ty, Tz: midranks within positives, within negatives, over all events;
-ties count 1/2), S = cov(V10) / m + cov(V01) / n, z = (AUC_a - AUC_b) / sqrt(S_aa + S_bb - 2 S_ab)."""
+"""DeLong's test of two correlated AUCs on the same test events (DeLong, DeLong & Clarke-Pearson 1988) by Sun & Xu's
+(2014) O(n log n) midrank algorithm; ties count 1/2 (docs/analysis.md, *The report, in order*)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +32,8 @@ class DeLongResult:
 
 
 def structural_components(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """AUCs [K], V10 [K, m] and V01 [K, n] of K score rows [K, N] against binary `labels` [N]."""
+    """AUCs [K], V10 = (Tz - Tx) / n [K, m] and V01 = 1 - (Tz - Ty) / m [K, n] of K score rows [K, N] against
+    binary `labels` [N] (Tx, Ty, Tz: midranks within positives, within negatives, over all events)."""
     labels = np.asarray(labels).astype(bool)
     scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))  # [K, N]
     if scores.shape[1] != labels.shape[0]:
