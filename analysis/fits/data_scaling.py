@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,9 +35,8 @@ _AB_SHARES = (1e-3, 1e-2, 0.05, 0.2, 0.6)     # A (B) at the geometric-mean size
 #: L-BFGS-B stops on a projected gradient below GTOL or when its line search can no longer decrease the
 #: objective; its relative-decrease rule is off (ftol=0: why, docs/reproducibility.md).
 GTOL = 1e-12
-#: E's floor as a share of the smallest loss: below it the E term moves ln L by under 1e-6, so the objective is
-#: flat in E and an unbounded E wanders towards 0 to wherever the line search stops (kernel-dependent); at
-#: the floor E reads as "no irreducible term".
+#: E's floor as a share of the smallest loss, below which the objective is flat in E and an unbounded E wanders
+#: (kernel-dependent): docs/analysis.md, "Data as a compute axis".
 E_FLOOR = 1e-6
 PARAMS = ("E", "A", "B", "alpha", "beta")
 
@@ -116,12 +114,9 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
     n0, d0 = float(np.exp(np.log(n).mean())), float(np.exp(np.log(d).mean()))
     ln_n, ln_d, ln_l = np.log(n / n0), np.log(d / d0), np.log(loss)
     bounds = [(None, None)] * 2 + [(float(ln_l.min()) + np.log(E_FLOOR), None)] + [EXPONENT_BOUNDS] * 2
-    best: Any = None  # scipy OptimizeResult; _grid_starts yields at least one start
-    for start in _grid_starts(ln_n, ln_d, ln_l):
-        res = optimize.minimize(_objective, start, args=(ln_n, ln_d, ln_l), jac=True, method="L-BFGS-B",
-                                bounds=bounds, options={"ftol": 0.0, "gtol": GTOL, "maxiter": 20000})
-        if best is None or res.fun < best.fun:
-            best = res
+    best = min((optimize.minimize(_objective, start, args=(ln_n, ln_d, ln_l), jac=True, method="L-BFGS-B",
+                                  bounds=bounds, options={"ftol": 0.0, "gtol": GTOL, "maxiter": 20000})
+                for start in _grid_starts(ln_n, ln_d, ln_l)), key=lambda res: res.fun)  # the first of the lowest
     a, b, e, alpha, beta = (float(v) for v in best.x)
     lo, hi = EXPONENT_BOUNDS
     inside = all(lo * (1 + BOUND_SLACK) < x < hi * (1 - BOUND_SLACK) for x in (alpha, beta))

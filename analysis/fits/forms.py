@@ -7,7 +7,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
@@ -104,13 +103,11 @@ def fit_saturating(lx: np.ndarray, y: np.ndarray, *, higher_is_better: bool, sca
     q = lx - shift
     f_scale = scale if np.isfinite(scale) and scale > 0 else max(float(np.std(y)), 1e-9)
     projected = sorted((_projected(alpha, q, y, sign) for alpha in ALPHA_GRID), key=lambda v: v[1])
-    best: Any = None  # scipy OptimizeResult; N_STARTS >= 1 starts
-    for start, _ in projected[:N_STARTS]:
-        res = optimize.least_squares(lambda p: _saturating(p, q, sign) - y, start, jac=lambda p: _jacobian(p, q, sign),
-                                     loss=LOSS, f_scale=f_scale, ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL,
-                                     bounds=([-np.inf, 0.0, ALPHA_BOUNDS[0]], [np.inf, np.inf, ALPHA_BOUNDS[1]]))
-        if best is None or res.cost < best.cost:
-            best = res
+    best = min((optimize.least_squares(lambda p: _saturating(p, q, sign) - y, start,
+                                       jac=lambda p: _jacobian(p, q, sign), loss=LOSS, f_scale=f_scale, ftol=FIT_TOL,
+                                       xtol=FIT_TOL, gtol=FIT_TOL,
+                                       bounds=([-np.inf, 0.0, ALPHA_BOUNDS[0]], [np.inf, np.inf, ALPHA_BOUNDS[1]]))
+                for start, _ in projected[:N_STARTS]), key=lambda res: res.cost)  # the first of the lowest cost
     y_inf, amp_c, alpha = (float(v) for v in best.x)
     amp = amp_c * float(np.exp(alpha * shift))  # A at C = 1 in the axis unit
     curve = Curve(SATURATING, {"y_inf": y_inf, "A": amp, "alpha": alpha},
