@@ -141,8 +141,7 @@ def delong_seeds(results: SweepResults, cache: PredictionCache, paired: PairedRu
 def delong_summary(seeds: list[DeLongSeed], alpha: float) -> str:
     done = [d.result for d in seeds if d.result is not None]
     if not done:
-        notes = {d.note for d in seeds if d.note}
-        return "; ".join(sorted(notes)) or "not run"
+        return "; ".join(sorted({d.note for d in seeds if d.note})) or "not run"
     hits = sum(r.p_value < alpha for r in done)
     return f"p < {alpha:g} in {hits}/{len(done)} seeds (median p {np.median([r.p_value for r in done]):.3g})"
 

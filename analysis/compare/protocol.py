@@ -228,9 +228,8 @@ def rank_comparison(results: SweepResults, metric: str = "auc") -> RankCompariso
     varying = labelled_columns(runs, model_cols)  # settings that vary within an architecture label a model
     frame = pd.DataFrame({
         "arm": runs.apply(lambda r: arm_label(r, arm_cols), axis=1),
-        "model": runs[C.ARCH].astype(str) + runs[varying].apply(
-            lambda r: "".join(f", {c}={show(v)}" for c,
-                              v in r.items()), axis=1) if varying else runs[C.ARCH].astype(str),
+        "model": runs[C.ARCH].astype(str) + (runs[varying].apply(
+            lambda r: "".join(f", {c}={show(v)}" for c, v in r.items()), axis=1) if varying else ""),
         C.SEED: runs[C.SEED].astype(int), "value": runs[col].astype(float)})
     frame = frame[np.isfinite(frame["value"])]
     arms = _arm_order(results, sorted(frame["arm"].unique()))

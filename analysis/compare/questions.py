@@ -200,27 +200,23 @@ def questions_of(results: SweepResults) -> list[tuple[QuestionConfig, str]]:
             out.extend((dataclasses.replace(q, metric=m, metrics=[], name=q.name if i == 0 else
                                             f"{q.name} ({metric_registry.get(m).label})"), "")
                        for i, m in enumerate(q.metrics))
-            continue
-        if q.kind != "ablation_set":
+        elif q.kind != "ablation_set":
             out.append((q, ""))
-            continue
-        if q.switch not in results.runs.columns:
+        elif q.switch not in results.runs.columns:
             raise ConfigError(f"analysis.questions: ablation set {q.name!r}: no column {q.switch!r} in {RUNS_FILE}")
-        typed = {str(x): x for x in results.runs[q.switch].dropna().unique()}
-        for v in list(q.names) or sorted(set(typed) - {str(q.full)}):
-            out.append((dataclasses.replace(q, kind="comparison", name=q.names.get(str(v), f"{q.full} vs {v}"),
+        else:
+            typed = {str(x): x for x in results.runs[q.switch].dropna().unique()}
+            out.extend((dataclasses.replace(q, kind="comparison", name=q.names.get(str(v), f"{q.full} vs {v}"),
                                             a={q.switch: q.full}, b={q.switch: typed.get(str(v), v)}, names={}),
-                        q.name))
+                        q.name) for v in list(q.names) or sorted(set(typed) - {str(q.full)}))
     return out
 
 
-def _metric_values(results: SweepResults, paired: PairedRuns, metric: str
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _metric_values(results: SweepResults, paired: PairedRuns, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The seeds and A's and B's values of `metric` on the stratum's seeds, pairs without a finite value on both
     left out."""
     column = results.metric_column(metric)
-    a = results.runs.loc[paired.rows_a, column].to_numpy(dtype=np.float64)
-    b = results.runs.loc[paired.rows_b, column].to_numpy(dtype=np.float64)
+    a, b = (results.runs.loc[rows, column].to_numpy(dtype=np.float64) for rows in (paired.rows_a, paired.rows_b))
     keep = np.isfinite(a) & np.isfinite(b)
     return paired.seeds[keep], a[keep], b[keep]
 

@@ -134,10 +134,8 @@ def compare_families(fa: FamilyScaling, fb: FamilyScaling, *, level: float = LEV
         out.notes.append(f"{len(seeds)} seed(s) with a line in both families: no paired test (needs 2)")
     if not seeds:
         return out
-    ia = np.array([A.seed_intercepts[s] for s in seeds])  # [S]
-    sa = np.array([A.seed_slopes[s] for s in seeds])
-    ib = np.array([B.seed_intercepts[s] for s in seeds])
-    sb = np.array([B.seed_slopes[s] for s in seeds])
+    ia, sa, ib, sb = (np.array([line[s] for s in seeds])  # [S] each
+                      for line in (A.seed_intercepts, A.seed_slopes, B.seed_intercepts, B.seed_slopes))
     out.slope_a, out.slope_b = float(sa.mean()), float(sb.mean())
     out.slope_diff = paired_contrast(sa - sb, SLOPE_EFFECT, level=level)
     lin_a, lin_b = _seed_log_linear_slopes(fa, seeds), _seed_log_linear_slopes(fb, seeds)

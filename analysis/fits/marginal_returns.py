@@ -111,8 +111,7 @@ def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, s
 
 def _verdict(metric: str, steps: list[Step], level: float) -> MarginalReturns:
     notes = [f"{s.start} → {s.end}: {s.n} paired seed(s), not testable" for s in steps if not s.testable]
-    notes += [f"{s.start} → {s.end}: same FLOPs, no per-doubling value" for s in steps
-              if not np.isfinite(s.doublings)]
+    notes += [f"{s.start} → {s.end}: same FLOPs, no per-doubling value" for s in steps if not np.isfinite(s.doublings)]
     worse = [s for s in steps if s.worsens]
     if worse:
         notes.append("significantly worse: " + ", ".join(f"{s.start} → {s.end}" for s in worse))

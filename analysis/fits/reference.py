@@ -55,8 +55,7 @@ def _settings(rows: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
     return [{c: plain(v) for c, v in rec.items()} for rec in distinct.to_dict("records")]
 
 
-def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
-                      config_cols: list[str]) -> Reference:
+def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str, config_cols: list[str]) -> Reference:
     """Validate the reference against the runs; raises RecscaleError naming the reference and the problem."""
     scaling = cfg.scaling
     selector = dict(scaling.reference) or {C.ARCH: baseline}
@@ -73,8 +72,7 @@ def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str,
         raise RecscaleError(f"{KEY} {describe(selector)} matches runs of several architectures "
                             f"({', '.join(ref_archs)}); a reference is one architecture at one fixed size")
     ref_arch = ref_archs[0]
-    notes = [f"analysis.scaling.families names {a!r}, which has no runs" for a in scaling.families
-             if a not in archs]
+    notes = [f"analysis.scaling.families names {a!r}, which has no runs" for a in scaling.families if a not in archs]
     families = [a for a in (scaling.families or archs) if a in archs and (scaling.families or a != ref_arch)]
     if ref_arch in families:
         raise RecscaleError(

@@ -204,8 +204,7 @@ def _reference_sensitivity(results: SweepResults, reference: Reference, fam: Fam
     """The family's slope against every setting of the reference architecture (needs >= 2 sizes)."""
     if fam.fit is None or len(fam.points) < 2:
         return
-    values = np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points])
     fam.reference_slopes = slopes_by_reference(
         results.runs, reference, rows, context, results.metric_column(fam.metric), fam.points[0].seeds,
-        np.array([p.x for p in fam.points]), values, [p.label for p in fam.points],
-        lambda v, r: fam.convention.gain_of(fam.metric, v, r))
+        np.array([p.x for p in fam.points]), np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points]),
+        [p.label for p in fam.points], lambda v, r: fam.convention.gain_of(fam.metric, v, r))

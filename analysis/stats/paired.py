@@ -120,8 +120,8 @@ def t_interval(mean: float, std: float, n: int, level: float) -> tuple[float, fl
 
 
 def seed_mean(deltas: np.ndarray) -> tuple[float, float, float]:
-    """Mean, sample sd (NaN below 2 seeds) and two-sided one-sample t-test p against 0 (NaN without a spread) of
-    per-seed deltas: the test of every paired comparison, its interval left to the caller."""
+    """Mean, sample sd (NaN below 2 seeds) and two-sided t-test p against 0 (NaN without a spread) of per-seed
+    deltas, as `ttest_rel` of the paired values: the test of every paired comparison (its interval: the caller's)."""
     x = np.asarray(deltas, dtype=np.float64)
     nan = float("nan")
     if len(x) < 2:
