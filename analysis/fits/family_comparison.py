@@ -12,10 +12,10 @@ from harness import runs_columns as C
 
 from ..config import ScalingConfig
 from ..stats.bootstrap import Estimate, SeedInterval
-from ..stats.paired import holm, seed_mean, seeds_for_power
+from ..stats.paired import holm, mean_t_interval, seed_mean, seeds_for_power
 from .axes import HELIX_CTR, UNIT_NAMES, Convention
 from .forms import LOG_LINEAR, interval_text, open_seed_interval
-from .powerlaw import LEVEL, PowerLawFit, mean_t_interval
+from .powerlaw import LEVEL, PowerLawFit
 from .scaling import FamilyScaling
 
 METHOD = ("paired by seed: per-seed differences of the per-seed lines, t intervals and t-tests with df = seeds - 1; "

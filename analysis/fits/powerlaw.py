@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
+from ..stats.paired import LEVEL, mean_t_interval
+
 CI_METHOD = ("mean of per-seed slopes (each seed's sizes fitted alone), t interval with df = seeds - 1: the seed "
              "is the unit of replication")
 BAND_METHOD = "t interval (df = seeds - 1) of the mean per-seed line at each x"
-LEVEL = 0.95
 GRID = 60  # points of the plotted band
 #: intercept and slope: fitted only on more sizes than that (on as many it passes through every size mean)
 PARAMETERS = 2
@@ -98,16 +99,6 @@ def seed_lines(lx: np.ndarray, gain: np.ndarray, who: np.ndarray) -> dict[int, t
         if line is not None:
             out[int(s)] = line
     return out
-
-
-def mean_t_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
-    """(mean, standard error, t half-width with df = n - 1) of replicate values; NaN where n < 2."""
-    values = np.asarray(values, dtype=np.float64)
-    n, nan = len(values), float("nan")
-    if n < 2:
-        return (float(values.mean()) if n else nan), nan, nan
-    se = float(values.std(ddof=1) / np.sqrt(n))
-    return float(values.mean()), se, float(stats.t.ppf(0.5 + level / 2, n - 1) * se)
 
 
 def _observations(x, gains, seeds, labels, skip):

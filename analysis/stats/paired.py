@@ -1,5 +1,5 @@
-"""Seed-level statistics of one paired comparison (mean, sd, BCa interval, paired t, Wilcoxon, sign flip), Holm,
-its decision levels, t intervals, power and the MDE (docs/analysis.md, *Questions*)."""
+"""Seed-level statistics of one paired comparison (mean, sd, BCa interval, paired t, Wilcoxon, sign flip), Holm, its
+decision levels, the per-seed t-test and t intervals of every paired result, power, the MDE (docs/analysis.md)."""
 from __future__ import annotations
 
 import warnings
@@ -117,6 +117,16 @@ def t_interval(mean: float, std: float, n: int, level: float) -> tuple[float, fl
         return float("nan"), float("nan")
     half = float(stats.t.ppf(1.0 - level / 2.0, n - 1) * std / np.sqrt(n))
     return mean - half, mean + half
+
+
+def mean_t_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """(mean, standard error, t half-width with df = n - 1) of replicate values; NaN where n < 2."""
+    values = np.asarray(values, dtype=np.float64)
+    n, nan = len(values), float("nan")
+    if n < 2:
+        return (float(values.mean()) if n else nan), nan, nan
+    se = float(values.std(ddof=1) / np.sqrt(n))
+    return float(values.mean()), se, float(stats.t.ppf(0.5 + level / 2, n - 1) * se)
 
 
 def seed_mean(deltas: np.ndarray) -> tuple[float, float, float]:
