@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import DataValidationError
+from .errors import DataValidationError, check_rows
 from .log import ExposureLog
 from .recflow_format import SHANGHAI
 from .schema import EXPOSURE_COLUMNS, make_event_id
@@ -39,10 +39,7 @@ def _read(path: Path, sep: str, names: list[str], digest: hashlib._Hash) -> pd.D
 
 def _ints(path: Path, frame: pd.DataFrame, field: str) -> np.ndarray:
     values = pd.to_numeric(frame[field], errors="coerce")
-    bad = np.flatnonzero(values.isna().to_numpy())
-    if len(bad):
-        raise DataValidationError(str(path), field, "must be an integer", record=int(bad[0]) + 1,
-                                  value=frame[field].iloc[bad[0]])
+    check_rows(path, field, values.isna().to_numpy(), frame[field].to_numpy(), "must be an integer")
     return values.to_numpy().astype(np.int64)
 
 
@@ -56,10 +53,7 @@ def read_movielens(root: Path | str) -> ExposureLog:
 
     user, item = _ints(p_data, ratings, "user"), _ints(p_data, ratings, "item")
     rating, ts_s = _ints(p_data, ratings, "rating"), _ints(p_data, ratings, "timestamp")
-    bad = np.flatnonzero((rating < 1) | (rating > 5))
-    if len(bad):
-        raise DataValidationError(str(p_data), "rating", "must be 1..5", record=int(bad[0]) + 1,
-                                  value=int(rating[bad[0]]))
+    check_rows(p_data, "rating", (rating < 1) | (rating > 5), rating, "must be 1..5")
 
     u_id = _ints(p_user, users, "user")
     u_age = np.searchsorted(AGE_BUCKET_EDGES, _ints(p_user, users, "age"), side="right")
@@ -77,10 +71,7 @@ def read_movielens(root: Path | str) -> ExposureLog:
     upload_s = np.where(release.isna(), 0, (release.astype("int64") // 10**9)).astype(np.int64)
 
     for path, ids, known, field in ((p_data, user, u_id, "user"), (p_data, item, i_id, "item")):
-        missing = np.flatnonzero(~np.isin(ids, known))
-        if len(missing):
-            raise DataValidationError(str(path), field, f"id not listed in u.{field}", record=int(missing[0]) + 1,
-                                      value=int(ids[missing[0]]))
+        check_rows(path, field, ~np.isin(ids, known), ids, f"id not listed in u.{field}")
     u_order, i_order = np.argsort(u_id), np.argsort(i_id)
     u_idx = u_order[np.searchsorted(u_id[u_order], user)]
     i_idx = i_order[np.searchsorted(i_id[i_order], item)]

@@ -18,7 +18,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from .errors import DataValidationError
+from .errors import DataValidationError, check_rows, plain
 from .log import ExposureLog
 from .recflow_format import (
     AUTHOR50_COLUMNS,
@@ -66,28 +66,20 @@ def _read_table(path: Path, data: bytes) -> pa.Table:
         raise DataValidationError(str(path), "(file)", f"unreadable: {e}") from None
 
 
-def _first_bad(path: Path, name: str, mask: np.ndarray, values: np.ndarray | None, message: str) -> None:
-    bad = np.flatnonzero(mask)
-    if len(bad):
-        i = int(bad[0])
-        value = None if values is None else values[i].item()
-        raise DataValidationError(str(path), name, f"{message} ({len(bad)} record(s))", record=i + 1, value=value)
-
-
 def _int64_column(path: Path, name: str, col: pa.ChunkedArray) -> np.ndarray:
     """Validated int64 copy of one column (integer type, no nulls, fits int64)."""
     if col.null_count:
         nulls = col.is_null().to_numpy(zero_copy_only=False)
-        _first_bad(path, name, nulls, None, "missing value (null)")
+        check_rows(path, name, nulls, None, "missing value (null)", count=True)
     if not pa.types.is_integer(col.type):
         raw = col.to_numpy(zero_copy_only=False)
         first = _first_non_integral(raw)
         raise DataValidationError(
-            str(path), name, f"must have an integer type, found {col.type}", record=first + 1, value=_plain(raw[first])
+            str(path), name, f"must have an integer type, found {col.type}", record=first + 1, value=plain(raw[first])
         )
     values = col.to_numpy()
     if values.dtype == np.uint64:
-        _first_bad(path, name, values > np.iinfo(np.int64).max, values, "does not fit int64")
+        check_rows(path, name, values > np.iinfo(np.int64).max, values, "does not fit int64", count=True)
     return values.astype(np.int64)
 
 
@@ -96,10 +88,6 @@ def _first_non_integral(raw: np.ndarray) -> int:
     as_float = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = np.flatnonzero(~np.isfinite(as_float) | (as_float != np.round(as_float)))
     return int(bad[0]) if len(bad) else 0
-
-
-def _plain(value: object) -> object:
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def read_day(path: Path, data: bytes, day_start: int, day_end: int) -> dict[str, np.ndarray]:
@@ -118,12 +106,12 @@ def read_day(path: Path, data: bytes, day_start: int, day_end: int) -> dict[str,
             raise DataValidationError(str(path), name, f"required column missing; found {sorted(stripped)}")
         out[name] = _int64_column(path, name, by_name[name])
     for name in BINARY_COLUMNS:
-        _first_bad(path, name, (out[name] != 0) & (out[name] != 1), out[name], "must be 0 or 1")
+        check_rows(path, name, (out[name] != 0) & (out[name] != 1), out[name], "must be 0 or 1", count=True)
     for name in NON_NEGATIVE_COLUMNS:
-        _first_bad(path, name, out[name] < 0, out[name], "must be >= 0")
+        check_rows(path, name, out[name] < 0, out[name], "must be >= 0", count=True)
     ts = out["request_timestamp"]
-    _first_bad(path, "request_timestamp", (ts < day_start) | (ts >= day_end), ts,
-               "outside the file's day (Asia/Shanghai)")
+    check_rows(path, "request_timestamp", (ts < day_start) | (ts >= day_end), ts,
+               "outside the file's day (Asia/Shanghai)", count=True)
     return out
 
 

@@ -14,7 +14,7 @@ import pyarrow.feather as feather
 import protocols
 
 from . import SourceDefaults, register_source
-from .errors import DataValidationError
+from .errors import DataValidationError, check_rows
 from .log import ExposureLog
 from .movielens import read_movielens
 from .recflow import read_recflow
@@ -71,10 +71,7 @@ def read_truth(log: ExposureLog) -> np.ndarray:
         if len(p) != counts[i]:
             raise DataValidationError(str(path), TRUE_P_COLUMN,
                                       f"has {len(p)} rows but the realshow file has {counts[i]}")
-        bad = np.flatnonzero(~((p >= 0) & (p <= 1)))
-        if len(bad):
-            raise DataValidationError(str(path), TRUE_P_COLUMN, "must be a probability", record=int(bad[0]) + 1,
-                                      value=float(p[bad[0]]))
+        check_rows(path, TRUE_P_COLUMN, ~((p >= 0) & (p <= 1)), p, "must be a probability")
         parts.append(p)
     return np.concatenate(parts)
 
