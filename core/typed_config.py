@@ -13,6 +13,7 @@ prefixes it with the section path.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import types
@@ -95,30 +96,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
         raise ConfigError(f"{key}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.replace("_", ""))
-            except ValueError:
-                pass
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if tp is int or tp is float:
+        if not isinstance(value, bool):
+            if isinstance(value, int) or (isinstance(value, float) and (tp is float or value.is_integer())):
+                return tp(value)
+            if isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    return int(value.replace("_", "")) if tp is int else float(value)
+        raise ConfigError(f"{key}: expected {'an integer' if tp is int else 'a number'}, got {value!r}")
     if tp is str:
         if isinstance(value, (dt.date, dt.time)):  # YAML reads 2024-02-08 as a date; the field wants the text
             return value.isoformat()
