@@ -50,13 +50,6 @@ def record_of(folder: Path, names: list[str]) -> dict[str, Any]:
     return {"algorithm": ALGORITHM, "files": files}
 
 
-def record_files(folder: Path) -> dict[str, Any]:
-    """The integrity record of every file under `folder` except manifest.json."""
-    folder = Path(folder)
-    names = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*")) if p.is_file()]
-    return record_of(folder, [rel for rel in names if rel != MANIFEST_FILE])
-
-
 def manifest_digest(manifest: dict) -> str:
     """blake2b-128 of the manifest's canonical JSON (sorted keys), without its own digest key."""
     body = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST_KEY}
@@ -64,8 +57,10 @@ def manifest_digest(manifest: dict) -> str:
 
 
 def seal_manifest(manifest: dict, folder: Path) -> dict:
-    """`manifest` with the integrity record of `folder`'s files and its own digest added."""
-    sealed = {**manifest, INTEGRITY_KEY: record_files(folder)}
+    """`manifest` with the integrity record of every file under `folder` but manifest.json, and its own digest."""
+    folder = Path(folder)
+    names = [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*")) if p.is_file()]
+    sealed = {**manifest, INTEGRITY_KEY: record_of(folder, [rel for rel in names if rel != MANIFEST_FILE])}
     sealed[MANIFEST_DIGEST_KEY] = manifest_digest(sealed)
     return sealed
 

@@ -73,7 +73,10 @@ def _int64_column(path: Path, name: str, col: pa.ChunkedArray) -> np.ndarray:
         check_rows(path, name, nulls, None, "missing value (null)", count=True)
     if not pa.types.is_integer(col.type):
         raw = col.to_numpy(zero_copy_only=False)
-        first = _first_non_integral(raw)
+        # the first value that is not a whole number (0 when the values are not numbers at all)
+        as_float = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = np.flatnonzero(~np.isfinite(as_float) | (as_float != np.round(as_float)))
+        first = int(bad[0]) if len(bad) else 0
         raise DataValidationError(
             str(path), name, f"must have an integer type, found {col.type}", record=first + 1, value=plain(raw[first])
         )
@@ -81,13 +84,6 @@ def _int64_column(path: Path, name: str, col: pa.ChunkedArray) -> np.ndarray:
     if values.dtype == np.uint64:
         check_rows(path, name, values > np.iinfo(np.int64).max, values, "does not fit int64", count=True)
     return values.astype(np.int64)
-
-
-def _first_non_integral(raw: np.ndarray) -> int:
-    """Index of the first value that is not a whole number (0 when the values are not numbers at all)."""
-    as_float = pd.to_numeric(pd.Series(raw), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = np.flatnonzero(~np.isfinite(as_float) | (as_float != np.round(as_float)))
-    return int(bad[0]) if len(bad) else 0
 
 
 def read_day(path: Path, data: bytes, day_start: int, day_end: int) -> dict[str, np.ndarray]:
