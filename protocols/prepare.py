@@ -172,16 +172,13 @@ class TargetPlan:
     split: SplitConfig
 
 
-def resolved_split(log: ExposureLog, cfg: PrepareConfig) -> SplitConfig:
-    """The complete split of `cfg` for `log`: its given keys over the source's default split."""
+def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
+    """The targets of `cfg` in `log`, drawn from the complete split: its given keys over the source's default."""
     given = cfg.split.given()
     if set(BOUNDARY_KEYS) <= set(given) and "timezone" in given:
-        return cfg.split.resolve(SplitConfig())
-    return cfg.split.resolve(SOURCES.get(cfg.source).defaults.split(log), cfg.source)
-
-
-def plan_targets(log: ExposureLog, cfg: PrepareConfig) -> TargetPlan:
-    split = resolved_split(log, cfg)
+        split = cfg.split.resolve(SplitConfig())
+    else:
+        split = cfg.split.resolve(SOURCES.get(cfg.source).defaults.split(log), cfg.source)
     by_split = split_rows(log["request_timestamp"], split)
     requested = {"train": cfg.n_train, "valid": cfg.n_valid, "test": cfg.n_test}
     default = SOURCES.get(cfg.source).defaults.sizes
@@ -348,7 +345,12 @@ def _write_artifact(
         lengths = request_len[req]
         table = _targets_table(log, rows, req, cat, lengths, plan.split, cfg.task)
         pq.write_table(table, folder / layout.targets_file(s))
-        membership[s] = _membership(lengths, history.rows.shape[1])
+        membership[s] = {
+            "targets": int(len(lengths)),
+            "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
+            "full_length_targets": int((lengths == history.rows.shape[1]).sum()),
+            "empty_history_targets": int((lengths == 0).sum()),
+        }
     steps.update()
 
     # 5. manifest
@@ -403,11 +405,3 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         columns[TRUE_P_COLUMN] = log[TRUE_P_COLUMN][rows]
     return pa.table(columns)
 
-
-def _membership(lengths: np.ndarray, history_len: int) -> dict[str, float]:
-    return {
-        "targets": int(len(lengths)),
-        "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
-        "full_length_targets": int((lengths == history_len).sum()),
-        "empty_history_targets": int((lengths == 0).sum()),
-    }
