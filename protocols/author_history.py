@@ -170,7 +170,8 @@ def author50_history_rows(
     keep &= first_seen
 
     # order by timeline position = (request_timestamp, request_id, event_id) within the user
-    sorted_pos = timeline.sorted_position()
+    sorted_pos = np.empty_like(timeline.order)  # the timeline position of each log row
+    sorted_pos[timeline.order] = np.arange(len(timeline.order))
     big = np.iinfo(np.int64).max
     position = np.full((n, AUTHOR50_LEN), big, dtype=np.int64)
     position[t_idx[keep], pos[keep]] = sorted_pos[rows[keep]]

@@ -71,9 +71,3 @@ class UserTimeline:
         offset = np.maximum(np.asarray(ts, dtype=np.int64) - self.t_min, 0)  # nothing precedes t_min
         hi = np.searchsorted(self.key, rank | offset, side="left")
         return lo, hi
-
-    def sorted_position(self) -> np.ndarray:
-        """int64 [N]: inverse of `order` (the sorted position of each log row)."""
-        pos = np.empty_like(self.order)
-        pos[self.order] = np.arange(len(self.order))
-        return pos

@@ -22,19 +22,12 @@ class OutputLocationError(RecscaleError):
     """An output location cannot be written; names the path and the operation."""
 
 
-def _nearest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if os.path.lexists(candidate):
-            return candidate
-    return Path(".")
-
-
 def check_writable(path: str | Path, what: str) -> None:
     """Refuse (OutputLocationError) when `what` cannot be written at `path` (a folder or a file to create
     or replace); creates nothing."""
     path = Path(path).absolute()
     CHECKED.append(path)
-    existing = _nearest_existing(path)
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), Path("."))  # nearest existing
     if existing.is_file() and existing != path:
         raise OutputLocationError(f"{path}: cannot write {what}: {existing} is a file, not a folder")
     folder = existing if existing.is_dir() else existing.parent

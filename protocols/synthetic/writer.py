@@ -57,14 +57,6 @@ class EffectiveViewIndex:
         return out
 
 
-def realshow_table(columns: dict[str, np.ndarray]) -> pa.Table:
-    """The RecFlow realshow table from canonical columns (names without the leading space)."""
-    arrays = []
-    for name in RECFLOW_COLUMNS:
-        arrays.append(pa.array(columns[name.strip()].astype(RECFLOW_DTYPES[name], copy=False)))
-    return pa.Table.from_arrays(arrays, names=list(RECFLOW_COLUMNS))
-
-
 def write_day(
     root: Path,
     day: dt.date,
@@ -74,7 +66,10 @@ def write_day(
     requests: dict[str, np.ndarray],
 ) -> None:
     """Write one day's realshow file, truth file and (if `author50`) 50-history pickle."""
-    feather.write_feather(realshow_table(columns), str(Path(root) / REALSHOW_DIR / f"{day.isoformat()}.feather"))
+    # RecFlow's columns from the canonical ones (names without the leading space), in RecFlow's widths
+    arrays = [pa.array(columns[name.strip()].astype(RECFLOW_DTYPES[name], copy=False)) for name in RECFLOW_COLUMNS]
+    realshow = pa.Table.from_arrays(arrays, names=list(RECFLOW_COLUMNS))
+    feather.write_feather(realshow, str(Path(root) / REALSHOW_DIR / f"{day.isoformat()}.feather"))
     feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
     if author50 is not None:
         write_author50_day(root, day, author50, requests)
