@@ -4,7 +4,7 @@ New components register themselves with a decorator in their own file; nothing e
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from .discovery import file_of
@@ -43,6 +43,3 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._items
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
