@@ -56,16 +56,6 @@ def find_day_files(root: Path, days: Iterable[dt.date]) -> list[Path]:
     return files
 
 
-def _read_table(path: Path, data: bytes) -> pa.Table:
-    try:
-        buf = pa.py_buffer(data)
-        if path.suffix == ".parquet":
-            return pq.read_table(pa.BufferReader(buf))
-        return feather.read_table(pa.BufferReader(buf))
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise DataValidationError(str(path), "(file)", f"unreadable: {e}") from None
-
-
 def _int64_column(path: Path, name: str, col: pa.ChunkedArray) -> np.ndarray:
     """Validated int64 copy of one column (integer type, no nulls, fits int64)."""
     if col.null_count:
@@ -88,7 +78,11 @@ def _int64_column(path: Path, name: str, col: pa.ChunkedArray) -> np.ndarray:
 
 def read_day(path: Path, data: bytes, day_start: int, day_end: int) -> dict[str, np.ndarray]:
     """Read and validate one day's file (every per-file rule); returns canonical int64 columns."""
-    table = _read_table(path, data)
+    try:
+        reader = pa.BufferReader(pa.py_buffer(data))
+        table = pq.read_table(reader) if path.suffix == ".parquet" else feather.read_table(reader)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise DataValidationError(str(path), "(file)", f"unreadable: {e}") from None
     stripped = [n.strip() for n in table.column_names]
     for name in sorted(set(stripped)):
         if stripped.count(name) > 1:

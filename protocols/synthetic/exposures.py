@@ -30,16 +30,6 @@ class Exposures:
     position: np.ndarray  # [N] 0-based slot within the request
 
 
-def _user_category_cdf(world: World, temperature: float, user_rows: np.ndarray) -> np.ndarray:
-    """Row-wise CDF of the recommender's category choice for the given users: [n, C2] float64."""
-    theta0 = world.users.theta[user_rows, 0]  # [n, k]
-    logits = theta0 @ world.categories.phi.T / temperature + np.log(world.categories.popularity)[None, :]  # [n, C2]
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    cdf = np.cumsum(p, axis=1)
-    return cdf / cdf[:, -1:]
-
-
 def _lean_categories(world: World, temperature: float, user: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Category drawn from each exposure's user's CDF, processing users in blocks to bound memory."""
     out = np.empty(len(user), dtype=np.int64)
@@ -52,7 +42,12 @@ def _lean_categories(world: World, temperature: float, user: np.ndarray, rng: np
         sel = order[bounds[b0 // block] : bounds[b0 // block + 1]]
         if len(sel) == 0:
             continue
-        cdf = _user_category_cdf(world, temperature, rows)  # [n, C2]
+        # row-wise CDF of the category choice of the block's users: [n, C2] float64
+        theta0 = world.users.theta[rows, 0]  # [n, k]
+        logits = theta0 @ world.categories.phi.T / temperature + np.log(world.categories.popularity)[None, :]
+        logits -= logits.max(axis=1, keepdims=True)
+        cdf = np.cumsum(np.exp(logits), axis=1)
+        cdf = cdf / cdf[:, -1:]
         C = cdf.shape[1]
         local = user[sel] - b0
         stacked = (cdf + np.arange(len(rows))[:, None]).ravel()  # monotone across rows
