@@ -56,7 +56,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 message += " (or null)"
             raise ConfigError(message)
         allowed = " | ".join(_type_name(a) for a in args)
-        why = "; ".join(f"as {_type_name(a)}: {_without_key(msg, key)}" for a, msg in reasons)
+        why = "; ".join(f"as {_type_name(a)}: {msg.removeprefix(f'{key}: ')}" for a, msg in reasons)  # key named once
         raise ConfigError(f"{key}: {value!r} matches none of {allowed} ({why})")
     if origin is Literal:
         choices = get_args(tp)
@@ -119,11 +119,6 @@ def _type_name(tp: Any) -> str:
     if get_origin(tp) is None and isinstance(tp, type):
         return tp.__name__
     return str(tp).replace("typing.", "")
-
-
-def _without_key(message: str, key: str) -> str:
-    """A member's error without its leading `key: ` (the union's message names the key once)."""
-    return message[len(key) + 2:] if message.startswith(f"{key}: ") else message
 
 
 def from_dict(cls: type[C], data: Mapping[str, Any] | None, *, prefix: str = "") -> C:

@@ -31,14 +31,10 @@ MOVIELENS_VALID_DAYS = 21
 MOVIELENS_TEST_DAYS = 21
 
 
-def _movielens_split(log: ExposureLog) -> SplitConfig:
-    ts = log["request_timestamp"]
-    return tail_split(int(ts.min()), int(ts.max()), valid_days=MOVIELENS_VALID_DAYS,
-                      test_days=MOVIELENS_TEST_DAYS, timezone="UTC")
-
-
 MOVIELENS_DEFAULTS = SourceDefaults(
-    split=_movielens_split, sizes="all",
+    split=lambda log: tail_split(int(log["request_timestamp"].min()), int(log["request_timestamp"].max()),
+                                 valid_days=MOVIELENS_VALID_DAYS, test_days=MOVIELENS_TEST_DAYS, timezone="UTC"),
+    sizes="all",
     split_doc=f"from the log's dates (UTC): test = the last {MOVIELENS_TEST_DAYS} days, valid = the "
               f"{MOVIELENS_VALID_DAYS} days before, train = every earlier day")
 
