@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ import torch
 from core import results_layout as layout
 from core.errors import RecscaleError
 from harness.runs_columns import DATA_FINGERPRINT
-from protocols.schema import widen
+from protocols.schema import TRUE_P_COLUMN, widen
 
 from . import metric_registry
 from . import run_folder as RF
+from . import tasks as T
+from .config import TaskConfig
 
 #: Target columns needed for grouped metrics and GAUC (plus `true_p` when present).
 EVAL_COLUMNS: tuple[str, ...] = ("event_id", "label", "user_id", "video_unseen", "author_unseen", "duration_ms")
@@ -96,20 +99,31 @@ def target_columns(dataset: Any, split: str) -> dict[str, np.ndarray]:
 
 
 def split_metrics(
-    split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray, columns: dict[str, np.ndarray]
-) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Flat metrics named `<split>_auc`, ... and `oracle_<split>_auc`, ..., plus grouped metrics."""
+    split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray, columns: dict[str, np.ndarray],
+    tasks: Sequence[TaskConfig] = (),
+) -> tuple[dict[str, float], dict[str, dict[str, dict[str, float]]]]:
+    """(flat metrics named `<split>_auc`, ... and `oracle_<split>_auc`, ..., {split name: grouped metrics}) of each
+    task (harness/tasks.py): `label`, `score` and `columns["label"]` (the dataset's labels) are [n], or [n, T] for
+    the T `tasks`; task t > 0 suffixes its keys and its split name with `@<name>`, and only the task of
+    `tasks.ORACLE_LABEL` gets oracle metrics."""
     if len(event_id) != len(columns["event_id"]) or not np.array_equal(event_id, columns["event_id"]):
         raise PredictionMismatch(
             f"{split}: the {len(event_id)} predicted event ids differ from the dataset's "
             f"{len(columns['event_id'])} targets (order or membership)"
         )
-    if not np.array_equal(np.asarray(label, dtype=np.float64), np.asarray(columns["label"], dtype=np.float64)):
-        row = int(np.flatnonzero(np.asarray(label, np.float64) != np.asarray(columns["label"], np.float64))[0])
-        raise PredictionMismatch(f"{split}: label of event {int(event_id[row])} (row {row}) differs from the dataset")
-    values, groups = metric_registry.split_metrics(label, score, columns)
-    flat = {f"oracle_{split}_{k.removeprefix('oracle_')}" if k.startswith("oracle_") else f"{split}_{k}": v
-            for k, v in values.items()}
+    flat: dict[str, float] = {}
+    groups: dict[str, dict[str, dict[str, float]]] = {}
+    for task, suffix, (lab, sc, truth) in T.per_task(tasks, label, score, columns["label"]):
+        if not np.array_equal(np.asarray(lab, dtype=np.float64), np.asarray(truth, dtype=np.float64)):
+            row = int(np.flatnonzero(np.asarray(lab, np.float64) != np.asarray(truth, np.float64))[0])
+            raise PredictionMismatch(f"{split}: label of event {int(event_id[row])} (row {row}) "
+                                     "differs from the dataset")
+        task_columns = {**columns, "label": truth}
+        if task is not None and task.label != T.ORACLE_LABEL:
+            task_columns.pop(TRUE_P_COLUMN, None)
+        values, groups[split + suffix] = metric_registry.split_metrics(lab, sc, task_columns)
+        flat.update({(f"oracle_{split}_{k.removeprefix('oracle_')}" if k.startswith("oracle_") else f"{split}_{k}")
+                     + suffix: v for k, v in values.items()})
     return flat, groups
 
 
@@ -142,6 +156,6 @@ def recompute_metrics(run_dir: Path, *, data: str | None = None) -> dict[str, An
         flat, groups = split_metrics(split, table.column("event_id").to_numpy(), table.column("label").to_numpy(),
                                      table.column("score").to_numpy(), target_columns(dataset, split))
         out.update(flat)
-        out["groups"][split] = groups
+        out["groups"].update(groups)
     # the same JSON normalisation as metrics.json (NaN -> null, numpy scalars -> Python)
     return json.loads(json.dumps(RF.json_safe(out), allow_nan=False))

@@ -1,7 +1,7 @@
 """Multi-task runs (`train.tasks`; docs/tasks.md): the harness's work per task. Task 0 keeps every one-task
 name (metric keys, prediction columns, curve tags, health keys); task t > 0 adds `@<name>` (`suffixes`). The loss
-is the weighted sum of the tasks' summed BCE losses (`weighted_loss`); a split's metrics, its predictions and a
-run's health are those of each task's labels and scores, through the one-task code.
+is the weighted sum of the tasks' summed BCE losses (`weighted_loss`); a split's metrics (`evaluate.split_metrics`),
+its predictions and a run's health are those of each task's labels and scores, through the one-task code.
 """
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from protocols.schema import TRUE_P_COLUMN
-
 from . import run_health
 from .config import TaskConfig
-from .evaluate import split_metrics as one_task_metrics
 from .runs_columns import TASK_SEPARATOR as SEPARATOR
 
 #: The label the synthetic log's truth (`true_p`) is the probability of: only its task gets oracle metrics.
@@ -41,7 +38,7 @@ def weighted_loss(logits: torch.Tensor, label: torch.Tensor,
     return (per_task * weights).sum(), per_task
 
 
-def _per_task(tasks: Sequence[TaskConfig], *arrays: np.ndarray) -> Iterator[tuple[TaskConfig | None, str, tuple]]:
+def per_task(tasks: Sequence[TaskConfig], *arrays: np.ndarray) -> Iterator[tuple[TaskConfig | None, str, tuple]]:
     """(task, its key suffix, its column of each array [n, T]) of every task; a one-task run's (None, "", arrays)."""
     if not tasks:
         yield None, "", arrays
@@ -49,31 +46,15 @@ def _per_task(tasks: Sequence[TaskConfig], *arrays: np.ndarray) -> Iterator[tupl
         yield task, suffix, tuple(a[:, t] for a in arrays)
 
 
-def split_metrics(split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray,
-                  columns: dict[str, np.ndarray], tasks: Sequence[TaskConfig],
-                  task_labels: np.ndarray) -> tuple[dict[str, float], dict[str, Any]]:
-    """`evaluate.split_metrics` of each task (labels, scores and the dataset's `task_labels` [n, T], or [n] for
-    one task), keys and group names suffixed."""
-    flat: dict[str, float] = {}
-    groups: dict[str, Any] = {}
-    for task, suffix, (lab, sc, truth) in _per_task(tasks, label, score, task_labels):
-        task_columns = {**columns, "label": truth}
-        if task is not None and task.label != ORACLE_LABEL:
-            task_columns.pop(TRUE_P_COLUMN, None)
-        values, groups[split + suffix] = one_task_metrics(split, event_id, lab, sc, task_columns)
-        flat.update({k + suffix: v for k, v in values.items()})
-    return flat, groups
-
-
 def undefined_metrics(split: str, label: np.ndarray, tasks: Sequence[TaskConfig]) -> dict[str, float]:
     """`run_health.undefined_metrics` of each task (a diverged run)."""
-    return {k + suffix: v for _, suffix, (lab,) in _per_task(tasks, label)
+    return {k + suffix: v for _, suffix, (lab,) in per_task(tasks, label)
             for k, v in run_health.undefined_metrics(split, lab).items()}
 
 
 def prediction_columns(label: np.ndarray, score: np.ndarray, tasks: Sequence[TaskConfig]) -> dict[str, np.ndarray]:
     """A predictions file's label and score columns: `label`, `score` and `label@<name>`, `score@<name>`."""
-    return {f"{c}{suffix}": v for _, suffix, (lab, sc) in _per_task(tasks, label, score)
+    return {f"{c}{suffix}": v for _, suffix, (lab, sc) in per_task(tasks, label, score)
             for c, v in (("label", lab), ("score", sc))}
 
 
@@ -83,7 +64,7 @@ def health(metrics: Mapping[str, Any], model: Any, valid_scores: np.ndarray,
     """`run_health.record` of each task, on its own metrics, validation scores and curves (task t > 0 reads
     the keys and tags ending in its suffix); the training loss and the weights are the run's."""
     out: dict[str, Any] = {}
-    for _, suffix, (scores,) in _per_task(tasks, valid_scores):
+    for _, suffix, (scores,) in per_task(tasks, valid_scores):
         mine = {k.removesuffix(suffix): v for k, v in metrics.items() if k.endswith(suffix)}
         task_curves = {k.removesuffix(suffix): v for k, v in curves.items() if k.endswith(suffix)}
         trend = run_health.trend_of(task_curves, total_steps=total_steps, epochs=epochs)

@@ -42,7 +42,7 @@ from .checkpoint import (
 )
 from .config import RunConfig, TrainConfig, run_config_dict
 from .curves import read_curves
-from .evaluate import loader_options, move_batch, open_dataset, predict, target_columns
+from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
 from .lr_schedule import ScheduleConfig, factor
 from .metric_registry import check_split_metric
@@ -462,7 +462,7 @@ class Session:
         """The flat metrics of `split` (every task's, harness/tasks.py) and its groups' ({split name: groups})."""
         columns = target_columns(self.dataset, split)
         truth = self.dataset.task_labels(split, tasks.labels(self.tc.tasks)) if self.tc.tasks else columns["label"]
-        return tasks.split_metrics(split, ev, lab, sc, columns, self.tc.tasks, truth)
+        return split_metrics(split, ev, lab, sc, {**columns, "label": truth}, self.tc.tasks)
 
 
 class Meter:
