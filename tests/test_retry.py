@@ -26,7 +26,7 @@ from core import results_layout as layout
 from harness import run_folder as RF
 from harness.config import RunConfig, TrainConfig
 from harness.sweep.retry import attempt_dir, train_with_retries
-from harness.sweep.retry_config import RetrySection
+from harness.sweep.schema import RetrySection
 from harness.train import train_run
 from tests.faults import Interrupted, interrupt_training_after
 

@@ -8,8 +8,7 @@ import yaml
 
 from core.typed_config import ConfigError
 from harness.sweep.retry import policy_for
-from harness.sweep.retry_config import RetrySection
-from harness.sweep.schema import parse_sweep
+from harness.sweep.schema import RetrySection, parse_sweep
 
 BASE = """
 name: t

@@ -24,9 +24,8 @@ from analysis.report.overview import tuning_section, tuning_warnings
 from core.typed_config import ConfigError
 from harness.sweep.dry_run import format_plan
 from harness.sweep.plan import plan_sweep, settings, trial_id_for, tuning_plan
-from harness.sweep.schema import parse_sweep
+from harness.sweep.schema import log_grid, parse_sweep
 from harness.sweep.tuning import choose, choose_values, edge_of, read_choice, write_choice
-from harness.sweep.tuning_config import log_grid
 
 BASE = {
     "name": "t",

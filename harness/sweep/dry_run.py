@@ -11,7 +11,7 @@ import protocols
 from harness.speed.sweep_estimate import SweepEstimate, TrialCost, format_seconds
 
 from .plan import SweepPlan, format_value, search_base_point, settings
-from .tuning_config import TuningSection
+from .schema import TuningSection
 
 
 def _sizes(prep: Mapping[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """Training a sweep trial again at a lower learning rate when it ends unhealthy (the `retry:` section,
-`retry_config.py`): each attempt a run folder `RUN/attempts/<k>/`, whether to retry read from its metrics.json (so
+`schema.RetrySection`): each attempt a run folder `RUN/attempts/<k>/`, whether to retry read from its metrics.json (so
 a resumed trial takes the same path), the last one promoted into RUN (docs/sweeps.md, "Retry").
 """
 from __future__ import annotations
@@ -18,8 +18,7 @@ from harness import runs_columns as C
 from harness.config import RunConfig
 from harness.train import train_run
 
-from .retry_config import RetrySection
-from .schema import Sweep
+from .schema import RetrySection, Sweep
 
 #: metrics.json key of the retry record (a mapping: not a runs.parquet column).
 RETRY_KEY = "retry"

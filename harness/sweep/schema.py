@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast, get_args
 
+import numpy as np
 import yaml
 
 import architectures
@@ -25,14 +26,13 @@ import protocols
 from core.errors import one_line
 from core.results_layout import ARTIFACTS_DIR, PREPARED_DIR
 from core.typed_config import ConfigError, check_renamed, from_dict, to_dict
+from harness import run_health as H
 from harness import runs_columns as C
 from harness.config import TrainConfig, model_config
-from harness.metric_registry import check_split_metric
+from harness.metric_registry import MetricSpec, check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
 
 from . import model_keys
-from .retry_config import RetrySection, check_raw
-from .tuning_config import TuningSection, section_values
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
 #: where prepared datasets go.
@@ -65,6 +65,14 @@ SEARCH_KINDS: tuple[str, ...] = ("choice", "uniform", "loguniform", "int")
 Tracker = Literal["mlflow"]
 #: Per tracker: (the module it needs, the recscale extra that installs it).
 TRACKER_REQUIREMENTS: dict[str, tuple[str, str]] = {t: (t, "tracking") for t in get_args(Tracker)}
+#: Statuses a retry may be triggered by: every unhealthy one.
+RETRY_STATUSES: tuple[str, ...] = tuple(s for s in H.STATUSES if s != H.OK)
+#: Training keys the tuning stage can choose: a positive float of TrainConfig each.
+TUNABLE_PARAMS: tuple[str, ...] = ("train.lr", "train.weight_decay")
+#: Significant digits log-spaced grid values are rounded to (they appear in trial ids and tables).
+GRID_DIGITS = 3
+#: Fewest grid values: with fewer, every value is an edge and no choice can be told apart from one.
+MIN_TUNING_POINTS = 3
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
@@ -155,6 +163,69 @@ class RoundsSection:
     def round_of(self, seed: int) -> int:
         """The round (1, 2, ...) whose seeds hold `seed`."""
         return bisect.bisect_right(self.seeds, seed) + 1
+
+
+@dataclass
+class TuningGrid:
+    """The values tried: `points` values log-spaced from `log_min` to `log_max` (both included, rounded to
+    GRID_DIGITS significant digits), or the `values` listed."""
+
+    log_min: float | None = None
+    log_max: float | None = None
+    points: int | None = None
+    values: list[float] | None = None
+
+
+@dataclass
+class TuningBudget:
+    """A shorter run for tuning trials: `epochs` replaces train.epochs; `n_train_fraction` trains on that
+    share of each setting's training targets (a nested sample: the validation targets stay the same)."""
+
+    epochs: int | None = None
+    n_train_fraction: float | None = None
+
+
+@dataclass
+class TuningSection:
+    """A sweep's `tuning:` section (keys and rules: docs/sweeps.md, "Tuning"); checked on its own by
+    `section_values`, against the rest of the sweep by `_check_tuning`; what the stage does: `harness.sweep.tuning`."""
+
+    grid: TuningGrid
+    param: str = "train.lr"
+    run_seeds: list[int] = field(default_factory=lambda: [0])
+    metric: str = "valid_auc"
+    budget: TuningBudget = field(default_factory=TuningBudget)
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"seeds": "run_seeds"}
+
+
+@dataclass
+class RetrySection:
+    """A sweep's `retry:` section (keys and rules: docs/sweeps.md, "Retry"), checked on its own when it is built;
+    what the retry does with it: `harness.sweep.retry`."""
+
+    when: list[str] = field(default_factory=lambda: [H.DIVERGED, H.COLLAPSED])
+    lr_factor: float = 0.5
+    max_retries: int = 2
+    tuning_trials: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.when:
+            raise ConfigError(f"retry.when: empty; give the statuses that trigger a retry "
+                              f"({', '.join(RETRY_STATUSES)}), or leave out `retry:` for none")
+        for s in self.when:
+            if s not in RETRY_STATUSES:
+                raise ConfigError(f"retry.when: unknown status {s!r}; valid: {', '.join(RETRY_STATUSES)}")
+        if len(set(self.when)) != len(self.when):
+            raise ConfigError(f"retry.when: repeated statuses in {self.when!r}")
+        if not (math.isfinite(self.lr_factor) and self.lr_factor > 0) or self.lr_factor == 1:
+            raise ConfigError(f"retry.lr_factor: must be a finite number > 0 other than 1, got {self.lr_factor!r}")
+        if self.max_retries < 1:
+            raise ConfigError(f"retry.max_retries: must be >= 1, got {self.max_retries!r} (leave out `retry:` for no "
+                              "retry)")
+
+    def lr_of(self, lr: float, attempt: int) -> float:
+        """The learning rate of attempt `attempt` (0: the planned one) of a run planned at `lr`."""
+        return lr * self.lr_factor ** attempt
 
 
 @dataclass
@@ -592,8 +663,66 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
     return space
 
 
+def log_grid(low: float, high: float, points: int) -> list[float]:
+    """`points` values log-spaced over [low, high], rounded to GRID_DIGITS significant digits."""
+    return [float(f"{v:.{GRID_DIGITS}g}") for v in np.logspace(math.log10(low), math.log10(high), points)]
+
+
+def section_values(t: TuningSection) -> list[float]:
+    """Validate the section on its own; return its grid values, ascending. Errors name the `tuning.` key."""
+    if t.param not in TUNABLE_PARAMS:
+        raise ConfigError(f"tuning.param: unknown value {t.param!r}; valid: {', '.join(TUNABLE_PARAMS)}")
+    metric_spec(t)
+    g = t.grid
+    logs = {"log_min": g.log_min, "log_max": g.log_max, "points": g.points}
+    if g.values is not None:
+        given = [k for k, v in logs.items() if v is not None]
+        if given:
+            raise ConfigError(f"tuning.grid: give either `values` or log_min, log_max and points, not both "
+                              f"(also given: {', '.join(given)})")
+        values = sorted(float(v) for v in g.values)
+        if len(set(values)) != len(values):
+            raise ConfigError(f"tuning.grid.values: repeated values in {g.values!r}")
+        if any(not (math.isfinite(v) and v > 0) for v in values):
+            raise ConfigError(f"tuning.grid.values: every value must be a finite number > 0, got {g.values!r}")
+    else:
+        missing = [k for k, v in logs.items() if v is None]
+        if missing:
+            raise ConfigError(f"tuning.grid.{missing[0]}: missing; give log_min, log_max and points "
+                              "(or `values`)")
+        # none is missing (checked above)
+        log_min, log_max, points = cast(float, g.log_min), cast(float, g.log_max), cast(int, g.points)
+        if not (math.isfinite(log_min) and log_min > 0):
+            raise ConfigError(f"tuning.grid.log_min: must be a finite number > 0, got {g.log_min!r}")
+        if not (math.isfinite(log_max) and log_max > log_min):
+            raise ConfigError(f"tuning.grid.log_max: must be > log_min ({g.log_min!r}), got {g.log_max!r}")
+        values = log_grid(log_min, log_max, max(points, 1))
+        if points >= MIN_TUNING_POINTS and len(set(values)) != len(values):
+            raise ConfigError(f"tuning.grid.points: {g.points} values between {g.log_min!r} and {g.log_max!r} repeat "
+                              f"once rounded to {GRID_DIGITS} digits; give fewer points or a wider range")
+    if len(values) < MIN_TUNING_POINTS:
+        key = "values" if g.values is not None else "points"
+        raise ConfigError(f"tuning.grid.{key}: at least {MIN_TUNING_POINTS} values, got {len(values)} (with fewer, "
+                          "every value is at the grid's edge)")
+    if not t.run_seeds:
+        raise ConfigError("tuning.run_seeds: empty; give at least one seed, e.g. [0]")
+    if len(set(t.run_seeds)) != len(t.run_seeds):
+        raise ConfigError(f"tuning.run_seeds: repeated seeds in {t.run_seeds!r}")
+    b = t.budget
+    if b.epochs is not None and b.epochs < 1:
+        raise ConfigError(f"tuning.budget.epochs: must be >= 1, got {b.epochs}")
+    if b.n_train_fraction is not None and not 0 < b.n_train_fraction <= 1:
+        raise ConfigError(f"tuning.budget.n_train_fraction: must be in (0, 1], got {b.n_train_fraction}")
+    return values
+
+
+def metric_spec(t: TuningSection) -> MetricSpec:
+    """The registered metric `t.metric` names (a validation metric only: choosing on test would leak it)."""
+    return check_split_metric("tuning.metric", t.metric)
+
+
 def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float]:
-    """The tuning section on its own (`tuning_config.section_values`) and against the rest of the sweep: no
+    """The tuning section on its own (`section_values`) and against the rest of the sweep: no
     search beside it, the tuned key set by no grid axis, every value a valid TrainConfig, and a training-set
     fraction only where every dataset has a count of training targets."""
     t = cfg.tuning
@@ -641,6 +770,16 @@ def _check_rounds(cfg: SweepConfig, axes: dict[str, list[Any]]) -> None:
     if r.cap_trial_hours is not None and not r.cap_trial_hours > 0:
         raise ConfigError(f"rounds.cap_trial_hours: must be > 0, got {r.cap_trial_hours}")
     axes[C.SEED] = list(range(r.seeds[-1]))
+
+
+def check_raw(raw: Any) -> None:
+    """Refuse what YAML turned into something else before the section is typed: a bare `on:` (or yes/no/off)
+    key, which YAML 1.1 reads as a boolean."""
+    if isinstance(raw, Mapping):
+        for key in raw:
+            if isinstance(key, bool):
+                raise ConfigError(f"retry: a key YAML reads as {key} (`on`, `off`, `yes` or `no` unquoted); the "
+                                  f"statuses that trigger a retry are given as `when: [{', '.join(RETRY_STATUSES)}]`")
 
 
 def _check_retry(cfg: SweepConfig) -> None:

@@ -22,8 +22,7 @@ from ..run_health import REASONS_KEY as HEALTH_REASONS
 from ..run_health import STATUS_KEY as HEALTH_STATUS
 from ..run_health import learned
 from .plan import setting_id, settings, trial_id_for, tuning_plan
-from .schema import Sweep
-from .tuning_config import TuningSection, metric_spec
+from .schema import Sweep, TuningSection, metric_spec
 
 
 class TuningError(RecscaleError):
