@@ -1,7 +1,9 @@
 """Atomic writers and readers of one run folder: the tree is in docs/training.md, the file names are
 `core.results_layout`, the integrity checks and what a damaged file gives are in docs/reliability.md.
 NaN metrics are stored as JSON null; metrics.json records each prediction file's size and checksum
-("integrity"), and `read_metrics` / `read_predictions` refuse a damaged file with RunFolderError.
+("integrity"), and `read_metrics` / `read_predictions` refuse a damaged file with RunFolderError. Learning
+curves (TensorBoard event files written by `harness.train.CurveLogger`) are read back by `read_curves`; their tags
+and when points are written: docs/training.md ("Curves").
 """
 from __future__ import annotations
 
@@ -164,3 +166,20 @@ def read_config(run_dir: Path) -> dict[str, Any] | None:
 def normalised_config(config: dict[str, Any]) -> dict[str, Any]:
     """`config` as read back from config.yaml (tuples become lists), for comparing with `read_config`."""
     return yaml.safe_load(yaml.safe_dump(config, sort_keys=False))
+
+
+def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """`{tag: [(step, value), ...]}` from a run's event files, sorted by step, the last written value per step
+    (a resumed run repeats some steps); empty when the run has none."""
+    folder = Path(run_dir) / layout.CURVES_DIR
+    if not folder.is_dir():
+        return {}
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    out: dict[str, dict[int, float]] = {}
+    for path in sorted(folder.glob("events.out.tfevents.*"), key=lambda p: (p.stat().st_mtime, p.name)):
+        for event in EventFileLoader(str(path)).Load():
+            for v in event.summary.value:
+                value = v.tensor.float_val[0] if v.HasField("tensor") and v.tensor.float_val else v.simple_value
+                out.setdefault(v.tag, {})[int(event.step)] = float(value)
+    return {tag: sorted(points.items()) for tag, points in out.items()}

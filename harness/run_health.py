@@ -1,6 +1,6 @@
 """Run health: whether one trial learned, from what it recorded; the one place the thresholds live, and the
 measure of how fast its held-out loss was still falling at its end (`trend_of`: a Theil-Sen slope over the last
-`TAIL` of the run's steps of the learning curve it picks, harness/curves.py). The statuses, their order, the
+`TAIL` of the run's steps of the learning curve it picks, `run_folder.read_curves`). The statuses, their order, the
 still-falling measure and how `FALLING_FAST` was calibrated: docs/training.md ("Health statuses and the
 still-falling check").
 """
@@ -93,7 +93,7 @@ def tail_fall(points: Sequence[tuple[int, float]], total_steps: int, *, source: 
 
 def trend_of(curves: Mapping[str, Sequence[tuple[int, float]]], *, total_steps: int | None,
              epochs: int | None) -> Trend | str:
-    """The trend of a run's curves (`harness.curves.read_curves`), or why it cannot be measured."""
+    """The trend of a run's curves (`harness.run_folder.read_curves`), or why it cannot be measured."""
     if not curves:
         return "no curve"
     total = total_steps or max((s for pts in curves.values() for s, _ in pts), default=0)

@@ -49,7 +49,7 @@ class TrainStep:
         self.grad_clip = tc.grad_clip
         self.device_type = device.type
         self.bf16 = tc.use_bf16(device)
-        self.grad_norm: torch.Tensor | None = None  # of the last step (harness/curves.py logs it)
+        self.grad_norm: torch.Tensor | None = None  # of the last step (train.CurveLogger logs it)
         self.task_weights = torch.tensor([t.weight for t in tc.tasks], device=device) if tc.tasks else None
         self.task_losses: torch.Tensor | None = None  # [T] summed loss of each task in the last step
 

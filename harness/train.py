@@ -41,7 +41,6 @@ from .checkpoint import (
     set_rng_states,
 )
 from .config import RunConfig, TrainConfig, run_config_dict
-from .curves import read_curves
 from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
 from .lr_schedule import ScheduleConfig, factor
@@ -356,7 +355,7 @@ def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint:
     })
     result["train_steps"] = session.global_step
     # harness/run_health.py; the curves are closed (flushed) by now
-    result.update(tasks.health(result, session.model, evaluation.scores["valid"], read_curves(session.out_dir),
+    result.update(tasks.health(result, session.model, evaluation.scores["valid"], RF.read_curves(session.out_dir),
                                tasks=tc.tasks, total_steps=result["train_steps"], epochs=position.epoch))
     RF.write_metrics(session.out_dir, result)
     if not final_checkpoint:

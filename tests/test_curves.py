@@ -12,7 +12,7 @@ import yaml
 
 from core.results_layout import CURVES_DIR
 from harness.config import load_run_config
-from harness.curves import read_curves
+from harness.run_folder import read_curves
 from harness.train import train_run
 from tests.fixtures_data import TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401
 

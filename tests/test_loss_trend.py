@@ -123,7 +123,7 @@ def _brute_force_fall(points: list[tuple[int, float]], total: int) -> float:
 
 def test_a_tiny_run_records_the_fall_of_its_training_loss(tiny_artifact, tmp_path):
     from harness.config import load_run_config
-    from harness.curves import read_curves
+    from harness.run_folder import read_curves
     from harness.train import train_run
 
     cfg = load_run_config(None, {"train": {"device": "cpu", "num_threads": 1, "batch_size": 32, "log_every_steps": 1}},

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from core.typed_config import ConfigError
-from harness.curves import read_curves
+from harness.run_folder import read_curves
 from harness.sweep.schema import parse_sweep
 
 REPO = Path(__file__).resolve().parents[1]

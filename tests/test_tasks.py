@@ -23,7 +23,7 @@ from analysis.stats.paired import t_interval
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
 from harness.config import load_run_config, parse_set
-from harness.curves import read_curves
+from harness.run_folder import read_curves
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 from harness.train import train_run

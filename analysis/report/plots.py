@@ -20,7 +20,7 @@ from matplotlib import colors
 from core import results_layout as layout
 from harness import metric_registry
 from harness import runs_columns as C
-from harness.curves import read_curves
+from harness.run_folder import read_curves
 
 from ..collect import SweepResults
 from ..columns import family_columns, labelled_columns, show, size_columns
@@ -438,7 +438,7 @@ def plot_frontier(ds: DataScaling | None, path: Path) -> Path | None:
 
 
 # ----------------------------------------------------------------------------------------------
-# learning curves (harness/curves.py): one figure per family from its runs' event files (docs/analysis.md, "Plots")
+# learning curves (read_curves): one figure per family from its runs' event files (docs/analysis.md, "Plots")
 
 
 LOSS, VALID = "train/loss", "valid/ne"

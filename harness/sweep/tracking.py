@@ -15,7 +15,7 @@ from ray.tune.result import TIMESTEPS_TOTAL
 from core.results_layout import CONFIG_FILE, MLFLOW_ARTIFACTS_DIR, MLFLOW_DB_FILE, MLFLOW_DIR, TRIAL_RECORD_FILE
 from core.typed_config import flat_keys
 from harness import runs_columns as C
-from harness.curves import read_curves
+from harness.run_folder import read_curves
 
 from .trainable import TrialContext, search_trial_id
 
