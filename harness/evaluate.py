@@ -20,6 +20,7 @@ from harness.runs_columns import DATA_FINGERPRINT
 from protocols.schema import TRUE_P_COLUMN, widen
 
 from . import metric_registry
+from . import metrics as M
 from . import run_folder as RF
 from . import tasks as T
 from .config import TaskConfig
@@ -102,10 +103,13 @@ def split_metrics(
     split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray, columns: dict[str, np.ndarray],
     tasks: Sequence[TaskConfig] = (),
 ) -> tuple[dict[str, float], dict[str, dict[str, dict[str, float]]]]:
-    """(flat metrics named `<split>_auc`, ... and `oracle_<split>_auc`, ..., {split name: grouped metrics}) of each
-    task (harness/tasks.py): `label`, `score` and `columns["label"]` (the dataset's labels) are [n], or [n, T] for
-    the T `tasks`; task t > 0 suffixes its keys and its split name with `@<name>`, and only the task of
-    `tasks.ORACLE_LABEL` gets oracle metrics."""
+    """(flat metrics, {split name: grouped metrics}) of each task (harness/tasks.py): flat holds `<split>_n`,
+    `<split>_positives` and `<split>_<metric>` of every registered metric, and `oracle_<split>_<metric>` where
+    `columns` holds `true_p`; the groups (`metrics.group_masks`) every metric that needs no user ids and the
+    oracle's headline metrics. `label`, `score` and `columns["label"]` (the dataset's labels) are [n], or [n, T]
+    for the T `tasks`; task t > 0 suffixes its keys and its split name with `@<name>`, and only the task of
+    `tasks.ORACLE_LABEL` gets oracle metrics. `columns` holds the targets' `event_id, label, user_id,
+    video_unseen, author_unseen, duration_ms` (and `true_p`), aligned row by row with `label` / `score`."""
     if len(event_id) != len(columns["event_id"]) or not np.array_equal(event_id, columns["event_id"]):
         raise PredictionMismatch(
             f"{split}: the {len(event_id)} predicted event ids differ from the dataset's "
@@ -118,12 +122,21 @@ def split_metrics(
             row = int(np.flatnonzero(np.asarray(lab, np.float64) != np.asarray(truth, np.float64))[0])
             raise PredictionMismatch(f"{split}: label of event {int(event_id[row])} (row {row}) "
                                      "differs from the dataset")
-        task_columns = {**columns, "label": truth}
-        if task is not None and task.label != T.ORACLE_LABEL:
-            task_columns.pop(TRUE_P_COLUMN, None)
-        values, groups[split + suffix] = metric_registry.split_metrics(lab, sc, task_columns)
-        flat.update({(f"oracle_{split}_{k.removeprefix('oracle_')}" if k.startswith("oracle_") else f"{split}_{k}")
-                     + suffix: v for k, v in values.items()})
+        y, p, users = M.as_labels(lab), np.asarray(sc, dtype=np.float64).ravel(), np.asarray(columns["user_id"])
+        true_p = columns.get(TRUE_P_COLUMN) if task is None or task.label == T.ORACLE_LABEL else None
+        values = {f"{split}_{k}": v for k, v in metric_registry.binary_metrics(y, p, users).items()}
+        if true_p is not None:
+            true_p = np.asarray(true_p, dtype=np.float64)
+            oracle = metric_registry.binary_metrics(y, true_p, users)
+            values.update({f"oracle_{split}_{k}": v for k, v in oracle.items() if k not in ("n", "positives")})
+        flat.update({k + suffix: v for k, v in values.items()})
+        groups[split + suffix] = {}
+        for name, mask in M.group_masks(columns).items():
+            g = metric_registry.binary_metrics(y[mask], p[mask])
+            if true_p is not None:
+                g.update({f"oracle_{m.name}": m.value(y[mask], true_p[mask]) for m in metric_registry.headline_metrics()
+                          if not m.needs_users})
+            groups[split + suffix][name] = g
     return flat, groups
 
 

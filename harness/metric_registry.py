@@ -4,7 +4,7 @@ analysis reads. Everything else derives from it (docs/training.md, "Metrics"); a
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -165,31 +165,3 @@ def binary_metrics(labels: np.ndarray, probs: np.ndarray, users: np.ndarray | No
         if users is not None or not m.needs_users:
             out[m.name] = m.value(y, probs, users)
     return out
-
-
-def split_metrics(
-    labels: np.ndarray,
-    probs: np.ndarray,
-    columns: Mapping[str, np.ndarray],
-) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Metrics of one split: (flat {n, positives, <metric>...[, oracle_<metric>...]}, groups {name: {...}}); flat
-    has every registered metric, groups those that need no user ids and the oracle's headline metrics (the oracle's
-    on synthetic logs only). `columns` holds the targets' `user_id, video_unseen, author_unseen, duration_ms` and,
-    on synthetic logs, `true_p`, all aligned row by row with `labels` / `probs`."""
-    y = M.as_labels(labels)
-    p = np.asarray(probs, dtype=np.float64).ravel()
-    users = np.asarray(columns["user_id"])
-    flat = binary_metrics(y, p, users)
-    true_p = columns.get("true_p")
-    if true_p is not None:
-        true_p = np.asarray(true_p, dtype=np.float64)
-        oracle = binary_metrics(y, true_p, users)
-        flat.update({f"oracle_{k}": v for k, v in oracle.items() if k not in ("n", "positives")})
-    groups: dict[str, dict[str, float]] = {}
-    for name, mask in M.group_masks(columns).items():
-        g = binary_metrics(y[mask], p[mask])
-        if true_p is not None:
-            g.update({f"oracle_{m.name}": m.value(y[mask], true_p[mask]) for m in headline_metrics()
-                      if not m.needs_users})
-        groups[name] = g
-    return flat, groups

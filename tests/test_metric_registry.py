@@ -52,6 +52,13 @@ def _columns(n: int, rng: np.random.Generator, y: np.ndarray) -> dict[str, np.nd
             "true_p": np.clip(0.2 + 0.6 * y + rng.normal(0, 0.15, n), 0.01, 0.99)}
 
 
+def _split_metrics(y: np.ndarray, p: np.ndarray, columns: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """`evaluate.split_metrics` of the validation split: its flat metrics and its groups."""
+    event_id = np.arange(len(y), dtype=np.int64)
+    flat, groups = evaluate.split_metrics("valid", event_id, y, p, {**columns, "event_id": event_id, "label": y})
+    return flat, groups["valid"]
+
+
 def test_builtins_are_declared_once():
     assert metric_registry.names() == BUILTINS
     specs = {m.name: m for m in metric_registry.all_metrics()}
@@ -76,10 +83,11 @@ def test_builtin_values_match_sklearn():
     rng = np.random.default_rng(0)
     y = (rng.random(200) < 0.3).astype(np.float64)
     p = np.clip(0.3 + 0.3 * (y - 0.3) + rng.normal(0, 0.2, 200), 0.01, 0.99)
-    flat, _ = metric_registry.split_metrics(y, p, _columns(200, rng, y))
-    assert flat["auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-12)
-    assert flat["logloss"] == pytest.approx(log_loss(y, p), abs=1e-12)
-    assert list(flat)[:7] == ["n", "positives", *BUILTINS]  # registration order = metrics.json order
+    flat, _ = _split_metrics(y, p, _columns(200, rng, y))
+    assert flat["valid_auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-12)
+    assert flat["valid_logloss"] == pytest.approx(log_loss(y, p), abs=1e-12)
+    # registration order = metrics.json order
+    assert list(flat)[:7] == [f"valid_{m}" for m in ("n", "positives", *BUILTINS)]
 
 
 def test_toy_metric_is_computed_by_the_harness(brier):
@@ -88,17 +96,15 @@ def test_toy_metric_is_computed_by_the_harness(brier):
     y = (rng.random(n) < 0.35).astype(np.float64)
     p = np.clip(0.35 + 0.25 * (y - 0.35) + rng.normal(0, 0.2, n), 0.01, 0.99)
     columns = _columns(n, rng, y)
-    flat, groups = metric_registry.split_metrics(y, p, columns)
-    assert list(flat) == ["n", "positives", *BUILTINS, "brier", *(f"oracle_{m}" for m in (*BUILTINS, "brier"))]
-    assert flat["brier"] == pytest.approx(brier_score_loss(y, p), abs=1e-12)
-    assert flat["oracle_brier"] == pytest.approx(brier_score_loss(y, columns["true_p"]), abs=1e-12)
+    flat, groups = _split_metrics(y, p, columns)
+    # named as every other metric: <split>_<name>, oracle_<split>_<name>
+    assert list(flat) == [f"valid_{m}" for m in ("n", "positives", *BUILTINS, "brier")] + \
+        [f"oracle_valid_{m}" for m in (*BUILTINS, "brier")]
+    assert flat["valid_brier"] == pytest.approx(brier_score_loss(y, p), abs=1e-12)
+    assert flat["oracle_valid_brier"] == pytest.approx(brier_score_loss(y, columns["true_p"]), abs=1e-12)
     unseen = columns["video_unseen"]
     assert groups["video_unseen"]["brier"] == pytest.approx(brier_score_loss(y[unseen], p[unseen]), abs=1e-12)
     assert "oracle_brier" not in groups["video_unseen"]  # the oracle per group: headline metrics only
-    # evaluate.split_metrics names it as every other metric: <split>_<name>, oracle_<split>_<name>
-    event_id = np.arange(n, dtype=np.int64)
-    named, _ = evaluate.split_metrics("valid", event_id, y, p, {**columns, "event_id": event_id, "label": y})
-    assert named["valid_brier"] == flat["brier"] and named["oracle_valid_brier"] == flat["oracle_brier"]
 
 
 def test_toy_metric_is_accepted_by_configs(brier):

@@ -1,4 +1,4 @@
-"""harness.metrics and the registry's split_metrics against independent computations: brute-force pairwise
+"""harness.metrics and evaluate.split_metrics against independent computations: brute-force pairwise
 AUC with ties, scikit-learn, a hand-checked GAUC case and closed-form NE."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
-from harness import metric_registry, metrics
+from harness import evaluate, metrics
 
 
 def brute_force_auc(y: np.ndarray, s: np.ndarray) -> float:
@@ -123,10 +123,12 @@ def test_split_metrics_groups_and_oracle():
     }
     y = (rng.uniform(size=n) < cols["true_p"]).astype(np.float64)
     p = rng.uniform(0.05, 0.95, n)
-    flat, groups = metric_registry.split_metrics(y, p, cols)
-    assert flat["auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-9)
-    assert flat["oracle_auc"] == pytest.approx(roc_auc_score(y, cols["true_p"]), abs=1e-9)
-    assert flat["oracle_logloss"] == pytest.approx(log_loss(y, cols["true_p"]), abs=1e-9)
+    event_id = np.arange(n, dtype=np.int64)
+    flat, named_groups = evaluate.split_metrics("valid", event_id, y, p, {**cols, "event_id": event_id, "label": y})
+    groups = named_groups["valid"]
+    assert flat["valid_auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-9)
+    assert flat["oracle_valid_auc"] == pytest.approx(roc_auc_score(y, cols["true_p"]), abs=1e-9)
+    assert flat["oracle_valid_logloss"] == pytest.approx(log_loss(y, cols["true_p"]), abs=1e-9)
     unseen = cols["video_unseen"]
     assert groups["video_unseen"]["n"] == int(unseen.sum())
     assert groups["video_unseen"]["auc"] == pytest.approx(roc_auc_score(y[unseen], p[unseen]), abs=1e-9)
