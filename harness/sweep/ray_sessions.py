@@ -12,10 +12,6 @@ Where Ray has no public API, and what is used instead:
   chooses the temporary folder of the Ray it starts (`ray start --temp-dir` is the command-line one).
 - the raylet's report of a dead worker is printed to stdout by a driver thread (`ray._private.worker.
   print_to_stdstream`, no logger, no option): `quiet_ray_notices` drops it there, as the launcher says it in one line.
-
-A local session's record (`records_dir()`) names this host, the driver's pid and its /proc start time (so a
-reused pid is not mistaken for the driver) and the temporary folder; `remove_stale()` ends the processes
-carrying exactly `RECSCALE_RAY_SESSION=<session>` and removes only a `/tmp/rs-*` folder.
 """
 from __future__ import annotations
 
@@ -289,6 +285,7 @@ class SessionRecord:
     path: Path
 
     def driver_alive(self) -> bool:
+        """Whether the driver runs: its pid is alive with the recorded start time (a reused pid is another process)."""
         start = process_start(self.driver_pid)
         if start is None:
             return False
@@ -393,8 +390,9 @@ class Removed:
 
 
 def remove_stale(*, dry_run: bool = False, grace_s: float = STOP_GRACE_S) -> tuple[list[Removed], list[str]]:
-    """End the processes and remove the folder and record of every stale session (see the module doc); with `dry_run`
-    only say what would go. Returns what was (or would be) removed and lines about unreadable records."""
+    """End the processes (those carrying exactly SESSION_ENV=<session>) and remove the `/tmp/rs-*` folder and the
+    record of every stale session of this host (its driver gone: `SessionRecord.driver_alive`); with `dry_run` only
+    say what would go. Returns what was (or would be) removed and lines about unreadable records."""
     records, problems = read_records()
     removed = []
     for rec in [r for r in records if r.host == socket.gethostname() and not r.driver_alive()]:
