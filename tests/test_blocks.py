@@ -42,7 +42,7 @@ def test_fusion_layer_matches_the_formula():
     fusion = Fusion(D, ffn_hidden=12, read="attention")
     n, h = torch.randn(2, 3, D), torch.randn(2, 5, D)
     valid = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
-    got = fusion(n, fusion.memory(h, valid), valid)
+    got = fusion(n, fusion.read.memory(h, valid), valid)
     r = fusion.read
     for b in range(2):
         hv = r.kv_norm(h[b, valid[b]])
