@@ -22,8 +22,7 @@ import torch
 
 import architectures
 from architectures.blocks import pointwise_attention as PA
-from architectures.blocks.hstu import MASKED, HSTUEncoder, HSTUKernel, set_hstu_kernel, time_bucket
-from architectures.blocks.table_lookup import table_lookup
+from architectures.blocks.hstu import MASKED, HSTUEncoder, HSTUKernel, set_hstu_kernel, table_lookup, time_bucket
 from protocols.schema import default_test_spec, random_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")

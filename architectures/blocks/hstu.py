@@ -4,7 +4,7 @@ docs/architectures.md, "HSTU layer", "Shared history branch" and "HSTU-only"). X
 
 The read mask and the bucket matrix are built once per batch (`history_layout`, `sequence_layout`) and shared
 by every layer. The kernels are the encoder's `HSTUKernel` (set by `set_hstu_kernel`): the CPU fast ops
-(`pointwise_attention.py`, `table_lookup.py`) or the plain reference ops. `HistoryBranch` is the shared history
+(`pointwise_attention.py`, `table_lookup` below) or the plain reference ops. `HistoryBranch` is the shared history
 branch of WHALE and Shallow-hybrid: event tokens, then an encoder.
 """
 from __future__ import annotations
@@ -20,7 +20,6 @@ from protocols.schema import FeatureSpec
 from .embeddings import FieldEmbeddings, HistoryEventTokenizer
 from .history_window import History
 from .pointwise_attention import Span, explicit_pointwise_attention, key_spans, pointwise_attention
-from .table_lookup import table_lookup
 
 DEFAULT_NUM_BUCKETS = 128
 DEFAULT_BUCKET_DIVISOR = 0.301
@@ -96,6 +95,54 @@ def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tenso
 def mask_to_bias(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """bool read mask [B, N, N] -> additive bias: 0 where read, MASKED where not."""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, MASKED)
+
+
+# `table_lookup`: `table[index]` on CPU as an `index_select` forward and a `scatter_add_` backward in fixed rows
+# of partial sums, bit-identical to plain indexing at one thread and deterministic at any thread count; CUDA keeps
+# plain indexing. The measurements and the rounding argument: docs/training.md, "CPU kernels".
+#: Rows of partial sums per torch thread in the backward with more than one thread (`_scatter_sum`).
+ROWS_PER_THREAD = 8
+
+
+class _CpuTableLookup(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.table_size = table.shape[0]
+        return _gather(table, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (index,) = ctx.saved_tensors
+        return _scatter_sum(grad.contiguous().view(-1), index.reshape(-1), ctx.table_size), None
+
+
+def _scatter_sum(values: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+    """[size] sums of `values` by `index` (both 1-D): at one thread one sequential pass in memory order; with
+    more, `ROWS_PER_THREAD` rows per thread of consecutive entries, each summed sequentially, then the rows."""
+    threads = torch.get_num_threads()
+    rows = threads * ROWS_PER_THREAD
+    if threads <= 1 or values.numel() < rows * size:
+        return values.new_zeros(size).scatter_add_(0, index, values)
+    whole = values.numel() // rows * rows
+    sums = values.new_zeros(rows + 1, size)  # [rows + 1, size]: the last row takes the ragged end
+    sums[:rows].scatter_add_(1, index[:whole].view(rows, -1), values[:whole].view(rows, -1))
+    sums[rows].scatter_add_(0, index[whole:], values[whole:])
+    return sums.sum(dim=0)
+
+
+def _gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """table[index] via index_select (about 5x faster than advanced indexing on CPU; the same values)."""
+    return table.index_select(0, index.reshape(-1)).view(index.shape)
+
+
+def table_lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """`table[index]` for a 1-D `table` [T] and an integer `index` of any shape -> index.shape."""
+    if table.device.type != "cpu":
+        return table[index]
+    if table.requires_grad and torch.is_grad_enabled():
+        return _CpuTableLookup.apply(table, index)
+    return _gather(table, index)
 
 
 class RelativeBias(nn.Module):
