@@ -205,7 +205,6 @@ def _crossover(out: FamilyComparison, fa: FamilyScaling, fb: FamilyScaling, line
         out.crossover += "; the slope difference's interval includes 0, so the crossover is not established"
 
 
-ALPHA = 0.05
 CONTRASTS = ("slope_diff", "log_linear_diff", "diff")
 
 

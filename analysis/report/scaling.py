@@ -10,13 +10,14 @@ import numpy as np
 from core.results_layout import RUNS_FILE
 
 from ..fits.axes import HELIX_CTR, HELIX_CVR_SLOPE, UNIT_NAMES
-from ..fits.family_comparison import ALPHA, FamilyComparison, PairedContrast
+from ..fits.family_comparison import FamilyComparison, PairedContrast
 from ..fits.forms import ALPHA_BOUNDS, TARGET_STEP, FormCheck, FormResult, interval_text
 from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
 from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
 from ..stats.bootstrap import SeedInterval
+from ..stats.paired import ALPHA
 from .section import METHOD_POINTER, Section, as_json, figures
 from .section import estimate_text as _est
 from .section import metric_label as _label
