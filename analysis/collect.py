@@ -106,9 +106,8 @@ def read_runs(path: Path, *, trust_edits: bool = False) -> pd.DataFrame:
 
 
 def rows_per_task(runs: pd.DataFrame) -> pd.DataFrame:
-    """A multi-task run as one row per task (docs/tasks.md): task t > 0's row takes its `<column>@<name>`
-    columns as the plain ones, `task` = its name and `<trial_id>@<name>`, `<run_dir>@<name>` (its predictions
-    columns); the analysis then treats each task as the data setting `task`. One-task runs are unchanged."""
+    """A multi-task run as one row per task, each task the data setting `task` (docs/tasks.md, "Analysis per task");
+    one-task runs are unchanged."""
     suffixed = [c for c in runs.columns if C.TASK_SEPARATOR in c and c not in (C.TRIAL_ID, C.RUN_DIR)]
     if not suffixed:
         return runs
@@ -168,8 +167,7 @@ def read_sweep_doc(path: Path) -> dict[str, Any]:
 
 def config_columns(runs: pd.DataFrame) -> list[str]:
     """Setting columns present in `runs` (seed excluded): the architecture, the data settings, then every `model.`,
-    `train.` and `data.` column; a key a tuning stage chose (named in the `tuned` column, e.g. `train.lr`) is no
-    setting: its value follows from the setting."""
+    `train.` and `data.` column but the tuned key (docs/sweeps.md, "Tuning")."""
     tuned = set(runs[C.TUNED].dropna().astype(str)) if C.TUNED in runs.columns else set()
     cols = [c for c in (C.ARCH, *C.data_setting_columns()) if c in runs.columns]
     cols += sorted(c for c in runs.columns
@@ -215,9 +213,8 @@ def load_results(root: Path | str, *, baseline: str | None = None, trust_edits: 
 
 
 def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics_needed: bool = True) -> list[str]:
-    """One message per row of runs.parquet whose run folder, metrics.json (`metrics_needed`: grouped-metric
-    plot) or, for a row in `prediction_rows` (DeLong), predictions file is absent, naming the run and what
-    the analysis does without it. Empty when runs.parquet has no `run_dir` column."""
+    """One message per row whose run folder, metrics.json (`metrics_needed`) or, for a row in `prediction_rows`,
+    predictions file is absent (docs/analysis.md, opening); empty without a `run_dir` column."""
     runs = results.runs
     if C.RUN_DIR not in runs.columns:
         return []
@@ -244,8 +241,7 @@ def unreadable_runs(results: SweepResults, prediction_rows: set[int], *, metrics
 
 
 def run_folders_absent(results: SweepResults) -> bool:
-    """True when runs.parquet names run folders but none exists: a study copied or published without them
-    (results/reference/*), whose missing per-run files the DeLong coverage warning already summarises."""
+    """True when runs.parquet names run folders but none exists (a published reference; docs/analysis.md, opening)."""
     if C.RUN_DIR not in results.runs.columns:
         return True
     dirs = [d for d in results.runs[C.RUN_DIR] if d is not None and not pd.isna(d)]

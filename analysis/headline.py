@@ -47,10 +47,6 @@ def _mean_sd(values: pd.Series) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
 
 
-def _present(value: Any) -> bool:
-    return isinstance(value, tuple) or bool(pd.notna(value))
-
-
 def _column_mean(rows: pd.DataFrame, column: str) -> float:
     if column not in rows.columns or not rows[column].notna().any():
         return float("nan")
@@ -58,9 +54,8 @@ def _column_mean(rows: pd.DataFrame, column: str) -> float:
 
 
 def oracle_gap_share(rows: pd.DataFrame, ref_rows: pd.DataFrame, auc_col: str, oracle_col: str) -> float:
-    """Share of the oracle gap closed by `rows` over `ref_rows`, paired by seed (seeds without a finite AUC and
-    oracle AUC on both sides are left out): mean(AUC - AUC_ref) / mean(AUC_oracle - AUC_ref). NaN when no
-    seed pairs or when the reference is not below the oracle."""
+    """Share of the oracle gap closed by `rows` over `ref_rows`, paired by seed (docs/analysis.md, "Share of the
+    oracle gap closed"); NaN when no seed pairs or when the reference is not below the oracle."""
     if oracle_col not in rows.columns or auc_col not in ref_rows.columns:
         return float("nan")
     paired = pd.concat({"auc": rows.groupby(C.SEED)[auc_col].mean(),
@@ -92,7 +87,7 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         key = key if isinstance(key, tuple) else (key,)
         setting = {c: plain(v) for c, v in zip(cols, key)}
         label = setting[C.ARCH] + "".join(f", {c.removeprefix(C.MODEL_PREFIX)}={show(setting[c])}" for c in shown
-                                          if _present(setting[c]))
+                                          if isinstance(setting[c], tuple) or bool(pd.notna(setting[c])))
         oracle, share = _column_mean(rows, oracle_col), float("nan")
         # one fixed model only
         is_ref = bool(usable_ref and reference is not None and reference.mask[rows.index.to_numpy()].all())

@@ -76,9 +76,8 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
 
 
 def open_runs(root: Path, rounds_done: int) -> set[str]:
-    """Trial ids of the runs of every comparison stratum still open after the first `rounds_done` rounds of a
-    sequential sweep in `root`, judged as `analyze` judges them (healthy runs, the sequential rule): the cells
-    the next round runs (harness/sweep/launcher.py)."""
+    """Trial ids of the runs of every comparison stratum still open after the first `rounds_done` rounds of the
+    sequential sweep in `root`, judged as `analyze` judges them (docs/analysis.md, *Seeds in rounds*)."""
     everything = load_results(root)
     everything.runs = everything.runs[everything.runs[C.ROUND] <= rounds_done].reset_index(drop=True)
     results = healthy(everything, assess(everything.runs, everything.config_columns))

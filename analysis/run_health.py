@@ -110,17 +110,12 @@ def healthy(results: SweepResults, health: RunHealth) -> SweepResults:
     return dataclasses.replace(results, runs=results.runs[keep].reset_index(drop=True))
 
 
-def counts_label(statuses: pd.Series) -> str:
-    """`3 ok` or `2 ok, 1 collapsed`: a setting's runs per status."""
-    c = Counter(statuses)
-    return ", ".join(f"{c[s]} {s}" for s in H.STATUSES if c.get(s))
-
-
 def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: RunHealth) -> None:
     """Give each headline row its setting's health counts over every run of runs.parquet (`runs`)."""
     labels = {}
     for k, rows in runs.groupby(cols, dropna=False, sort=True):
-        labels[tuple(str(plain(v)) for v in k)] = counts_label(health.status.loc[rows.index])
+        c = Counter(health.status.loc[rows.index])  # `3 ok` or `2 ok, 1 collapsed`
+        labels[tuple(str(plain(v)) for v in k)] = ", ".join(f"{c[s]} {s}" for s in H.STATUSES if c.get(s))
     for r in h.rows:
         r.health = labels.get(tuple(str(r.setting[c]) for c in cols), "")
     h.has_health = True

@@ -323,10 +323,8 @@ def _slope(q: QuestionConfig, scaling: list[FamilyScaling], comparisons: list[Fa
 
 def slope_seeds_needed(value: float, half: float, n: int, *, target_half_width: float = 0.0,
                        power: float = 0.8, level: float = SLOPE_LEVEL) -> float:
-    """Seeds an open slope question needs, from its t interval over `n` per-seed values (half-width `half`,
-    df = n - 1, so the per-seed sd is half * sqrt(n) / t): with `target_half_width` the fewest whose t interval
-    is that narrow at this sd, else the fewest whose t-test detects `value` with `power` (`seeds_for_power`).
-    NaN without a spread; inf past MAX_SEEDS."""
+    """Seeds an open slope question needs, from its t interval of half-width `half` over `n` per-seed values
+    (docs/analysis.md, *Questions*, `slope`); NaN without a spread, inf past MAX_SEEDS."""
     if n < 2 or not np.isfinite(half) or half <= 0:
         return nan
     alpha = 1.0 - level
@@ -338,8 +336,7 @@ def slope_seeds_needed(value: float, half: float, n: int, *, target_half_width: 
 
 
 def _slope_seeds_to_decide(q: QuestionConfig, value: float, half: float, n: int, results: SweepResults) -> str:
-    """"; about N more seeds for ... (about T h of trials)" for an open slope question (`slope_seeds_needed`);
-    hours from the mean per-seed wall seconds of the question's families' trials at every size."""
+    """"; about N more seeds for ... (about T h of trials)" for an open slope question (`slope_seeds_needed`)."""
     need = slope_seeds_needed(value, half, n, target_half_width=q.target_half_width, power=results.config.power)
     what = (f"a half-width of {q.target_half_width:g}" if q.target_half_width > 0
             else f"the observed value {value:+.2g}")
@@ -364,9 +361,7 @@ def evaluate_questions(results: SweepResults, scaling: list[FamilyScaling], comp
 
 
 def best_answer(head: Headline | None, strata: list[AblationResult], split: str) -> str:
-    """The architecture with the highest mean AUC, named best only when a decided comparison favours it over
-    every other architecture (at its own setting where one is compared there); else "not decided among" it
-    and the architectures it is not decided against."""
+    """The best-architecture answer (docs/analysis.md, *Questions*, "The best architecture")."""
     rows = [r for r in (head.rows if head is not None else []) if np.isfinite(r.auc[0])]
     tasks = list(dict.fromkeys(str(r.setting[C.TASK]) for r in rows if r.setting.get(C.TASK) is not None))
     if len(tasks) > 1:  # AUCs of different labels do not compare: a best per task

@@ -10,8 +10,6 @@ import numpy as np
 from harness import metric_registry
 from harness.metric_registry import MetricSpec
 
-from ..config import ScalingConfig
-
 #: Training FLOPs per sample as a multiple of forward FLOPs per target (forward + backward at 2x forward).
 TRAINING_MULTIPLIER = 3.0
 UNIT_SCALE = {"flops": 1.0, "gflops": 1e9}
@@ -26,10 +24,6 @@ class Convention:
     x_axis: str = "forward"
     x_unit: str = "flops"
     gain: str = "absolute"
-
-    @classmethod
-    def from_config(cls, cfg: ScalingConfig) -> Convention:
-        return cls(cfg.x_axis, cfg.x_unit, cfg.gain)
 
     def x(self, forward_flops: np.ndarray | float) -> np.ndarray:
         """Forward FLOPs per target -> this axis, in this unit."""

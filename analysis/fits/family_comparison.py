@@ -74,11 +74,6 @@ class FamilyComparison:
         return len(self.seeds)
 
 
-def _context_key(f: FamilyScaling) -> tuple:
-    shared = sorted((k, str(v)) for k, v in f.context.items() if k != C.ARCH and not k.startswith(C.MODEL_PREFIX))
-    return f.metric, f.reference, f.convention, tuple(shared)
-
-
 def _named(f: FamilyScaling, name: str) -> bool:
     return name in (f.family, f.arch)
 
@@ -89,7 +84,8 @@ def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[l
     fitted = [f for f in fams if f.fit is not None]
     groups: dict[tuple, list[FamilyScaling]] = {}
     for f in fitted:
-        groups.setdefault(_context_key(f), []).append(f)
+        shared = sorted((k, str(v)) for k, v in f.context.items() if k != C.ARCH and not k.startswith(C.MODEL_PREFIX))
+        groups.setdefault((f.metric, f.reference, f.convention, tuple(shared)), []).append(f)
     pairs: list[tuple[FamilyScaling, FamilyScaling]] = []
     notes: list[str] = []
     if not cfg.compare:

@@ -90,9 +90,8 @@ def paired_step(start: str, end: str, flops: tuple[float, float], seeds: np.ndar
 
 def marginal_returns(labels: list[str], flops: np.ndarray, values: np.ndarray, seeds: np.ndarray, metric: str,
                      *, level: float = LEVEL, alpha: float = ALPHA) -> MarginalReturns | None:
-    """Steps between consecutive points by FLOPs. `labels` [P], `flops` [P] (any positive FLOP axis: only
-    ratios are used), `values` [P, S] the metric per point and seed (NaN where missing), `seeds` [S].
-    Returns None with fewer than two points."""
+    """Steps between consecutive points by FLOPs [P] (only ratios used) of `values` [P, S] (NaN where missing);
+    None with fewer than two points (docs/analysis.md, "Marginal returns")."""
     flops = np.asarray(flops, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     order = np.argsort(flops, kind="stable")  # [P]

@@ -66,9 +66,8 @@ class PowerLawFit:
 
 
 def level_fit(lx: np.ndarray, gain: np.ndarray) -> tuple[float, float] | None:
-    """(slope, intercept) of gain = e^intercept x^slope by least squares on the gains, every point included (None:
-    no positive curve, or a slope at the edge of SLOPE_GRID). The amplitude is linear for a given slope b, so b
-    maximises (g.w)^2 / (w.w), w = x^b: found on the grid, refined by brentq on the derivative."""
+    """(slope, intercept) of gain = e^intercept x^slope by least squares on the gains (None: no positive curve, or a
+    slope at the edge of SLOPE_GRID); method: docs/analysis.md, "Fit and interval, the seed as the unit"."""
     if len(np.unique(lx)) < 2:
         return None
     centre = float(lx.mean())
@@ -135,12 +134,9 @@ def fit_power_law(
     x: np.ndarray, gains: np.ndarray, *, labels: list[str], seeds: np.ndarray | None = None, level: float = LEVEL,
     skip: dict[tuple[int, int], str] | None = None,
 ) -> tuple[PowerLawFit | None, list[int], str]:
-    """Fit gain = e^a x^b per seed (least squares on the gains) and average the seeds' (a, b).
-
-    `x` [P] compute per size (any positive unit); `gains` [P, S] per seed, NaN where a seed is missing;
-    `seeds` [S] their names (default 0..S-1); `skip` maps (size index, seed index) of runs that are not data
-    points (e.g. did not learn) to the reason. Returns (fit or None, indices of sizes with no point, note).
-    """
+    """Fit gain = e^a x^b per seed and average the seeds' (a, b). `x` [P] compute per size; `gains` [P, S], NaN where
+    a seed is missing; `seeds` [S] (default 0..S-1); `skip`: (size, seed) index -> why the run is no data point.
+    Returns (fit or None, indices of sizes with no point, note)."""
     x = np.asarray(x, dtype=np.float64)
     gains = np.asarray(gains, dtype=np.float64)
     seeds = np.arange(gains.shape[1]) if seeds is None else np.asarray(seeds)

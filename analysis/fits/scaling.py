@@ -94,16 +94,14 @@ class FamilyScaling:
 
 def scaling_analysis(results: SweepResults, reference: Reference,
                      metrics: tuple[str, ...] | None = None) -> list[FamilyScaling]:
-    """One FamilyScaling per (family, metric) for the fitted architectures; unfitted ones carry a note.
-
-    `metrics` default: the registry's headline metrics that declare a gain (AUC, LogLoss; NE's relative gain
-    equals LogLoss's on one test set, so it is not fitted by default)."""
+    """One FamilyScaling per (family, metric) for the fitted architectures; unfitted ones carry a note. `metrics`
+    default: the registry's headline metrics that declare a gain (docs/analysis.md, "Gain")."""
     if metrics is None:
         metrics = metric_registry.scaling_metrics()
     runs, cfg = results.runs, results.config
     if not reference.families or C.FLOPS_PER_TARGET not in runs.columns or runs[C.FLOPS_PER_TARGET].isna().all():
         return []
-    conv = Convention.from_config(cfg.scaling)
+    conv = Convention(cfg.scaling.x_axis, cfg.scaling.x_unit, cfg.scaling.gain)
     sizes = size_columns(runs, results.config_columns, cfg.scaling.size_by)
     fam_cols = family_columns(runs, results.config_columns, sizes)
     labelled = labelled_columns(runs, fam_cols)
@@ -184,8 +182,8 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
 
 def _not_learned(results: SweepResults, rows: pd.DataFrame, sizes: list[str], fam: FamilyScaling,
                  seeds: np.ndarray) -> dict[tuple[int, int], str]:
-    """(point index, seed index) -> why, for runs whose test AUC is at or below chance (they did not learn);
-    judged on AUC for every metric of the family, since a LogLoss of a collapsed run is no point either."""
+    """(point index, seed index) -> why, for runs whose test AUC is at or below chance, for every metric of the family
+    (docs/analysis.md, "Runs that are not data points")."""
     if not results.has_metric("auc"):
         return {}
     col = results.metric_column("auc")

@@ -164,8 +164,7 @@ def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
 
 
 def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path) -> Path | None:
-    """Mean paired delta per comparison with the interval its verdict uses (t at the level Holm decides it at),
-    for the metrics questions ask about; filled = decided."""
+    """`forest.png` (docs/analysis.md, *Plots*)."""
     metrics = [m for m in metrics if any(m in r.metrics and r.metrics[m].verdict for r in ablations)]
     grid = _comparison_grid(ablations, metrics)
     if grid is None:
@@ -255,8 +254,7 @@ def group_name(name: str) -> str:
 
 
 def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
-    """Horizontal bars of grouped test headline metrics (AUC, LogLoss; mean over seeds, error bar = seed sd)
-    per run label; groups without events or without a defined metric are left out."""
+    """`groups.png`: one bar per run label and group (docs/analysis.md, *Plots*)."""
     if groups.empty:
         return None
     headline = [m.name for m in metric_registry.headline_metrics() if m.name in groups.columns]
@@ -297,8 +295,7 @@ def _runs_varying_only(results: SweepResults, column: str) -> pd.DataFrame:
 
 
 def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] | None = None) -> Path | None:
-    """Test AUC against each data setting the sweep varies (the protocol and its parameters: delay,
-    history length, ...), per arch."""
+    """`settings.png`: test AUC against each data setting the sweep varies (docs/analysis.md, *Plots*)."""
     if axes_cols is None:
         axes_cols = (C.PROTOCOL, *C.protocol_parameter_columns())
     runs, col = results.runs, results.metric_column("auc")

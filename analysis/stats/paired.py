@@ -101,9 +101,8 @@ def holm(pvalues: np.ndarray | list[float]) -> np.ndarray:
 
 
 def holm_levels(pvalues: np.ndarray | list[float], alpha: float) -> np.ndarray:
-    """The level alpha / c at which Holm's step-down decides each p-value, c being its Holm factor (m - k + 1 at
-    rank k, more where a p-value ranked before it needed more): p < level exactly when the Holm-adjusted p <
-    alpha. NaN entries stay NaN."""
+    """The level alpha / c at which Holm's step-down decides each p-value, c its Holm factor (docs/analysis.md,
+    *Questions*); NaN entries stay NaN."""
     p, adjusted = _holm_uncapped(pvalues)
     level = np.full_like(p, alpha)  # a p-value of exactly 0 is decided at any level
     np.divide(alpha * p, adjusted, out=level, where=adjusted > 0)
@@ -182,9 +181,8 @@ MAX_SEEDS = 1000
 
 
 def seeds_for_power(std: float, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Smallest seed count n >= 2 at which a two-sided paired (one-sample) t-test of per-seed differences
-    with sd `std` detects a true mean `effect` with `power` (noncentral t, as `minimum_detectable_effect`).
-    NaN without a spread; inf when even MAX_SEEDS do not suffice."""
+    """Smallest seed count n >= 2 at which a two-sided paired t-test of per-seed differences with sd `std` detects
+    `effect` with `power` (noncentral t); NaN without a spread, inf when even MAX_SEEDS do not suffice."""
     if not np.isfinite(std) or std <= 0.0 or not np.isfinite(effect) or effect == 0.0:
         return float("nan")
 

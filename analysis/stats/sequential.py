@@ -37,9 +37,8 @@ def _simpson(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Looks:
-    """The law of the B-values B(t_k) = Z_k sqrt(t_k) of a Brownian motion with `drift`, stopped on crossing
-    |Z_k| >= c_k: `cross(c)` is the probability of first crossing at the next look with boundary c there,
-    `advance(c)` fixes that boundary and moves on (Jennison & Turnbull 2000, ch. 19)."""
+    """The B-values of a Brownian motion with `drift` stopped on crossing |Z_k| >= c_k: `cross(c)` the probability
+    of first crossing at the next look, `advance(c)` fixes that boundary (docs/analysis.md, *Seeds in rounds*)."""
 
     def __init__(self, fractions: np.ndarray, drift: float):
         self.t, self.drift, self.k = np.asarray(fractions, dtype=np.float64), drift, 0
@@ -140,9 +139,8 @@ NULL_PATHS = 400_000
 
 @lru_cache(maxsize=16)
 def _null_pvalues(seeds: tuple[int, ...]) -> np.ndarray:
-    """Paired t-test p-values at the looks `seeds` of NULL_PATHS paths of standard normal deltas, [P, K]. Each
-    round of seeds is drawn as its sum (normal) and its sum of squares about its mean (chi-square), which is
-    the same law as drawing every seed, at the cost of the number of looks."""
+    """Paired t-test p-values at the looks `seeds` of NULL_PATHS paths of standard normal deltas, [P, K], each round
+    drawn as its normal sum and chi-square sum of squares (docs/analysis.md, *Seeds in rounds*)."""
     rng = np.random.default_rng(0)
     size = np.diff(seeds, prepend=0)  # [K] seeds per round
     sums = rng.standard_normal((NULL_PATHS, len(seeds))) * np.sqrt(size)  # [P, K]
