@@ -14,9 +14,8 @@ Expect = Literal["a", "b", "either"]
 
 @dataclass
 class QuestionConfig:
-    """One question the study asks (`analysis.questions`): a comparison of `a` with `b` (or `vary`) within `where`,
-    an ablation set (each value of `switch` against `full`), a slope or a slope difference; the keys each kind
-    reads and what settles it: docs/analysis.md, *Questions*."""
+    """One question the study asks (`analysis.questions`): a comparison, an ablation set, a slope or a slope
+    difference; the keys each kind reads and what settles it: docs/analysis.md, *Questions*."""
 
     name: str = ""
     kind: QuestionKind = "comparison"

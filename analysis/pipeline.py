@@ -1,6 +1,5 @@
-"""`analyze(sweep folder)`: load results, fit, test, plot, and write report.md + plots/ + analysis.json, atomically
-(a temporary folder inside the sweep folder, then moved into place). Which runs it expects and how an unreadable
-one is reported (`AnalysisResult.unread_runs`, `--strict`): docs/analysis.md."""
+"""`analyze(sweep folder)`: load results, fit, test, plot, and write report.md + plots/ + analysis.json atomically
+(a temporary folder, then moved into place); which runs it expects and how it reports them: docs/analysis.md."""
 from __future__ import annotations
 
 import json

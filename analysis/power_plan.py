@@ -50,9 +50,8 @@ def load_pilot(path: Path, cfg: AnalysisConfig) -> SweepResults:
 
 def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comparison: QuestionConfig,
                  stratum: Mapping[str, object]) -> float | None:
-    """Estimated seconds of the planned trials (`trials`: their records) one seed of `comparison`'s cells costs:
-    sides A and B within `where` and the stratum, at the plan's first seed; None when a side or an estimate is
-    missing."""
+    """Estimated seconds one seed of `comparison`'s cells costs in the planned `trials` (docs/analysis.md, *Power
+    plan*); None when a side or an estimate is missing."""
     fixed = {k: v for k, v in stratum.items() if k in trials.columns and v is not None and not pd.isna(v)}
     scope = select(trials, {**comparison.where, **fixed})
     side_a, side_b = scope & select(trials, comparison.a), scope & select(trials, comparison.b)

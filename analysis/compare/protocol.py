@@ -1,6 +1,5 @@
-"""Does the data protocol change the conclusions? Target sharing and history membership (datasets.json) beside each
-data comparison, with AUC recomputed on shared targets (`protocol_evidence`), and rank orders with per-seed
-difference-in-differences between data arms (`rank_comparison`): docs/analysis.md, "Data protocols"."""
+"""Does the data protocol change the conclusions? Target and history facts beside each data comparison
+(`protocol_evidence`) and rank orders between data arms (`rank_comparison`): docs/analysis.md, "Data protocols"."""
 from __future__ import annotations
 
 import itertools
@@ -119,9 +118,8 @@ def arm_pairs(results: SweepResults, doc: dict[str, Any] | None) -> tuple[list[A
 
 def protocol_evidence(results: SweepResults, ablations: list[AblationResult]
                       ) -> tuple[dict[int, ArmFacts], list[ArmFacts] | None, list[str]]:
-    """Facts per ablation index, facts of every two data arms (`arm_pairs`), and warnings. Where the arms of a
-    comparison do not share every target, replaces the AUC statistics of that comparison by ones on the shared
-    targets (from the per-seed DeLong AUCs)."""
+    """Facts per ablation index, facts of every two data arms (`arm_pairs`), and warnings; a comparison whose arms
+    do not share every target gets its AUC statistics on the shared targets (docs/analysis.md, "Data protocols")."""
     doc = read_facts(results)
     data = [i for i, r in enumerate(ablations) if r.paired.varies_data and len(r.paired.seeds)]
     pairs, warnings = arm_pairs(results, doc)

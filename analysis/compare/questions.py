@@ -69,8 +69,7 @@ class MetricComparison:
 
 
 def target_effect(question: QuestionConfig, mean_delta: float) -> tuple[float, str]:
-    """The effect a stratum's seeds needed are counted for, in the report and the power plan alike, and what it
-    is: the question's smallest_effect when declared, else the observed |mean delta|."""
+    """(effect, what it is) the seeds needed are counted for: smallest_effect, else |mean delta| (docs/analysis.md)."""
     e = question.smallest_effect
     return (e, "the smallest effect") if e else (abs(mean_delta), "the observed delta")
 
@@ -189,8 +188,7 @@ class QuestionResult:
 
 
 def questions_of(results: SweepResults) -> list[tuple[QuestionConfig, str]]:
-    """(question, ablation set name) for every question of the sweep, ablation sets expanded into one
-    comparison per switch value; every architecture against the baseline when the sweep declares none."""
+    """(question, ablation set name) for every question of the sweep, ablation sets expanded (docs/analysis.md)."""
     declared = results.config.questions or [
         QuestionConfig(name=f"{a} vs {results.baseline}", a={C.ARCH: a}, b={C.ARCH: results.baseline})
         for a in sorted(results.runs[C.ARCH].unique()) if a != results.baseline]

@@ -1,6 +1,5 @@
-"""Data as a compute axis: L(N, D) = E + A / N^alpha + B / D^beta by Chinchilla's approach 3, with seed-bootstrap
-intervals, a held-out check and the compute-optimal frontier for C = 6 N D, for a sweep that varies
-`data.n_train` (docs/analysis.md, "Data as a compute axis")."""
+"""Data as a compute axis: L(N, D) fitted on a sweep that varies `data.n_train`, its checks and the compute-optimal
+frontier (docs/analysis.md, "Data as a compute axis")."""
 from __future__ import annotations
 
 import itertools

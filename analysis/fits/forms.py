@@ -1,6 +1,5 @@
-"""The three forms of a scaling ladder (power law of the gain, log-linear, saturating) fitted on a `Ladder` that caches
-every fit, their checks (`check_forms`) and the compute each needs for a further gain: docs/analysis.md, "Three
-forms, held out and tested" and "Compute for a further gain"."""
+"""The three forms of a scaling ladder fitted on a `Ladder` that caches every fit, their checks (`check_forms`) and the
+compute each needs for a further gain (docs/analysis.md, *Scaling fits*)."""
 from __future__ import annotations
 
 import warnings

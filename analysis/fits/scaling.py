@@ -1,6 +1,5 @@
-"""Scaling fits per architecture family against an external reference: the seed-paired gain points, and from
-the sibling modules the power law, forms, extrapolations, reference sensitivity and marginal returns
-(docs/analysis.md, *Scaling fits*)."""
+"""Scaling fits per architecture family against an external reference: the seed-paired gain points, and the fits of
+the sibling modules on them (docs/analysis.md, *Scaling fits*)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,6 +1,5 @@
 """The scaling part of report.md and analysis.json: the fits and their checks, marginal returns and the family
-comparisons, in words that follow the Holm-corrected p-values ("no significant difference" is never written as
-"no difference"). What each means: docs/analysis.md, *Scaling fits* and *Family comparisons*."""
+comparisons, worded by their Holm-corrected p-values (docs/analysis.md, *Scaling fits*, *Family comparisons*)."""
 from __future__ import annotations
 
 from typing import Any

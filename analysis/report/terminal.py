@@ -1,6 +1,5 @@
-"""The terminal summary of an analysis (`recscale analyze`, `recscale reference`): in the report's order the answers
-to the study's questions and the best architecture (the same objects and words as report.md's first table), then
-the headline table, fits, marginal returns, data scaling and family comparisons, each cut to a few rows."""
+"""The terminal summary of an analysis (`recscale analyze`, `recscale reference`), in the report's order and from the
+same objects, each part cut to a few rows (docs/analysis.md)."""
 from __future__ import annotations
 
 import numpy as np

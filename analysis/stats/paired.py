@@ -90,8 +90,7 @@ def _holm_uncapped(pvalues: np.ndarray | list[float]) -> tuple[np.ndarray, np.nd
 
 
 def first_step_level(alpha: float, m: int) -> float:
-    """alpha / m, Holm's first step over m testable comparisons: the level of the report's MDE and seeds needed
-    and of the power plan's (Holm decides whatever this level does)."""
+    """alpha / m, Holm's first step: the level of the MDE and seeds needed (docs/analysis.md, *Questions*)."""
     return alpha / max(int(m), 1)
 
 

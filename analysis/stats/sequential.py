@@ -1,6 +1,5 @@
-"""Seeds in rounds: group-sequential paired t-tests across one study's questions (Lan-DeMets spending, boundaries
-by recursive numerical integration, Holm-type alpha recycling); method and references: docs/analysis.md, *Seeds in
-rounds*."""
+"""Seeds in rounds: group-sequential paired t-tests across one study's questions (Lan-DeMets spending, Holm-type
+alpha recycling); method and references: docs/analysis.md, *Seeds in rounds*."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,8 +18,7 @@ GRID = 801
 
 
 def spent(fractions: np.ndarray, alpha: float, spending: Spending) -> np.ndarray:
-    """Cumulative two-sided alpha spent at information fractions `fractions` (Lan & DeMets 1983), alpha / 2
-    per side as in gsDesign's and rpact's two-sided symmetric designs."""
+    """Cumulative two-sided alpha spent at information fractions `fractions` (docs/analysis.md, "Spending")."""
     t = np.asarray(fractions, dtype=np.float64)
     if spending == "obrien_fleming":
         return 4.0 * stats.norm.sf(stats.norm.isf(alpha / 4.0) / np.sqrt(t))
@@ -94,8 +92,7 @@ def _bounds(fractions: tuple[float, ...], alpha: float, spending: Spending) -> t
 
 @dataclass(frozen=True)
 class SequentialDesign:
-    """Looks after `seeds[k]` paired seeds; two-sided `alpha` for the whole family of questions, spent over
-    the looks by `spending` (O'Brien-Fleming-type by default: docs/analysis.md says why)."""
+    """Looks after `seeds[k]` paired seeds; two-sided `alpha` for the family of questions spent by `spending`."""
 
     seeds: tuple[int, ...]
     alpha: float = 0.05
@@ -114,8 +111,7 @@ class SequentialDesign:
         return np.array(_bounds(tuple(self.fractions.tolist()), alpha or self.alpha, self.spending))
 
     def nominal_levels(self, alpha: float | None = None) -> np.ndarray:
-        """Two-sided p-value the paired t-test must reach at each look for level `alpha` (default: the design's),
-        spending the increments under the t-tests' own joint null law (`_null_pvalues`; docs/analysis.md)."""
+        """Two-sided p-value the paired t-test must reach at each look for level `alpha` (default: the design's)."""
         return np.array(_nominal_levels(self.seeds, alpha or self.alpha, self.spending))
 
 
