@@ -82,8 +82,7 @@ class SweepResults:
 
 
 def read_runs(path: Path, *, trust_edits: bool = False) -> pd.DataFrame:
-    """runs.parquet read and checked (a damaged file, a missing arch or seed, no rows, and unless `trust_edits`
-    a row edited after the sweep wrote it: each named)."""
+    """runs.parquet read and checked, each fault named (docs/analysis.md, opening; docs/reliability.md)."""
     if not path.exists():
         raise RecscaleError(f"{path}: not found; is {path.parent} a sweep results folder (recscale sweep output)?")
     try:
@@ -127,8 +126,8 @@ def rows_per_task(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def verify_digests(table: pa.Table, path: Path) -> None:
-    """Raise naming the first row whose `row_digest` does not match its values and, where its run folder can
-    tell, the column(s) that differ from it. A table without digests (written before them) passes."""
+    """Raise naming the first row whose `row_digest` does not match its values (docs/analysis.md, opening); a table
+    without digests passes."""
     from harness.sweep.collect import folder_row, row_digests
 
     if C.ROW_DIGEST not in table.column_names:

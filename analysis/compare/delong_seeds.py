@@ -147,8 +147,7 @@ def delong_summary(seeds: list[DeLongSeed], alpha: float) -> str:
 
 
 def delong_coverage(results: SweepResults, compared: list[PairedRuns]) -> str | None:
-    """A warning naming how many compared runs have no prediction file or score ranks (DeLong skipped for them,
-    e.g. in a reference study), or None: the test is never dropped silently."""
+    """The warning naming how many compared runs have no prediction file or score ranks, or None (docs/analysis.md)."""
     if not results.config.delong:
         return None
     rows = sorted({int(r) for p in compared for r in (*p.rows_a, *p.rows_b)})

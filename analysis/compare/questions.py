@@ -150,9 +150,8 @@ class AblationResult:
 
 
 def seeds_to_decide_text(need: float, n: int, what: str, seed_wall_s: float | None, *, enough: str) -> str:
-    """"; about N more seeds for <what> (about T h of trials)" from `need` seeds in all and `n` run, each seed
-    costing `seed_wall_s`; "" for NaN, "; > MAX_SEEDS seeds ..." for inf, and `enough` where the power formula
-    says the seeds run suffice (the observed spread or value misleads it)."""
+    """"; about N more seeds for <what> (about T h of trials)" from `need` seeds in all and `n` run, each costing
+    `seed_wall_s` (docs/analysis.md, *Questions*); `enough` where the seeds run suffice."""
     if np.isnan(need):
         return ""
     if np.isinf(need):

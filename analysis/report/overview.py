@@ -316,8 +316,7 @@ def tuning_warnings(choice: TuningChoice | None) -> list[str]:
 
 
 def tuning_section(choice: TuningChoice | None) -> list[str]:
-    """report.md's `## Tuning`: per setting the chosen value (bold in its row), the mean validation metric at
-    every grid value, and whether the choice is at the grid's edge."""
+    """report.md's `## Tuning` table (docs/sweeps.md, "Tuning")."""
     if choice is None:
         return []
     header = ["setting", f"chosen {choice.param}", "at the edge",

@@ -217,8 +217,7 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
 
 def group_frame(res: AnalysisResult) -> pd.DataFrame:
     """Long table (run label, seed, group, <headline metrics: auc, logloss>, n) from the metrics.json `groups` of
-    the runs the grouped-metric plot shows: per architecture (and varied non-size setting) the largest-compute
-    model size, labelled by architecture and that setting."""
+    each architecture's (and varied non-size setting's) largest-compute model (docs/analysis.md, *Plots*)."""
     results = res.results
     runs, cols = results.runs, results.config_columns
     if C.RUN_DIR not in runs.columns:

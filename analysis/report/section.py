@@ -1,6 +1,5 @@
-"""The report's one section type (its report.md lines and analysis.json entries from the same `AnalysisResult`;
-analysis/report/sections.py lists them in order), the text formatting sections share, and `as_json`, the one way
-a result's dataclass becomes analysis.json: its fields, then its computed keys (COMPUTED), renamed by KEYS."""
+"""The report's one section type (docs/analysis.md, *Python*), the text formatting sections share, and `as_json`, the
+one way a result's dataclass becomes analysis.json: its fields, then its computed keys (COMPUTED), renamed by KEYS."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,8 +34,7 @@ METHOD_POINTER = "method: docs/analysis.md"
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the report: `markdown(res)` gives its report.md lines (none where the sweep has nothing for
-    it), `json(res)` its analysis.json entries (key -> value; none where it writes no key)."""
+    """One part of the report: its report.md lines and its analysis.json entries (docs/analysis.md, *Python*)."""
     name: str
     markdown: Callable[[AnalysisResult], list[str]]
     json: Callable[[AnalysisResult], dict[str, Any]] = lambda res: {}
