@@ -44,8 +44,7 @@ class RunHealth:
         return {s: int(c.get(s, 0)) for s in H.STATUSES}
 
     def notes(self) -> list[str]:
-        """Report lines: what was checked, how, and what was left out (empty list when every run is ok and
-        every criterion was checked)."""
+        """Report lines: what was checked, how, and what was left out (empty when every run is ok and checked)."""
         out = []
         others = ", ".join(f"{c} ({H.CRITERIA[c]})" for c in self.unchecked if c != "still_falling")
         if others:
@@ -78,8 +77,7 @@ def _str(v: Any) -> str:
 
 
 def assess(runs: pd.DataFrame, cols: list[str]) -> RunHealth:
-    """Every row's recorded status (a row without one is used as ok, unchecked, and warned about), and which
-    unhealthy runs are left out: those whose setting (`cols`) has an ok run."""
+    """Recorded status per row and the unhealthy runs left out per setting `cols` (docs/analysis.md, *Run health*)."""
     rows = runs.to_dict("records")
     recorded = [bool(_str(row.get(H.STATUS_KEY))) for row in rows]
     statuses = [_str(row.get(H.STATUS_KEY)) or H.OK for row in rows]

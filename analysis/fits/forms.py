@@ -36,8 +36,7 @@ UNBOUNDED = 1e148
 
 
 def open_seed_interval(n_seeds: int, statistic: Callable[[np.ndarray], float]) -> SeedInterval:
-    """The seed bootstrap's percentile interval (analysis/stats/bootstrap.py) with an end the draws do not
-    bound as -inf / +inf, never a search bound as a number (the report says "unbounded above")."""
+    """The seed bootstrap's percentile interval, an end the draws do not bound as -inf / +inf (docs/analysis.md)."""
     ci = seed_interval(n_seeds, statistic, clip=(-BEYOND, BEYOND))
     lo, hi = (float(np.copysign(np.inf, v)) if abs(v) >= UNBOUNDED else v for v in (ci.lo, ci.hi))
     return replace(ci, lo=lo, hi=hi)

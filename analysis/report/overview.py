@@ -298,8 +298,7 @@ RETRIED = Section("retried runs", _retried,
 
 
 def tuning_warnings(choice: TuningChoice | None) -> list[str]:
-    """One warning per setting whose chosen value is the grid's lowest or highest, and one per setting where
-    every grid value had an unhealthy tuning run."""
+    """One warning per setting whose choice is at the grid's edge or whose every grid value had an unhealthy run."""
     if choice is None:
         return []
     out = []
