@@ -153,8 +153,7 @@ def seed_noise_tolerance(reference: pd.DataFrame, metric: str) -> tuple[pd.Serie
 
 
 def _shift_p(standardised: pd.Series) -> float | None:
-    """p of a one-sample t-test of the standardised signed differences against zero (None when fewer than
-    SHIFT_MIN_TRIALS differ, or they are not finite)."""
+    """The shift test's p (docs/reproducibility.md); None with a non-finite value or under SHIFT_MIN_TRIALS nonzero."""
     x = standardised.to_numpy(dtype=np.float64)
     if not np.isfinite(x).all() or np.count_nonzero(x) < SHIFT_MIN_TRIALS:
         return None

@@ -29,8 +29,7 @@ def _run_predictions(results: SweepResults, row: int) -> pd.DataFrame | None:
 
 
 def write_score_ranks(results: SweepResults, rows: list[int], out: Path) -> Path | None:
-    """Write the dense score ranks of runs `rows` (their prediction files) to `out`; None when no run of
-    `rows` has a prediction file."""
+    """Write the dense score ranks of runs `rows` to `out`; None when none of them has a prediction file."""
     frames: list[pd.DataFrame] = []
     names: list[str] = []
     for row in sorted(set(rows)):

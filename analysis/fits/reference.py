@@ -96,8 +96,7 @@ def resolve_reference(runs: pd.DataFrame, cfg: AnalysisConfig, baseline: str, co
 
 def reference_rows(runs: pd.DataFrame, ref: Reference, family_rows: pd.DataFrame,
                    context: list[str]) -> tuple[pd.DataFrame, str]:
-    """The reference runs in a family's setting: they must share its data columns (they change the test data)
-    and any other context column (train.*) in which the reference itself varies. Returns (rows, "" or why not)."""
+    """(the reference runs in a family's setting, "" or why none): docs/analysis.md, "Reference"."""
     rows = runs[ref.mask]
     for c in context:
         values = family_rows[c].dropna().unique()
@@ -118,8 +117,7 @@ def arm_rows(arms: dict[str, dict[str, Any]], arch: str, rows: pd.DataFrame) -> 
 
 
 def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None) -> str:
-    """The reference check of `recscale sweep --dry-run` on planned trials' config columns (plus
-    `flops_per_target` where counted). Returns a one-line description; raises RecscaleError when refused."""
+    """The reference check of `recscale sweep --dry-run` on planned trials: a one-line description, or RecscaleError."""
     cfg = analysis_config(section)
     runs = hashable_lists(pd.DataFrame(records))
     cols = config_columns(runs)
