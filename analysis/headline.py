@@ -1,5 +1,4 @@
-"""The headline table, one row per architecture and model setting, and `oracle_gap_share` (the one definition,
-used for every scaling point too): docs/analysis.md, *The report, in order*."""
+"""The headline table, one row per architecture and model setting, and `oracle_gap_share` (docs/analysis.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

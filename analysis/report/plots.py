@@ -553,8 +553,7 @@ FIGURES: dict[str, Callable[[AnalysisResult, Path], Path | None]] = {
 
 
 def draw_figures(res: AnalysisResult, plots: Path) -> dict[str, str]:
-    """Every figure of FIGURES, then the learning curves of every run (unhealthy ones dashed), into folder
-    `plots`: name -> path relative to the sweep folder, for those drawn."""
+    """Every figure of FIGURES and the learning curves into `plots`: name -> path relative to the sweep, if drawn."""
     made = {name: draw(res, plots / layout.plot_file(name)) for name, draw in FIGURES.items()}
     if res.health is not None:
         made.update(plot_learning_curves(res.results, res.health.runs, res.health.status, plots))
