@@ -79,8 +79,7 @@ def _named(f: FamilyScaling, name: str) -> bool:
 
 
 def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[FamilyComparison], list[str]]:
-    """The comparisons of the configured `compare` pairs, else of every pair in the same setting, and notes on
-    configured pairs that have nothing to compare."""
+    """The comparisons of the `compare` pairs (docs/analysis.md, *Family comparisons*) and notes on empty pairs."""
     fitted = [f for f in fams if f.fit is not None]
     groups: dict[tuple, list[FamilyScaling]] = {}
     for f in fitted:

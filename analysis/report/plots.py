@@ -146,8 +146,7 @@ def _xlabel(metric: str) -> str:
 
 
 def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
-    """Every seed's paired delta (in 1 / DELTA_SCALE) beside its comparison's mean and verdict interval, and a
-    panel per metric with a row per comparison; None when there is nothing to draw."""
+    """The frame and panels of `forest.png` and `seed_strip.png` (docs/analysis.md, *Plots*); None: nothing to draw."""
     frame = pd.DataFrame([
         {"comparison": r.label, "metric": m, C.SEED: int(seed), "delta": d * DELTA_SCALE,
          "mean": mc.stats.mean * DELTA_SCALE, "lo": mc.interval[0] * DELTA_SCALE, "hi": mc.interval[1] * DELTA_SCALE,
