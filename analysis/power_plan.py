@@ -39,8 +39,7 @@ class PlanRow:
 
 
 def load_pilot(path: Path, cfg: AnalysisConfig) -> SweepResults:
-    """A pilot's runs (a runs.parquet, or a results or reference folder holding one) under the planned sweep's
-    `analysis:` section (its questions and levels)."""
+    """A pilot's runs (docs/analysis.md, *Power plan*) under the planned sweep's `analysis:` section."""
     file = path if path.suffix == ".parquet" else path / RUNS_FILE
     runs = read_runs(file)
     cfg = dataclasses.replace(cfg, baseline=cfg.baseline or default_baseline(runs))
@@ -64,8 +63,7 @@ def seed_seconds(trials: pd.DataFrame, seconds: Mapping[str, float | None], comp
 
 def power_plan(pilot: SweepResults, planned_seeds: int, trials: list[dict],
                seconds: Mapping[str, float | None]) -> list[PlanRow]:
-    """Every comparison stratum of the pilot's questions on its question's metric, paired as the report pairs them, at
-    Holm's first step over the m testable strata (docs/analysis.md, *Power plan*)."""
+    """One row per comparison stratum of the pilot's questions, paired as the report pairs them (docs/analysis.md)."""
     cfg = pilot.config
     strata = [(q, paired, d) for q, _ in questions_of(pilot) if q.kind == "comparison"
               for paired, d in question_deltas(pilot, q) if paired.error is None]
