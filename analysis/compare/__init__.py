@@ -1,2 +1,1 @@
-"""Comparisons of runs: pairing by seed, seed-level and DeLong statistics, and the data-protocol evidence
-(docs/analysis.md, *Questions* and *The report, in order*)."""
+"""Comparisons of runs: pairing, seed-level and DeLong statistics, data-protocol evidence (docs/analysis.md)."""

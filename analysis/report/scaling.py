@@ -75,8 +75,7 @@ def _in_se(x: float, se: float) -> str:
 
 
 def lack_of_fit_words(r: FormResult, seed_se: float) -> str:
-    """The verdict: lack of fit by the Holm-corrected F test, or by held-out errors beyond HELD_OUT_LIMIT seed
-    SEs of a size mean, or neither detected."""
+    """The lack-of-fit verdict of a form (docs/analysis.md, "Three forms, held out and tested")."""
     if not r.params:
         return "; ".join(r.notes)
     if not np.isfinite(r.lof_p):
