@@ -24,9 +24,7 @@ from .pipeline import replace_path
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
-#: Inputs a reference holds when its sweep has them: the datasets' facts and the tuning stage's choice (every
-#: tuning trial's validation metric), written by `recscale sweep`, and the score ranks of the data comparisons'
-#: runs, written here (`analysis.compare.delong_seeds`).
+#: Inputs a reference holds when its sweep has them (docs/sweeps.md, "What a sweep writes"); score ranks written here.
 OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, score_ranks_file("test"), score_ranks_file("valid"))
 
 
@@ -122,8 +120,7 @@ class ReproductionCheck:
 
 
 def _read_runs(folder: Path, trust_edits: bool) -> pd.DataFrame:
-    """The sweep's runs table as `recscale analyze` reads it (`collect.read_runs`: damaged files, missing
-    arch/seed and edited rows named), with the trial id and the compared metrics checked too, indexed by trial id."""
+    """The runs table as `collect.read_runs` reads it, its trial ids and compared metrics checked, by trial id."""
     path = folder / RUNS_FILE
     table = read_runs(path, trust_edits=trust_edits)
     missing = [c for c in (C.TRIAL_ID, *REPRODUCED_COLUMNS) if c not in table.columns]
