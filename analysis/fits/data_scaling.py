@@ -220,8 +220,7 @@ def _held_out(points: pd.DataFrame) -> list[HeldOut]:
 
 
 def _detectable(points: pd.DataFrame, alpha: float, power: float) -> tuple[float, float]:
-    """(median seed SD of the paired loss differences between neighbouring D at the same N, the smallest such
-    difference a paired t-test over the seeds detects)."""
+    """(seed SD, detectable difference): the "Detectable effect" check (docs/analysis.md, *Data as a compute axis*)."""
     wide = points.pivot_table(index=["n", C.SEED], columns="d", values="loss")
     sds, n_seeds = [], points[C.SEED].nunique()
     for _, block in wide.groupby(level="n"):
