@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,18 @@ def read_predictions(run_dir: Path, split: str, *, metrics: dict[str, Any] | Non
 
 def is_finished(run_dir: Path) -> bool:
     return (run_dir / layout.METRICS_FILE).exists()
+
+
+def copy_run(src: Path, dst: Path) -> None:
+    """Copy the finished run in `src` into `dst`, all but its trial record (`dst` keeps its own), metrics.json
+    last and atomically: `dst` counts as finished only once every other file is there."""
+    for item in src.iterdir():
+        if item.name not in (layout.TRIAL_RECORD_FILE, layout.METRICS_FILE):
+            if item.is_dir():
+                shutil.copytree(item, dst / item.name, dirs_exist_ok=True)
+            else:
+                shutil.copy2(item, dst / item.name)
+    atomic_write.atomic_write(dst / layout.METRICS_FILE, lambda tmp: shutil.copy2(src / layout.METRICS_FILE, tmp))
 
 
 def clean_stale_temporaries(run_dir: Path) -> None:

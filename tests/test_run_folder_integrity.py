@@ -41,6 +41,26 @@ def test_metrics_json_records_each_prediction_file(finished_run):
             "bytes": len(data), "blake2b": hashlib.blake2b(data, digest_size=16).hexdigest()}
 
 
+def test_a_copied_run_is_whole_and_read_back_without_training(finished_run, tiny_artifact, tmp_path):  # noqa: F811
+    """`run_folder.copy_run` (a grid run reusing its tuning stage's twin): every file but the trial record, byte for
+    byte, the copy keeping its own record; `train_run(resume=True)` with the run's config reads it back untouched."""
+    src, dst = tmp_path / "tuning-run", tmp_path / "grid-run"
+    shutil.copytree(finished_run, src)
+    (src / "sweep_trial.json").write_text('{"stage": "tuning"}')
+    dst.mkdir()
+    (dst / "sweep_trial.json").write_text('{"stage": "grid"}')
+    RF.copy_run(src, dst)
+
+    def files(folder: Path) -> dict[Path, bytes]:
+        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    assert files(dst) == {**files(src), Path("sweep_trial.json"): b'{"stage": "grid"}'}
+    cfg = load_run_config(None, {"model": {"dim": 8}, "train": {"num_threads": 1, "batch_size": 128}},
+                          arch="wukong", data=str(tiny_artifact))
+    assert train_run(cfg, dst, resume=True, progress=False) == json.loads((src / "metrics.json").read_text())
+    assert files(dst) == {**files(src), Path("sweep_trial.json"): b'{"stage": "grid"}'}  # nothing rewritten
+
+
 def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 

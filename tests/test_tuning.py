@@ -23,7 +23,7 @@ from analysis.collect import config_columns
 from analysis.report.overview import tuning_section, tuning_warnings
 from core.typed_config import ConfigError
 from harness.sweep.dry_run import format_plan
-from harness.sweep.plan import plan_sweep, settings, trial_id_for, tuning_plan
+from harness.sweep.plan import plan_sweep, settings, trial_id_for, tuning_plan, tuning_twin
 from harness.sweep.schema import log_grid, parse_sweep
 from harness.sweep.tuning import choose, choose_values, edge_of, read_choice, write_choice
 
@@ -248,6 +248,30 @@ def test_plan_has_tuning_trials_and_unchanged_measurement_trials():
     assert "tuning first: 40 trials = 4 setting(s) x 5 values" in format_plan(plan, {}, Path("r"))
 
 
+def test_grid_runs_of_tuning_seeds_have_a_tuning_twin():
+    """A grid trial whose seed is a tuning seed, in a sweep without a tuning budget, is the tuning trial of its
+    setting and seed at the chosen value: the same run (the trainable copies it instead of training it again)."""
+    sweep = _sweep()  # tuning seeds [0, 1] = the grid's seeds
+    plan = plan_sweep(sweep)
+    tuning_ids = {t.trial_id for t in plan.tuning_trials}
+    for trial in plan.trials:
+        for value in sweep.tuning_values:
+            twin = tuning_twin(sweep, trial, value)
+            assert twin is not None and twin.trial_id in tuning_ids
+            assert twin.trial_id == f"{trial.arch}-seed{trial.seed}-dim{trial.model['dim']}-lr{value:g}"
+            assert (twin.arch, twin.seed, dict(twin.model), twin.dataset) == (
+                trial.arch, trial.seed, dict(trial.model), trial.dataset)
+            assert dict(twin.train) == {**trial.train, "lr": value}
+    assert "(8 grid runs of tuning seeds copy the tuning run at that value" in format_plan(plan, {}, Path("r"))
+    one_seed = _sweep(tuning={**BASE["tuning"], "run_seeds": [1]})  # seed 0 was not tuned: trained
+    assert [tuning_twin(one_seed, t, 1e-3) is not None for t in plan_sweep(one_seed).trials] == [
+        t.seed == 1 for t in plan_sweep(one_seed).trials]
+    for budget in ({"epochs": 2}, {"n_train_fraction": 0.5}):  # shorter tuning runs are other runs
+        shorter = _sweep(tuning={**BASE["tuning"], "budget": budget})
+        assert not any(tuning_twin(shorter, t, v) for t in plan_sweep(shorter).trials for v in shorter.tuning_values)
+        assert "copy the tuning run" not in format_plan(plan_sweep(shorter), {}, Path("r"))
+
+
 def test_tuned_key_is_no_setting_column():
     runs = pd.DataFrame({"arch": ["a", "b"], "seed": [0, 0], "model.dim": [4, 4], "train.lr": [1e-3, 1e-2],
                          "tuned": ["train.lr", "train.lr"]})
@@ -262,6 +286,8 @@ def test_estimate_counts_tuning_trials_before_the_grid():
     plan = plan_sweep(sweep)
     est = estimate_sweep(plan, num_cpus=2)
     assert set(est.trials) == {t.trial_id for t in [*plan.tuning_trials, *plan.trials]}
+    for t in plan.trials:  # the grid runs of tuning seed 0 are copies of tuning runs: no training, no evaluation
+        assert (est.trials[t.trial_id].train_s == 0 == est.trials[t.trial_id].eval_s) is (t.seed == 0)
     if est.wall_s is not None:  # the two stages one after the other
         stage = [[est.trials[t.trial_id].total_s for t in s] for s in (plan.tuning_trials, plan.trials)]
         assert est.wall_s > _makespan(stage[0], est.slots) + _makespan(stage[1], est.slots) - 1e-9

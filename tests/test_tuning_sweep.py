@@ -5,8 +5,9 @@ log-spaced values with 1 tuning seed, then 2 measurement seeds at the chosen rat
 
 - uninterrupted: tuning trials land in tuning/ only; tuning.json's choice is the best valid AUC of each
   architecture, recomputed here from tuning/runs.parquet; every measurement run trained at its
-  architecture's chosen rate (its config.yaml, runs.parquet's train.lr and `tuned`); the report and
-  analysis.json list the chosen rates;
+  architecture's chosen rate (its config.yaml, runs.parquet's train.lr and `tuned`); the run of tuning seed 0
+  is the tuning run copied, not trained again, and training its config afresh gives the same predictions;
+  the report and analysis.json list the chosen rates;
 - interrupted (Ctrl-C) in the tuning stage, resumed, interrupted in the measurement stage, resumed: no
   trial trains twice, the finished stage is not run again (its choice is read back), and the choice and
   every measurement metric equal the uninterrupted sweep's.
@@ -82,10 +83,21 @@ def test_tuning_then_measurement_at_the_chosen_rates(uninterrupted):
         assert runs.loc[runs["trial_id"] == row.trial_id, "train.lr"].item() == chosen[row.arch]
         config = yaml.safe_load((sweep_dir / row.run_dir / "config.yaml").read_text())
         assert config["train"]["lr"] == chosen[row.arch]
-    # the measurement run of seed 0 is the tuning run of seed 0 at the chosen rate: same config, same numbers
+    # the measurement run of seed 0 is the tuning run of seed 0 at the chosen rate (the same config): copied, not
+    # trained again; training its config afresh gives the same predictions, so the copy is that run
+    events = read_events(sweep_dir)
+    assert sorted(_trained(events)) == sorted([*TUNING_TRIALS, *(t for t in GRID_TRIALS if "seed1" in t)])
+    assert {e["trial"]: e["copied_from"] for e in events if e.get("copied_from")} == {
+        f"{a}-seed0": f"tuning/runs/{a}-seed0-lr{chosen[a]:g}" for a in ARCHS}
     for arch in ARCHS:
-        tuned = tuning_rows[(tuning_rows["arch"] == arch) & (tuning_rows["train.lr"] == chosen[arch])]
-        assert tuned["valid_auc"].item() == runs.loc[runs["trial_id"] == f"{arch}-seed0", "valid_auc"].item()
+        run = sweep_dir / "runs" / f"{arch}-seed0"
+        fresh = sweep_dir.parent / f"fresh-{arch}"
+        done = subprocess.run([str(VENV_BIN / "recscale"), "train", "--config", str(run / "config.yaml"), "--out",
+                               str(fresh), "--no-progress"], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        for split in ("valid", "test"):
+            name = f"predictions_{split}.parquet"
+            pd.testing.assert_frame_equal(pd.read_parquet(fresh / name), pd.read_parquet(run / name))
 
     done = subprocess.run([str(VENV_BIN / "recscale"), "analyze", str(sweep_dir)], capture_output=True, text=True,
                           timeout=600)
@@ -154,7 +166,9 @@ def test_resume_after_interrupts_in_either_stage(uninterrupted, tmp_path):
     events = read_events(sweep_dir)
     assert not [e for e in events[second:] if e["trial"] in TUNING_TRIALS]
     assert (sweep_dir / "tuning.json").read_text() == stored
-    assert sorted(t for t in _trained(events) if t in GRID_TRIALS) == sorted(GRID_TRIALS)  # each once
+    # each once: trained, or (tuning seed 0) copied from its tuning run
+    assert sorted(t for t in _trained(events) if t in GRID_TRIALS) == sorted(t for t in GRID_TRIALS if "seed1" in t)
+    assert sorted(e["trial"] for e in events if e.get("copied_from")) == sorted(t for t in GRID_TRIALS if "seed0" in t)
     assert {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in measured_before} == mtimes
 
     # the end result is the uninterrupted sweep's: the same choice and the same measurements

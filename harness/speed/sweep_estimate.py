@@ -198,6 +198,7 @@ def estimate_sweep(plan: Any, *, num_cpus: int | None = None, vocab: Mapping[str
     stages = [list(getattr(plan, "tuning_trials", [])), list(plan.trials)]
     per_step, notes = time_steps([*stages[0], *stages[1]], cfg.resources, vocab or {}, slots, device, progress=progress)
     out = {t.trial_id: trial_estimate(t, per_step.get(t.trial_id)) for s in stages for t in s}
+    out.update({t.trial_id: TrialEstimate(0.0, 0.0) for t in stages[1] if plan.reuses_tuning_run(t)})  # copied
     totals = [e.total_s for e in out.values()]
     wall = None if not totals or None in totals else START_S + sum(
         _makespan([out[t.trial_id].total_s or 0.0 for t in s], slots) for s in stages if s)

@@ -52,7 +52,9 @@ def format_plan(plan: SweepPlan, costs: Mapping[str, TrialCost], results_dir: Pa
                      f"{tuning.run_seeds}"
                      + (f" (budget: {budget})" if budget else "") + f", chosen on {tuning.metric}; "
                      + (f"{sum(known) / 1e9:.1f} GFLOPs" if len(known) == len(plan.tuning_trials) else "GFLOPs ?")
-                     + f"{est}; the grid then runs each setting at its chosen value")
+                     + f"{est}; the grid then runs each setting at its chosen value"
+                     + (f" ({copied} grid runs of tuning seeds copy the tuning run at that value, not trained again)"
+                        if (copied := sum(map(plan.reuses_tuning_run, plan.trials))) else ""))
     lines.append("")
     lines.append("datasets (each prepared once, before any trial):")
     for d in plan.datasets:

@@ -95,6 +95,10 @@ class SweepPlan:
     datasets: list[DatasetPlan] = field(default_factory=list)
     tuning_trials: list[TrialPlan] = field(default_factory=list)
 
+    def reuses_tuning_run(self, trial: TrialPlan) -> bool:
+        """Whether grid trial `trial` will reuse a tuning run (`tuning_twin`) whichever value is chosen."""
+        return bool(self.tuning_trials) and tuning_twin(self.sweep, trial, self.sweep.tuning_values[0]) is not None
+
 
 # ----------------------------------------------------------------------------------------------
 
@@ -227,6 +231,26 @@ def tuning_plan(sweep: Sweep) -> list[TuningPoint]:
                          t.param: value, **budget}
                 out.append(TuningPoint(sid, seed, value, point))
     return out
+
+
+def tuning_twin(sweep: Sweep, trial: TrialPlan, value: float | None = None) -> TrialPlan | None:
+    """The tuning trial that trains exactly grid trial `trial` with the tuned key at `value` (None: the value
+    `trial` holds, its setting's choice): a tuning seed's run without a budget, the same architecture, seed,
+    dataset, model and training settings. The grid reuses its run instead of training it again; None where
+    there is none (another seed, a budget)."""
+    t = sweep.config.tuning
+    if t is None or trial.stage != "grid" or trial.seed not in t.run_seeds:
+        return None
+    key = t.param.partition(".")[2]  # a training field (schema.TUNABLE_PARAMS)
+    train = {**trial.train, key: trial.train.get(key) if value is None else value}
+    sid = setting_id(sweep, trial.point)
+    for tp in tuning_plan(sweep):
+        if tp.setting == sid and tp.seed == trial.seed and tp.value == train[key]:
+            twin = resolve_trial(sweep, tp.point, stage="tuning")
+            same = (twin.arch, twin.dataset.dataset_id, dict(twin.model), dict(twin.train)) == (
+                trial.arch, trial.dataset.dataset_id, dict(trial.model), train)
+            return twin if same else None
+    return None
 
 
 def search_base_point(sweep: Sweep) -> dict[str, Any]:

@@ -18,17 +18,17 @@ from typing import Any
 import torch
 
 from core.errors import RecscaleError, one_line
-from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, RUNS_DIR, TUNING_DIR
+from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, RUNS_DIR, TUNING_DIR
 from core.typed_config import from_dict
 from harness import run_folder
 from harness.config import RunConfig, TrainConfig
-from harness.runs_columns import RAY_NODE
+from harness.runs_columns import RAY_NODE, RETRY_ATTEMPTS
 from harness.speed.sweep_estimate import trial_threads
 from harness.train import train_run
 
 from . import retry
 from .collect import scalar_metrics, write_trial_record
-from .plan import TrialPlan, resolve_trial
+from .plan import TrialPlan, resolve_trial, tuning_twin
 from .schema import Sweep
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
@@ -149,10 +149,12 @@ def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start
                     model=trial.model_config, train=train, seed=trial.seed)
     check_dataset_readable(cfg.data)
     write_trial_record(run_dir, {**trial.record(), RAY_NODE: ray_node()})
-    reused = run_folder.is_finished(run_dir)  # finished before this call: train_run only reads it back
+    policy = retry.policy_for(context.sweep, context.stage)
+    copied = _copy_tuning_twin(trial, context, run_dir if policy is None else retry.attempt_dir(run_dir, 0))
+    # finished before this call, or copied from its tuning twin: train_run only reads it back
+    reused = run_folder.is_finished(run_dir) or copied is not None
     resume = reused or (run_dir / CHECKPOINT_FILE).exists() or retry.started(run_dir)
     keep = context.sweep.config.keep_checkpoints
-    policy = retry.policy_for(context.sweep, context.stage)
     if policy is not None:
         metrics = retry.train_with_retries(
             cfg, run_dir, policy, final_checkpoint=keep,
@@ -164,9 +166,24 @@ def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start
                             final_checkpoint=keep, verify=False)
 
     trainable_s = time.perf_counter() - t_start
-    timed = {} if reused else metrics  # a reused run trained in an earlier launch: no times of this one
-    log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused,
+    timed = {} if reused else metrics  # a reused run trained earlier: no times of this one
+    log_event(sweep_dir, trial=trial.trial_id, event="end", resumed=resume, reused=reused, copied_from=copied,
               train_targets_per_s=None if reused or resume else metrics.get("train_targets_per_s"),
               trainable_s=trainable_s, train_run_s=timed.get("wall_s"), train_loop_s=timed.get("train_seconds"),
               eval_s=timed.get("eval_seconds"), setup_s=timed.get("setup_seconds"))
     return {**scalar_metrics(metrics), "trial_id": trial.trial_id, "trainable_s": trainable_s}
+
+
+def _copy_tuning_twin(trial: TrialPlan, context: TrialContext, dst: Path) -> str | None:
+    """Copy the tuning stage's finished run of exactly this grid trial (`plan.tuning_twin`: the same configuration,
+    so the same numbers) into `dst` where no run has started there, instead of training it again; the copied
+    folder relative to the sweep's, or None. A tuning run that a retry trained at another rate is not copied."""
+    twin = tuning_twin(context.sweep, trial) if context.stage == "grid" else None
+    if twin is None or any((dst / name).exists() for name in (METRICS_FILE, CHECKPOINT_FILE)):
+        return None
+    src = Path(context.sweep_dir) / TUNING_DIR / RUNS_DIR / twin.trial_id
+    if not run_folder.is_finished(src) or run_folder.read_metrics(src).get(RETRY_ATTEMPTS):
+        return None
+    dst.mkdir(parents=True, exist_ok=True)
+    run_folder.copy_run(src, dst)
+    return str(src.relative_to(context.sweep_dir))
