@@ -60,6 +60,7 @@ def uninterrupted(tmp_path_factory) -> Path:
     done = subprocess.run(sweep_cmd(path, root / "results"), cwd=root, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tuning: 6/6 trials finished" in done.stdout and "4/4 trials finished" in done.stdout, done.stdout
+    assert "2 copied from the tuning stage" in done.stdout, done.stdout
     return root / "results" / "tuned"
 
 

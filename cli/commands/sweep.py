@@ -98,6 +98,8 @@ def timings_text(s: dict) -> str:
     """The launch's timings for the summary line; the per-trial part only when a trial trained in this
     launch (an interrupted or fully reused launch has no per-trial times, and says so instead of nan)."""
     text = f"total {s.get('total_s', 0):.0f} s, prepare {s.get('prepare_s', 0):.0f} s"
+    if s.get("trials_copied"):
+        text += f", {s['trials_copied']} copied from the tuning stage"
     if "mean_train_loop_s" not in s:
         return text + "; no trial trained to the end in this launch"
     return (f"{text}; per trial: training {s['mean_train_loop_s']:.1f} s, evaluation {s['mean_eval_s']:.1f} s, "

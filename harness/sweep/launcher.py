@@ -367,7 +367,8 @@ def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[s
     ends = [e for e in events if e["event"] == "end"]
     trained = [e for e in ends if e.get("train_loop_s") is not None]
     out: dict[str, Any] = {**{k: round(v, 3) for k, v in timings.items()}, "trials_run": len(ends),
-                           "trials_trained": len(trained)}
+                           "trials_trained": len(trained),
+                           "trials_copied": sum(bool(e.get("copied_from")) for e in ends)}
     if trained:
         n = len(trained)
         loop = sum(e["train_loop_s"] for e in trained)
