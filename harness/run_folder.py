@@ -133,12 +133,14 @@ def is_finished(run_dir: Path) -> bool:
 
 
 def copy_run(src: Path, dst: Path) -> None:
-    """Copy the finished run in `src` into `dst`, all but its trial record (`dst` keeps its own), metrics.json
-    last and atomically: `dst` counts as finished only once every other file is there."""
+    """Copy the finished run in `src` into `dst`, all but its trial record (`dst` keeps its own; a folder of a
+    start that stopped there is replaced), metrics.json last and atomically: `dst` counts as finished only once
+    every other file is there."""
     for item in src.iterdir():
         if item.name not in (layout.TRIAL_RECORD_FILE, layout.METRICS_FILE):
             if item.is_dir():
-                shutil.copytree(item, dst / item.name, dirs_exist_ok=True)
+                shutil.rmtree(dst / item.name, ignore_errors=True)  # e.g. the curves of a run killed early
+                shutil.copytree(item, dst / item.name)
             else:
                 shutil.copy2(item, dst / item.name)
     atomic_write.atomic_write(dst / layout.METRICS_FILE, lambda tmp: shutil.copy2(src / layout.METRICS_FILE, tmp))

@@ -47,7 +47,8 @@ def test_a_copied_run_is_whole_and_read_back_without_training(finished_run, tiny
     src, dst = tmp_path / "tuning-run", tmp_path / "grid-run"
     shutil.copytree(finished_run, src)
     (src / "sweep_trial.json").write_text('{"stage": "tuning"}')
-    dst.mkdir()
+    (dst / "curves").mkdir(parents=True)  # a start killed before its first checkpoint left its own curves
+    (dst / "curves" / "events.out.tfevents.stale").write_bytes(b"stale")
     (dst / "sweep_trial.json").write_text('{"stage": "grid"}')
     RF.copy_run(src, dst)
 
