@@ -3,7 +3,8 @@
 - a 2 x 2 grid (architecture x seed) completes, and the trial whose worker is killed once in the
   middle of training (the test swaps in `tests.faults.run_trial_dying_once`) is retried from its
   checkpoint; its metrics equal a direct `train_run` of the same config (same config + seed + data
-  -> identical metrics on CPU, across a worker death);
+  -> identical metrics on CPU, across a worker death); a seed added to grid.seed afterwards trains only
+  its own trials, the finished runs untouched;
 - an interrupted sweep (SIGINT to `recscale sweep` after its 3rd trial record) exits within 5 s with its
   finished count, no nan and recscale's own exact `--resume` command (not Ray's `Tuner.restore` hint,
   nor its "Stop signal received" or token notices); that command trains only the trials that had not
@@ -50,11 +51,12 @@ def sweep_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("sweep_cache")
 
 
-def _sweep_text(name: str, cache: Path, *, max_concurrent: int = 2, n_train: int = 384) -> str:
+def _sweep_text(name: str, cache: Path, *, max_concurrent: int = 2, n_train: int = 384,
+                seeds: tuple[int, ...] = (0, 1)) -> str:
     return yaml.safe_dump(tiny_sweep(
         name, cache, data={"n_train": n_train, "n_valid": 128, "n_test": 128},
         train={"eval_batch_size": 256, "checkpoint_every_batches": 2}, model={"num_layers": 1},
-        grid={"arch": ["wukong", "whale"], "seed": [0, 1]}, max_concurrent=max_concurrent, max_failures=2))
+        grid={"arch": ["wukong", "whale"], "seed": list(seeds)}, max_concurrent=max_concurrent, max_failures=2))
 
 
 ALL_TRIALS = {"wukong-seed0", "wukong-seed1", "whale-seed0", "whale-seed1"}
@@ -123,6 +125,18 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
     changed = parse_sweep(_sweep_text("grid2x2", sweep_cache, max_concurrent=1))
     with pytest.raises(SweepError, match="differs"):
         run_sweep(changed, results_root=tmp_path, resume=True)
+
+    # a seed added to grid.seed: the same command trains only the new seed's trials, the finished runs are kept
+    mtimes = {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in ALL_TRIALS}
+    more = run_sweep(parse_sweep(_sweep_text("grid2x2", sweep_cache, seeds=(0, 1, 2))), results_root=tmp_path)
+    assert more.complete and more.finished == 6 and not more.failed
+    assert sorted(_trained_ends(read_events(sweep_dir)[len(events):])) == ["whale-seed2", "wukong-seed2"]
+    assert {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in ALL_TRIALS} == mtimes
+    extended = pd.read_parquet(sweep_dir / "runs.parquet")
+    assert sorted(extended["trial_id"]) == sorted([*ALL_TRIALS, "whale-seed2", "wukong-seed2"])
+    pd.testing.assert_frame_equal(extended[extended["seed"] < 2].sort_values("trial_id").reset_index(drop=True)[
+        ["trial_id", "test_auc", "test_logloss"]], table.sort_values("trial_id").reset_index(drop=True)[
+        ["trial_id", "test_auc", "test_logloss"]])
 
 
 #: Seconds within which `recscale sweep` must exit after Ctrl-C (measured ~3 s on 2 loaded cores: Tune stops at

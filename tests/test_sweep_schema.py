@@ -268,6 +268,34 @@ def test_unfinished_sweep_folder_needs_resume(tmp_path):
 
 
 @pytest.mark.fault
+def test_seeds_added_to_grid_seed_extend_the_sweep_and_keep_its_runs(tmp_path):
+    from harness.sweep.launcher import SweepError, added_seeds, prepare_sweep_dir
+
+    sweep = parse_sweep(BASE)
+    sweep_dir, _ = prepare_sweep_dir(sweep, plan_sweep(sweep), tmp_path, resume=False)
+    started = sweep_dir / "runs" / plan_sweep(sweep).trials[0].trial_id
+    started.mkdir(parents=True)
+    (sweep_dir / "ray" / "grid").mkdir(parents=True)  # Tune's saved grid: the old points only
+
+    more_text = _with(grid={"arch": ["wukong", "whale"], "seed": [0, 1, 5, 2]},
+                      analysis={"baseline": "wukong"})  # the analysis section may change too
+    more = parse_sweep(more_text)
+    assert added_seeds(sweep, more) == [5, 2]
+    assert prepare_sweep_dir(more, plan_sweep(more), tmp_path, resume=False) == (sweep_dir, True)
+    assert started.is_dir() and not (sweep_dir / "ray" / "grid").exists()
+    assert (sweep_dir / "sweep.yaml").read_text() == more_text
+    assert prepare_sweep_dir(more, plan_sweep(more), tmp_path, resume=True) == (sweep_dir, True)  # stored now
+
+    others = [_with(grid={"arch": ["wukong", "whale"], "seed": [0, 1]}),  # seeds dropped
+              _with(grid={"arch": ["wukong", "whale"], "seed": [0, 1, 5, 2, 3]}, model={"dim": 4}),  # and a change
+              _with(grid={"arch": ["wukong"], "seed": [0, 1, 5, 2, 3]})]  # and an architecture dropped
+    for text in others:
+        assert added_seeds(more, parse_sweep(text)) == []
+        with pytest.raises(SweepError, match="other than seeds added to grid.seed"):
+            prepare_sweep_dir(parse_sweep(text), plan_sweep(parse_sweep(text)), tmp_path, resume=True)
+
+
+@pytest.mark.fault
 def test_optional_section_errors_keep_their_reason():
     """A bad key inside an optional section (`search: X | None`) is reported with its own reason."""
     msg = _error(_with(search={"space": {"model.dim": {"choice": [8]}}, "metrik": "valid_auc"}))

@@ -99,6 +99,16 @@ def _comparable(sweep: Sweep) -> dict[str, Any]:
     return raw
 
 
+def added_seeds(previous: Sweep, sweep: Sweep) -> list[int]:
+    """The seeds `sweep` adds to `previous`'s grid.seed, where that is their only difference outside `analysis:`
+    (every finished run is then a trial of `sweep`); else []."""
+    old, new = _comparable(previous), _comparable(sweep)
+    seeds = [raw["grid"].pop("seed", None) if isinstance(raw.get("grid"), dict) else None for raw in (old, new)]
+    if old != new or not all(isinstance(s, list) for s in seeds) or not set(seeds[0]) < set(seeds[1]):
+        return []
+    return [s for s in seeds[1] if s not in seeds[0]]
+
+
 def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
     if plan.sweep.config.tuning is not None and not (sweep_dir / TUNING_FILE).exists():
         return False
@@ -128,9 +138,16 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
     stored = sweep_dir / SWEEP_FILE
     if stored.exists():
         previous = parse_sweep(stored.read_text(), path=stored)
-        if _comparable(previous) != _comparable(sweep):
-            raise SweepError(f"{stored} differs from {sweep.path or 'the new sweep file'} outside `analysis:`; "
-                             "use a new `name` for a new sweep, or remove the folder to start over")
+        added = added_seeds(previous, sweep)
+        if _comparable(previous) != _comparable(sweep) and not added:
+            raise SweepError(f"{stored} differs from {sweep.path or 'the new sweep file'} outside `analysis:` (other "
+                             "than seeds added to grid.seed); use a new `name` for a new sweep, or remove the folder "
+                             "to start over")
+        if added:  # Tune's saved grid holds the old points: the stage runs afresh, finished runs read back
+            print(f"{sweep_dir}: seed(s) {', '.join(map(str, added))} added to grid.seed; the finished runs are kept "
+                  "and the new seeds train", file=sys.stderr)
+            shutil.rmtree(sweep_dir / RAY_DIR / "grid", ignore_errors=True)
+            resume = True
         if not resume and _started(sweep_dir):
             if not _all_finished(sweep_dir, plan):
                 raise SweepError(f"{sweep_dir} holds an unfinished run of sweep {sweep.name!r}; pass --resume to "
