@@ -103,10 +103,10 @@ def added_seeds(previous: Sweep, sweep: Sweep) -> list[int]:
     """The seeds `sweep` adds to `previous`'s grid.seed, where that is their only difference outside `analysis:`
     (every finished run is then a trial of `sweep`); else []."""
     old, new = _comparable(previous), _comparable(sweep)
-    seeds = [raw["grid"].pop("seed", None) if isinstance(raw.get("grid"), dict) else None for raw in (old, new)]
-    if old != new or not all(isinstance(s, list) for s in seeds) or not set(seeds[0]) < set(seeds[1]):
+    before, after = (raw["grid"].pop("seed", None) if isinstance(raw.get("grid"), dict) else None for raw in (old, new))
+    if old != new or not isinstance(before, list) or not isinstance(after, list) or not set(before) < set(after):
         return []
-    return [s for s in seeds[1] if s not in seeds[0]]
+    return [s for s in after if s not in before]
 
 
 def _all_finished(sweep_dir: Path, plan: SweepPlan) -> bool:
