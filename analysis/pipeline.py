@@ -74,6 +74,16 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     return out + compare_notes + ([delong] if delong else [])
 
 
+def seeds_added_warnings(root: Path) -> list[str]:
+    """One warning per launch that added seeds to grid.seed after others had run (its SEEDS_ADDED_FILE record)."""
+    path = root / layout.SEEDS_ADDED_FILE
+    records = json.loads(path.read_text()) if path.exists() else []
+    return [f"seed(s) {', '.join(map(str, r['seeds']))} were added to grid.seed after seed(s) "
+            f"{', '.join(map(str, r['after']))} had run; the tests treat every seed as planned in advance. Seeds added "
+            "because a question was still open make each look a test of its own, which raises the type-I error above "
+            "alpha; plan such looks with `rounds:` (docs/analysis.md, *Seeds in rounds*)" for r in records]
+
+
 def open_runs(root: Path, rounds_done: int) -> set[str]:
     """Trial ids of the runs of every comparison stratum still open after the first `rounds_done` rounds of the
     sequential sweep in `root`, judged as `analyze` judges them (docs/analysis.md, *Seeds in rounds*)."""
@@ -111,7 +121,7 @@ def analyze(root: Path | str, *, baseline: str | None = None, progress: bool = T
     if not reference.families:
         res.notes.append(f"No family to fit: every architecture is the reference's ({reference.arch}); name "
                          "another architecture as analysis.scaling.reference to fit this one.")
-    res.warnings = (health.warnings() + tuning_warnings(res.tuning)
+    res.warnings = (health.warnings() + tuning_warnings(res.tuning) + seeds_added_warnings(root)
                     + _warnings(res, compare_notes + protocol_notes, plots=plots))
     for message in res.warnings:
         warnings.warn(message, stacklevel=2)

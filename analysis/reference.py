@@ -12,7 +12,7 @@ import pandas as pd
 from scipy import stats
 
 from core.errors import RecscaleError
-from core.results_layout import DATASETS_FILE, TUNING_FILE, score_ranks_file
+from core.results_layout import DATASETS_FILE, SEEDS_ADDED_FILE, TUNING_FILE, score_ranks_file
 from harness import runs_columns as C
 from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
 
@@ -25,7 +25,7 @@ from .pipeline import replace_path
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
 #: Inputs a reference holds when its sweep has them (docs/sweeps.md, "What a sweep writes"); score ranks written here.
-OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, score_ranks_file("test"), score_ranks_file("valid"))
+OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, SEEDS_ADDED_FILE, score_ranks_file("test"), score_ranks_file("valid"))
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bool = False) -> Path:
@@ -40,7 +40,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bo
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        for name in (*REFERENCE_INPUTS, DATASETS_FILE, TUNING_FILE):  # the first two checked above
+        for name in (*REFERENCE_INPUTS, DATASETS_FILE, TUNING_FILE, SEEDS_ADDED_FILE):  # the first two checked above
             if (sweep_dir / name).is_file():
                 shutil.copy2(sweep_dir / name, tmp / name)
         _write_ranks(sweep_dir, tmp, trust_edits)

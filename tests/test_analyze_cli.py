@@ -191,6 +191,22 @@ def test_missing_runs_are_each_reported_and_strict_fails(tmp_path, capsys):
     assert "--strict: 2 of" in capsys.readouterr().err
 
 
+def test_seeds_added_after_earlier_seeds_ran_are_a_warning(tmp_path):
+    """A sweep extended with seeds (its seeds_added.json, written by the launch that added them): one warning per
+    extension in analysis.json and report.md; a published reference keeps the record, so its analysis warns too."""
+    from analysis.reference import publish_reference
+
+    root = make_results(tmp_path / "sweep", analysis=ANALYSIS)
+    (root / "seeds_added.json").write_text(json.dumps([{"seeds": [3, 4], "after": [0, 1, 2]}]))
+    assert main(["analyze", str(root), "--no-plots"]) == 0
+    (warning,) = [w for w in json.loads((root / "analysis.json").read_text())["warnings"] if "grid.seed" in w]
+    assert warning.startswith("seed(s) 3, 4 were added to grid.seed after seed(s) 0, 1, 2 had run")
+    assert "type-I error above alpha" in warning and "`rounds:`" in warning
+    assert warning in (root / "report.md").read_text()
+    out = publish_reference(root, tmp_path / "reference")
+    assert (out / "seeds_added.json").read_bytes() == (root / "seeds_added.json").read_bytes()
+
+
 @pytest.mark.fault
 def test_complete_results_pass_strict_and_reference_style_folder_keeps_one_warning(tmp_path, capsys):
     import shutil

@@ -132,6 +132,7 @@ def test_grid_completes_and_dead_worker_is_retried(tmp_path, sweep_cache, monkey
     assert more.complete and more.finished == 6 and not more.failed
     assert sorted(_trained_ends(read_events(sweep_dir)[len(events):])) == ["whale-seed2", "wukong-seed2"]
     assert {t: (sweep_dir / "runs" / t / "metrics.json").stat().st_mtime_ns for t in ALL_TRIALS} == mtimes
+    assert json.loads((sweep_dir / "seeds_added.json").read_text()) == [{"seeds": [2], "after": [0, 1]}]
     extended = pd.read_parquet(sweep_dir / "runs.parquet")
     assert sorted(extended["trial_id"]) == sorted([*ALL_TRIALS, "whale-seed2", "wukong-seed2"])
     pd.testing.assert_frame_equal(extended[extended["seed"] < 2].sort_values("trial_id").reset_index(drop=True)[

@@ -3,6 +3,7 @@ files (every sweep under sweeps/) load; the grid plan is the full cartesian prod
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -284,6 +285,7 @@ def test_seeds_added_to_grid_seed_extend_the_sweep_and_keep_its_runs(tmp_path):
     assert prepare_sweep_dir(more, plan_sweep(more), tmp_path, resume=False) == (sweep_dir, True)
     assert started.is_dir() and not (sweep_dir / "ray" / "grid").exists()
     assert (sweep_dir / "sweep.yaml").read_text() == more_text
+    assert json.loads((sweep_dir / "seeds_added.json").read_text()) == [{"seeds": [5, 2], "after": [0, 1]}]
     assert prepare_sweep_dir(more, plan_sweep(more), tmp_path, resume=True) == (sweep_dir, True)  # stored now
 
     others = [_with(grid={"arch": ["wukong", "whale"], "seed": [0, 1]}),  # seeds dropped

@@ -28,6 +28,7 @@ from core.results_layout import (
     RAY_DIR,
     RUNS_DIR,
     SEARCH_BEST_FILE,
+    SEEDS_ADDED_FILE,
     SUMMARY_FILE,
     SWEEP_FILE,
     TUNING_FILE,
@@ -146,6 +147,10 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
         if added:  # Tune's saved grid holds the old points: the stage runs afresh, finished runs read back
             print(f"{sweep_dir}: seed(s) {', '.join(map(str, added))} added to grid.seed; the finished runs are kept "
                   "and the new seeds train", file=sys.stderr)
+            record = sweep_dir / SEEDS_ADDED_FILE  # each extension, for the analysis's warning
+            earlier = json.loads(record.read_text()) if record.exists() else []
+            after = [s for s in sweep.axes["seed"] if s not in added]
+            atomic_write.write_json(record, [*earlier, {"seeds": added, "after": after}], indent=1)
             shutil.rmtree(sweep_dir / RAY_DIR / "grid", ignore_errors=True)
             resume = True
         if not resume and _started(sweep_dir):
