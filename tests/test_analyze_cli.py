@@ -191,6 +191,7 @@ def test_missing_runs_are_each_reported_and_strict_fails(tmp_path, capsys):
     assert "--strict: 2 of" in capsys.readouterr().err
 
 
+@pytest.mark.fault
 def test_seeds_added_after_earlier_seeds_ran_are_a_warning(tmp_path):
     """A sweep extended with seeds (its seeds_added.json, written by the launch that added them): one warning per
     extension in analysis.json and report.md; a published reference keeps the record, so its analysis warns too."""
