@@ -73,14 +73,6 @@ class FlopReport:
     batch_size: int = 0
 
 
-def _analysis(model: nn.Module, batch: dict[str, torch.Tensor]) -> FlopCountAnalysis:
-    analysis = FlopCountAnalysis(model, (batch,))
-    analysis.clear_op_handles().set_op_handle(**MATRIX_OP_HANDLES)
-    analysis.unsupported_ops_warnings(False)
-    analysis.uncalled_modules_warnings(False)
-    return analysis
-
-
 def count_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> FlopReport:
     """Trace one forward pass of `model` on `batch` (eval mode, no grad) and count its matrix FLOPs per target."""
     B = int(batch["label"].shape[0]) if "label" in batch else int(next(iter(batch.values())).shape[0])
@@ -89,7 +81,10 @@ def count_flops(model: nn.Module, batch: dict[str, torch.Tensor]) -> FlopReport:
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # jit tracer / deprecation chatter from fvcore's tracing
-            analysis = _analysis(model, batch)
+            analysis = FlopCountAnalysis(model, (batch,))
+            analysis.clear_op_handles().set_op_handle(**MATRIX_OP_HANDLES)
+            analysis.unsupported_ops_warnings(False)
+            analysis.uncalled_modules_warnings(False)
             by_module = {name: 2.0 * macs / B for name, macs in analysis.by_module().items()}
             by_operator = {op: 2.0 * macs / B for op, macs in Counter(analysis.by_operator()).items()}
             total = 2.0 * analysis.total() / B
