@@ -17,13 +17,6 @@ AttentionKernel = Literal["auto", "sdpa", "explicit"]
 KERNELS: tuple[str, ...] = get_args(AttentionKernel)
 
 
-def check_kernel(kernel: str) -> AttentionKernel:
-    """`kernel` when it is one of `KERNELS`, else a ValueError naming the allowed values."""
-    if kernel not in KERNELS:
-        raise ValueError(f"attention kernel {kernel!r} is not one of {', '.join(KERNELS)}")
-    return cast(AttentionKernel, kernel)
-
-
 def use_sdpa(q: torch.Tensor, kernel: AttentionKernel) -> bool:
     """Whether the attention on `q` runs through SDPA under `kernel` ("auto": on CUDA tensors only)."""
     return kernel == "sdpa" or (kernel == "auto" and q.is_cuda)
@@ -38,11 +31,12 @@ class UsesAttentionKernel:
 
 def set_attention_kernel(model: nn.Module, kernel: str) -> nn.Module:
     """Set `kernel` ("auto" | "sdpa" | "explicit") on every softmax-attention module of `model` (itself
-    included); returns `model`."""
-    checked = check_kernel(kernel)
+    included); returns `model`; an unknown `kernel` is a ValueError naming the allowed values."""
+    if kernel not in KERNELS:
+        raise ValueError(f"attention kernel {kernel!r} is not one of {', '.join(KERNELS)}")
     for module in model.modules():
         if isinstance(module, UsesAttentionKernel):
-            module.attention_kernel = checked
+            module.attention_kernel = cast(AttentionKernel, kernel)
     return model
 
 
