@@ -58,10 +58,6 @@ class RequestGroups:
         """[R, ...] -> [B, ...]: every candidate gets its request's row."""
         return y.index_select(0, self.inverse)
 
-    def select_keys(self, batch: Mapping[str, torch.Tensor], keys: Iterable[str]) -> dict[str, torch.Tensor]:
-        """The listed batch entries, one row per request."""
-        return {k: self.select(batch[k]) for k in keys}
-
     def expand_tree(self, y: Any) -> Any:
         """`expand` on every leaf of `y`: tensors, tuples / lists of leaves, objects with `index_rows`."""
         if isinstance(y, torch.Tensor):
@@ -92,4 +88,4 @@ def history_per_request(
     groups = RequestGroups.of(batch["request_idx"])
     if groups.is_trivial:
         return fn(history)
-    return groups.expand_tree(fn(groups.select_keys(history, history)))
+    return groups.expand_tree(fn({k: groups.select(v) for k, v in history.items()}))
