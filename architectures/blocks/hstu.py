@@ -188,10 +188,7 @@ class HSTULayer(nn.Module):
         # split as a [B N, 4 H d] matrix: its backward then concatenates 2-D gradients, which torch does
         # about 4x faster on CPU than the same concatenation of [B, N, .] tensors (same values)
         u, v, q, k = (t.view(B, N, H * d) for t in uvqk.flatten(0, 1).split(H * d, dim=-1))  # each [B, N, H d]
-        q = q.view(B, N, H, d).transpose(1, 2)  # [B, H, N, d]
-        k = k.view(B, N, H, d).transpose(1, 2)
-        v = v.view(B, N, H, d).transpose(1, 2)
-        # SiLU(MASKED + anything finite) is exactly -0.0 with a zero gradient: masking costs no extra pass
+        q, k, v = (t.view(B, N, H, d).transpose(1, 2) for t in (q, k, v))  # each [B, H, N, d]
         bias = self.bias(buckets, kernel.fast) + mask_bias  # [B, N, N]
         if kernel.fast:
             attn = pointwise_attention(q, k, v, bias, spans, block_elements=kernel.block_elements)  # [B, H, N, d]
