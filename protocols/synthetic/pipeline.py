@@ -74,7 +74,6 @@ def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAU
     long_view = np.empty(len(user), dtype=np.int8)
     effective_view = np.empty(len(user), dtype=np.int8)
     true_p[order], long_view[order], effective_view[order] = p_o, lv_o, ev_o
-    history_logit = hist_o
     del p_o, lv_o, ev_o, order
     bar.update()
 
@@ -113,7 +112,7 @@ def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAU
         oracle_auc=_oracle_auc(true_p[file_order], lv),
         # what a model blind to history could at best reach: the logit without the history term
         oracle_auc_without_history=_oracle_auc(static[file_order], lv),
-        history_term_sd=float(history_logit.std()),
+        history_term_sd=float(hist_o.std()),
     )
     bar.update()
     bar.close()
