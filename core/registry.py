@@ -1,7 +1,4 @@
-"""A tiny name -> object registry used by the protocol, source and architecture registries.
-
-New components register themselves with a decorator in their own file; nothing else needs editing.
-"""
+"""A tiny name -> object registry used by the protocol, source and architecture registries."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -34,11 +34,7 @@ class HistoryIndex:
 @register("exposure")
 @dataclass(frozen=True)
 class ExposureProtocol:
-    """Legal history from the full exposure log with a feedback delay (seconds).
-
-    The fields are the protocol's parameters and their defaults (the only place they are defined);
-    `protocols.prepare.PrepareConfig` passes on the ones a prepare config sets.
-    """
+    """Legal history from the full exposure log with a feedback delay (seconds)."""
 
     history_len: int = 128
     delay_s: float = 60.0

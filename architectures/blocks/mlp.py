@@ -1,12 +1,7 @@
-"""The ReLU MLP used by tokenizers, heads and the DIN / DeepFM deep networks (biases on), and the prediction head.
-
-`MLP(in_dim, hidden, out_dim)`: Linear -> ReLU -> Linear for one hidden width, or
-Linear -> ReLU -> ... -> Linear through every width of a sequence `hidden` (an empty sequence is one
-Linear). Layers are `nn.Sequential` children 0, 1, 2, ... in that order.
-
-`PredictionHead`, the head of every model: flatten the final tokens, then in_dim -> hidden -> 1, once per task
-(docs/architectures.md, "The model contract"; docs/tasks.md). One task gives logits [B] from `mlp`, its
-parameters named as before multi-task runs existed; T tasks give [B, T], task 0 from `mlp`.
+"""The ReLU MLP used by tokenizers, heads and the DIN / DeepFM deep networks (biases on; an empty `hidden` sequence
+is one Linear; layers are `nn.Sequential` children 0, 1, 2, ...), and `PredictionHead`, the head of every model
+(docs/architectures.md, "The model contract"; docs/tasks.md): task 0 comes from `mlp`, so one task's parameters
+are named as before multi-task runs existed.
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Write a generated log in RecFlow's on-disk layout (plus the truth side files) into a folder.
-
-Per day: `realshow/DAY.feather` with RecFlow's 30 columns (leading-space ` category_level_two`
-included, realistic integer widths), `synthetic_truth/DAY.feather` with `true_p` (float64) aligned row by
-row with the realshow file, and optionally `seq_effective_50_dict/DAY.pkl`: for every request r of user u at
-time t, the (up to) 50 most recent exposures of u with effective_view = 1 and request_timestamp strictly before
-t, oldest first, right-aligned in a [50, 10] int64 array whose leading unused rows are zero (columns:
-`recflow_format.AUTHOR50_COLUMNS`; `EffectiveViewIndex`: one searchsorted on (user, time) keys gives each
-request's window end).
+"""Write a generated log in RecFlow's on-disk layout into a folder: per day the realshow file, the truth side file
+and optionally the author-50 pickle (the files: docs/data.md, "The synthetic log"). A request's author-50 array
+holds the (up to) 50 most recent effective views of its user strictly before its time, oldest first, right-aligned
+with zero leading rows; `EffectiveViewIndex` finds each request's window end with one searchsorted.
 """
 from __future__ import annotations
 
