@@ -38,18 +38,6 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _top_parser() -> argparse.ArgumentParser:
-    lines = "\n".join(f"  {name:<14} {help_}" for name, _, help_ in COMMANDS)
-    p = argparse.ArgumentParser(
-        prog="recscale",
-        description="Ablation and scaling-law benchmark harness for unified recommendation rankers.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"commands:\n{lines}\n\nRun `recscale COMMAND --help` for a command's options.",
-    )
-    p.add_argument("command", nargs="?", help="one of the commands below")
-    return p
-
-
 def reexec_under_malloc(args: argparse.Namespace) -> None:
     """Run this command line again (`-m cli ARGV`) under harness.perf's glibc malloc settings, once, when
     `main()` runs as the program (`train`, `bench` and `sweep --dry-run`); otherwise return."""
@@ -70,7 +58,14 @@ def check_arch(name: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     process_argv = list(sys.argv[1:]) if argv is None else None
     argv = list(sys.argv[1:] if argv is None else argv)
-    top = _top_parser()
+    lines = "\n".join(f"  {name:<14} {help_}" for name, _, help_ in COMMANDS)
+    top = argparse.ArgumentParser(
+        prog="recscale",
+        description="Ablation and scaling-law benchmark harness for unified recommendation rankers.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"commands:\n{lines}\n\nRun `recscale COMMAND --help` for a command's options.",
+    )
+    top.add_argument("command", nargs="?", help="one of the commands below")
     if not argv or argv[0] in ("-h", "--help"):
         top.print_help()
         return 0 if argv else 2
