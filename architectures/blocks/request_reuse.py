@@ -1,13 +1,8 @@
 """Request reuse: compute the candidate-independent (history) side once per request, then give every candidate
 its result; the one implementation behind every model's `reuse_requests` switch (when it is exact, and why it
-is off by default: docs/architectures.md, "Configuration").
-
-    out = history_per_request(encode, batch, enabled=cfg.reuse_requests)
-
-`encode` receives only the history keys of the batch (`HISTORY_KEYS`), so it cannot read the candidate; its
-result (a tensor, a tuple / list, or an object with `index_rows(index)`, batch axis first) is computed on the
-first candidate of each request and gathered back; the gathers' backward sums the candidates' gradients into
-their request's row.
+is off by default: docs/architectures.md, "Configuration"). The result (see `RequestGroups.expand_tree`) is
+computed on the first candidate of each request and gathered back; the gathers' backward sums the candidates'
+gradients into their request's row.
 """
 from __future__ import annotations
 
@@ -78,9 +73,9 @@ def history_per_request(
 ) -> R:
     """`fn(history)` for every candidate, computed once per unique request when `enabled`.
 
-    `history` holds only the `keys` entries of `batch`. With `enabled=False`, or when every candidate
-    is its own request, `fn` runs on the full batch; the result is the same either way when the
-    history is request-level.
+    `history` holds only the `keys` entries of `batch` (`HISTORY_KEYS`: `fn` cannot read the candidate). With
+    `enabled=False`, or when every candidate is its own request, `fn` runs on the full batch; the result is the
+    same either way when the history is request-level.
     """
     history: dict[str, torch.Tensor] = {k: batch[k] for k in keys}
     if not enabled:

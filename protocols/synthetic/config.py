@@ -1,8 +1,5 @@
-"""Every knob of the synthetic generator, as typed dataclasses, plus the four named scales.
-
-`SyntheticConfig` = `ScaleConfig` (how much data) + `WorldConfig` (users, videos, authors, categories)
-+ `SessionConfig` (when requests happen and how many videos each shows) + `SignalConfig` (the planted
-label model). Defaults are the documented values; `scale_config(name)` returns the preset of a scale.
+"""Every knob of the synthetic generator, as typed dataclasses (`SyntheticConfig` = scale + world + sessions +
+signal; the defaults are the values docs/data.md documents), the four named scales and the planted worlds.
 """
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 Sessions per (user, day) ~ Poisson(activity_u * traffic_d * base); a session starts at a time of day drawn
 from a two-peak diurnal profile (lunch, evening). Request times do not depend on labels; the availability
 rule then decides, per target, whether the previous requests of a session are already legal history.
-Requests falling after the last day are dropped. Every day holds at least one request (docs/data.md, "The
-synthetic log").
+Requests falling after the last day are dropped; an empty day gets one (docs/data.md, "The synthetic log").
 """
 from __future__ import annotations
 
