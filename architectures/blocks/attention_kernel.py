@@ -1,9 +1,6 @@
-"""Which kernel computes the softmax attentions: the explicit matmuls written in each block (the plain PyTorch
-reference op), or torch's fused `scaled_dot_product_attention` (`sdpa_attention` here, the fast op, with the
-explicit ops' masking rule exactly). As in generative-recommenders, an op takes its kernel as an argument; a
-module that calls one (`UsesAttentionKernel`) holds it in `attention_kernel`, set on a whole model by
-`set_attention_kernel` (`architectures.build(..., attention=)`). The kernels and FLOP counting: docs/training.md,
-"Speed"; tests/test_attention_kernels.py compares the fast op with each reference op, forward and backward.
+"""Which kernel computes the softmax attentions: the explicit matmuls written in each block (the reference op) or
+torch's fused `scaled_dot_product_attention` (`sdpa_attention`, with the explicit ops' masking rule exactly); an op
+takes it as an argument and a module holds it (docs/architectures.md, "Shared blocks"; docs/training.md, "Speed").
 """
 from __future__ import annotations
 

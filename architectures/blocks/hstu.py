@@ -98,8 +98,7 @@ def mask_to_bias(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torc
 
 
 # `table_lookup`: `table[index]` on CPU as an `index_select` forward and a `scatter_add_` backward in fixed rows
-# of partial sums, bit-identical to plain indexing at one thread and deterministic at any thread count; CUDA keeps
-# plain indexing. The measurements and the rounding argument: docs/training.md, "CPU kernels".
+# of partial sums; CUDA keeps plain indexing. Why, and the rounding: docs/training.md, "CPU kernels".
 #: Rows of partial sums per torch thread in the backward with more than one thread (`_scatter_sum`).
 ROWS_PER_THREAD = 8
 

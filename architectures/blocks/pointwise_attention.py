@@ -17,10 +17,9 @@ import torch.nn.functional as F
 #: (docs/training.md, "CPU kernels", says how they were chosen).
 ONE_THREAD_BUDGET_MIB = 4
 MANY_THREADS_BUDGET_MIB = 64
-#: Every block but the last holds a multiple of this many map elements. torch's element-wise CPU kernels
-#: (SiLU among them) run a vectorised loop over whole groups of 2 vectors (at most 32 floats) and a scalar
-#: loop over the remainder, which rounds differently; blocks whose sizes are multiples of 64 put every
-#: element on the same path as in the whole-batch tensor, which keeps the results bit-identical.
+#: Every block but the last holds a multiple of this many map elements, so torch's element-wise CPU kernels
+#: (vectorised over groups of up to 32 floats, scalar over the remainder) take the path, and give the rounding,
+#: of the whole-batch tensor (docs/training.md, "CPU kernels": Numbers).
 ALIGN_ELEMENTS = 64
 #: Query ranges per sequence when spans are used (more than one thread): the causal HSTU map then costs
 #: (1 + 1/QUERY_CHUNKS) / 2 of the full one.
@@ -46,12 +45,10 @@ def block_budget_mib(threads: int) -> int:
 def key_spans(mask: torch.Tensor, chunks: int = QUERY_CHUNKS, *, every_pair: bool = False,
               min_keys: int = MIN_SPAN_KEYS, min_skipped: float = MIN_SKIPPED) -> list[Span] | None:
     """The query ranges of a read mask [B, N, N] (query i, key j) and, for each, the smallest key range that
-    holds every key one of its queries reads in any target; None where spans are not used: `every_pair` (every
-    (query, key) pair computed, as at one thread: the nominal matrix FLOPs, as a peer computes them), one
-    torch thread (where the full maps keep results bit-identical to the explicit form), not on CPU, under a
+    holds every key one of its queries reads in any target; None where spans are not used (docs/training.md,
+    "CPU kernels", key spans): `every_pair` (the nominal matrix FLOPs), one torch thread, not on CPU, under a
     jit trace, or where they would not pay (fewer than `min_keys` keys, less than `min_skipped` of the pairs
-    left out). Keys outside a range are masked for every query of the range, so leaving them out changes no
-    value beyond rounding."""
+    left out)."""
     N = mask.shape[-1]
     if (every_pair or mask.device.type != "cpu" or torch.get_num_threads() <= 1 or torch.jit.is_tracing()
             or N < min_keys):
