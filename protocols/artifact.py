@@ -1,8 +1,7 @@
-"""`PreparedDataset`: read a prepared artifact (memory-mapped; the manifest and file sizes checked on open,
-every checksum with `open(verify=True)`, `protocols.integrity`) and assemble batches of the batch schema
-(`protocols/schema.py`) by gathers from the arrays, with no Python per sample. Batch k depends only on
-(seed, epoch, k); `prefetch_map` assembles batches ahead in threads (numpy gathers release the GIL), in key
-order. Order, ID masking, resuming, prefetch and narrow types: docs/protocols.md, "Batch loader".
+"""`PreparedDataset`: read a prepared artifact (memory-mapped, checked by `protocols.integrity`) and assemble
+batches of the batch schema (`protocols/schema.py`) by gathers, with no Python per sample; `prefetch_map` assembles
+them ahead in threads (numpy gathers release the GIL). Order, ID masking, resuming, prefetch and narrow types:
+docs/protocols.md, "Batch loader".
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Integrity records of a prepared artifact and the checks that read them: the manifest's `integrity` (size and
-blake2b-128 of every other file) and `manifest_blake2b` (its own checksum). `read_manifest` and
-`check_files(checksums=False)` run on every open, `check_files(checksums=True)` on verify, prepare's reuse and
-train; run folders use the same record for their prediction files (`record_of`, `file_problems`). The records,
-which command checks what and the messages: docs/protocols.md, "Integrity".
+"""Integrity records of a prepared artifact and the checks that read them; run folders use the same record for
+their prediction files (`record_of`, `file_problems`). The records, which command checks what and the messages:
+docs/protocols.md, "Prepared dataset (artifact)", Integrity.
 """
 from __future__ import annotations
 

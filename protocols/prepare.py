@@ -71,10 +71,9 @@ ARTIFACT_FILES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """Every data-preparation setting and its default, defined once: `recscale prepare`, `recscale compare-delay`
-    and a sweep's `data:` section (`harness.sweep.schema.DataSection` extends this class) take these fields.
-    Each key, the protocol parameters given by name (kept in `protocol_params`, typed by the protocol's
-    dataclass) and their rules: docs/protocols.md, "Settings: `PrepareConfig`". `split` also accepts a complete
+    """Every data-preparation setting and its default, defined once (`harness.sweep.schema.DataSection` extends
+    this class); the keys, and the protocol parameters given by name (kept in `protocol_params`, typed by the
+    protocol's dataclass): docs/protocols.md, "Settings: `PrepareConfig`". `split` also accepts a complete
     `SplitConfig`; `vocabulary: None` is `train_inputs` here (a sweep may resolve it, harness/sweep/schema.py)."""
 
     EXTRA_KEYS_FIELD: ClassVar[str] = "protocol_params"
