@@ -1,9 +1,6 @@
-"""Atomic file writes: a file is either its previous content or the complete new one (docs/contracts.md).
-
-`atomic_write(path, write)` fills `.<name>.tmp.<pid>` beside `path` (same file system) and `os.replace`s it onto
-`path`; an error or an abort (KeyboardInterrupt, SystemExit) removes the temporary file. A SIGKILL can leave
-it behind: `temporary_glob(name)` finds such leftovers (`harness.run_folder.clean_stale_temporaries`). Folders
-that must appear all at once are built aside and renamed by their writers; this module covers single files.
+"""Atomic writes of single files: a file is either its previous content or the complete new one (docs/contracts.md,
+"Sweeps and analysis"). A SIGKILL can leave the temporary file behind: `temporary_glob(name)` finds such leftovers
+(`harness.run_folder.clean_stale_temporaries`).
 """
 from __future__ import annotations
 

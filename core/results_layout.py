@@ -1,10 +1,7 @@
-"""File and folder names of results, runs and prepared artifacts, defined once.
-
-`prepare` (`protocols`) writes artifacts, training (`harness`) writes run and sweep folders and analysis
-(`analysis`) reads them and writes its report; all import the names from here (`core`, the bottom layer,
-so the imports keep flowing one way). `tests/test_file_names_owned.py` fails when one of these names is
-spelled anywhere else in the package. What each file holds: docs/training.md (the run folder), docs/sweeps.md
-("What a sweep writes", the analysis outputs included) and docs/protocols.md ("Prepared dataset (artifact)").
+"""File and folder names of results, runs and prepared artifacts, defined once, in the bottom layer so that every
+writer and reader imports them one way (docs/contracts.md; `tests/test_file_names_owned.py`). What each file holds:
+docs/training.md (the run folder), docs/sweeps.md ("What a sweep writes") and docs/protocols.md ("Prepared dataset
+(artifact)").
 """
 from __future__ import annotations
 
