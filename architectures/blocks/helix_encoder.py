@@ -2,8 +2,7 @@
 compressions (`window_pool`) (docs/helix.md: the encoder row of "HELIX in recscale" and the `compression`,
 `kv_heads` and `layerscale` switches). It reads only history keys of the batch, so its output can be computed
 once per request (`architectures/helix.py`). Layer l has n_l = `retained[l]` query tokens (non-increasing);
-outputs at invalid query slots are zeroed. Shapes: events [B, L, W] -> list over layers of (tokens [B, n_l, W],
-mask [B, n_l]).
+outputs at invalid query slots are zeroed.
 """
 from __future__ import annotations
 

@@ -3,9 +3,7 @@
 docs/architectures.md, "HSTU layer", "Shared history branch" and "HSTU-only"). X [B, N, D] -> [B, N, D].
 
 The read mask and the bucket matrix are built once per batch (`history_layout`, `sequence_layout`) and shared
-by every layer. The kernels are the encoder's `HSTUKernel` (set by `set_hstu_kernel`): the CPU fast ops
-(`pointwise_attention.py`, `table_lookup` below) or the plain reference ops. `HistoryBranch` is the shared history
-branch of WHALE and Shallow-hybrid: event tokens, then an encoder.
+by every layer; the ops that compute a layer are its encoder's `HSTUKernel`.
 """
 from __future__ import annotations
 

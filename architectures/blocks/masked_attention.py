@@ -3,8 +3,7 @@
 `explicit_attend` is the plain reference op (plain `matmul`s, so fvcore counts them); `attend` takes the kernel
 as an argument (`attention_kernel.py`) and calls `sdpa_attention` under "sdpa", or "auto" on CUDA. Masking rule
 (as WHALE's fusion): keys not allowed get zero weight exactly, and a query with no allowed key reads zero:
-softmax(scores masked to the dtype minimum) times the allowed mask. `KVProjection` projects keys/values once
-(HELIX's lazy K/V cache; GQA with `kv_heads`), `QueryRead` reads a precomputed `KV`, `MultiHeadAttention` is both.
+softmax(scores masked to the dtype minimum) times the allowed mask.
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU (`pointwise_attention`: blocks
-of targets within a memory budget, kept scores for a hand-written backward, `key_spans` with more than one
-thread), and the plain reference op beside it (`explicit_pointwise_attention`), which it equals bit for bit at
-one thread (tests/test_cpu_kernels.py). Every setting is an argument of the op, with the defaults every committed
-result trained with; an HSTU encoder passes those of its `HSTUKernel` (`hstu.py`). Why each choice, with its
-measurements: docs/training.md, "CPU kernels".
+"""HSTU's pointwise attention, `SiLU(q k^T + bias) v`, computed in pieces on CPU (`pointwise_attention`), and the
+plain reference op beside it (`explicit_pointwise_attention`), which it equals bit for bit at one thread. Every
+setting is an argument of the op, defaulting to what every committed result trained with; the pieces, and why
+each choice, with its measurements: docs/training.md, "CPU kernels".
 """
 from __future__ import annotations
 
