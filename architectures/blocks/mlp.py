@@ -22,9 +22,6 @@ class MLP(nn.Sequential):
             in_dim = w
         super().__init__(*layers, nn.Linear(in_dim, out_dim))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        return super().forward(x)
-
 
 class PredictionHead(nn.Module):
     """[B, ...] -> logits [B] (one task) or [B, T]: flatten everything after the batch axis, then one
