@@ -123,16 +123,12 @@ class MeanPoolRead(nn.Module):
         return mean.unsqueeze(1).expand_as(n)  # [B, T, D]
 
 
-READS: dict[str, type[CrossAttentionRead] | type[MeanPoolRead]] = {"attention": CrossAttentionRead,
-                                                                   "mean": MeanPoolRead}
-
-
 class Fusion(nn.Module):
     """One fusion layer: the T non-sequence tokens read the history, then a projection residual and SwiGLU."""
 
     def __init__(self, dim: int, *, ffn_hidden: int, read: Literal["attention", "mean"] = "attention") -> None:
         super().__init__()
-        self.read: CrossAttentionRead | MeanPoolRead = READS[read](dim)
+        self.read = CrossAttentionRead(dim) if read == "attention" else MeanPoolRead(dim)
         self.proj = nn.Linear(2 * dim, dim, bias=False)  # W_F
         self.ffn = SwiGLU(dim, ffn_hidden, "none", input_norm="layer")  # LN inside, residual here
 
