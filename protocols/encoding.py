@@ -4,7 +4,7 @@ The codes (PAD 0, UNK 1, known ids from 2), which exposures each vocabulary is f
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -74,9 +74,6 @@ class NumericStats:
     log_duration_std: float
     log_video_age_mean: float
     log_video_age_std: float
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 def raw_log_features(duration_ms: np.ndarray, upload_ts_s: np.ndarray, request_ts_ms: np.ndarray):

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -370,7 +370,7 @@ def _write_artifact(
         "num_targets": {s: int(len(plan.rows[s])) for s in SPLITS},
         "vocabulary": cfg.vocabulary_rule,
         "vocab_sizes": {f: vocab_size(v) for f, v in vocabs.items()},
-        "numeric_stats": stats.as_dict(),
+        "numeric_stats": asdict(stats),
         "membership": membership,
         "protocol_diagnostics": history.diagnostics,
         "files": ARTIFACT_FILES,
