@@ -72,10 +72,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(value):
                 raise ConfigError(f"{key}: expected {len(args)} items, got {len(value)}")
-            out = [_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
-        else:
-            a = args[0] if args else Any
-            out = [_coerce(v, a, f"{key}[{i}]") for i, v in enumerate(value)]
+        else:  # one element type for every item
+            args = (args[0] if args else Any,) * len(value)
+        out = [_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
         return tuple(out) if origin is tuple else out
     if origin is dict:
         if not isinstance(value, Mapping):
