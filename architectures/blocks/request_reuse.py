@@ -6,7 +6,7 @@ gradients into their request's row.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -69,15 +69,14 @@ def history_per_request(
     batch: Mapping[str, Any],  # a Batch (a TypedDict is a Mapping[str, object], not [str, Tensor])
     *,
     enabled: bool,
-    keys: Iterable[str] = HISTORY_KEYS,
 ) -> R:
     """`fn(history)` for every candidate, computed once per unique request when `enabled`.
 
-    `history` holds only the `keys` entries of `batch` (`HISTORY_KEYS`: `fn` cannot read the candidate). With
+    `history` holds only the `HISTORY_KEYS` entries of `batch`, so `fn` cannot read the candidate. With
     `enabled=False`, or when every candidate is its own request, `fn` runs on the full batch; the result is the
     same either way when the history is request-level.
     """
-    history: dict[str, torch.Tensor] = {k: batch[k] for k in keys}
+    history: dict[str, torch.Tensor] = {k: batch[k] for k in HISTORY_KEYS}
     if not enabled:
         return fn(history)
     groups = RequestGroups.of(batch["request_idx"])
