@@ -52,7 +52,6 @@ def delay_sensitive_requests(req: dict[str, np.ndarray], delay_a_ms: int = 0, de
 def summarize(log: ExposureLog) -> dict:
     """Everything `recscale inspect` prints, as a JSON-ready dict; training ends and testing starts where the
     default split (`SplitConfig`, the RecFlow seed's dates) puts them."""
-    n = len(log)
     req = request_table(log)
     per_request = req["exposures"]
     file_index = log["file_index"]
@@ -70,7 +69,7 @@ def summarize(log: ExposureLog) -> dict:
         "days": len(log.days),
         "first_day": log.days[0].isoformat(),
         "last_day": log.days[-1].isoformat(),
-        "rows": n,
+        "rows": len(log),
         "requests": int(len(req["request_id"])),
         "users": int(len(np.unique(log["user_id"]))),
         "videos": int(len(v_first)),

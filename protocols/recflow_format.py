@@ -77,9 +77,8 @@ def truth_path(root: Path, day: dt.date) -> Path:
 
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
-FIRST_DAY = dt.date(2024, 1, 13)
-NUM_DAYS = 37  # 2024-01-13 .. 2024-02-18 inclusive
-DEFAULT_DAYS: tuple[dt.date, ...] = tuple(FIRST_DAY + dt.timedelta(days=i) for i in range(NUM_DAYS))
+#: The 37 released days, 2024-01-13 .. 2024-02-18 inclusive.
+DEFAULT_DAYS: tuple[dt.date, ...] = tuple(dt.date(2024, 1, 13) + dt.timedelta(days=i) for i in range(37))
 MS_PER_DAY = 86_400_000
 
 
