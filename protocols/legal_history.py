@@ -1,7 +1,6 @@
 """Vectorised legal exposure history (the `exposure` protocol's core): the rule and the windowed search are in
-docs/protocols.md, "Legal history". Since a_r >= t_r, a_{r_e} < t implies t_e < t and r_e != r; the search is
-still bounded to t_e < t, so all four conditions hold by construction. Target requests are processed in chunks,
-so memory stays about chunk * W * 30 bytes.
+docs/protocols.md, "Legal history". The search is bounded to t_e < t as well, and memory stays about
+chunk * W * 30 bytes.
 """
 from __future__ import annotations
 

@@ -40,11 +40,7 @@ def resolve_size(split: str, requested: int | Literal["all"] | None, log_size: i
 
 
 def sample_rows(split_rows: np.ndarray, n: int, *, seed: int, split: str) -> np.ndarray:
-    """`n` rows drawn uniformly without replacement from `split_rows`, returned in ascending order.
-
-    The draw is the first n entries of one permutation seeded by (seed, split), which makes samples
-    of different sizes nested.
-    """
+    """`n` rows drawn uniformly without replacement from `split_rows` (the module docstring's rule), ascending."""
     if n > len(split_rows):
         raise RecscaleError(f"cannot draw {n:,} {split} targets from {len(split_rows):,} exposures")
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, SPLITS.index(split)])))
