@@ -49,7 +49,6 @@ def run(args: argparse.Namespace) -> int:
         for line in diffs:
             print(f"  {line}", file=sys.stderr)
         return 1
-    n = len(flat_keys(fresh))
-    print(f"{run_dir}: all {n} recomputed metrics equal {METRICS_FILE}", file=sys.stderr)
+    print(f"{run_dir}: all {len(flat_keys(fresh))} recomputed metrics equal {METRICS_FILE}", file=sys.stderr)
     return 0
 
