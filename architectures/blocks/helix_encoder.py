@@ -51,11 +51,9 @@ class EncoderLayer(nn.Module):
         self.attn = MultiHeadAttention(width, heads, kv_heads)
         self.norm = nn.RMSNorm(width)
         self.ffn = SwiGLU(width, hidden, gate_up_norm)
-        if layerscale:  # per-channel scales of the two residual branches
-            self.scale_attn: nn.Parameter | None = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
-            self.scale_ffn: nn.Parameter | None = nn.Parameter(torch.full((width,), LAYERSCALE_INIT))
-        else:
-            self.scale_attn = self.scale_ffn = None
+        # with `layerscale`, per-channel scales of the two residual branches
+        self.scale_attn = nn.Parameter(torch.full((width,), LAYERSCALE_INIT)) if layerscale else None
+        self.scale_ffn = nn.Parameter(torch.full((width,), LAYERSCALE_INIT)) if layerscale else None
 
     def forward(self, q: torch.Tensor, q_mask: torch.Tensor, kv: torch.Tensor, kv_mask: torch.Tensor) -> torch.Tensor:
         a = self.attn(q, kv, kv_mask)  # [B, Nq, W]

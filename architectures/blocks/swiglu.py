@@ -42,10 +42,7 @@ class SwiGLU(nn.Module):
         tokens: int | None = None,
     ) -> None:
         super().__init__()
-        if input_norm == "layer":
-            self.norm: nn.LayerNorm | None = nn.LayerNorm(width)
-        else:
-            self.norm = None
+        self.norm = nn.LayerNorm(width) if input_norm == "layer" else None
 
         def linear(i: int, o: int) -> nn.Module:
             return nn.Linear(i, o, bias=False) if tokens is None else PerTokenLinear(tokens, i, o)
