@@ -70,11 +70,26 @@ def split_event_id(event_id):
 # ---------------------------------------------------------------------------------------------
 # Model inputs
 # ---------------------------------------------------------------------------------------------
-#: The categorical inputs of a target (`cat`), in order: the exposure columns user_id .. upload_type.
-CAT_FIELDS: tuple[str, ...] = EXPOSURE_COLUMNS[2:12]
-#: Item-side fields of a history event, the last five of `cat` (video_id .. upload_type); they share
-#: vocabularies (and embedding tables) with `cat`.
-HIST_CAT_FIELDS: tuple[str, ...] = CAT_FIELDS[5:]
+CAT_FIELDS: tuple[str, ...] = (
+    "user_id",
+    "device_id",
+    "age",
+    "gender",
+    "province",
+    "video_id",
+    "author_id",
+    "category_level_one",
+    "category_level_two",
+    "upload_type",
+)
+#: Item-side fields of a history event; they share vocabularies (and embedding tables) with `cat`.
+HIST_CAT_FIELDS: tuple[str, ...] = (
+    "video_id",
+    "author_id",
+    "category_level_one",
+    "category_level_two",
+    "upload_type",
+)
 HIST_FB_FIELDS: tuple[str, ...] = ("effective_view", "long_view")
 #: The label columns a task may predict (`train.tasks`, docs/tasks.md): the target's own feedback fields.
 TASK_LABELS: tuple[str, ...] = HIST_FB_FIELDS
