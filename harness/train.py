@@ -257,8 +257,7 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
     """Validate the epoch just trained (the position has moved past it): keep the best weights, stop early."""
     tc, position = session.tc, session.position
     t_valid = time.perf_counter()
-    ev, lab, sc = session.predict("valid")
-    flat, _ = session.metrics("valid", ev, lab, sc)
+    flat, _ = session.metrics("valid", *session.predict("valid"))
     value = flat[tc.early_stopping_metric]
     epoch_record[tc.early_stopping_metric] = value
     epoch_record["valid_ne"] = flat["valid_ne"]
