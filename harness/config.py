@@ -145,10 +145,6 @@ class RunConfig:
             raise ConfigError(f"arch: unknown architecture {self.arch!r}; valid: {', '.join(architectures.names())}")
         self.model = model_config(self.arch, self.model)
 
-    def model_config(self) -> Any:
-        """The architecture's validated config dataclass (`model`)."""
-        return self.model
-
 
 #: Top-level keys of a run's `--set` options; any other key without a section is a model field.
 RUN_KEYS: tuple[str, ...] = ("arch", "data", "model", "train", "seed")
