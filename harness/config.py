@@ -42,11 +42,8 @@ class TaskConfig:
 
 @dataclass
 class TrainConfig:
-    """How one model is trained and evaluated: every `train.` key and its default (docs/training.md, the run
-    config and "Training rules"); `__post_init__` checks the ranges. Units: targets (`batch_size`,
-    `eval_batch_size`), optimiser steps (`log_every_steps`, `eval_every_steps`), batches and seconds
-    (`checkpoint_every_batches`, `checkpoint_every_s`). 0 turns off grad_clip, early stopping,
-    `checkpoint_every_batches`, `log_every_steps` and `eval_every_steps`; `num_threads: 0` is torch's default."""
+    """How one model is trained and evaluated: every `train.` key, its default and what 0 turns off (docs/training.md:
+    the run config, "Training rules", "Curves"); `__post_init__` checks the ranges."""
 
     lr: float = 1e-3
     weight_decay: float = 1e-5
@@ -147,10 +144,6 @@ class RunConfig:
         if self.arch not in architectures.names():
             raise ConfigError(f"arch: unknown architecture {self.arch!r}; valid: {', '.join(architectures.names())}")
         self.model = model_config(self.arch, self.model)
-
-    def model_config(self) -> Any:
-        """The architecture's validated config dataclass (`model`)."""
-        return self.model
 
 
 #: Top-level keys of a run's `--set` options; any other key without a section is a model field.

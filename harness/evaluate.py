@@ -103,13 +103,9 @@ def split_metrics(
     split: str, event_id: np.ndarray, label: np.ndarray, score: np.ndarray, columns: dict[str, np.ndarray],
     tasks: Sequence[TaskConfig] = (),
 ) -> tuple[dict[str, float], dict[str, dict[str, dict[str, float]]]]:
-    """(flat metrics, {split name: grouped metrics}) of each task (harness/tasks.py): flat holds `<split>_n`,
-    `<split>_positives` and `<split>_<metric>` of every registered metric, and `oracle_<split>_<metric>` where
-    `columns` holds `true_p`; the groups (`metrics.group_masks`) every metric that needs no user ids and the
-    oracle's headline metrics. `label`, `score` and `columns["label"]` (the dataset's labels) are [n], or [n, T]
-    for the T `tasks`; task t > 0 suffixes its keys and its split name with `@<name>`, and only the task of
-    `tasks.ORACLE_LABEL` gets oracle metrics. `columns` holds the targets' `event_id, label, user_id,
-    video_unseen, author_unseen, duration_ms` (and `true_p`), aligned row by row with `label` / `score`."""
+    """(flat metrics, {split name: grouped metrics}) of each task, keyed as docs/training.md ("Metrics") and
+    docs/tasks.md ("Names") list them. `label`, `score` and `columns["label"]` (the dataset's labels) are [n], or
+    [n, T] for the T `tasks`; `columns` (`target_columns`) is aligned row by row with them."""
     if len(event_id) != len(columns["event_id"]) or not np.array_equal(event_id, columns["event_id"]):
         raise PredictionMismatch(
             f"{split}: the {len(event_id)} predicted event ids differ from the dataset's "

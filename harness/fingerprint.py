@@ -13,10 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.runs_columns import ENV_PREFIX
+from harness.runs_columns import ENV_PREFIX as PREFIX  # every key `machine_fingerprint` returns starts with it
 
-#: Every key `machine_fingerprint` returns starts with this (runs.parquet columns of the same names).
-PREFIX = ENV_PREFIX
 #: CPU flags (as /proc/cpuinfo spells them) that change which kernels torch, MKL or OpenBLAS run.
 KERNEL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
                 "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")

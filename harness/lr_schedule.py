@@ -37,18 +37,9 @@ class ScheduleConfig:
         return self.kind == "constant" and not self.warmup_steps and not self.warmup_fraction
 
 
-def total_steps(n_targets: int, batch_size: int, epochs: int) -> int:
-    """Optimiser steps of the whole run (the last, partial batch of each epoch is a step)."""
-    return epochs * math.ceil(n_targets / batch_size)
-
-
-def warmup_steps(cfg: ScheduleConfig, total: int) -> int:
-    return cfg.warmup_steps if cfg.warmup_steps else int(round(cfg.warmup_fraction * total))
-
-
 def factor(cfg: ScheduleConfig, step: int, total: int) -> float:
     """Multiplier of `train.lr` at 0-based global step `step` of a run of `total` steps."""
-    w = warmup_steps(cfg, total)
+    w = cfg.warmup_steps if cfg.warmup_steps else int(round(cfg.warmup_fraction * total))
     if step < w:
         return (step + 1) / w
     if cfg.kind == "constant":

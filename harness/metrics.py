@@ -138,6 +138,4 @@ def group_masks(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         "author_unseen": author_unseen,
     }
     bucket = duration_bucket(columns["duration_ms"])
-    for i, name in enumerate(DURATION_BUCKETS):
-        masks[name] = bucket == i
-    return masks
+    return masks | {name: bucket == i for i, name in enumerate(DURATION_BUCKETS)}

@@ -1,9 +1,6 @@
-"""Atomic writers and readers of one run folder: the tree is in docs/training.md, the file names are
-`core.results_layout`, the integrity checks and what a damaged file gives are in docs/reliability.md.
-NaN metrics are stored as JSON null; metrics.json records each prediction file's size and checksum
-("integrity"), and `read_metrics` / `read_predictions` refuse a damaged file with RunFolderError. Learning
-curves (TensorBoard event files written by `harness.train.CurveLogger`) are read back by `read_curves`; their tags
-and when points are written: docs/training.md ("Curves").
+"""Atomic writers and readers of one run folder (`RunFolderError`: a missing or damaged file): the tree, metrics.json
+(NaN as null, the prediction files' `integrity` record) and the learning curves (`read_curves`) are in
+docs/training.md, the file names in `core.results_layout`, what a damaged file gives in docs/reliability.md.
 """
 from __future__ import annotations
 
@@ -20,6 +17,7 @@ import yaml
 
 from core import atomic_write
 from core import results_layout as layout
+from core.atomic_write import write_text
 from core.errors import RecscaleError, one_line
 from protocols import integrity
 
@@ -36,9 +34,6 @@ RUN_FILES: tuple[str, ...] = (
 
 class RunFolderError(RecscaleError):
     """A run folder is missing a file or holds an unreadable one."""
-
-
-write_text = atomic_write.write_text
 
 
 def json_safe(value: Any) -> Any:

@@ -1,8 +1,6 @@
-"""Run health: whether one trial learned, from what it recorded; the one place the thresholds live, and the
-measure of how fast its held-out loss was still falling at its end (`trend_of`: a Theil-Sen slope over the last
-`TAIL` of the run's steps of the learning curve it picks, `run_folder.read_curves`). The statuses, their order, the
-still-falling measure and how `FALLING_FAST` was calibrated: docs/training.md ("Health statuses and the
-still-falling check").
+"""Run health: whether one trial learned, from what it recorded; the one place the thresholds live, and how fast
+its held-out loss was still falling at its end (`trend_of`). The statuses, their order, the still-falling measure
+and how `FALLING_FAST` was calibrated: docs/training.md ("Health statuses and the still-falling check").
 """
 from __future__ import annotations
 

@@ -160,7 +160,7 @@ def build(cfg: RunConfig, out_dir: Path, config: dict[str, Any], dataset: Any, s
     torch.manual_seed(cfg.seed)
     # the kernel of the softmax attentions is the model's: every forward below (cost, steps, evaluation) uses it
     spec = dataclasses.replace(dataset.spec, num_tasks=len(tc.tasks)) if tc.tasks else dataset.spec
-    model = architectures.build(cfg.arch, spec, cfg.model_config(), attention=tc.attention).to(device)
+    model = architectures.build(cfg.arch, spec, cfg.model, attention=tc.attention).to(device)
     key = json.dumps([cfg.arch, config["model"], dataset.fingerprint, device.type, spec.num_tasks], sort_keys=True)
     if key not in _COST_CACHE:
         batch = move_batch(next(iter(dataset.batches("valid", 64, seed=0))), device)
@@ -257,8 +257,7 @@ def validate_epoch(session: Session, curves: CurveLogger, epoch_record: dict[str
     """Validate the epoch just trained (the position has moved past it): keep the best weights, stop early."""
     tc, position = session.tc, session.position
     t_valid = time.perf_counter()
-    ev, lab, sc = session.predict("valid")
-    flat, _ = session.metrics("valid", ev, lab, sc)
+    flat, _ = session.metrics("valid", *session.predict("valid"))
     value = flat[tc.early_stopping_metric]
     epoch_record[tc.early_stopping_metric] = value
     epoch_record["valid_ne"] = flat["valid_ne"]

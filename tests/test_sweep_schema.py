@@ -463,7 +463,7 @@ def test_model_dim_is_validated_once_between_the_yaml_and_the_model(monkeypatch)
     for planned in plan.trials:
         trial = resolve_trial(in_worker, planned.point)
         cfg = RunConfig(arch=trial.arch, data="unused", model=trial.model_config, seed=trial.seed)
-        assert cfg.model_config().dim == run_config_dict(cfg)["model"]["dim"] == planned.model["dim"]
+        assert cfg.model.dim == run_config_dict(cfg)["model"]["dim"] == planned.model["dim"]
     assert len(plan.trials) == 12 and validated == []
     # a value met for the first time (a search's sample) is validated where it arrives, once
     for _ in range(2):

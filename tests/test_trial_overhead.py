@@ -32,7 +32,7 @@ def test_cached_cost_equals_a_fresh_count_and_no_final_checkpoint_changes_nothin
             (tmp_path / "lean" / f"predictions_{split}.parquet").read_bytes()
     # independent count: fvcore on a validation batch of the same model
     ds = PreparedDataset.open(tiny_artifact)
-    model = architectures.build("whale", ds.spec, cfg.model_config()).eval()
+    model = architectures.build("whale", ds.spec, cfg.model).eval()
     batch = next(ds.batches("valid", 64, seed=0))
     with torch.no_grad():
         assert lean["flops_per_target"] == count_flops(model, batch).per_target

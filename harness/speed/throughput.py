@@ -141,11 +141,9 @@ def training_batches(dataset: Any, tc: TrainConfig, seed: int) -> Generator[Any,
 
 
 def phase_times(step: TrainStep, batches: Iterator[Any], device: torch.device, *, steps: int) -> dict[str, float]:
-    """Milliseconds per iteration of each of `PHASES` over `steps` iterations of the training loop's work:
-    waiting for the next of `batches` (the loader's start-up in the first wait, as every epoch pays it), the
-    loop's bookkeeping (learning-rate schedule, `move_batch`, loss meter, learning curves at the default
-    `train.log_every_steps`, as `harness.train.train_epoch` calls them), then the step's own phases
-    (`TrainStep.forward_loss`, `backward`, `update`), the device synchronised before each clock reading."""
+    """Milliseconds per iteration of each of `PHASES` (docs/training.md, "`recscale bench`") over `steps` iterations
+    of `harness.train.train_epoch`'s work on `batches` (the loader's start-up in the first wait, as every epoch pays
+    it), the device synchronised before each clock reading."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     totals = dict.fromkeys(PHASES, 0.0)
     last = [time.perf_counter()]

@@ -1,6 +1,3 @@
 """Sweeps: a YAML file -> validated schema (`schema.py`) -> trial plan (`plan.py`) -> Ray Tune (`launcher.py`) -> run
 folders -> runs.parquet (`collect.py`). The map of the modules: docs/architecture.md; the user's view: docs/sweeps.md.
 """
-from .schema import Sweep, SweepConfig, load_sweep, parse_sweep
-
-__all__ = ["Sweep", "SweepConfig", "load_sweep", "parse_sweep"]

@@ -69,8 +69,7 @@ def with_digests(frame: pd.DataFrame) -> pa.Table:
 def collect_runs(sweep_dir: Path) -> pd.DataFrame:
     """Build and atomically write `runs.parquet`; returns the table (empty when nothing finished)."""
     sweep_dir = Path(sweep_dir)
-    rows = finished_rows(sweep_dir)
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(finished_rows(sweep_dir))
     if not table.empty:
         first = C.leading_columns()
         config = sorted(c for c in table.columns if c.startswith(C.CONFIG_PREFIXES))

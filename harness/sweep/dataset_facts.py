@@ -69,7 +69,6 @@ def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str,
     out: dict[str, Any] = {"format": FORMAT, "datasets": {}, "pairs": []}
     for d, prep in datasets.items():
         ds = opened[d]
-        protocol = str(prep["protocol"])
         splits = {}
         for split in SPLITS:
             event_id, hist = split_of[d, split]
@@ -79,7 +78,7 @@ def dataset_facts(datasets: Mapping[str, Mapping[str, Any]], paths: Mapping[str,
                              "mean_valid_length": float(lengths.mean()) if len(lengths) else 0.0,
                              "empty_history_targets": int((lengths == 0).sum())}
         out["datasets"][d] = {
-            "protocol": protocol,
+            "protocol": str(prep["protocol"]),
             "delay_s": prep.get("delay_s"),  # a dataset holds only its protocol's parameters
             "history_len": int(ds.spec.history_len), "artifact": ds.path.name, "fingerprint": ds.fingerprint,
             "protocol_diagnostics": ds.manifest.get("protocol_diagnostics", {}), "splits": splits}

@@ -31,6 +31,7 @@ from core.results_layout import (
     SEEDS_ADDED_FILE,
     SUMMARY_FILE,
     SWEEP_FILE,
+    TUNING_DIR,
     TUNING_FILE,
 )
 from core.typed_config import ConfigError, from_dict
@@ -441,13 +442,12 @@ def run_sweep(
     write_dataset_facts(sweep_dir, {d.dataset_id: d.prepare for d in plan.datasets}, dataset_paths)
     timings = {"prepare_s": time.perf_counter() - t0}
 
-    per_trial = sweep.config.resources.ray_request()
     entered = False
     stage = None
     planned, rounds = len(plan.trials), dict[str, Any]()
     try:
         with catch_interrupts(), quiet_ray_notices(verbose), \
-                ray_session(address, num_cpus=num_cpus, per_trial=per_trial):
+                ray_session(address, num_cpus=num_cpus, per_trial=sweep.config.resources.ray_request()):
             entered = True
             timings["ray_start_s"] = time.perf_counter() - t0 - timings["prepare_s"]
             fixed: dict[str, Any] = {}
@@ -534,7 +534,7 @@ def _tuning_stage(sweep: Sweep, sweep_dir: Path, dataset_paths: dict[str, str], 
     timings["tuning_s"] = stage.wall_s
     if stage.failed or stage.interrupted:
         return None, stage
-    choice = tuning.choose(sweep, finished_rows(tuning.tuning_dir(sweep_dir)))
+    choice = tuning.choose(sweep, finished_rows(sweep_dir / TUNING_DIR))
     tuning.write_choice(sweep_dir, choice)
     return choice, stage
 
@@ -546,6 +546,6 @@ def _collect(sweep_dir: Path, plan: SweepPlan) -> tuple[int, dict[str, int] | No
     finished = int((table[C.STAGE] == "grid").sum()) if not table.empty else 0
     if plan.sweep.config.tuning is None:
         return finished, None
-    folder = tuning.tuning_dir(sweep_dir)
+    folder = sweep_dir / TUNING_DIR  # the tuning trials' runs/ and runs.parquet
     return finished, {"planned": len(plan.tuning_trials),
                       "finished": len(collect_runs(folder)) if folder.is_dir() else 0}

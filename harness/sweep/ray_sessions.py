@@ -141,12 +141,12 @@ def check_address_reachable(address: str | None, *, timeout_s: float = ADDRESS_C
         return
     target = address.split("://", 1)[-1]
     host, sep, port_text = target.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536 or not host.strip("[]"):
-        what = ("no port" if not sep else f"port {port_text!r} is not a number from 1 to 65535"
-                if not port_text.isdigit() or not 0 < int(port_text) < 65536 else "no host")
-        raise RaySessionError(f"--address {address}: expected HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379) or auto; "
-                         f"{what}")
     host = host.strip("[]")
+    what = ("no port" if not sep else f"port {port_text!r} is not a number from 1 to 65535"
+            if not (port_text.isdigit() and 0 < int(port_text) < 65536) else "" if host else "no host")
+    if what:
+        raise RaySessionError(f"--address {address}: expected HOST:PORT (the head's GCS, e.g. 10.0.0.1:6379) or auto; "
+                              f"{what}")
     try:
         conn = socket.create_connection((host, int(port_text)), timeout=timeout_s)
     except OSError as e:
@@ -287,15 +287,13 @@ class SessionRecord:
     def driver_alive(self) -> bool:
         """Whether the driver runs: its pid is alive with the recorded start time (a reused pid is another process)."""
         start = process_start(self.driver_pid)
-        if start is None:
-            return False
-        return self.driver_start is None or start == self.driver_start
+        return start is not None and (self.driver_start is None or start == self.driver_start)
 
     def owned_temp_dir(self) -> Path | None:
-        """The recorded folder when it is one this module creates (directly under /tmp, named rs-*)."""
+        """The recorded folder when it is one this module creates (directly under /tmp, named rs-*) and still exists."""
         path = Path(self.temp_dir)
         if path.is_absolute() and path.parent == TEMP_ROOT and path.name.startswith(TEMP_PREFIX) \
-                and ".." not in path.parts:
+                and ".." not in path.parts and path.exists():
             return path
         return None
 
@@ -398,8 +396,6 @@ def remove_stale(*, dry_run: bool = False, grace_s: float = STOP_GRACE_S) -> tup
     for rec in [r for r in records if r.host == socket.gethostname() and not r.driver_alive()]:
         pids = session_processes(rec.session)
         folder = rec.owned_temp_dir()
-        if folder is not None and not folder.exists():
-            folder = None
         if not dry_run:
             pids = _end(pids, grace_s)
             if folder is not None:

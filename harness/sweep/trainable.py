@@ -140,10 +140,8 @@ def fails_alike(error: Exception, sweep_dir: Path, trial_id: str) -> bool:
 
 def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start: float) -> dict[str, Any]:
     sweep_dir = Path(context.sweep_dir)
-    resources = context.sweep.config.resources
-    threads = trial_threads(trial, resources)  # train.num_threads, else the sweep's CPUs per trial
     train = from_dict(TrainConfig, trial.train, prefix="train.")
-    train.num_threads = threads
+    train.num_threads = trial_threads(trial, context.sweep.config.resources)
     torch.set_num_threads(train.num_threads)
     cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
                     model=trial.model_config, train=train, seed=trial.seed)

@@ -15,7 +15,7 @@ import numpy as np
 
 from core.atomic_write import write_text
 from core.errors import RecscaleError
-from core.results_layout import TUNING_DIR, TUNING_FILE
+from core.results_layout import TUNING_FILE
 from harness.run_folder import json_safe
 
 from ..run_health import REASONS_KEY as HEALTH_REASONS
@@ -110,9 +110,8 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
     out = []
     for sid, point in settings(sweep).items():
         table, status = tables.get(sid, {}), health.get(sid, {})
-        unhealthy = failed.get(sid, set())
         try:
-            best, means, healthy = choose_values(values, seeds, table, mode, unhealthy)
+            best, means, healthy = choose_values(values, seeds, table, mode, failed.get(sid, set()))
         except ValueError:
             raise TuningError(f"tuning: setting {sid}: no value of {t.param} has a finite {t.metric} in every tuning "
                               f"seed ({len(table)} of {len(values) * len(seeds)} trials reported one)") from None
@@ -122,11 +121,6 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
                   for v in values for s in seeds],
             healthy=healthy, fallback=not any(h and m is not None for h, m in zip(healthy, means, strict=True))))
     return TuningChoice(param=t.param, metric=t.metric, mode=mode, grid=values, seeds=seeds, settings=out)
-
-
-def tuning_dir(sweep_dir: Path) -> Path:
-    """The folder of the tuning trials (`runs/<trial>/`, `runs.parquet`)."""
-    return Path(sweep_dir) / TUNING_DIR
 
 
 def write_choice(sweep_dir: Path, choice: TuningChoice) -> None:
