@@ -91,13 +91,8 @@ def level_fit(lx: np.ndarray, gain: np.ndarray) -> tuple[float, float] | None:
 
 def seed_lines(lx: np.ndarray, gain: np.ndarray, who: np.ndarray) -> dict[int, tuple[float, float]]:
     """seed -> (slope, intercept) of the level fit through that seed's points (seeds with a positive curve)."""
-    out = {}
-    for s in np.unique(who):
-        mine = who == s
-        line = level_fit(lx[mine], gain[mine])
-        if line is not None:
-            out[int(s)] = line
-    return out
+    lines = {int(s): level_fit(lx[who == s], gain[who == s]) for s in np.unique(who)}
+    return {s: line for s, line in lines.items() if line is not None}
 
 
 def _observations(x, gains, seeds, labels, skip):

@@ -121,8 +121,7 @@ def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None)
     cfg = analysis_config(section)
     runs = hashable_lists(pd.DataFrame(records))
     cols = config_columns(runs)
-    baseline = cfg.baseline or default_baseline(runs)
-    ref = resolve_reference(runs, cfg, baseline, cols)
+    ref = resolve_reference(runs, cfg, cfg.baseline or default_baseline(runs), cols)
     if not ref.families:
         return f"scaling reference {ref.description}: no other architecture to fit"
     sizes = size_columns(runs, cols, cfg.scaling.size_by)
