@@ -1,6 +1,5 @@
-"""Power law of a gain against compute, gain = e^intercept x^slope by least squares on the gains (a gain <= 0 is
-a point like any other), each seed fitted alone and the seeds' lines averaged, t interval with df = seeds - 1;
-the pseudo-replicated per-point interval only for comparison. docs/analysis.md, *Scaling fits*."""
+"""Power law of a gain against compute: each seed fitted alone, the seeds' lines averaged, a t interval over seeds
+(and the pseudo-replicated per-point one, for comparison only); method: docs/analysis.md, *Scaling fits*."""
 from __future__ import annotations
 
 import warnings

@@ -1,6 +1,5 @@
-"""The reference a scaling gain is measured against, validated on the runs (`resolve_reference`) or on a sweep's
-planned trials (`check_planned`), and the slope against every setting of it (`slopes_by_reference`).
-docs/analysis.md, "Reference" and "Reference sensitivity"."""
+"""The scaling reference, validated on the runs (`resolve_reference`) or planned trials (`check_planned`), and the
+slope against each of its settings (`slopes_by_reference`): docs/analysis.md, "Reference", "Reference sensitivity"."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
