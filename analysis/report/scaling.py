@@ -204,8 +204,7 @@ def _helix_lines(res) -> list[str]:
 def scaling_section(res: AnalysisResult) -> list[str]:
     out = ["## Scaling fits", ""]
     if not res.scaling:
-        why = res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]
-        return out + why + [""]
+        return out + (res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]) + [""]
     out += _block("### Power law of the gain, the seed as the unit",
                   f"Gain of each family over the reference **{res.scaling[0].reference}**, x on each family's axis "
                   f"({res.scaling[0].convention.x_label}): gain = e^intercept · x^slope ({METHOD_POINTER}, *Scaling "
