@@ -8,9 +8,6 @@ from core.typed_config import ConfigError, from_dict
 from harness import metric_registry
 from harness import runs_columns as C
 
-QuestionKind = Literal["comparison", "ablation_set", "slope", "slope_difference"]
-Expect = Literal["a", "b", "either"]
-
 
 @dataclass
 class QuestionConfig:
@@ -18,14 +15,14 @@ class QuestionConfig:
     difference; the keys each kind reads and what settles it: docs/analysis.md, *Questions*."""
 
     name: str = ""
-    kind: QuestionKind = "comparison"
+    kind: Literal["comparison", "ablation_set", "slope", "slope_difference"] = "comparison"
     metric: str = "auc"
     metrics: list[str] = field(default_factory=list)  # a comparison asked on each (one Holm family): `metric` unused
     a: dict[str, Any] = field(default_factory=dict)
     b: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, list] = field(default_factory=dict)
     where: dict[str, Any] = field(default_factory=dict)
-    expect: Expect = "either"
+    expect: Literal["a", "b", "either"] = "either"
     source: str = ""
     smallest_effect: float = 0.0
     switch: str = ""
@@ -80,11 +77,6 @@ class QuestionConfig:
         self.name = self.name or f"{describe(self.a)} vs {describe(self.b)}"
 
 
-XAxis = Literal["forward", "training"]
-XUnit = Literal["flops", "gflops"]
-GainKind = Literal["absolute", "relative"]
-
-
 @dataclass
 class ScalingConfig:
     """How scaling points, families, the reference, the axes and family comparisons are formed (the axis, unit and
@@ -93,9 +85,9 @@ class ScalingConfig:
     reference: dict[str, Any] = field(default_factory=dict)
     size_by: list[str] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
-    x_axis: XAxis = "forward"
-    x_unit: XUnit = "flops"
-    gain: GainKind = "absolute"
+    x_axis: Literal["forward", "training"] = "forward"
+    x_unit: Literal["flops", "gflops"] = "flops"
+    gain: Literal["absolute", "relative"] = "absolute"
     compare: list[list[str]] = field(default_factory=list)
     helix_reference: bool = True
     #: named families cut from one architecture's runs by a selector (`{arch: helix, model.name: [...]}`), for

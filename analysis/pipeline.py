@@ -62,10 +62,8 @@ def _warnings(res: AnalysisResult, compare_notes: list[str], *, plots: bool = Tr
     out += list(res.reference.notes) if res.reference is not None else []
     out += [f"{p.label}: no seed with a usable {f.gain_label} (vs {f.reference}); left out of the power law"
             for f in res.scaling for p in f.excluded]
-    for f in res.scaling:
-        if f.fit is not None and f.fit.dropped:
-            out.append(f"{f.family} ({f.gain_label}): {len(f.fit.dropped)} per-seed point(s) left out of the power law "
-                       "(listed with the reason in the report)")
+    out += [f"{f.family} ({f.gain_label}): {len(f.fit.dropped)} per-seed point(s) left out of the power law (listed "
+            "with the reason in the report)" for f in res.scaling if f.fit is not None and f.fit.dropped]
     few = {f.family: f.n_seeds for f in res.scaling if f.fit is not None and 0 < f.n_seeds < MIN_SEEDS}
     out += [f"{fam}: {n} seed(s) (< {MIN_SEEDS}): its slope interval and family comparisons rest on few replicates"
             for fam, n in few.items()]

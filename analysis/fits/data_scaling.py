@@ -9,7 +9,7 @@ from operator import attrgetter
 import numpy as np
 import pandas as pd
 from scipy import optimize
-from scipy.special import logsumexp
+from scipy.special import huber, logsumexp
 
 from harness import runs_columns as C
 
@@ -74,12 +74,6 @@ class Surface:
         return {k: getattr(self, k) for k in PARAMS}
 
 
-def _huber(r: np.ndarray) -> np.ndarray:
-    """The Huber loss (threshold HUBER_DELTA) of each residual."""
-    a = np.abs(r)
-    return np.where(a <= HUBER_DELTA, 0.5 * a ** 2, HUBER_DELTA * (a - 0.5 * HUBER_DELTA))
-
-
 def _objective(theta: np.ndarray, ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> tuple[float, np.ndarray]:
     """Huber loss of log residuals and its gradient in theta = (a, b, e, alpha, beta)."""
     a, b, e, alpha, beta = theta
@@ -90,7 +84,7 @@ def _objective(theta: np.ndarray, ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.n
     w = np.exp(terms - lse)  # softmax weights: d lse / d term
     grad = np.array([np.sum(dr * w[0]), np.sum(dr * w[1]), np.sum(dr * w[2]),
                      np.sum(dr * w[0] * -ln_n), np.sum(dr * w[1] * -ln_d)])
-    return float(_huber(r).sum()), grad
+    return float(huber(HUBER_DELTA, r).sum()), grad
 
 
 def _grid_starts(ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> np.ndarray:
@@ -101,7 +95,7 @@ def _grid_starts(ln_n: np.ndarray, ln_d: np.ndarray, ln_l: np.ndarray) -> np.nda
         _EXPONENT_GRID, _EXPONENT_GRID)))
     a, b, e, alpha, beta = (grid[:, i:i + 1] for i in range(5))
     lse = np.logaddexp(np.logaddexp(a - alpha * ln_n, b - beta * ln_d), e)
-    cost = _huber(lse - ln_l).sum(axis=1)
+    cost = huber(HUBER_DELTA, lse - ln_l).sum(axis=1)
     return grid[np.argsort(cost, kind="stable")[:N_STARTS]]
 
 

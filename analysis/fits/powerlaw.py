@@ -1,6 +1,5 @@
-"""Power law of a gain against compute, gain = e^intercept x^slope by least squares on the gains (a gain <= 0 is
-a point like any other), each seed fitted alone and the seeds' lines averaged, t interval with df = seeds - 1;
-the pseudo-replicated per-point interval only for comparison. docs/analysis.md, *Scaling fits*."""
+"""Power law of a gain against compute: each seed fitted alone, the seeds' lines averaged, a t interval over seeds
+(and the pseudo-replicated per-point one, for comparison only); method: docs/analysis.md, *Scaling fits*."""
 from __future__ import annotations
 
 import warnings
@@ -91,13 +90,8 @@ def level_fit(lx: np.ndarray, gain: np.ndarray) -> tuple[float, float] | None:
 
 def seed_lines(lx: np.ndarray, gain: np.ndarray, who: np.ndarray) -> dict[int, tuple[float, float]]:
     """seed -> (slope, intercept) of the level fit through that seed's points (seeds with a positive curve)."""
-    out = {}
-    for s in np.unique(who):
-        mine = who == s
-        line = level_fit(lx[mine], gain[mine])
-        if line is not None:
-            out[int(s)] = line
-    return out
+    lines = {int(s): level_fit(lx[who == s], gain[who == s]) for s in np.unique(who)}
+    return {s: line for s, line in lines.items() if line is not None}
 
 
 def _observations(x, gains, seeds, labels, skip):

@@ -1,6 +1,5 @@
-"""The reference a scaling gain is measured against, validated on the runs (`resolve_reference`) or on a sweep's
-planned trials (`check_planned`), and the slope against every setting of it (`slopes_by_reference`).
-docs/analysis.md, "Reference" and "Reference sensitivity"."""
+"""The scaling reference, validated on the runs (`resolve_reference`) or planned trials (`check_planned`), and the
+slope against each of its settings (`slopes_by_reference`): docs/analysis.md, "Reference", "Reference sensitivity"."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -121,8 +120,7 @@ def check_planned(records: list[dict[str, Any]], section: dict[str, Any] | None)
     cfg = analysis_config(section)
     runs = hashable_lists(pd.DataFrame(records))
     cols = config_columns(runs)
-    baseline = cfg.baseline or default_baseline(runs)
-    ref = resolve_reference(runs, cfg, baseline, cols)
+    ref = resolve_reference(runs, cfg, cfg.baseline or default_baseline(runs), cols)
     if not ref.families:
         return f"scaling reference {ref.description}: no other architecture to fit"
     sizes = size_columns(runs, cols, cfg.scaling.size_by)

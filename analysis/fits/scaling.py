@@ -111,7 +111,8 @@ def scaling_analysis(results: SweepResults, reference: Reference,
             continue
         whole = setting[C.ARCH] + "".join(f", {c}={show(setting[c])}" for c in labelled)
         for family, rows in arm_rows(cfg.scaling.arms, setting[C.ARCH], arch_rows) or [(whole, arch_rows)]:
-            ref_rows, why = reference_rows(runs, reference, rows, context_columns(fam_cols))
+            context = context_columns(fam_cols)
+            ref_rows, why = reference_rows(runs, reference, rows, context)
             for metric in metrics:
                 if not results.has_metric(metric):
                     continue
@@ -120,16 +121,16 @@ def scaling_analysis(results: SweepResults, reference: Reference,
                 if ref_rows.empty:
                     fam.notes.append(why or "no reference run in this family's setting")
                 else:
-                    _fill(results, fam, rows, ref_rows, sizes)
-                    _reference_sensitivity(results, reference, fam, rows, context_columns(fam_cols))
+                    _fill(results, fam, rows, ref_rows, sizes, reference, context)
                 fam.helix = compare_with_helix(metric, conv, fam.fit.slope_ci if fam.fit else None)
                 out.append(fam)
     return out
 
 
 def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_rows: pd.DataFrame,
-          sizes: list[str]) -> None:
-    """Points (gains paired by seed with the reference) and the fit of one family and metric."""
+          sizes: list[str], reference: Reference, context: list[str]) -> None:
+    """Points (gains paired by seed with the reference), the fit of one family and metric, and its slope against
+    every setting of the reference architecture."""
     col = results.metric_column(fam.metric)
     ref_by_seed = ref_rows.groupby(C.SEED)[col].mean().dropna()
     family_seeds = np.sort(rows[C.SEED].unique())
@@ -153,7 +154,7 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
                                        float(fam.convention.x(flops)), seeds,
                                        fam.convention.gain_of(fam.metric, values, ref), values, share))
     fam.points.sort(key=lambda p: (not np.isfinite(p.x), p.x))
-    skip = _not_learned(results, rows, sizes, fam, seeds)
+    skip = _not_learned(results, rows, fam, seeds)
     learned = np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points])  # [P, S]
     for (p, j) in skip:
         learned[p, j] = np.nan  # a run that did not learn is not a data point
@@ -177,9 +178,14 @@ def _fill(results: SweepResults, fam: FamilyScaling, rows: pd.DataFrame, ref_row
                             metric_registry.get(fam.metric).higher_is_better, fam.convention)
         fam.forms = check_forms(fam.ladder)
         fam.extrapolations = extrapolations(fam.ladder)
+    if fit is not None:
+        fam.reference_slopes = slopes_by_reference(
+            results.runs, reference, rows, context, col, seeds, x,
+            np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points]), [p.label for p in fam.points],
+            lambda v, r: fam.convention.gain_of(fam.metric, v, r))
 
 
-def _not_learned(results: SweepResults, rows: pd.DataFrame, sizes: list[str], fam: FamilyScaling,
+def _not_learned(results: SweepResults, rows: pd.DataFrame, fam: FamilyScaling,
                  seeds: np.ndarray) -> dict[tuple[int, int], str]:
     """(point index, seed index) -> why, for runs whose test AUC is at or below chance, for every metric of the family
     (docs/analysis.md, "Runs that are not data points")."""
@@ -194,14 +200,3 @@ def _not_learned(results: SweepResults, rows: pd.DataFrame, sizes: list[str], fa
             if np.isfinite(a) and a <= CHANCE["auc"]:
                 out[(p, j)] = f"did not learn (test AUC {a:.4f} <= chance {CHANCE['auc']:g}): not a data point"
     return out
-
-
-def _reference_sensitivity(results: SweepResults, reference: Reference, fam: FamilyScaling, rows: pd.DataFrame,
-                           context: list[str]) -> None:
-    """The family's slope against every setting of the reference architecture (needs >= 2 sizes)."""
-    if fam.fit is None or len(fam.points) < 2:
-        return
-    fam.reference_slopes = slopes_by_reference(
-        results.runs, reference, rows, context, results.metric_column(fam.metric), fam.points[0].seeds,
-        np.array([p.x for p in fam.points]), np.stack([cast(np.ndarray, p.value_per_seed) for p in fam.points]),
-        [p.label for p in fam.points], lambda v, r: fam.convention.gain_of(fam.metric, v, r))

@@ -292,12 +292,10 @@ def _runs_varying_only(results: SweepResults, column: str) -> pd.DataFrame:
     return kept if len(kept) else runs
 
 
-def plot_settings(results: SweepResults, path: Path, axes_cols: tuple[str, ...] | None = None) -> Path | None:
+def plot_settings(results: SweepResults, path: Path) -> Path | None:
     """`settings.png`: test AUC against each data setting the sweep varies (docs/analysis.md, *Plots*)."""
-    if axes_cols is None:
-        axes_cols = (C.PROTOCOL, *C.protocol_parameter_columns())
     runs, col = results.runs, results.metric_column("auc")
-    varied = [c for c in axes_cols if c in runs.columns and runs[c].nunique() > 1]
+    varied = [c for c in (C.PROTOCOL, *C.protocol_parameter_columns()) if c in runs.columns and runs[c].nunique() > 1]
     if not varied:
         return None
     fig, axes = _figure(1, len(varied), figsize=(6.0 * len(varied), 4.6), squeeze=False)
@@ -443,7 +441,7 @@ def _name(key: tuple) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "-".join(str(k) for k in key)).strip("_")
 
 
-def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.Series | None,
+def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.Series,
                          plots: Path) -> dict[str, Path]:
     """`{"curves_<family>": png}` for each family with event files; `runs` is every run (`status` per row)."""
     if C.RUN_DIR not in runs.columns:
@@ -479,7 +477,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
         for i, r in sorted(fam.iterrows(), key=lambda ir: size_keys.index(size_of(ir[1]))):  # legend in size order
             c = curves.get(i, {})
             size = size_of(r)
-            bad = status is not None and status.get(i, "ok") != "ok"
+            bad = status.get(i, "ok") != "ok"
             name = ", ".join(f"{s.removeprefix(C.MODEL_PREFIX)}={show(r[s])}" for s in label_cols) or str(r[C.ARCH])
             label = name if size not in labelled else None
             labelled.add(size)
@@ -487,7 +485,7 @@ def plot_learning_curves(results: SweepResults, runs: pd.DataFrame, status: pd.S
             if c.get(LOSS):
                 steps, values = zip(*c[LOSS])
                 axes[0, 0].plot(steps, values, label=label, **style)
-                if bad and status is not None:
+                if bad:
                     axes[0, 0].annotate(f"seed {r[C.SEED]}: {status[i]}", (steps[-1], values[-1]), fontsize=7,
                                         color=colour[size])
             if has_valid and c.get(VALID):

@@ -119,13 +119,9 @@ def _best_lines(res) -> list[str]:
 
 
 def _extrapolation_rows(res) -> list[list[str]]:
-    rows = []
-    for f in res.scaling:
-        unit = UNIT_NAMES[f.convention.x_unit]
-        for e in f.extrapolations:
-            rows.append([f.family, _label(f.metric), e.form, f"{e.step:+.4g}", f"{e.words} {unit}"
-                         if e.determined else e.words])
-    return rows
+    return [[f.family, _label(f.metric), e.form, f"{e.step:+.4g}",
+             f"{e.words} {UNIT_NAMES[f.convention.x_unit]}" if e.determined else e.words]
+            for f in res.scaling for e in f.extrapolations]
 
 
 def _reference_rows(res) -> list[list[str]]:
@@ -155,12 +151,9 @@ def _points_section(res) -> list[str]:
     oracle = any(np.isfinite(p.oracle_gap_closed) for f in base for p in f.points)
     header = ["family", "point", "forward MFLOPs / target", "x", "seeds",
               *[f"{labels[m]} (seed mean)" for m in metrics], *(["share of oracle gap closed"] if oracle else [])]
-    rows = []
-    for f in base:
-        for p in f.points:
-            rows.append([f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
-                         *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics],
-                         *([_f(p.oracle_gap_closed, ".1%")] if oracle else [])])
+    rows = [[f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
+             *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics],
+             *([_f(p.oracle_gap_closed, ".1%")] if oracle else [])] for f in base for p in f.points]
     text = "" if oracle else f" No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap."
     return _block("### Points of each fit", "Seed-mean gains over the reference (every run, as measured), x on the "
                   "fit's axis." + text, header, rows)
@@ -211,8 +204,7 @@ def _helix_lines(res) -> list[str]:
 def scaling_section(res: AnalysisResult) -> list[str]:
     out = ["## Scaling fits", ""]
     if not res.scaling:
-        why = res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]
-        return out + why + [""]
+        return out + (res.notes or [f"No `flops_per_target` in {RUNS_FILE}: no scaling fit."]) + [""]
     out += _block("### Power law of the gain, the seed as the unit",
                   f"Gain of each family over the reference **{res.scaling[0].reference}**, x on each family's axis "
                   f"({res.scaling[0].convention.x_label}): gain = e^intercept · x^slope ({METHOD_POINTER}, *Scaling "
