@@ -221,8 +221,11 @@ def _metric_values(results: SweepResults, paired: PairedRuns, metric: str) -> tu
 def question_deltas(results: SweepResults, question: QuestionConfig) -> list[tuple[PairedRuns, np.ndarray]]:
     """Per stratum of a comparison question: its paired runs and the per-seed deltas A - B of the question's
     metric (in `paired.seeds` order, a seed without a finite value on both sides left out)."""
-    values = ((paired, _metric_values(results, paired, question.metric)) for paired in pair_runs(results, question))
-    return [(paired, a - b) for paired, (_, a, b) in values]
+    out = []
+    for paired in pair_runs(results, question):
+        _, a, b = _metric_values(results, paired, question.metric)
+        out.append((paired, a - b))
+    return out
 
 
 def decide(strata: list[AblationResult], alpha: float, power: float, rounds: RoundsSection | None = None) -> None:
