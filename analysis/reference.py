@@ -24,8 +24,10 @@ from .pipeline import replace_path
 
 #: Files copied from the sweep folder into its reference (everything else is regenerated there).
 REFERENCE_INPUTS = (SWEEP_FILE, RUNS_FILE)
-#: Inputs a reference holds when its sweep has them (docs/sweeps.md, "What a sweep writes"); score ranks written here.
-OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, SEEDS_ADDED_FILE, score_ranks_file("test"), score_ranks_file("valid"))
+#: Files also copied when the sweep has them (docs/sweeps.md, "What a sweep writes").
+COPIED_OPTIONAL_INPUTS = (DATASETS_FILE, TUNING_FILE, SEEDS_ADDED_FILE)
+#: Inputs a reference holds when its sweep has them: the copied ones, and the score ranks written here.
+OPTIONAL_INPUTS = (*COPIED_OPTIONAL_INPUTS, score_ranks_file("test"), score_ranks_file("valid"))
 
 
 def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bool = False) -> Path:
@@ -40,7 +42,7 @@ def publish_reference(sweep_dir: Path | str, out: Path | str, *, trust_edits: bo
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        for name in (*REFERENCE_INPUTS, DATASETS_FILE, TUNING_FILE, SEEDS_ADDED_FILE):  # the first two checked above
+        for name in (*REFERENCE_INPUTS, *COPIED_OPTIONAL_INPUTS):  # the first two checked above
             if (sweep_dir / name).is_file():
                 shutil.copy2(sweep_dir / name, tmp / name)
         _write_ranks(sweep_dir, tmp, trust_edits)
