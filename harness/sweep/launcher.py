@@ -141,7 +141,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
     if stored.exists():
         previous = parse_sweep(stored.read_text(), path=stored)
         added = added_seeds(previous, sweep)
-        if _comparable(previous) != _comparable(sweep) and not added:
+        if not added and _comparable(previous) != _comparable(sweep):
             raise SweepError(f"{stored} differs from {sweep.path or 'the new sweep file'} outside `analysis:` (other "
                              "than seeds added to grid.seed); use a new `name` for a new sweep, or remove the folder "
                              "to start over")
