@@ -30,7 +30,7 @@ class SourceDefaults:
     """What a log of this source gets for the prepare settings a config leaves unset."""
 
     split: Callable[[ExposureLog], SplitConfig]  # the default split of a loaded log (fixed, or from its dates)
-    #: `scaled`: RecFlow's reference target counts scaled to the log's size (`protocols.sampling.default_size`);
+    #: `scaled`: RecFlow's reference target counts scaled to the log's size (`protocols.prepare.default_size`);
     #: `all`: every exposure of each split is a target.
     sizes: Literal["scaled", "all"]
     split_doc: str  # one line saying what the default split is (help texts and docs)

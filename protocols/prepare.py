@@ -1,7 +1,8 @@
 """`prepare`: turn an exposure log into a content-addressed prepared dataset (artifact folder), and
-`PrepareConfig`, every preparation setting. The pipeline (split, targets, histories, vocabularies, encoded
-arrays + manifest written aside and renamed into place), the folder key, the integrity checks before reuse and
-the file layout (`ARTIFACT_FILES`): docs/protocols.md, "Prepared dataset (artifact)".
+`PrepareConfig`, every preparation setting. The target sampling and default sizes: docs/protocols.md, "Targets".
+The pipeline (split, targets, histories, vocabularies, encoded arrays + manifest written aside and renamed into
+place), the folder key, the integrity checks before reuse and the file layout (`ARTIFACT_FILES`):
+docs/protocols.md, "Prepared dataset (artifact)".
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from core import results_layout as layout
 from core.discovery import file_of
+from core.errors import RecscaleError
 from core.typed_config import ConfigError, from_dict, to_dict
 
 from . import PROTOCOLS, SOURCES, load_components, parameter_names, protocol_parameters
@@ -39,7 +41,6 @@ from .integrity import ArtifactDamagedError, seal_manifest, verify_artifact
 from .legal_history import PAD_ROW
 from .log import ExposureLog
 from .output_location import check_writable
-from .sampling import resolve_size, sample_rows
 from .schema import CAT_FIELDS, HIST_CAT_FIELDS, HIST_FB_FIELDS, TRUE_P_COLUMN, UNK
 from .split import BOUNDARY_KEYS, SPLITS, SplitConfig, SplitSettings, format_ms, local_time_parts, split_rows
 
@@ -50,6 +51,9 @@ DEFAULT_VOCABULARY = "train_inputs"
 #: Target labels a dataset can be prepared for (binary feedback columns of the log), default first.
 TASKS: tuple[str, ...] = ("long_view", "effective_view")
 DEFAULT_TASK = TASKS[0]
+#: Target counts of the reference protocol on the full RecFlow exposure log.
+REFERENCE_SIZES: dict[str, int] = {"train": 3_000_000, "valid": 100_000, "test": 200_000}
+REFERENCE_LOG_SIZE = 38_245_315
 
 ARTIFACT_FILES: dict[str, str] = {
     layout.MANIFEST_FILE: "protocol, parameters, source fingerprint, vocab sizes, numeric and membership statistics;"
@@ -159,6 +163,38 @@ def prepare(cfg: PrepareConfig, *, progress: bool = True) -> Path:
         ensure_inputs(cfg.source, Path(cfg.root), progress=progress)
     log = SOURCES.get(cfg.source)(Path(cfg.root))
     return prepare_log(log, cfg, progress=progress)
+
+
+def default_size(split: str, log_size: int, available: int) -> int:
+    """Reference size of `split` scaled to a log of `log_size` exposures, capped at `available`."""
+    scaled = max(1, round(REFERENCE_SIZES[split] * log_size / REFERENCE_LOG_SIZE))
+    return min(scaled, available)
+
+
+def resolve_size(split: str, requested: int | Literal["all"] | None, log_size: int, available: int,
+                 default: str = "scaled", where: str = "") -> int:
+    """The number of targets to draw: `requested` (a count >= 0 or "all", as `PrepareConfig` checked it) or the
+    source's `default` ("scaled" or "all"). `where` describes the split's interval in the error message."""
+    if requested is None and default != "all":
+        return default_size(split, log_size, available)
+    if requested is None or requested == "all":
+        return available
+    if requested > available:
+        raise RecscaleError(
+            f"n_{split}: {requested:,} targets requested but the {split} split{where} holds only "
+            f"{available:,} exposures; lower n_{split} (or set it to 'all')"
+        )
+    return requested
+
+
+def sample_rows(rows: np.ndarray, n: int, *, seed: int, split: str) -> np.ndarray:
+    """`n` of `rows` drawn uniformly without replacement, ascending: the prefix of one seeded
+    permutation per (seed, split), so samples of one seed are nested."""
+    if n > len(rows):
+        raise RecscaleError(f"cannot draw {n:,} {split} targets from {len(rows):,} exposures")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, SPLITS.index(split)])))
+    chosen = rng.permutation(len(rows))[:n]
+    return np.sort(rows[chosen])
 
 
 @dataclass

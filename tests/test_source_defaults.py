@@ -14,8 +14,7 @@ import protocols
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
 from protocols.artifact import PreparedDataset
-from protocols.prepare import PrepareConfig, plan_targets, prepare, prepare_log
-from protocols.sampling import default_size
+from protocols.prepare import PrepareConfig, default_size, plan_targets, prepare, prepare_log
 from protocols.sources import source_defaults
 from protocols.split import SplitConfig, SplitSettings
 

@@ -9,7 +9,7 @@ from scipy import stats
 
 from core.errors import RecscaleError
 from core.typed_config import ConfigError, from_dict
-from protocols.sampling import REFERENCE_LOG_SIZE, default_size, resolve_size, sample_rows
+from protocols.prepare import REFERENCE_LOG_SIZE, default_size, resolve_size, sample_rows
 from protocols.split import SplitConfig, local_time_parts, split_codes, split_rows
 
 UTC8 = dt.timezone(dt.timedelta(hours=8))  # Shanghai has had no DST since 1991: an independent reference

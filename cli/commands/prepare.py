@@ -22,8 +22,7 @@ import protocols
 from core import results_layout as layout
 from core.typed_config import ConfigError, flat_keys, from_dict, parse_set_options
 from protocols import protocol_parameters
-from protocols.prepare import PrepareConfig, prepare
-from protocols.sampling import REFERENCE_SIZES
+from protocols.prepare import REFERENCE_SIZES, PrepareConfig, prepare
 from protocols.split import SplitSettings
 
 #: Flag (argparse dest) -> PrepareConfig key it sets (dotted for nested sections).
