@@ -14,7 +14,7 @@ from core.errors import RecscaleError
 from .availability import UserTimeline
 from .legal_history import PAD_ROW
 from .log import ExposureLog
-from .recflow_format import AUTHOR50_COLUMNS, AUTHOR50_LEN
+from .recflow import AUTHOR50_COLUMNS, AUTHOR50_LEN
 
 _COL_VIDEO, _COL_REQUEST_TS, _COL_REQUEST_ID = 0, 7, 9
 #: Array columns (index, exposure column) compared when a (request_id, video_id) pair is ambiguous.

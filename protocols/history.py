@@ -18,7 +18,7 @@ from .author_history import author50_history_rows
 from .availability import UserTimeline
 from .legal_history import PAD_ROW, legal_history_rows
 from .log import ExposureLog
-from .recflow_format import AUTHOR50_LEN
+from .recflow import AUTHOR50_LEN
 
 __all__ = ["PAD_ROW", "HistoryIndex", "ExposureProtocol", "Author50Protocol"]
 

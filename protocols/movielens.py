@@ -13,7 +13,7 @@ import pandas as pd
 
 from .errors import DataValidationError, check_rows
 from .log import ExposureLog
-from .recflow_format import SHANGHAI
+from .recflow import SHANGHAI
 from .schema import EXPOSURE_COLUMNS, make_event_id
 
 GENRES: tuple[str, ...] = (

@@ -17,8 +17,7 @@ from . import SourceDefaults, register_source
 from .errors import DataValidationError, check_rows
 from .log import ExposureLog
 from .movielens import read_movielens
-from .recflow import read_recflow
-from .recflow_format import truth_path
+from .recflow import read_recflow, truth_path
 from .schema import TRUE_P_COLUMN
 from .split import SplitConfig, tail_split
 

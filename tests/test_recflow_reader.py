@@ -9,8 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import protocols
-from protocols.recflow import read_recflow
-from protocols.recflow_format import DEFAULT_DAYS
+from protocols.recflow import DEFAULT_DAYS, read_recflow
 from protocols.schema import EXPOSURE_COLUMNS, split_event_id
 from protocols.synthetic import generate
 

@@ -18,8 +18,7 @@ import pytest
 
 from cli.main import main
 from protocols.errors import DataValidationError
-from protocols.recflow import read_recflow
-from protocols.recflow_format import day_start_ms
+from protocols.recflow import day_start_ms, read_recflow
 from protocols.schema import EXPOSURE_COLUMNS
 
 DAYS = [dt.date(2024, 1, 13), dt.date(2024, 1, 14), dt.date(2024, 1, 15)]

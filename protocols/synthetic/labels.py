@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..recflow_format import local_hour
+from ..recflow import local_hour
 from .config import SyntheticConfig
 from .world import World
 

@@ -18,7 +18,7 @@ from core.errors import RecscaleError
 from core.typed_config import to_dict
 
 from ..output_location import check_writable
-from ..recflow_format import AUTHOR50_DIR, DEFAULT_DAYS, REALSHOW_DIR, TRUTH_DIR, day_bounds_ms
+from ..recflow import AUTHOR50_DIR, DEFAULT_DAYS, REALSHOW_DIR, TRUTH_DIR, day_bounds_ms
 from . import labels as L
 from .config import DEFAULT_WORLD, RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
 from .exposures import make_exposures

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..recflow_format import MS_PER_DAY
+from ..recflow import MS_PER_DAY
 from .config import SyntheticConfig
 
 CODEBOOK_ROWS = 4096

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from ..recflow_format import (
+from ..recflow import (
     AUTHOR50_COLUMNS,
     AUTHOR50_LEN,
     REALSHOW_DIR,
