@@ -1,5 +1,6 @@
 """MovieLens-100k (`u.data`, `u.user`, `u.item`) mapped onto the canonical exposure table (MovieLens has no
-exposures, sessions, authors or watch times; the mapping is ours): docs/data.md, "MovieLens-100k".
+exposures, sessions, authors or watch times; the mapping is ours): docs/data.md, "MovieLens-100k". Registers the
+`movielens100k` source with its default split (docs/protocols.md, "Sources declare their defaults").
 """
 from __future__ import annotations
 
@@ -11,16 +12,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import SourceDefaults, register_source
 from .errors import DataValidationError, check_rows
 from .log import ExposureLog
 from .recflow import SHANGHAI
 from .schema import EXPOSURE_COLUMNS, make_event_id
+from .split import tail_split
 
 GENRES: tuple[str, ...] = (
     "unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary", "Drama",
     "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller", "War", "Western",
 )
 AGE_BUCKET_EDGES = np.array([18, 25, 35, 45, 50, 56])
+
+#: MovieLens-100k's default split: its last 21 days are test, the 21 before valid (UTC calendar days).
+MOVIELENS_VALID_DAYS = 21
+MOVIELENS_TEST_DAYS = 21
+
+MOVIELENS_DEFAULTS = SourceDefaults(
+    split=lambda log: tail_split(int(log["request_timestamp"].min()), int(log["request_timestamp"].max()),
+                                 valid_days=MOVIELENS_VALID_DAYS, test_days=MOVIELENS_TEST_DAYS, timezone="UTC"),
+    sizes="all",
+    split_doc=f"from the log's dates (UTC): test = the last {MOVIELENS_TEST_DAYS} days, valid = the "
+              f"{MOVIELENS_VALID_DAYS} days before, train = every earlier day")
 
 
 def _read(path: Path, sep: str, names: list[str], digest: hashlib._Hash) -> pd.DataFrame:
@@ -43,7 +57,9 @@ def _ints(path: Path, frame: pd.DataFrame, field: str) -> np.ndarray:
     return values.to_numpy().astype(np.int64)
 
 
+@register_source("movielens100k", defaults=MOVIELENS_DEFAULTS)
 def read_movielens(root: Path | str) -> ExposureLog:
+    """MovieLens-100k folder (u.data, u.user, u.item) mapped onto the canonical table."""
     root = Path(root)
     digest = hashlib.sha256(b"movielens100k-v1")
     p_data, p_user, p_item = root / "u.data", root / "u.user", root / "u.item"

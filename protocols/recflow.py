@@ -6,7 +6,9 @@ default 37 days and their Asia/Shanghai boundaries (a request belongs to the fil
 raises `DataValidationError` naming the file, the 1-based record, the field and the value (the layout and its
 quirks, the rules, event ids and fingerprint: docs/data.md, "RecFlow files and validation"). The author-provided
 50-event histories (`seq_effective_50_dict/YYYY-MM-DD.pkl`) are read lazily per day by `Author50Reader`, only
-through `protocols.safe_pickle`, and checked for shape.
+through `protocols.safe_pickle`, and checked for shape. Registers the `recflow` source and `synthetic` (the
+reader plus `true_p` from the truth side files), with their default split (docs/protocols.md, "Sources declare
+their defaults").
 """
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from . import SourceDefaults, register_source
 from .errors import DataValidationError, check_rows, plain
 from .log import ExposureLog
 from .safe_pickle import load_int_array_dict
-from .schema import EXPOSURE_COLUMNS, make_event_id
+from .schema import EXPOSURE_COLUMNS, TRUE_P_COLUMN, make_event_id
+from .split import SplitConfig
 
 REALSHOW_DIR = "realshow"
 AUTHOR50_DIR = "seq_effective_50_dict"
@@ -122,6 +126,10 @@ def local_hour(ts_ms: np.ndarray) -> np.ndarray:
     """Fractional hour of day in Asia/Shanghai (UTC+8 all year, no DST) of epoch-ms timestamps."""
     return ((np.asarray(ts_ms, dtype=np.int64) // 1000 + 8 * 3600) % 86_400) / 3600.0
 
+
+RECFLOW_DEFAULTS = SourceDefaults(
+    split=lambda log: SplitConfig(), sizes="scaled",
+    split_doc="the RecFlow seed's dates 2024-01-13 / 2024-02-08 / 2024-02-12 / 2024-02-19 (Asia/Shanghai)")
 
 BINARY_COLUMNS: tuple[str, ...] = ("effective_view", "long_view")
 NON_NEGATIVE_COLUMNS: tuple[str, ...] = ("playing_time",)
@@ -275,3 +283,40 @@ class Author50Reader:
                                           f"array of request_id {request_id} must be {AUTHOR50_SHAPE}",
                                           value=str(arr.shape))
         return {k: v.astype(np.int64, copy=False) for k, v in arrays.items()}
+
+
+@register_source("recflow", defaults=RECFLOW_DEFAULTS)
+def load_recflow(root: Path | str, *, days: Iterable[str | dt.date] | None = None,
+                 progress: bool = False) -> ExposureLog:
+    """Real RecFlow `realshow` files (validated); `days` defaults to the 37 released days."""
+    return read_recflow(root, days, progress=progress)
+
+
+def read_truth(log: ExposureLog) -> np.ndarray:
+    """true_p of every row of `log`, from the synthetic truth side files, validated for alignment."""
+    parts = []
+    counts = np.bincount(log.columns["file_index"], minlength=len(log.days))
+    for i, day in enumerate(log.days):
+        path = truth_path(log.root, day)
+        if not path.exists():
+            raise DataValidationError(str(path), TRUE_P_COLUMN,
+                                      "synthetic truth file missing (is this a synthetic log?)")
+        try:
+            p = feather.read_table(str(path), columns=[TRUE_P_COLUMN]).column(0).to_numpy().astype(np.float64)
+        except Exception as e:
+            raise DataValidationError(str(path), TRUE_P_COLUMN, f"unreadable: {e}") from None
+        if len(p) != counts[i]:
+            raise DataValidationError(str(path), TRUE_P_COLUMN,
+                                      f"has {len(p)} rows but the realshow file has {counts[i]}")
+        check_rows(path, TRUE_P_COLUMN, ~((p >= 0) & (p <= 1)), p, "must be a probability")
+        parts.append(p)
+    return np.concatenate(parts)
+
+
+@register_source("synthetic", defaults=RECFLOW_DEFAULTS)
+def load_synthetic(root: Path | str, *, days: Iterable[str | dt.date] | None = None,
+                   progress: bool = False) -> ExposureLog:
+    """A `recscale synth` log: the recflow reader plus `true_p`."""
+    log = read_recflow(root, days, source="synthetic", progress=progress)
+    log.columns[TRUE_P_COLUMN] = read_truth(log)
+    return log

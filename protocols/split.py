@@ -1,7 +1,7 @@
 """Time split of an exposure log into train / valid / test by request time (docs/protocols.md, "Time split"),
 and local calendar parts (day, hour, weekday) of timestamps, used for the training order and the time-cycle
 features. `SplitConfig` is a complete split (defaults: the RecFlow seed's dates in Asia/Shanghai);
-`SplitSettings` any subset of its keys, the rest from the source's default (`protocols.sources`, `tail_split`).
+`SplitSettings` any subset of its keys, the rest from the source's default (`protocols.SourceDefaults`, `tail_split`).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ BOUNDARY_KEYS: tuple[str, ...] = ("train_start", "valid_start", "test_start", "t
 
 @dataclass(frozen=True)
 class SplitSettings:
-    """Split keys a config sets; None = the source's default (see `protocols.sources`).
+    """Split keys a config sets; None = the source's default (see `protocols.SourceDefaults`).
 
     Given keys are checked at load time: the time zone exists, each boundary is an ISO date or
     date-time, and the given boundaries increase. The full split is checked again once resolved.

@@ -67,7 +67,7 @@ def test_one_file_protocol_with_a_new_parameter_sweeps_end_to_end(tmp_path):
     from tiny_logs import reference_availability, reference_history
 
     from protocols.artifact import PreparedDataset
-    from protocols.sources import load_synthetic
+    from protocols.recflow import load_synthetic
 
     path = tmp_path / "my_protocols"
     path.mkdir()
@@ -222,7 +222,9 @@ def test_the_protocol_contract_is_checked_at_registration(cls_text, why):
 
 def test_a_source_and_its_defaults_are_one_entry_and_an_unknown_source_is_an_error():
     import protocols
-    from protocols.sources import MOVIELENS_DEFAULTS, RECFLOW_DEFAULTS, source_defaults
+    from protocols import source_defaults
+    from protocols.movielens import MOVIELENS_DEFAULTS
+    from protocols.recflow import RECFLOW_DEFAULTS
 
     assert protocols.source("movielens100k").defaults is MOVIELENS_DEFAULTS
     assert source_defaults("recflow") is RECFLOW_DEFAULTS and source_defaults("synthetic") is RECFLOW_DEFAULTS

@@ -13,9 +13,9 @@ from tiny_logs import random_log, tiny_source
 import protocols
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
+from protocols import source_defaults
 from protocols.artifact import PreparedDataset
 from protocols.prepare import PrepareConfig, default_size, plan_targets, prepare, prepare_log
-from protocols.sources import source_defaults
 from protocols.split import SplitConfig, SplitSettings
 
 DAY_MS = 86_400_000

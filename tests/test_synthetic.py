@@ -21,8 +21,7 @@ import protocols.synthetic.pipeline as pipeline
 from cli.main import main
 from core.errors import RecscaleError
 from protocols.log_stats import delay_sensitive_requests, request_table, summarize
-from protocols.recflow import DEFAULT_DAYS, RECFLOW_COLUMNS, day_start_ms
-from protocols.sources import load_synthetic
+from protocols.recflow import DEFAULT_DAYS, RECFLOW_COLUMNS, day_start_ms, load_synthetic
 from protocols.synthetic import generate, scale_config
 from protocols.synthetic.world import make_categories
 

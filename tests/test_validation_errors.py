@@ -219,7 +219,7 @@ def test_valid_log_reads_with_stripped_names_and_int64(tmp_path):
 
 @pytest.mark.fault
 def test_truth_file_misaligned_is_refused(tmp_path):
-    from protocols.sources import load_synthetic
+    from protocols.recflow import load_synthetic
 
     root = tmp_path / "log"
     make_log(root)

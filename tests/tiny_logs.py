@@ -187,6 +187,6 @@ def reference_history(
 def tiny_source(log: ExposureLog, name: str = "tinytest") -> SourceEntry:
     """A source entry that reads `log` whatever the root, with RecFlow's defaults (register it with
     `monkeypatch.setitem(protocols.SOURCES._items, name, tiny_source(log))`)."""
-    from protocols.sources import RECFLOW_DEFAULTS
+    from protocols.recflow import RECFLOW_DEFAULTS
 
     return SourceEntry(name, lambda root, **kw: log, RECFLOW_DEFAULTS, __name__)
