@@ -1,9 +1,15 @@
-"""Assemble the synthetic log (world -> requests -> exposures -> labels) and write it atomically."""
+"""Assemble the synthetic log (world -> requests -> exposures -> labels) and write it atomically in RecFlow's
+on-disk layout: per day the realshow file, the truth side file and optionally the author-50 pickle (the files:
+docs/data.md, "The synthetic log"). A request's author-50 array holds the (up to) 50 most recent effective views
+of its user strictly before its time, oldest first, right-aligned with zero leading rows; `EffectiveViewIndex`
+finds each request's window end with one searchsorted.
+"""
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
+import pickle
 import shutil
 import sys
 import tempfile
@@ -11,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
 from tqdm import tqdm
 
 from core.atomic_write import write_json
@@ -18,16 +26,28 @@ from core.errors import RecscaleError
 from core.typed_config import to_dict
 
 from ..output_location import check_writable
-from ..recflow import AUTHOR50_DIR, DEFAULT_DAYS, REALSHOW_DIR, TRUTH_DIR, day_bounds_ms
+from ..recflow import (
+    AUTHOR50_COLUMNS,
+    AUTHOR50_DIR,
+    AUTHOR50_LEN,
+    DEFAULT_DAYS,
+    REALSHOW_DIR,
+    RECFLOW_COLUMNS,
+    RECFLOW_DTYPES,
+    TRUTH_DIR,
+    author50_path,
+    day_bounds_ms,
+    truth_path,
+)
 from . import labels as L
 from .config import DEFAULT_WORLD, RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
 from .exposures import make_exposures
 from .sessions import Requests, make_requests
 from .world import World, make_world
-from .writer import EffectiveViewIndex, write_author50_day, write_day
 
 FORMAT_VERSION = 1
 MARKER = "SYNTHETIC.json"
+_USER_SHIFT = 42
 
 
 def build_log(cfg: SyntheticConfig, seed: int, days: tuple[dt.date, ...] = DEFAULT_DAYS,
@@ -181,8 +201,7 @@ class GeneratedLog:
 
     def effective_view_index(self) -> EffectiveViewIndex:
         """The author-50 arrays' source: every effective view of the log."""
-        rows = np.flatnonzero(self.effective_view == 1)
-        return EffectiveViewIndex(self.columns(rows), np.ones(len(rows), np.int8))
+        return EffectiveViewIndex(self.columns(np.flatnonzero(self.effective_view == 1)))
 
     def requests(self, rows: slice) -> dict[str, np.ndarray]:
         """request_id, request_timestamp, user_id of requests in file order."""
@@ -192,6 +211,61 @@ class GeneratedLog:
             "request_timestamp": self.req.timestamp_ms[o],
             "user_id": self.world.users.external_id[self.req.user[o]],
         }
+
+
+class EffectiveViewIndex:
+    """Effective-view events of the whole log, sorted by (user, request_timestamp, request_id, position)."""
+
+    def __init__(self, columns: dict[str, np.ndarray]):
+        """`columns`: canonical columns of the log's effective views, in file order."""
+        user, ts = columns["user_id"].astype(np.int64), columns["request_timestamp"]
+        self.t0 = int(ts.min()) - 1 if len(ts) else 0
+        keys = (user << _USER_SHIFT) + (ts - self.t0)
+        order = np.argsort(keys, kind="stable")  # input is already in (time, request, position) order
+        self.keys = keys[order]
+        self.rows = np.stack([columns[c][order].astype(np.int64) for c in AUTHOR50_COLUMNS], axis=1)  # [E, 10]
+
+    def arrays(self, user: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """[n, 50, 10] int64 histories of requests given by their user and timestamp."""
+        user = np.asarray(user, dtype=np.int64)
+        end = np.searchsorted(self.keys, (user << _USER_SHIFT) + (ts - self.t0), side="left")
+        begin = np.searchsorted(self.keys, user << _USER_SHIFT, side="left")
+        idx = end[:, None] - AUTHOR50_LEN + np.arange(AUTHOR50_LEN)[None, :]  # [n, 50]
+        valid = idx >= begin[:, None]
+        out = (self.rows[np.where(valid, idx, 0)] if len(self.rows)
+               else np.zeros((len(user), AUTHOR50_LEN, len(AUTHOR50_COLUMNS)), np.int64))
+        out[~valid] = 0
+        return out
+
+
+def write_day(
+    root: Path,
+    day: dt.date,
+    columns: dict[str, np.ndarray],
+    true_p: np.ndarray,
+    author50: EffectiveViewIndex | None,
+    requests: dict[str, np.ndarray],
+) -> None:
+    """Write one day's realshow file, truth file and (if `author50`) 50-history pickle."""
+    # RecFlow's columns from the canonical ones (names without the leading space), in RecFlow's widths
+    arrays = [pa.array(columns[name.strip()].astype(RECFLOW_DTYPES[name], copy=False)) for name in RECFLOW_COLUMNS]
+    realshow = pa.Table.from_arrays(arrays, names=list(RECFLOW_COLUMNS))
+    feather.write_feather(realshow, str(Path(root) / REALSHOW_DIR / f"{day.isoformat()}.feather"))
+    feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
+    if author50 is not None:
+        write_author50_day(root, day, author50, requests)
+
+
+def write_author50_day(root: Path, day: dt.date, author50: EffectiveViewIndex, requests: dict[str, np.ndarray],
+                       folder: Path | None = None) -> None:
+    """Write one day's 50-history pickle: request_id -> int64 [50, 10], for the day's requests.
+
+    `root` is the log folder (the file goes to `seq_effective_50_dict/DAY.pkl` there) unless `folder`
+    names the folder that receives `DAY.pkl` directly."""
+    arrays = author50.arrays(requests["user_id"], requests["request_timestamp"])
+    path = Path(folder) / author50_path(root, day).name if folder is not None else author50_path(root, day)
+    with open(path, "wb") as f:
+        pickle.dump(dict(zip(requests["request_id"].tolist(), arrays)), f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _oracle_auc(p: np.ndarray, y: np.ndarray) -> float:
