@@ -1,10 +1,8 @@
 """History protocols, registered in `protocols.PROTOCOLS`: `exposure` (its search: protocols/legal_history.py) and
-`author50`, each a frozen dataclass of its parameters. A protocol turns target requests into an int32 [R, L]
-matrix of exposure-log rows (PAD_ROW = -1), valid entries left-aligned in ascending time; the rules:
-docs/protocols.md, "Legal history" and "`author50` protocol". The `author50` history is RecFlow's
-seq_effective_50 arrays (int64 [50, 10] per request, right-aligned, zero padded) linked back to exposure rows;
-the linking, disambiguation and keep rules and the coverage counted in the manifest are in that doc section.
-Coverage is reported, never assumed.
+`author50` (RecFlow's seq_effective_50 arrays linked back to exposure rows, here), each a frozen dataclass of its
+parameters. A protocol turns target requests into an int32 [R, L] matrix of exposure-log rows (PAD_ROW = -1),
+valid entries left-aligned in ascending time. The rules, and author50's linking, disambiguation and coverage
+(reported in the manifest, never assumed): docs/protocols.md, "Legal history" and "`author50` protocol".
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""ExposureLog: the canonical in-memory exposure table every source yields.
-
-Sources (`recflow`, `synthetic`, `movielens100k`) read files and return an ExposureLog; protocols,
-splits and encoders only ever see this type. Rows are in (file_index, record_index) order.
+"""ExposureLog: the canonical in-memory exposure table every source yields and protocols, splits and encoders
+read (docs/data.md). Rows are in (file_index, record_index) order.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Checking an output location before a command writes anything there (docs/reliability.md, "Output
-locations"): `check_writable(path, what)` refuses a location that cannot be written with one line naming the
-path and what was to be written there, and creates nothing that stays, so no stub folder blocks a rerun. It
-opens an anonymous temporary file in the nearest existing folder on the way to `path` (removed at once),
-which fails exactly where the real write would (root ignores permission bits, but not a read-only mount).
+"""Checking an output location before a command writes anything there: `check_writable(path, what)` refuses a
+location that cannot be written, in one line naming the path and what was to be written, and creates nothing
+that stays, so no stub folder blocks a rerun (docs/reliability.md, "Output locations").
 """
 from __future__ import annotations
 

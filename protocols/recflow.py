@@ -1,14 +1,9 @@
-"""RecFlow's on-disk layout and its reader. The layout: folder names, the full realshow column list (30 integer
-columns, one spelled `" category_level_two"`) with the realistic integer widths the synthetic writer uses, the
-default 37 days and their Asia/Shanghai boundaries (a request belongs to the file of the day its
-`request_timestamp` falls in, left-closed right-open). The reader: `<root>/realshow/YYYY-MM-DD.feather|.parquet`
--> validated `ExposureLog`. Every rule is checked on the whole log before anything is returned; a broken log
-raises `DataValidationError` naming the file, the 1-based record, the field and the value (the layout and its
-quirks, the rules, event ids and fingerprint: docs/data.md, "RecFlow files and validation"). The author-provided
-50-event histories (`seq_effective_50_dict/YYYY-MM-DD.pkl`) are read lazily per day by `Author50Reader`, only
-through `protocols.safe_pickle`, and checked for shape. Registers the `recflow` source and `synthetic` (the
-reader plus `true_p` from the truth side files), with their default split (docs/protocols.md, "Sources declare
-their defaults").
+"""RecFlow's on-disk layout (folders, the 30 realshow columns with the integer widths the synthetic writer uses,
+the 37 default days and their Asia/Shanghai bounds) and its reader: realshow files -> validated `ExposureLog`,
+every rule checked on the whole log first, a broken log refused with a `DataValidationError` naming the file,
+record, field and value; the author-50 pickles read lazily per day, only through `protocols.safe_pickle`.
+Registers the `recflow` and `synthetic` (plus `true_p`) sources. The layout, rules, event ids and fingerprint:
+docs/data.md, "RecFlow files and validation"; the defaults: docs/protocols.md, "Sources declare their defaults".
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """The noisy recommender: which videos each request shows (docs/data.md, "Generative model": Exposures; every
-strength a field of `config.SessionConfig`).
+strength a field of `config.SessionConfig`, whose comments give the draws).
 
-The user's affinity softmax is softmax(<theta_u, phi_c> / T + log popularity_c). A video is drawn among its
-category's uploads within `age_window_days` before (request time - age), proportionally to its Pareto weight;
-if the window is empty, the category's latest upload before the request is shown, so videos are always
-uploaded before the request. All steps are vectorised searchsorted look-ups over the (category, upload
-time)-sorted catalogue.
+The user's affinity softmax is softmax(<theta_u, phi_c> / T + log popularity_c). When a category has no upload
+in the age window, its latest upload before the request is shown, so videos are always uploaded before the
+request. All steps are vectorised searchsorted look-ups over the (category, upload time)-sorted catalogue.
 """
 from __future__ import annotations
 

@@ -308,12 +308,8 @@ def is_complete(out: Path, params: dict) -> bool:
 def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = None, world: str = DEFAULT_WORLD,
              progress: bool = False) -> Path:
     """Write the synthetic log of `scale` and planted `world` (config.WORLDS) into `out` (atomically); a no-op
-    if it is already there.
-
-    `author50` writes seq_effective_50_dict/*.pkl too (default off: only the author50 protocol reads
-    them, and they are large: 727 MB at small). Asking for them on a finished log without them adds
-    them (the log is rebuilt in memory from the same seed; its other files are left as they are).
-    """
+    if it is already there. `author50` writes the author-50 pickles too, or adds them to a finished log that
+    lacks them (docs/data.md, "The synthetic log")."""
     cfg = scale_config(scale, author50=author50, world=world)
     out = Path(out)
     params = _params(scale, seed, cfg.scale.author50, world)
@@ -373,9 +369,8 @@ def ensure_author50(out: Path, *, progress: bool = False) -> None:
 
 
 def add_author50(out: Path, *, progress: bool = False) -> None:
-    """Write the author-50 pickles of a finished synthetic log that lacks them (atomically: into a
-    temporary folder renamed into place, then the marker is updated). The realshow and truth files are
-    not touched; the pickles equal those a generation with author50 on would have written."""
+    """Write the author-50 pickles of a finished synthetic log that lacks them (atomically: into a temporary
+    folder renamed into place, then the marker is updated); docs/data.md, "The synthetic log"."""
     out = Path(out)
     stored = _stored(out)
     if stored is None:
