@@ -16,8 +16,7 @@ _USER_SHIFT = 42
 def request_table(log: ExposureLog) -> dict[str, np.ndarray]:
     """One row per request_id (sorted by id): user, timestamp, exposures, summed playing_time, first row."""
     rid = log["request_id"]
-    ids, first, counts = np.unique(rid, return_index=True, return_counts=True)
-    inverse = np.searchsorted(ids, rid)
+    ids, first, inverse, counts = np.unique(rid, return_index=True, return_inverse=True, return_counts=True)
     play = np.bincount(inverse, weights=log["playing_time"].astype(np.float64), minlength=len(ids))
     return {
         "request_id": ids,
@@ -40,9 +39,7 @@ def delay_sensitive_requests(req: dict[str, np.ndarray], delay_a_ms: int = 0, de
     avail = t + req["playing_time_sum"] - t0  # a_r relative to t0
     lo = np.searchsorted(sorted_keys, (user << _USER_SHIFT) + avail + delay_a_ms, side="right")
     hi = np.searchsorted(sorted_keys, (user << _USER_SHIFT) + avail + delay_b_ms, side="right")
-    marks = np.zeros(len(t) + 1, dtype=np.int64)
-    np.add.at(marks, lo, 1)
-    np.add.at(marks, hi, -1)
+    marks = np.bincount(lo, minlength=len(t) + 1) - np.bincount(hi, minlength=len(t) + 1)
     hit_sorted = np.cumsum(marks[:-1]) > 0
     out = np.empty(len(t), dtype=bool)
     out[order] = hit_sorted
