@@ -203,9 +203,9 @@ class GeneratedLog:
         """The author-50 arrays' source: every effective view of the log."""
         return EffectiveViewIndex(self.columns(np.flatnonzero(self.effective_view == 1)))
 
-    def requests(self, rows: slice) -> dict[str, np.ndarray]:
-        """request_id, request_timestamp, user_id of requests in file order."""
-        o = self.request_order[rows]
+    def requests(self, day: int) -> dict[str, np.ndarray]:
+        """request_id, request_timestamp, user_id of the requests of day index `day`, in file order."""
+        o = self.request_order[self.request_day_rows[day] : self.request_day_rows[day + 1]]
         return {
             "request_id": self.req.request_id[o],
             "request_timestamp": self.req.timestamp_ms[o],
@@ -329,11 +329,10 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         for sub in (REALSHOW_DIR, TRUTH_DIR) + ((AUTHOR50_DIR,) if cfg.scale.author50 else ()):
             (tmp / sub).mkdir()
         index = log.effective_view_index() if cfg.scale.author50 else None
-        rows, rq_rows = log.day_rows, log.request_day_rows
+        rows = log.day_rows
         for i, day in enumerate(tqdm(days, desc="write", disable=not progress, unit="day")):
             day_slice = slice(rows[i], rows[i + 1])
-            write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index,
-                      log.requests(slice(rq_rows[i], rq_rows[i + 1])))
+            write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index, log.requests(i))
         summary = {
             **params,
             "days": [d.isoformat() for d in days],
@@ -389,9 +388,8 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
     check_writable(out / AUTHOR50_DIR, "the author-50 pickles")
     tmp = Path(tempfile.mkdtemp(prefix=f".{AUTHOR50_DIR}.tmp-", dir=out))
     try:
-        rq_rows = log.request_day_rows
         for i, day in enumerate(tqdm(days, desc="author50", disable=not progress, unit="day")):
-            write_author50_day(out, day, index, log.requests(slice(rq_rows[i], rq_rows[i + 1])), folder=tmp)
+            write_author50_day(out, day, index, log.requests(i), folder=tmp)
         os.rename(tmp, out / AUTHOR50_DIR)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
