@@ -58,11 +58,8 @@ BOUNDARY_KEYS: tuple[str, ...] = ("train_start", "valid_start", "test_start", "t
 
 @dataclass(frozen=True)
 class SplitSettings:
-    """Split keys a config sets; None = the source's default (see `protocols.SourceDefaults`).
-
-    Given keys are checked at load time: the time zone exists, each boundary is an ISO date or
-    date-time, and the given boundaries increase. The full split is checked again once resolved.
-    """
+    """Split keys a config sets; None = the source's default (see `protocols.SourceDefaults`). The given keys
+    are checked when loaded, the full split again once resolved."""
 
     train_start: str | None = None
     valid_start: str | None = None
