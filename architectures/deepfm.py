@@ -16,22 +16,18 @@ import torch.nn as nn
 from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
 from .blocks.mlp import PredictionHead
 
 
 @dataclass
-class DeepFMConfig:
+class DeepFMConfig(CheckedConfig):
     dim: int = 64  # embedding width E
     num_layers: int = 2  # hidden layers of the deep part
     mlp_width: int = 256
     history_len: int = 128
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "mlp_width", "history_len")
 
 
 @register("deepfm", config=DeepFMConfig)

@@ -16,23 +16,19 @@ import torch.nn as nn
 from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
 from .blocks.mlp import MLP, PredictionHead
 
 
 @dataclass
-class DinConfig:
+class DinConfig(CheckedConfig):
     dim: int = 64  # embedding width E
     num_layers: int = 2  # hidden layers of the deep network
     mlp_width: int = 200  # first hidden width (then halved per layer)
     attention_hidden: tuple[int, ...] = (80, 40)
     history_len: int = 128
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "mlp_width", "attention_hidden", "history_len")
 
 
 @register("din", config=DinConfig)

@@ -19,7 +19,7 @@ from protocols.schema import Batch, FeatureSpec
 
 from . import register
 from .blocks.attention_kernel import UsesAttentionKernel
-from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
+from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.history_select import gather_rows
 from .blocks.history_window import recent_history
@@ -29,7 +29,7 @@ from .blocks.token_mixing import PerTokenLinear
 
 
 @dataclass
-class OneTransConfig:
+class OneTransConfig(CheckedConfig):
     dim: int = 64
     num_layers: int = 2
     num_heads: int = 4
@@ -38,10 +38,10 @@ class OneTransConfig:
     ffn_mult: int = 2
     seq_queries: tuple[int, ...] | None = None  # sequence queries per layer (pyramid); None = linear L -> 0
 
+    NON_NEGATIVE = ("seq_queries",)
+
     def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "num_heads", "embed_dim", "history_len", "ffn_mult")
-        require_non_negative(self, "seq_queries")
+        super().__post_init__()
         require_divisible(self, "dim", "num_heads")
         s = self.seq_queries
         if s is not None and (len(s) != self.num_layers or any(b > a for a, b in zip(s, s[1:]))):

@@ -16,7 +16,7 @@ import torch.nn as nn
 from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
+from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import EncoderLayer
 from .blocks.history_window import History, recent_history
@@ -27,7 +27,7 @@ from .blocks.token_mixing import RankMixerBlock
 
 
 @dataclass
-class RankMixerTransformerConfig:
+class RankMixerTransformerConfig(CheckedConfig):
     dim: int = 64  # width W of the RankMixer tokens and of the history Transformer
     num_layers: int = 2  # RankMixer blocks
     seq_layers: int = 2  # Transformer layers over the history
@@ -38,10 +38,10 @@ class RankMixerTransformerConfig:
     ffn_mult: int = 2
     reuse_requests: bool = False
 
+    NON_NEGATIVE = ("seq_layers",)
+
     def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "num_heads", "mix_tokens", "embed_dim", "history_len", "ffn_mult")
-        require_non_negative(self, "seq_layers")
+        super().__post_init__()
         require_divisible(self, "dim", "mix_tokens", "num_heads")  # Mixup; attention heads
 
 

@@ -15,7 +15,7 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import recent_history
 from .blocks.hstu import DEFAULT_NUM_BUCKETS, HistoryBranch
@@ -24,7 +24,7 @@ from .blocks.wukong import WukongLayer, wukong_stack
 
 
 @dataclass
-class ShallowHybridConfig:
+class ShallowHybridConfig(CheckedConfig):
     """Shallow-hybrid size. `None` widths default to 2 * dim."""
 
     dim: int = 64  # embedding and token width D
@@ -38,11 +38,6 @@ class ShallowHybridConfig:
     fmb_hidden: int | None = None
     event_hidden: int | None = None  # hidden width of the event-token MLP
     head_hidden: int | None = None
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
-                         "fmb_tokens", "lcb_tokens", "fmb_hidden", "event_hidden", "head_hidden")
 
 
 @register("shallow_hybrid", config=ShallowHybridConfig)

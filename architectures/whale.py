@@ -17,7 +17,7 @@ from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
 from .blocks.attention_kernel import UsesAttentionKernel, sdpa_attention, use_sdpa
-from .blocks.config_checks import check_choices, require_positive, require_positive_number
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.history_window import History, recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HistoryBranch
@@ -28,7 +28,7 @@ from .blocks.wukong import WukongLayer, wukong_stack
 
 
 @dataclass
-class WhaleConfig:
+class WhaleConfig(CheckedConfig):
     """WHALE size and switches. `None` widths default to 2 * dim."""
 
     dim: int = 64  # embedding and token width D
@@ -46,12 +46,6 @@ class WhaleConfig:
     event_hidden: int | None = None
     head_hidden: int | None = None
     reuse_requests: bool = False  # compute the history side once per request in the batch
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
-                         "fmb_tokens", "lcb_tokens", "fmb_hidden", "ffn_hidden", "event_hidden", "head_hidden")
-        require_positive_number(self, "layer_norm_eps")
 
 
 @dataclass

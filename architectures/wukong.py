@@ -16,14 +16,14 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.mlp import PredictionHead
 from .blocks.wukong import WukongLayer, wukong_stack
 
 
 @dataclass
-class WukongConfig:
+class WukongConfig(CheckedConfig):
     """Wukong model size. `None` widths default to 2 * dim."""
 
     dim: int = 64  # embedding and token width D
@@ -33,11 +33,6 @@ class WukongConfig:
     lcb_tokens: int = 4  # tokens produced by the LCB of each layer
     fmb_hidden: int | None = None  # hidden width of the FMB MLP
     head_hidden: int | None = None  # hidden width of the prediction head
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "history_len", "fmb_tokens", "lcb_tokens", "fmb_hidden",
-                         "head_hidden")
 
 
 @register("wukong", config=WukongConfig)
