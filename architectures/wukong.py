@@ -8,7 +8,6 @@ counts: docs/architectures.md, "What the seed models compute, and every adaptati
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 import torch
 import torch.nn as nn
@@ -19,7 +18,7 @@ from protocols.schema import Batch, FeatureSpec
 from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.mlp import PredictionHead
-from .blocks.wukong import WukongLayer, wukong_stack
+from .blocks.wukong import wukong_stack
 
 
 @dataclass
@@ -46,7 +45,7 @@ class Wukong(nn.Module):
         self.tokens = NonSequenceTokens(spec, cfg.dim, self.embeddings)
         self.layers = wukong_stack(self.tokens.num_tokens, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
-        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
+        self.head = PredictionHead((cfg.fmb_tokens + cfg.lcb_tokens) * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
                                    spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:
