@@ -66,8 +66,7 @@ def model_modules() -> list[str]:
 
 
 def load_models() -> None:
-    """Import every model module (registering its models); cheap after the first call. A file that cannot
-    be used is skipped and reported (module docstring); the others load."""
+    """Import every model module (registering its models); cheap after the first call."""
     _DISCOVERY.load()
 
 

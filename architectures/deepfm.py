@@ -1,9 +1,7 @@
-"""DeepFM: a factorisation machine and a deep network sharing one set of field embeddings.
+"""DeepFM: first order + factorisation machine + deep network over F = 20 shared field vectors [B, F, E].
 
-Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017:
-explicit second-order interactions, the idea Wukong's FMB scales up. logit = bias + first order (1-d tables per
-categorical id, a linear map of the 8 numeric features) + FM (0.5 * sum_e ((sum_i v_ie)^2 - sum_i v_ie^2)) +
-deep (ReLU MLP) over F = 20 field vectors [B, F, E]. The fields: docs/helix.md, "Baselines".
+Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017. The
+fields: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

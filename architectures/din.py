@@ -1,10 +1,7 @@
-"""DIN: the candidate weights the user's history through a local activation unit.
+"""DIN: the candidate weights the user's history through a local activation unit, then a ReLU MLP.
 
-Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018: a candidate-dependent
-read of the history, the idea WHALE's fusion generalises. Query: the candidate's 5 item embeddings q [B, 5E];
-keys: each event's, k [B, L, 5E]; weights MLP([k; q; k - q; k * q]) (no softmax, PAD weighted 0); interest: the
-weighted sum of [item embeddings; 2 feedback embeddings] [B, 7E]; then [13 tokens; interest] -> ReLU MLP -> logit.
-The adaptations to RecFlow: docs/helix.md, "Baselines".
+Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018. What it computes here
+and the adaptations to RecFlow: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

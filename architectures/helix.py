@@ -2,10 +2,9 @@
 MPTF interaction and the parameter-matched self-attention ablation of it.
 
 Paper: "HELIX: Purified and Unified - Rethinking Feature Interaction and Sequence Modeling for Large-Scale
-Recommendation" (ByteDance). Forward pass (B candidates, T mix tokens of width W): mix tokens -> MixFormer layers
-(read of the user x candidate hard-search sequence, then MPTF) -> decoder layers (read of the encoder's lazy K/V
-cache, then MPTF) -> head (RMSNorm, flatten T x W, MLP). Each stage, the adaptations to RecFlow's inputs, the
-switches (`ABLATIONS`) and the named sizes (`SIZES`): docs/helix.md, "HELIX in recscale".
+Recommendation" (ByteDance). Mix tokens [B, T, W] -> MixFormer layers -> decoder layers -> head; each stage, the
+adaptations to RecFlow's inputs, the switches (`ABLATIONS`) and the named sizes (`SIZES`): docs/helix.md, "HELIX
+in recscale".
 """
 from __future__ import annotations
 
@@ -145,10 +144,8 @@ class ResolvedHelixConfig(HelixConfig):
 
 
 class MPTF(nn.Module):
-    """MPTF (Mixup-PerToken-FFN), HELIX's feature-interaction operator: the parameter-free `mixup`
-    (cross-token communication without an attention matrix), then a SwiGLU with separate parameters per token
-    and gate/up normalisation; fields interact in the element-wise product of the gate and up branches.
-    Pre-norm, both residual: S = X + Mixup(X); out = S + SwiGLU_per_token(RMSNorm(S)). [B, T, W] -> [B, T, W]."""
+    """MPTF (Mixup-PerToken-FFN), HELIX's feature interaction (docs/helix.md), pre-norm, both residual:
+    S = X + Mixup(X); out = S + SwiGLU_per_token(RMSNorm(S)). [B, T, W] -> [B, T, W]."""
 
     def __init__(self, tokens: int, width: int, hidden: int, gate_up_norm: GateUpNorm = "rms") -> None:
         super().__init__()

@@ -1,10 +1,9 @@
 """HSTU-only ranker: history items, feedback and the candidate as one causal token sequence.
 
 After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
-Recommendations" (ICML 2024), in the form of the WHALE seed write-up. Tokens item_0, action_0, ...,
-item_{L-1}, action_{L-1}, candidate (at position 2 L), padded to 2 * history_len + 1; the candidate's output
-token goes to the head. Tokenizers, read mask, time-bias convention and counts: docs/architectures.md,
-"What the seed models compute, and every adaptation" (HSTU-only); `isolate_equal_times`: its "Configuration".
+Recommendations" (ICML 2024), in the form of the WHALE seed write-up: item_0, action_0, ..., candidate (at 2 L),
+padded to 2 * history_len + 1 tokens. The rest: docs/architectures.md, "What the seed models compute, and every
+adaptation" (HSTU-only) and "Configuration".
 """
 from __future__ import annotations
 

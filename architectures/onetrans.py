@@ -1,10 +1,9 @@
-"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens], with mixed parameters (shared
-for sequence tokens, per token for the 13 non-sequence tokens) and pyramid query pruning (`seq_queries`).
+"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens] [B, L + 13, W], with mixed
+parameters (shared for sequence tokens, per token for the 13 non-sequence tokens) and pyramid query pruning.
 
 Paper: Zhang et al., "OneTrans: Unified Feature Interaction and Sequence Modeling with One Transformer in
-Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper. Shapes: [B, L + 13, W] in,
-RMSNorm + flattened 13 non-sequence tokens into the head. The forward pass and the adaptations to RecFlow:
-docs/helix.md, "Baselines".
+Industrial Recommender" (ByteDance, 2025). The forward pass and the adaptations to RecFlow: docs/helix.md,
+"Baselines".
 """
 from __future__ import annotations
 

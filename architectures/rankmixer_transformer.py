@@ -1,10 +1,8 @@
 """RankMixer + Transformer: the two-stage production baseline HELIX is compared against.
 
 Papers: RankMixer (Zhu et al., "RankMixer: Scaling Up Ranking Models in Industrial Recommenders", 2025) for the
-feature-interaction stage; the sequence stage is a plain Transformer over the user history, as in the HELIX
-paper's description of its production baseline. Sequence stage (candidate-independent, once per request with
-`reuse_requests`) -> two summaries (masked mean, target-attention read) -> [13 tokens; 2 summaries] cut into T
-tokens -> RankMixer blocks -> head. The stages and the adaptations to RecFlow: docs/helix.md, "Baselines".
+feature-interaction stage, a plain Transformer over the history (the HELIX paper's production baseline) for the
+sequence stage. The stages and the adaptations to RecFlow: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""WHALE: layer-wise fusion of feature interaction (Wukong) and history encoding (HSTU), the model of the WHALE
-seed write-up, with its fusion layer, the fusion's two reads (`whale` attends, `whale_meanpool` takes the
-masked mean) and the seed's shallow-fusion control (`shallow_hybrid`). Per layer l: N~ = Wukong_l(N) [B, 8, D];
-H = HSTU_l(H) [B, L, D] (never receives fusion output); N = Fusion_l(N~, H); logits = head(flatten(N)). The
-fusion formulas, the adaptations and the seed's counts: docs/architectures.md, "What the seed models compute, and
-every adaptation" and "FLOPs and parameters"; `reuse_requests`: its "Configuration".
+"""WHALE, the model of the WHALE seed write-up: layer-wise fusion of feature interaction (Wukong) and history
+encoding (HSTU), with the fusion's two reads (`whale` attends, `whale_meanpool` takes the masked mean), and the
+seed's shallow-fusion control (`shallow_hybrid`). Per layer l: N~ = Wukong_l(N) [B, 8, D]; H = HSTU_l(H) [B, L, D]
+(never receives fusion output); N = Fusion_l(N~, H). The rest: docs/architectures.md, "What the seed models
+compute, and every adaptation", "FLOPs and parameters" and "Configuration".
 """
 from __future__ import annotations
 

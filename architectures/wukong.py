@@ -1,9 +1,8 @@
 """Wukong: stacked factorization-machine interaction layers over the 13 non-sequence tokens.
 
 Paper: Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024), in the form of
-the WHALE seed write-up. 13 x D tokens -> Wukong layers (blocks/wukong.py) -> 8 x D -> head. It reads no history
-(`reads_history = False`): the history-free reference of the comparison. The layer, the adaptations and the
-counts: docs/architectures.md, "What the seed models compute, and every adaptation".
+the WHALE seed write-up: 13 x D tokens -> 8 x D -> head, reading no history (the history-free reference). The
+rest: docs/architectures.md, "What the seed models compute, and every adaptation".
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases, after Zhai et al.,
-"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (its formula:
-docs/architectures.md, "HSTU layer", "Shared history branch" and "HSTU-only"). X [B, N, D] -> [B, N, D].
-
-The read mask and the bucket matrix are built once per batch (`history_layout`, `sequence_layout`) and shared
-by every layer; the ops that compute a layer are its encoder's `HSTUKernel`.
+"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (docs/architectures.md,
+"HSTU layer", "Shared history branch" and "HSTU-only"). X [B, N, D] -> [B, N, D]; the read mask and the bucket
+matrix are built once per batch and shared by every layer.
 """
 from __future__ import annotations
 
@@ -225,10 +223,8 @@ class HSTUEncoder(nn.Module):
 
 
 class HistoryBranch(nn.Module):
-    """The shared history branch of WHALE and Shallow-hybrid: each history event becomes one token (5 item + 2
-    feedback embeddings + rho -> MLP, zero at PAD), then a stack of HSTU layers reads them with the
-    `history_layout` mask. It never sees the candidate, so its output is shared by all candidates of a request.
-    History keys of a batch -> per-layer outputs [B, L, D] (num_layers of them)."""
+    """The shared history branch of WHALE and Shallow-hybrid: event tokens, then HSTU layers with the
+    `history_layout` mask; it never sees the candidate. History keys -> per-layer outputs [B, L, D]."""
 
     def __init__(self, spec: FeatureSpec, embeddings: FieldEmbeddings, *, dim: int, num_layers: int,
                  num_heads: int, head_dim: int, max_len: int, num_buckets: int, event_hidden: int | None,

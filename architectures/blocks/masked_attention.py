@@ -1,9 +1,6 @@
-"""Multi-head softmax attention with key masks, written as explicit matmuls (HELIX, OneTrans, RankMixer+Transformer).
-
-`explicit_attend` is the plain reference op (plain `matmul`s, so fvcore counts them); `attend` takes the kernel
-as an argument (`attention_kernel.py`) and calls `sdpa_attention` under "sdpa", or "auto" on CUDA. Masking rule
-(as WHALE's fusion): keys not allowed get zero weight exactly, and a query with no allowed key reads zero:
-softmax(scores masked to the dtype minimum) times the allowed mask.
+"""Multi-head softmax attention with key masks (HELIX, OneTrans, RankMixer+Transformer): `explicit_attend`, the
+reference op as plain `matmul`s (so fvcore counts them), or SDPA under the kernel `attend` is given. Keys not
+allowed get zero weight exactly, and a query with no allowed key reads zero (as WHALE's fusion).
 """
 from __future__ import annotations
 

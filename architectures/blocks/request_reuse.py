@@ -1,8 +1,6 @@
-"""Request reuse: compute the candidate-independent (history) side once per request, then give every candidate
-its result; the one implementation behind every model's `reuse_requests` switch (when it is exact, and why it
-is off by default: docs/architectures.md, "Configuration"). The result (see `RequestGroups.expand_tree`) is
-computed on the first candidate of each request and gathered back; the gathers' backward sums the candidates'
-gradients into their request's row.
+"""Request reuse: compute the candidate-independent (history) side once per request, on its first candidate, and
+gather it back to every candidate (whose gradients the gathers' backward sums); the one implementation behind
+every model's `reuse_requests` switch (docs/architectures.md, "Configuration").
 """
 from __future__ import annotations
 
