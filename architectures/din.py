@@ -15,7 +15,7 @@ from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 from . import register
 from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import recent_history
+from .blocks.history import recent_history
 from .blocks.mlp import MLP, PredictionHead
 
 

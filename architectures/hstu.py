@@ -17,7 +17,7 @@ from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
 from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import recent_history
+from .blocks.history import recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HSTUEncoder, sequence_layout
 from .blocks.mlp import MLP, PredictionHead
 

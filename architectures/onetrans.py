@@ -20,8 +20,7 @@ from . import register
 from .blocks.attention_kernel import UsesAttentionKernel
 from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
-from .blocks.history_select import gather_rows
-from .blocks.history_window import recent_history
+from .blocks.history import gather_rows, recent_history
 from .blocks.masked_attention import attend, merge_heads, split_heads
 from .blocks.mlp import PredictionHead
 from .blocks.token_mixing import PerTokenLinear

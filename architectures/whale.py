@@ -18,7 +18,7 @@ from protocols.schema import Batch, FeatureSpec
 from .blocks.attention_kernel import UsesAttentionKernel, sdpa_attention, use_sdpa
 from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import History, recent_history
+from .blocks.history import History, recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HistoryBranch
 from .blocks.mlp import PredictionHead
 from .blocks.request_reuse import history_per_request

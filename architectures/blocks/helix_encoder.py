@@ -9,8 +9,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from .history_select import USER_ONLY_SEQUENCES, gather_rows, most_recent, user_only_masks
-from .history_window import History
+from .history import USER_ONLY_SEQUENCES, History, gather_rows, most_recent, user_only_masks
 from .masked_attention import MultiHeadAttention
 from .swiglu import GateUpNorm, SwiGLU
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from protocols.schema import FeatureSpec
 
 from .embeddings import FieldEmbeddings, HistoryEventTokenizer
-from .history_window import History
+from .history import History
 from .pointwise_attention import Span, explicit_pointwise_attention, key_spans, pointwise_attention
 
 DEFAULT_NUM_BUCKETS = 128

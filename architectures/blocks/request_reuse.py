@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from .history_window import HISTORY_KEYS, History
+from .history import HISTORY_KEYS, History
 
 R = TypeVar("R")
 
