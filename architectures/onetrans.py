@@ -17,11 +17,10 @@ from core.typed_config import ConfigError
 from protocols.schema import Batch, FeatureSpec
 
 from . import register
-from .blocks.attention_kernel import UsesAttentionKernel
 from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.history import gather_rows, recent_history
-from .blocks.masked_attention import attend, merge_heads, split_heads
+from .blocks.masked_attention import UsesAttentionKernel, attend, merge_heads, split_heads
 from .blocks.mlp import PredictionHead
 from .blocks.token_mixing import PerTokenLinear
 
