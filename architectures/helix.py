@@ -23,10 +23,9 @@ from . import register
 from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import Compression, HelixEncoder
-from .blocks.history import History, gather_rows, hard_search, recent_history
+from .blocks.history import History, gather_rows, hard_search, history_per_request, recent_history
 from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
 from .blocks.mlp import PredictionHead
-from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import GateUpNorm, SwiGLU
 from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer, mixup
 

@@ -17,10 +17,9 @@ from . import register
 from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import EncoderLayer
-from .blocks.history import History, recent_history
+from .blocks.history import History, history_per_request, recent_history
 from .blocks.masked_attention import MultiHeadAttention
 from .blocks.mlp import PredictionHead
-from .blocks.request_reuse import history_per_request
 from .blocks.token_mixing import RankMixerBlock
 
 

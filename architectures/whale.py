@@ -17,11 +17,10 @@ from protocols.schema import Batch, FeatureSpec
 
 from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history import History, recent_history
+from .blocks.history import History, history_per_request, recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HistoryBranch
 from .blocks.masked_attention import UsesAttentionKernel, sdpa_attention, use_sdpa
 from .blocks.mlp import PredictionHead
-from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import SwiGLU
 from .blocks.wukong import wukong_stack
 
