@@ -40,10 +40,8 @@ ARCHITECTURES: Registry[ArchitectureEntry] = Registry("architecture")
 
 
 def register(name: str, *, config: type) -> Callable:
-    """Class or function decorator registering a model builder `builder(spec, cfg) -> nn.Module`.
-
-    The config class is checked against the contract (`contract.check_config_class`) here.
-    """
+    """Class or function decorator registering a model builder `builder(spec, cfg) -> nn.Module`; the config
+    class is checked against the contract (`contract.check_config_class`) here."""
     check_config_class(name, config)
 
     def decorator(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
