@@ -135,11 +135,9 @@ class QueryRead(UsesAttentionKernel, nn.Module):
         self.q = nn.Linear(width, width, bias=False)
         self.out = nn.Linear(width, width, bias=False)
 
-    def forward(self, x: torch.Tensor, kv: KV, extra_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv: KV) -> torch.Tensor:
         q = split_heads(self.q(self.norm(x)), self.heads)  # [B, H, Nq, dh]
         allowed = kv.mask[:, None, None, :]  # [B, 1, 1, Nk]
-        if extra_mask is not None:  # e.g. causal [Nq, Nk] or [B, 1, Nq, Nk]
-            allowed = allowed & extra_mask
         read = attend(q, kv.k, kv.v, allowed, kernel=self.attention_kernel)  # [B, H, Nq, dh]
         return self.out(merge_heads(read))  # [B, Nq, W]
 
@@ -152,7 +150,5 @@ class MultiHeadAttention(nn.Module):
         self.kv = KVProjection(width, heads, kv_heads)
         self.read = QueryRead(width, heads)
 
-    def forward(
-        self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: torch.Tensor, extra_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        return self.read(x_q, self.kv(x_kv, kv_mask), extra_mask)
+    def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: torch.Tensor) -> torch.Tensor:
+        return self.read(x_q, self.kv(x_kv, kv_mask))
