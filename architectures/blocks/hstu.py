@@ -18,7 +18,7 @@ from .history import History
 from .pointwise_attention import Span, explicit_pointwise_attention, key_spans, pointwise_attention
 
 DEFAULT_NUM_BUCKETS = 128
-DEFAULT_BUCKET_DIVISOR = 0.301
+BUCKET_DIVISOR = 0.301
 #: eps of both layer norms of an HSTU layer: torch's default; why it stays against generative-recommenders' 1e-6:
 #: docs/architectures.md, "Configuration".
 DEFAULT_LAYER_NORM_EPS = 1e-5
@@ -49,27 +49,25 @@ def set_hstu_kernel(model: nn.Module, kernel: HSTUKernel) -> nn.Module:
     return model
 
 
-def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
-                divisor: float = DEFAULT_BUCKET_DIVISOR) -> torch.Tensor:
-    """clamp(floor(ln(max(|dt_ms|, 1)) / divisor), 0, num_buckets) as int64 (computed in float64)."""
-    x = dt_ms.abs().clamp_(min=1).to(torch.float64).log_().div_(divisor)  # >= 0, so floor is truncation
+def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS) -> torch.Tensor:
+    """clamp(floor(ln(max(|dt_ms|, 1)) / BUCKET_DIVISOR), 0, num_buckets) as int64 (computed in float64)."""
+    x = dt_ms.abs().clamp_(min=1).to(torch.float64).log_().div_(BUCKET_DIVISOR)  # >= 0, so floor is truncation
     return x.to(torch.int64).clamp_(max=num_buckets)
 
 
-def history_layout(ts: torch.Tensor, valid: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
-                   divisor: float = DEFAULT_BUCKET_DIVISOR) -> tuple[torch.Tensor, torch.Tensor]:
+def history_layout(ts: torch.Tensor, valid: torch.Tensor, *,
+                   num_buckets: int = DEFAULT_NUM_BUCKETS) -> tuple[torch.Tensor, torch.Tensor]:
     """Read mask [B, N, N] (bool; query i, key j) and time buckets [B, N, N] of the shared history branch."""
     N = ts.shape[1]
     earlier = ts.unsqueeze(1) < ts.unsqueeze(2)  # [B, N, N]: t_j < t_i
     itself = torch.eye(N, dtype=torch.bool, device=ts.device)
     mask = earlier.logical_or_(itself).logical_and_(valid.unsqueeze(2)).logical_and_(valid.unsqueeze(1))
-    buckets = time_bucket(ts.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets, divisor=divisor)
+    buckets = time_bucket(ts.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets)
     return mask, buckets
 
 
 def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tensor | None = None,
-                    num_buckets: int = DEFAULT_NUM_BUCKETS,
-                    divisor: float = DEFAULT_BUCKET_DIVISOR) -> tuple[torch.Tensor, torch.Tensor]:
+                    num_buckets: int = DEFAULT_NUM_BUCKETS) -> tuple[torch.Tensor, torch.Tensor]:
     """Read mask and time buckets of a left-aligned token sequence (HSTU-only).
 
     Position i reads j <= i when both are valid. With `event [B, N]` (the history event each token comes
@@ -84,7 +82,7 @@ def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tenso
         mask &= (ts.unsqueeze(1) < ts.unsqueeze(2)) | same_event
     next_valid = torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], dim=1)  # [B, N]
     ts_next = torch.where(next_valid, torch.roll(ts, -1, dims=1), ts)  # [B, N]
-    buckets = time_bucket(ts_next.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets, divisor=divisor)
+    buckets = time_bucket(ts_next.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets)
     return mask, buckets
 
 
