@@ -155,22 +155,18 @@ class MPTF(nn.Module):
         return s + self.ffn(self.norm(s))
 
 
-def matched_hidden(attn: nn.Module, tokens: int, width: int, hidden: int) -> int:
-    """Per-token SwiGLU hidden width that gives `attn` + the SwiGLU MPTF's parameter count (3 T W hidden)."""
-    n_attn = sum(p.numel() for p in attn.parameters())
-    return max(1, round(hidden - n_attn / (3 * tokens * width)))
-
-
 class SelfAttentionInteraction(nn.Module):
     """Ablation of MPTF, matched in parameters: Mixup replaced by self-attention over the mix tokens, then the
-    per-token SwiGLU with a narrower hidden width (`matched_hidden`). [B, T, W] -> [B, T, W]."""
+    per-token SwiGLU with a narrower hidden width. [B, T, W] -> [B, T, W]."""
 
     def __init__(self, tokens: int, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm,
                  kv_heads: int | None = None) -> None:
         super().__init__()
         self.attn = MultiHeadAttention(width, heads, kv_heads)
         self.norm = nn.RMSNorm(width)
-        self.ffn = SwiGLU(width, matched_hidden(self.attn, tokens, width, hidden), gate_up_norm, tokens=tokens)
+        # the hidden width that gives attention + SwiGLU the MPTF SwiGLU's parameter count (3 T W hidden)
+        n_attn = sum(p.numel() for p in self.attn.parameters())
+        self.ffn = SwiGLU(width, max(1, round(hidden - n_attn / (3 * tokens * width))), gate_up_norm, tokens=tokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         every = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
