@@ -16,7 +16,7 @@ from core.registry import Registry
 from core.typed_config import from_dict
 from protocols.schema import FeatureSpec
 
-from .blocks.attention_kernel import set_attention_kernel
+from .blocks.masked_attention import set_attention_kernel
 from .contract import check_config_class, supports_request_reuse
 
 #: Modules of this package that hold no model (never imported by discovery).
@@ -40,10 +40,8 @@ ARCHITECTURES: Registry[ArchitectureEntry] = Registry("architecture")
 
 
 def register(name: str, *, config: type) -> Callable:
-    """Class or function decorator registering a model builder `builder(spec, cfg) -> nn.Module`.
-
-    The config class is checked against the contract (`contract.check_config_class`) here.
-    """
+    """Class or function decorator registering a model builder `builder(spec, cfg) -> nn.Module`; the config
+    class is checked against the contract (`contract.check_config_class`) here."""
     check_config_class(name, config)
 
     def decorator(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
@@ -66,8 +64,7 @@ def model_modules() -> list[str]:
 
 
 def load_models() -> None:
-    """Import every model module (registering its models); cheap after the first call. A file that cannot
-    be used is skipped and reported (module docstring); the others load."""
+    """Import every model module (registering its models); cheap after the first call."""
     _DISCOVERY.load()
 
 
@@ -100,7 +97,7 @@ def make_config(name: str, cfg: Any = None) -> Any:
 
 def build(name: str, spec: FeatureSpec, cfg: Any = None, *, attention: str = "auto") -> nn.Module:
     """Instantiate architecture `name` for data described by `spec`, its softmax attentions computed with the
-    kernel `attention` ("auto" | "sdpa" | "explicit", `blocks/attention_kernel.py`; the harness passes
+    kernel `attention` ("auto" | "sdpa" | "explicit", `blocks/masked_attention.py`; the harness passes
     `train.attention`)."""
     e = entry(name)
     return set_attention_kernel(e.builder(spec, make_config(name, cfg)), attention)

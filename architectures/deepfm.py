@@ -1,9 +1,7 @@
-"""DeepFM: a factorisation machine and a deep network sharing one set of field embeddings.
+"""DeepFM: first order + factorisation machine + deep network over F = 20 shared field vectors [B, F, E].
 
-Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017:
-explicit second-order interactions, the idea Wukong's FMB scales up. logit = bias + first order (1-d tables per
-categorical id, a linear map of the 8 numeric features) + FM (0.5 * sum_e ((sum_i v_ie)^2 - sum_i v_ie^2)) +
-deep (ReLU MLP) over F = 20 field vectors [B, F, E]. The fields: docs/helix.md, "Baselines".
+Paper: Guo et al., "DeepFM: A Factorization-Machine based Neural Network for CTR Prediction", IJCAI 2017. The
+fields: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 
@@ -16,22 +14,18 @@ import torch.nn as nn
 from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import recent_history
+from .blocks.history import recent_history
 from .blocks.mlp import PredictionHead
 
 
 @dataclass
-class DeepFMConfig:
+class DeepFMConfig(CheckedConfig):
     dim: int = 64  # embedding width E
     num_layers: int = 2  # hidden layers of the deep part
     mlp_width: int = 256
     history_len: int = 128
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "mlp_width", "history_len")
 
 
 @register("deepfm", config=DeepFMConfig)

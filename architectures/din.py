@@ -1,10 +1,7 @@
-"""DIN: the candidate weights the user's history through a local activation unit.
+"""DIN: the candidate weights the user's history through a local activation unit, then a ReLU MLP.
 
-Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018: a candidate-dependent
-read of the history, the idea WHALE's fusion generalises. Query: the candidate's 5 item embeddings q [B, 5E];
-keys: each event's, k [B, L, 5E]; weights MLP([k; q; k - q; k * q]) (no softmax, PAD weighted 0); interest: the
-weighted sum of [item embeddings; 2 feedback embeddings] [B, 7E]; then [13 tokens; interest] -> ReLU MLP -> logit.
-The adaptations to RecFlow: docs/helix.md, "Baselines".
+Paper: Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018. What it computes here
+and the adaptations to RecFlow: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 
@@ -16,23 +13,19 @@ import torch.nn as nn
 from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import recent_history
+from .blocks.history import recent_history
 from .blocks.mlp import MLP, PredictionHead
 
 
 @dataclass
-class DinConfig:
+class DinConfig(CheckedConfig):
     dim: int = 64  # embedding width E
     num_layers: int = 2  # hidden layers of the deep network
     mlp_width: int = 200  # first hidden width (then halved per layer)
     attention_hidden: tuple[int, ...] = (80, 40)
     history_len: int = 128
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "mlp_width", "attention_hidden", "history_len")
 
 
 @register("din", config=DinConfig)

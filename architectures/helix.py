@@ -2,10 +2,9 @@
 MPTF interaction and the parameter-matched self-attention ablation of it.
 
 Paper: "HELIX: Purified and Unified - Rethinking Feature Interaction and Sequence Modeling for Large-Scale
-Recommendation" (ByteDance). Forward pass (B candidates, T mix tokens of width W): mix tokens -> MixFormer layers
-(read of the user x candidate hard-search sequence, then MPTF) -> decoder layers (read of the encoder's lazy K/V
-cache, then MPTF) -> head (RMSNorm, flatten T x W, MLP). Each stage, the adaptations to RecFlow's inputs, the
-switches (`ABLATIONS`) and the named sizes (`SIZES`): docs/helix.md, "HELIX in recscale".
+Recommendation" (ByteDance). Mix tokens [B, T, W] -> MixFormer layers -> decoder layers -> head; each stage, the
+adaptations to RecFlow's inputs, the switches (`ABLATIONS`) and the named sizes (`SIZES`): docs/helix.md, "HELIX
+in recscale".
 """
 from __future__ import annotations
 
@@ -24,11 +23,9 @@ from . import register
 from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import Compression, HelixEncoder
-from .blocks.history_select import gather_rows, hard_search
-from .blocks.history_window import History, recent_history
+from .blocks.history import History, gather_rows, hard_search, history_per_request, recent_history
 from .blocks.masked_attention import KV, KVProjection, MultiHeadAttention, QueryRead
 from .blocks.mlp import PredictionHead
-from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import GateUpNorm, SwiGLU
 from .blocks.token_mixing import MixTokenizer, SegmentMixTokenizer, mixup
 
@@ -145,10 +142,8 @@ class ResolvedHelixConfig(HelixConfig):
 
 
 class MPTF(nn.Module):
-    """MPTF (Mixup-PerToken-FFN), HELIX's feature-interaction operator: the parameter-free `mixup`
-    (cross-token communication without an attention matrix), then a SwiGLU with separate parameters per token
-    and gate/up normalisation; fields interact in the element-wise product of the gate and up branches.
-    Pre-norm, both residual: S = X + Mixup(X); out = S + SwiGLU_per_token(RMSNorm(S)). [B, T, W] -> [B, T, W]."""
+    """MPTF (Mixup-PerToken-FFN), HELIX's feature interaction (docs/helix.md), pre-norm, both residual:
+    S = X + Mixup(X); out = S + SwiGLU_per_token(RMSNorm(S)). [B, T, W] -> [B, T, W]."""
 
     def __init__(self, tokens: int, width: int, hidden: int, gate_up_norm: GateUpNorm = "rms") -> None:
         super().__init__()
@@ -160,22 +155,18 @@ class MPTF(nn.Module):
         return s + self.ffn(self.norm(s))
 
 
-def matched_hidden(attn: nn.Module, tokens: int, width: int, hidden: int) -> int:
-    """Per-token SwiGLU hidden width that gives `attn` + the SwiGLU MPTF's parameter count (3 T W hidden)."""
-    n_attn = sum(p.numel() for p in attn.parameters())
-    return max(1, round(hidden - n_attn / (3 * tokens * width)))
-
-
 class SelfAttentionInteraction(nn.Module):
     """Ablation of MPTF, matched in parameters: Mixup replaced by self-attention over the mix tokens, then the
-    per-token SwiGLU with a narrower hidden width (`matched_hidden`). [B, T, W] -> [B, T, W]."""
+    per-token SwiGLU with a narrower hidden width. [B, T, W] -> [B, T, W]."""
 
     def __init__(self, tokens: int, width: int, heads: int, hidden: int, gate_up_norm: GateUpNorm,
                  kv_heads: int | None = None) -> None:
         super().__init__()
         self.attn = MultiHeadAttention(width, heads, kv_heads)
         self.norm = nn.RMSNorm(width)
-        self.ffn = SwiGLU(width, matched_hidden(self.attn, tokens, width, hidden), gate_up_norm, tokens=tokens)
+        # the hidden width that gives attention + SwiGLU the MPTF SwiGLU's parameter count (3 T W hidden)
+        n_attn = sum(p.numel() for p in self.attn.parameters())
+        self.ffn = SwiGLU(width, max(1, round(hidden - n_attn / (3 * tokens * width))), gate_up_norm, tokens=tokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         every = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)

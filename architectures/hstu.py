@@ -1,10 +1,9 @@
 """HSTU-only ranker: history items, feedback and the candidate as one causal token sequence.
 
 After Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for Generative
-Recommendations" (ICML 2024), in the form of the WHALE seed write-up. Tokens item_0, action_0, ...,
-item_{L-1}, action_{L-1}, candidate (at position 2 L), padded to 2 * history_len + 1; the candidate's output
-token goes to the head. Tokenizers, read mask, time-bias convention and counts: docs/architectures.md,
-"What the seed models compute, and every adaptation" (HSTU-only); `isolate_equal_times`: its "Configuration".
+Recommendations" (ICML 2024), in the form of the WHALE seed write-up: item_0, action_0, ..., candidate (at 2 L),
+padded to 2 * history_len + 1 tokens. The rest: docs/architectures.md, "What the seed models compute, and every
+adaptation" (HSTU-only) and "Configuration".
 """
 from __future__ import annotations
 
@@ -16,15 +15,15 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
-from .blocks.config_checks import check_choices, require_positive, require_positive_number
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import recent_history
+from .blocks.history import recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HSTUEncoder, sequence_layout
 from .blocks.mlp import MLP, PredictionHead
 
 
 @dataclass
-class HSTUConfig:
+class HSTUConfig(CheckedConfig):
     """HSTU-only size and switches. `None` widths default to 2 * dim."""
 
     dim: int = 64  # embedding and token width D
@@ -37,12 +36,6 @@ class HSTUConfig:
     layer_norm_eps: float = DEFAULT_LAYER_NORM_EPS  # eps of both HSTU layer norms (docs/architectures.md)
     tokenizer_hidden: int | None = None  # hidden width of the item / action / candidate MLPs
     head_hidden: int | None = None
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
-                         "tokenizer_hidden", "head_hidden")
-        require_positive_number(self, "layer_norm_eps")
 
 
 @register("hstu", config=HSTUConfig)

@@ -1,10 +1,9 @@
-"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens], with mixed parameters (shared
-for sequence tokens, per token for the 13 non-sequence tokens) and pyramid query pruning (`seq_queries`).
+"""OneTrans: one causal Transformer over [sequence tokens | non-sequence tokens] [B, L + 13, W], with mixed
+parameters (shared for sequence tokens, per token for the 13 non-sequence tokens) and pyramid query pruning.
 
 Paper: Zhang et al., "OneTrans: Unified Feature Interaction and Sequence Modeling with One Transformer in
-Industrial Recommender" (ByteDance, 2025), the unified baseline of the HELIX paper. Shapes: [B, L + 13, W] in,
-RMSNorm + flattened 13 non-sequence tokens into the head. The forward pass and the adaptations to RecFlow:
-docs/helix.md, "Baselines".
+Industrial Recommender" (ByteDance, 2025). The forward pass and the adaptations to RecFlow: docs/helix.md,
+"Baselines".
 """
 from __future__ import annotations
 
@@ -18,18 +17,16 @@ from core.typed_config import ConfigError
 from protocols.schema import Batch, FeatureSpec
 
 from . import register
-from .blocks.attention_kernel import UsesAttentionKernel
-from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
+from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
-from .blocks.history_select import gather_rows
-from .blocks.history_window import recent_history
-from .blocks.masked_attention import attend, merge_heads, split_heads
+from .blocks.history import gather_rows, recent_history
+from .blocks.masked_attention import UsesAttentionKernel, attend, merge_heads, split_heads
 from .blocks.mlp import PredictionHead
 from .blocks.token_mixing import PerTokenLinear
 
 
 @dataclass
-class OneTransConfig:
+class OneTransConfig(CheckedConfig):
     dim: int = 64
     num_layers: int = 2
     num_heads: int = 4
@@ -38,10 +35,10 @@ class OneTransConfig:
     ffn_mult: int = 2
     seq_queries: tuple[int, ...] | None = None  # sequence queries per layer (pyramid); None = linear L -> 0
 
+    NON_NEGATIVE = ("seq_queries",)
+
     def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "num_heads", "embed_dim", "history_len", "ffn_mult")
-        require_non_negative(self, "seq_queries")
+        super().__post_init__()
         require_divisible(self, "dim", "num_heads")
         s = self.seq_queries
         if s is not None and (len(s) != self.num_layers or any(b > a for a, b in zip(s, s[1:]))):

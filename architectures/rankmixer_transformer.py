@@ -1,10 +1,8 @@
 """RankMixer + Transformer: the two-stage production baseline HELIX is compared against.
 
 Papers: RankMixer (Zhu et al., "RankMixer: Scaling Up Ranking Models in Industrial Recommenders", 2025) for the
-feature-interaction stage; the sequence stage is a plain Transformer over the user history, as in the HELIX
-paper's description of its production baseline. Sequence stage (candidate-independent, once per request with
-`reuse_requests`) -> two summaries (masked mean, target-attention read) -> [13 tokens; 2 summaries] cut into T
-tokens -> RankMixer blocks -> head. The stages and the adaptations to RecFlow: docs/helix.md, "Baselines".
+feature-interaction stage, a plain Transformer over the history (the HELIX paper's production baseline) for the
+sequence stage. The stages and the adaptations to RecFlow: docs/helix.md, "Baselines".
 """
 from __future__ import annotations
 
@@ -16,18 +14,17 @@ import torch.nn as nn
 from protocols.schema import ITEM_FIELD_INDEX, Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
+from .blocks.config_checks import CheckedConfig, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import EncoderLayer
-from .blocks.history_window import History, recent_history
+from .blocks.history import History, history_per_request, recent_history
 from .blocks.masked_attention import MultiHeadAttention
 from .blocks.mlp import PredictionHead
-from .blocks.request_reuse import history_per_request
 from .blocks.token_mixing import RankMixerBlock
 
 
 @dataclass
-class RankMixerTransformerConfig:
+class RankMixerTransformerConfig(CheckedConfig):
     dim: int = 64  # width W of the RankMixer tokens and of the history Transformer
     num_layers: int = 2  # RankMixer blocks
     seq_layers: int = 2  # Transformer layers over the history
@@ -38,10 +35,10 @@ class RankMixerTransformerConfig:
     ffn_mult: int = 2
     reuse_requests: bool = False
 
+    NON_NEGATIVE = ("seq_layers",)
+
     def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "num_heads", "mix_tokens", "embed_dim", "history_len", "ffn_mult")
-        require_non_negative(self, "seq_layers")
+        super().__post_init__()
         require_divisible(self, "dim", "mix_tokens", "num_heads")  # Mixup; attention heads
 
 

@@ -1,9 +1,8 @@
-"""WHALE: layer-wise fusion of feature interaction (Wukong) and history encoding (HSTU), the model of the WHALE
-seed write-up, with its fusion layer and the fusion's two reads (`whale` attends, `whale_meanpool` takes the
-masked mean). Per layer l: N~ = Wukong_l(N) [B, 8, D]; H = HSTU_l(H) [B, L, D] (never receives fusion output);
-N = Fusion_l(N~, H); logits = head(flatten(N)). The fusion formulas, the adaptations and the seed's counts:
-docs/architectures.md, "What the seed models compute, and every adaptation" and "FLOPs and parameters";
-`reuse_requests`: its "Configuration".
+"""WHALE, the model of the WHALE seed write-up: layer-wise fusion of feature interaction (Wukong) and history
+encoding (HSTU), with the fusion's two reads (`whale` attends, `whale_meanpool` takes the masked mean), and the
+seed's shallow-fusion control (`shallow_hybrid`). Per layer l: N~ = Wukong_l(N) [B, 8, D]; H = HSTU_l(H) [B, L, D]
+(never receives fusion output); N = Fusion_l(N~, H). The rest: docs/architectures.md, "What the seed models
+compute, and every adaptation", "FLOPs and parameters" and "Configuration".
 """
 from __future__ import annotations
 
@@ -16,19 +15,18 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
-from .blocks.attention_kernel import UsesAttentionKernel, sdpa_attention, use_sdpa
-from .blocks.config_checks import check_choices, require_positive, require_positive_number
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
-from .blocks.history_window import History, recent_history
+from .blocks.history import History, history_per_request, recent_history
 from .blocks.hstu import DEFAULT_LAYER_NORM_EPS, DEFAULT_NUM_BUCKETS, HistoryBranch
+from .blocks.masked_attention import UsesAttentionKernel, sdpa_attention, use_sdpa
 from .blocks.mlp import PredictionHead
-from .blocks.request_reuse import history_per_request
 from .blocks.swiglu import SwiGLU
-from .blocks.wukong import WukongLayer, wukong_stack
+from .blocks.wukong import wukong_stack
 
 
 @dataclass
-class WhaleConfig:
+class WhaleConfig(CheckedConfig):
     """WHALE size and switches. `None` widths default to 2 * dim."""
 
     dim: int = 64  # embedding and token width D
@@ -47,18 +45,29 @@ class WhaleConfig:
     head_hidden: int | None = None
     reuse_requests: bool = False  # compute the history side once per request in the batch
 
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "history_len", "num_heads", "head_dim", "num_time_buckets",
-                         "fmb_tokens", "lcb_tokens", "fmb_hidden", "ffn_hidden", "event_hidden", "head_hidden")
-        require_positive_number(self, "layer_norm_eps")
-
 
 @dataclass
 class WhaleMeanPoolConfig(WhaleConfig):
     """WHALE with the mean-pool read (the MeanPool control); only the default of `fusion_read` differs."""
 
     fusion_read: Literal["attention", "mean"] = "mean"
+
+
+@dataclass
+class ShallowHybridConfig(CheckedConfig):
+    """Shallow-hybrid size. `None` widths default to 2 * dim."""
+
+    dim: int = 64  # embedding and token width D
+    num_layers: int = 2  # HSTU layers, and Wukong layers after them
+    history_len: int = 128  # most recent history events read (L_max of the HSTU layers)
+    num_heads: int = 4  # HSTU heads
+    head_dim: int = 16  # HSTU per-head width of U, V, Q, K
+    num_time_buckets: int = DEFAULT_NUM_BUCKETS  # HSTU time buckets (table has one more entry)
+    fmb_tokens: int = 4
+    lcb_tokens: int = 4
+    fmb_hidden: int | None = None
+    event_hidden: int | None = None  # hidden width of the event-token MLP
+    head_hidden: int | None = None
 
 
 Memory = tuple[torch.Tensor, ...]
@@ -155,8 +164,7 @@ class Whale(nn.Module):
         self.fusions = nn.ModuleList(
             [Fusion(D, ffn_hidden=cfg.ffn_hidden or 2 * D, read=cfg.fusion_read) for _ in range(cfg.num_layers)]
         )
-        self.head = PredictionHead(cast(WukongLayer, self.wukong[-1]).n_out * D, cfg.head_hidden or 2 * D,
-                                   spec.num_tasks)
+        self.head = PredictionHead((cfg.fmb_tokens + cfg.lcb_tokens) * D, cfg.head_hidden or 2 * D, spec.num_tasks)
 
     def _memories(self, hist: History) -> tuple[torch.Tensor, ...]:
         """Everything candidate-independent: each layer's fusion memory (K, V or the mean), flattened."""
@@ -179,3 +187,32 @@ class Whale(nn.Module):
 
 register("whale", config=WhaleConfig)(Whale)
 register("whale_meanpool", config=WhaleMeanPoolConfig)(Whale)
+
+
+@register("shallow_hybrid", config=ShallowHybridConfig)
+class ShallowHybrid(nn.Module):
+    """The shallow-fusion control: the masked mean of the history branch's last layer (0 for an empty history)
+    appended as a 14th token before the first Wukong layer (14 -> 8 -> 8 tokens)."""
+
+    def __init__(self, spec: FeatureSpec, cfg: ShallowHybridConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = FieldEmbeddings(spec, cfg.dim)
+        self.tokens = NonSequenceTokens(spec, cfg.dim, self.embeddings)
+        self.history = HistoryBranch(spec, self.embeddings, dim=cfg.dim, num_layers=cfg.num_layers,
+                                     num_heads=cfg.num_heads, head_dim=cfg.head_dim, max_len=cfg.history_len,
+                                     num_buckets=cfg.num_time_buckets, event_hidden=cfg.event_hidden)
+        self.layers = wukong_stack(self.tokens.num_tokens + 1, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
+                                   lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
+        self.head = PredictionHead((cfg.fmb_tokens + cfg.lcb_tokens) * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
+                                   spec.num_tasks)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        batch = recent_history(batch, self.cfg.history_len)
+        h = self.history(batch)[-1]  # [B, L, D], 0 at PAD
+        m = batch["hist_mask"].unsqueeze(-1).to(h.dtype)  # [B, L, 1]
+        summary = (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # [B, D]
+        x = torch.cat([self.tokens(batch), summary.unsqueeze(1)], dim=1)  # [B, 14, D]
+        for layer in self.layers:
+            x = layer(x)  # [B, 8, D]
+        return self.head(x)  # [B] or [B, T]

@@ -1,14 +1,12 @@
 """Wukong: stacked factorization-machine interaction layers over the 13 non-sequence tokens.
 
 Paper: Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation" (ICML 2024), in the form of
-the WHALE seed write-up. 13 x D tokens -> Wukong layers (blocks/wukong.py) -> 8 x D -> head. It reads no history
-(`reads_history = False`): the history-free reference of the comparison. The layer, the adaptations and the
-counts: docs/architectures.md, "What the seed models compute, and every adaptation".
+the WHALE seed write-up: 13 x D tokens -> 8 x D -> head, reading no history (the history-free reference). The
+rest: docs/architectures.md, "What the seed models compute, and every adaptation".
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 import torch
 import torch.nn as nn
@@ -16,14 +14,14 @@ import torch.nn as nn
 from architectures import register
 from protocols.schema import Batch, FeatureSpec
 
-from .blocks.config_checks import check_choices, require_positive
+from .blocks.config_checks import CheckedConfig
 from .blocks.embeddings import FieldEmbeddings, NonSequenceTokens
 from .blocks.mlp import PredictionHead
-from .blocks.wukong import WukongLayer, wukong_stack
+from .blocks.wukong import wukong_stack
 
 
 @dataclass
-class WukongConfig:
+class WukongConfig(CheckedConfig):
     """Wukong model size. `None` widths default to 2 * dim."""
 
     dim: int = 64  # embedding and token width D
@@ -33,11 +31,6 @@ class WukongConfig:
     lcb_tokens: int = 4  # tokens produced by the LCB of each layer
     fmb_hidden: int | None = None  # hidden width of the FMB MLP
     head_hidden: int | None = None  # hidden width of the prediction head
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        require_positive(self, "dim", "num_layers", "history_len", "fmb_tokens", "lcb_tokens", "fmb_hidden",
-                         "head_hidden")
 
 
 @register("wukong", config=WukongConfig)
@@ -51,7 +44,7 @@ class Wukong(nn.Module):
         self.tokens = NonSequenceTokens(spec, cfg.dim, self.embeddings)
         self.layers = wukong_stack(self.tokens.num_tokens, cfg.dim, cfg.num_layers, fmb_tokens=cfg.fmb_tokens,
                                    lcb_tokens=cfg.lcb_tokens, hidden=cfg.fmb_hidden)
-        self.head = PredictionHead(cast(WukongLayer, self.layers[-1]).n_out * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
+        self.head = PredictionHead((cfg.fmb_tokens + cfg.lcb_tokens) * cfg.dim, cfg.head_hidden or 2 * cfg.dim,
                                    spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:

@@ -44,8 +44,7 @@ class Discovery:
         return found
 
     def load(self) -> None:
-        """Import every component module; cheap after the first call. A file that cannot be used is
-        skipped and reported (module docstring); the others load."""
+        """Import every component module, skipping and reporting a file that cannot be used; cheap after the first."""
         if self.loaded:
             return
         self.loaded = True

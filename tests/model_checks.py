@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
-from architectures.blocks.history_window import HISTORY_KEYS
+from architectures.blocks.history import HISTORY_KEYS
 from architectures.contract import reads_history
 from architectures.flops import count_flops, count_params
 from protocols.schema import CAT_FIELDS, HIST_CAT_FIELDS, FeatureSpec, random_batch

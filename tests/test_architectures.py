@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import architectures
-from architectures.blocks.history_window import HISTORY_KEYS, recent_history
+from architectures.blocks.history import HISTORY_KEYS, recent_history
 from architectures.whale import CrossAttentionRead, MeanPoolRead, WhaleConfig
 from core.typed_config import ConfigError
 from protocols.schema import default_test_spec, random_batch

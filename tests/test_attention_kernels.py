@@ -18,8 +18,13 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 import architectures
-from architectures.blocks.attention_kernel import UsesAttentionKernel, sdpa_attention, set_attention_kernel
-from architectures.blocks.masked_attention import attend, explicit_attend
+from architectures.blocks.masked_attention import (
+    UsesAttentionKernel,
+    attend,
+    explicit_attend,
+    sdpa_attention,
+    set_attention_kernel,
+)
 from architectures.flops import count_flops
 from architectures.whale import explicit_cross_attention
 from protocols.schema import default_test_spec, random_batch

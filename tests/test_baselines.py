@@ -10,7 +10,7 @@ import torch
 from model_checks import batch_for
 
 import architectures
-from architectures.blocks.history_window import HISTORY_KEYS
+from architectures.blocks.history import HISTORY_KEYS
 from protocols.schema import ITEM_FIELD_INDEX, default_test_spec
 
 L = 20

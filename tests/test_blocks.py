@@ -4,10 +4,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from architectures.blocks.history_window import HISTORY_KEYS
+from architectures.blocks.history import HISTORY_KEYS, RequestGroups, history_per_request
 from architectures.blocks.masked_attention import KV
 from architectures.blocks.mlp import MLP
-from architectures.blocks.request_reuse import RequestGroups, history_per_request
 from architectures.blocks.swiglu import SwiGLU
 from architectures.blocks.wukong import WukongLayer
 from architectures.whale import Fusion

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import architectures
-from architectures.blocks.attention_kernel import set_attention_kernel
+from architectures.blocks.masked_attention import set_attention_kernel
 from harness.config import load_run_config
 from harness.train import train_run
 from protocols.schema import default_test_spec, random_batch

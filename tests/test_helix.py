@@ -16,7 +16,7 @@ from model_checks import (
 )
 
 import architectures
-from architectures.blocks.history_select import hard_search, most_recent
+from architectures.blocks.history import hard_search, most_recent
 from architectures.blocks.swiglu import SOFTCAP, normalise_branch
 from architectures.blocks.token_mixing import mixup
 from architectures.flops import count_flops, count_params

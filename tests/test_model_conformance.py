@@ -35,7 +35,7 @@ from model_checks import (
 from torch.utils.flop_counter import FlopCounterMode
 
 import architectures
-from architectures.blocks.history_window import HISTORY_KEYS
+from architectures.blocks.history import HISTORY_KEYS
 from architectures.blocks.mlp import PredictionHead
 from architectures.contract import REUSE_SWITCH, ModelConfig, RequestReuseConfig, check_config_class
 from architectures.flops import count_flops

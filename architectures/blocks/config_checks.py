@@ -1,12 +1,13 @@
-"""Value checks shared by every model config dataclass, called from its `__post_init__` (types of values read from
-YAML / `--set` are checked by `core.typed_config`; these checks also cover configs built in code). Every message
-names the key and says what is allowed, in one format: `model.<key>: <value> <problem> (allowed: ...)`.
+"""Value checks shared by every model config dataclass, called from its `__post_init__` or inherited with
+`CheckedConfig` (types of values read from YAML / `--set` are checked by `core.typed_config`; these checks also
+cover configs built in code). Every message names the key and says what is allowed, in one format:
+`model.<key>: <value> <problem> (allowed: ...)`.
 """
 from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import TYPE_CHECKING, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, ClassVar, Literal, cast, get_args, get_origin
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -69,3 +70,25 @@ def require_positive_number(cfg: object, *names: str) -> None:
         value = getattr(cfg, name)
         if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
             raise ConfigError(f"model.{name}: {value!r} is not allowed (allowed: finite numbers > 0)")
+
+
+#: Annotations of the fields `CheckedConfig` checks as counts.
+_COUNT_TYPES = (int, int | None, tuple[int, ...], tuple[int, ...] | None)
+
+
+class CheckedConfig:
+    """Base of a model config dataclass (it adds no field) whose `__post_init__` checks every field by its type:
+    a Literal holds one of its values, a count (int, `int | None`, `tuple[int, ...]`) is >= 1 when set, or >= 0
+    when named in `NON_NEGATIVE`, and a float is finite and > 0. A subclass with more checks calls
+    `super().__post_init__()` first."""
+
+    NON_NEGATIVE: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        cfg = cast("DataclassInstance", self)
+        check_choices(cfg)
+        hints = typing.get_type_hints(type(self))
+        names = [f.name for f in dataclasses.fields(cfg)]
+        require_positive(self, *(n for n in names if hints[n] in _COUNT_TYPES and n not in self.NON_NEGATIVE))
+        require_non_negative(self, *self.NON_NEGATIVE)
+        require_positive_number(self, *(n for n in names if hints[n] is float))

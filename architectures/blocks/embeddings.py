@@ -11,7 +11,7 @@ import torch.nn as nn
 
 from protocols.schema import HIST_FB_FIELDS, Batch, FeatureSpec
 
-from .history_window import History
+from .history import History
 from .mlp import MLP
 
 

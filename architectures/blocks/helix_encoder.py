@@ -1,8 +1,6 @@
 """HELIX's SeqFormer encoder over the user-only sequences, with Gather / Truncate compression or the pooling
-compressions (`window_pool`) (docs/helix.md: the encoder row of "HELIX in recscale" and the `compression`,
-`kv_heads` and `layerscale` switches). It reads only history keys of the batch, so its output can be computed
-once per request (`architectures/helix.py`). Layer l has n_l = `retained[l]` query tokens (non-increasing);
-outputs at invalid query slots are zeroed.
+compressions (`window_pool`): docs/helix.md, "HELIX in recscale". It reads only history keys of the batch (so
+it can run once per request); layer l has n_l = `retained[l]` query tokens, zeroed at invalid slots.
 """
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from .history_select import USER_ONLY_SEQUENCES, gather_rows, most_recent, user_only_masks
-from .history_window import History
+from .history import USER_ONLY_SEQUENCES, History, gather_rows, most_recent, user_only_masks
 from .masked_attention import MultiHeadAttention
 from .swiglu import GateUpNorm, SwiGLU
 

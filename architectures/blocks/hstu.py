@@ -1,9 +1,7 @@
 """HSTU layer: pointwise-gated aggregation with relative position and time-bucket biases, after Zhai et al.,
-"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (its formula:
-docs/architectures.md, "HSTU layer", "Shared history branch" and "HSTU-only"). X [B, N, D] -> [B, N, D].
-
-The read mask and the bucket matrix are built once per batch (`history_layout`, `sequence_layout`) and shared
-by every layer; the ops that compute a layer are its encoder's `HSTUKernel`.
+"Actions Speak Louder than Words" (ICML 2024), as the WHALE seed write-up specifies it (docs/architectures.md,
+"HSTU layer", "Shared history branch" and "HSTU-only"). X [B, N, D] -> [B, N, D]; the read mask and the bucket
+matrix are built once per batch and shared by every layer.
 """
 from __future__ import annotations
 
@@ -16,11 +14,11 @@ import torch.nn.functional as F
 from protocols.schema import FeatureSpec
 
 from .embeddings import FieldEmbeddings, HistoryEventTokenizer
-from .history_window import History
+from .history import History
 from .pointwise_attention import Span, explicit_pointwise_attention, key_spans, pointwise_attention
 
 DEFAULT_NUM_BUCKETS = 128
-DEFAULT_BUCKET_DIVISOR = 0.301
+BUCKET_DIVISOR = 0.301
 #: eps of both layer norms of an HSTU layer: torch's default; why it stays against generative-recommenders' 1e-6:
 #: docs/architectures.md, "Configuration".
 DEFAULT_LAYER_NORM_EPS = 1e-5
@@ -51,27 +49,25 @@ def set_hstu_kernel(model: nn.Module, kernel: HSTUKernel) -> nn.Module:
     return model
 
 
-def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
-                divisor: float = DEFAULT_BUCKET_DIVISOR) -> torch.Tensor:
-    """clamp(floor(ln(max(|dt_ms|, 1)) / divisor), 0, num_buckets) as int64 (computed in float64)."""
-    x = dt_ms.abs().clamp_(min=1).to(torch.float64).log_().div_(divisor)  # >= 0, so floor is truncation
+def time_bucket(dt_ms: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS) -> torch.Tensor:
+    """clamp(floor(ln(max(|dt_ms|, 1)) / BUCKET_DIVISOR), 0, num_buckets) as int64 (computed in float64)."""
+    x = dt_ms.abs().clamp_(min=1).to(torch.float64).log_().div_(BUCKET_DIVISOR)  # >= 0, so floor is truncation
     return x.to(torch.int64).clamp_(max=num_buckets)
 
 
-def history_layout(ts: torch.Tensor, valid: torch.Tensor, *, num_buckets: int = DEFAULT_NUM_BUCKETS,
-                   divisor: float = DEFAULT_BUCKET_DIVISOR) -> tuple[torch.Tensor, torch.Tensor]:
+def history_layout(ts: torch.Tensor, valid: torch.Tensor, *,
+                   num_buckets: int = DEFAULT_NUM_BUCKETS) -> tuple[torch.Tensor, torch.Tensor]:
     """Read mask [B, N, N] (bool; query i, key j) and time buckets [B, N, N] of the shared history branch."""
     N = ts.shape[1]
     earlier = ts.unsqueeze(1) < ts.unsqueeze(2)  # [B, N, N]: t_j < t_i
     itself = torch.eye(N, dtype=torch.bool, device=ts.device)
     mask = earlier.logical_or_(itself).logical_and_(valid.unsqueeze(2)).logical_and_(valid.unsqueeze(1))
-    buckets = time_bucket(ts.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets, divisor=divisor)
+    buckets = time_bucket(ts.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets)
     return mask, buckets
 
 
 def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tensor | None = None,
-                    num_buckets: int = DEFAULT_NUM_BUCKETS,
-                    divisor: float = DEFAULT_BUCKET_DIVISOR) -> tuple[torch.Tensor, torch.Tensor]:
+                    num_buckets: int = DEFAULT_NUM_BUCKETS) -> tuple[torch.Tensor, torch.Tensor]:
     """Read mask and time buckets of a left-aligned token sequence (HSTU-only).
 
     Position i reads j <= i when both are valid. With `event [B, N]` (the history event each token comes
@@ -86,7 +82,7 @@ def sequence_layout(ts: torch.Tensor, valid: torch.Tensor, *, event: torch.Tenso
         mask &= (ts.unsqueeze(1) < ts.unsqueeze(2)) | same_event
     next_valid = torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], dim=1)  # [B, N]
     ts_next = torch.where(next_valid, torch.roll(ts, -1, dims=1), ts)  # [B, N]
-    buckets = time_bucket(ts_next.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets, divisor=divisor)
+    buckets = time_bucket(ts_next.unsqueeze(2) - ts.unsqueeze(1), num_buckets=num_buckets)
     return mask, buckets
 
 
@@ -225,10 +221,8 @@ class HSTUEncoder(nn.Module):
 
 
 class HistoryBranch(nn.Module):
-    """The shared history branch of WHALE and Shallow-hybrid: each history event becomes one token (5 item + 2
-    feedback embeddings + rho -> MLP, zero at PAD), then a stack of HSTU layers reads them with the
-    `history_layout` mask. It never sees the candidate, so its output is shared by all candidates of a request.
-    History keys of a batch -> per-layer outputs [B, L, D] (num_layers of them)."""
+    """The shared history branch of WHALE and Shallow-hybrid: event tokens, then HSTU layers with the
+    `history_layout` mask; it never sees the candidate. History keys -> per-layer outputs [B, L, D]."""
 
     def __init__(self, spec: FeatureSpec, embeddings: FieldEmbeddings, *, dim: int, num_layers: int,
                  num_heads: int, head_dim: int, max_len: int, num_buckets: int, event_hidden: int | None,

@@ -1,20 +1,55 @@
-"""Multi-head softmax attention with key masks, written as explicit matmuls (HELIX, OneTrans, RankMixer+Transformer).
-
-`explicit_attend` is the plain reference op (plain `matmul`s, so fvcore counts them); `attend` takes the kernel
-as an argument (`attention_kernel.py`) and calls `sdpa_attention` under "sdpa", or "auto" on CUDA. Masking rule
-(as WHALE's fusion): keys not allowed get zero weight exactly, and a query with no allowed key reads zero:
-softmax(scores masked to the dtype minimum) times the allowed mask.
+"""Softmax attention: which kernel computes it, the explicit matmuls written in each block (the reference op) or
+torch's fused `scaled_dot_product_attention` (`sdpa_attention`, with the explicit ops' masking rule exactly),
+an op taking it as an argument and a module holding it (docs/architectures.md, "Shared blocks"; docs/training.md,
+"Speed"); and multi-head attention with key masks (HELIX, OneTrans, RankMixer+Transformer), whose reference op
+`explicit_attend` is plain `matmul`s (so fvcore counts them). Keys not allowed get zero weight exactly, and a
+query with no allowed key reads zero (as WHALE's fusion).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, cast, get_args
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention_kernel import AttentionKernel, UsesAttentionKernel, sdpa_attention, use_sdpa
+AttentionKernel = Literal["auto", "sdpa", "explicit"]
+KERNELS: tuple[str, ...] = get_args(AttentionKernel)
+
+
+def use_sdpa(q: torch.Tensor, kernel: AttentionKernel) -> bool:
+    """Whether the attention on `q` runs through SDPA under `kernel` ("auto": on CUDA tensors only)."""
+    return kernel == "sdpa" or (kernel == "auto" and q.is_cuda)
+
+
+class UsesAttentionKernel:
+    """Mixin of the modules that run a softmax attention: `attention_kernel` is the kernel they pass to the
+    attention op ("auto" until `set_attention_kernel` sets another)."""
+
+    attention_kernel: AttentionKernel = "auto"
+
+
+def set_attention_kernel(model: nn.Module, kernel: str) -> nn.Module:
+    """Set `kernel` ("auto" | "sdpa" | "explicit") on every softmax-attention module of `model` (itself
+    included); returns `model`; an unknown `kernel` is a ValueError naming the allowed values."""
+    if kernel not in KERNELS:
+        raise ValueError(f"attention kernel {kernel!r} is not one of {', '.join(KERNELS)}")
+    for module in model.modules():
+        if isinstance(module, UsesAttentionKernel):
+            module.attention_kernel = cast(AttentionKernel, kernel)
+    return model
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor,
+                   scale: float | None = None) -> torch.Tensor:
+    """softmax(q k^T * scale) v over allowed keys; q [.., Nq, E], k [.., Nk, E], v [.., Nk, Ev], `allowed`
+    bool broadcasting to [.., Nq, Nk]. A query with no allowed key reads exactly zero. -> [.., Nq, Ev]"""
+    any_key = allowed.any(dim=-1, keepdim=True)  # [.., Nq, 1]
+    mask = allowed | ~any_key  # an empty row reads every key (finite), then is zeroed
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    return out * any_key.to(out.dtype)
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -100,11 +135,9 @@ class QueryRead(UsesAttentionKernel, nn.Module):
         self.q = nn.Linear(width, width, bias=False)
         self.out = nn.Linear(width, width, bias=False)
 
-    def forward(self, x: torch.Tensor, kv: KV, extra_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv: KV) -> torch.Tensor:
         q = split_heads(self.q(self.norm(x)), self.heads)  # [B, H, Nq, dh]
         allowed = kv.mask[:, None, None, :]  # [B, 1, 1, Nk]
-        if extra_mask is not None:  # e.g. causal [Nq, Nk] or [B, 1, Nq, Nk]
-            allowed = allowed & extra_mask
         read = attend(q, kv.k, kv.v, allowed, kernel=self.attention_kernel)  # [B, H, Nq, dh]
         return self.out(merge_heads(read))  # [B, Nq, W]
 
@@ -117,7 +150,5 @@ class MultiHeadAttention(nn.Module):
         self.kv = KVProjection(width, heads, kv_heads)
         self.read = QueryRead(width, heads)
 
-    def forward(
-        self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: torch.Tensor, extra_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        return self.read(x_q, self.kv(x_kv, kv_mask), extra_mask)
+    def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, kv_mask: torch.Tensor) -> torch.Tensor:
+        return self.read(x_q, self.kv(x_kv, kv_mask))

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-#: Memory budget of one block's [b, H, rows, keys] fp32 score map, in MiB, at one torch thread and with more
-#: (docs/training.md, "CPU kernels", says how they were chosen).
+#: Memory budget of one block's [b, H, rows, keys] fp32 score map, in MiB, at one torch thread and with more.
 ONE_THREAD_BUDGET_MIB = 4
 MANY_THREADS_BUDGET_MIB = 64
 #: Every block but the last holds a multiple of this many map elements, so torch's element-wise CPU kernels
@@ -27,8 +26,7 @@ QUERY_CHUNKS = 4
 #: pairs left out (docs/training.md, "CPU kernels", key spans).
 MIN_SPAN_KEYS = 64
 MIN_SKIPPED = 0.25
-#: A layer whose score maps take at most this many MiB in all also keeps their SiLU, so the backward does not
-#: recompute it (docs/training.md, "CPU kernels").
+#: A layer whose score maps take at most this many MiB in all also keeps their SiLU: the backward reuses it.
 KEEP_ACTIVATED_MIB = 32
 
 #: (first query, end query, first key, end key) of one query range and the keys any of its queries reads.

@@ -1,7 +1,6 @@
 """SwiGLU, the one gated feed-forward network of every model, `W_d(SiLU(n(x W_g)) * n(x W_u))` with no biases
-and no residual, and its gate/up normalisations `n` ("rms", "softcap", "none"): docs/architectures.md, "Shared
-blocks"; the normalisation is HELIX's stability fix (docs/helix.md). `tokens=T` gives every one of T tokens its
-own weights (`PerTokenLinear`, input [B, T, W]): the per-token FFN of HELIX's MPTF.
+and no residual, with its gate/up normalisations `n` and per-token weights (`tokens=T`, input [B, T, W]):
+docs/architectures.md, "Shared blocks"; docs/helix.md.
 """
 from __future__ import annotations
 

@@ -56,21 +56,17 @@ class MixTokenizer(nn.Module):
         return self.proj(x.flatten(1)).view(x.shape[0], self.tokens, self.width)
 
 
-def segment_bounds(n: int, tokens: int) -> list[tuple[int, int]]:
-    """[start, end) of T contiguous segments of n items, sizes ceil / floor of n / T, the larger first."""
-    if not 1 <= tokens <= n:
-        raise ValueError(f"cannot cut {n} feature tokens into {tokens} non-empty segments")
-    size, extra = divmod(n, tokens)
-    ends = [(t + 1) * size + min(t + 1, extra) for t in range(tokens)]
-    return list(zip([0, *ends[:-1]], ends))
-
-
 class SegmentMixTokenizer(nn.Module):
-    """[B, N, D] feature tokens -> [B, T, W]: segment t (n_t whole tokens, flattened) -> Linear(n_t D, W)."""
+    """[B, N, D] feature tokens -> [B, T, W]: segment t (n_t whole tokens, flattened) -> Linear(n_t D, W); the T
+    contiguous segments have sizes ceil / floor of N / T, the larger first."""
 
     def __init__(self, in_tokens: int, in_dim: int, tokens: int, width: int) -> None:
         super().__init__()
-        self.bounds = segment_bounds(in_tokens, tokens)
+        if not 1 <= tokens <= in_tokens:
+            raise ValueError(f"cannot cut {in_tokens} feature tokens into {tokens} non-empty segments")
+        size, extra = divmod(in_tokens, tokens)
+        ends = [(t + 1) * size + min(t + 1, extra) for t in range(tokens)]
+        self.bounds = list(zip([0, *ends[:-1]], ends))  # [start, end) of each segment
         self.proj = nn.ModuleList([nn.Linear((b - a) * in_dim, width) for a, b in self.bounds])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
