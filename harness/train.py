@@ -40,10 +40,9 @@ from .checkpoint import (
     save_checkpoint,
     set_rng_states,
 )
-from .config import RunConfig, TrainConfig, run_config_dict
+from .config import RunConfig, ScheduleConfig, TrainConfig, run_config_dict
 from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
-from .lr_schedule import ScheduleConfig, factor
 from .metric_registry import check_split_metric
 from .speed import matmul
 from .step import TrainStep, place
@@ -488,7 +487,8 @@ class Meter:
 
 
 class LRSchedule:
-    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule)."""
+    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule): `train.lr` x
+    `factor`, a pure function of the global step, so that a resume is exact."""
 
     def __init__(self, cfg: ScheduleConfig, optimizers: Sequence, *, steps_per_epoch: int, epochs: int) -> None:
         self.cfg, self.steps_per_epoch = cfg, steps_per_epoch
@@ -513,6 +513,19 @@ class LRSchedule:
     def lr(self) -> float:
         """The first group's current learning rate (for logging)."""
         return float(self.optimizers[0].param_groups[0]["lr"])
+
+
+def factor(cfg: ScheduleConfig, step: int, total: int) -> float:
+    """Multiplier of `train.lr` at 0-based global step `step` of a run of `total` steps (the formulas:
+    docs/training.md, "Schedule")."""
+    w = cfg.warmup_steps if cfg.warmup_steps else int(round(cfg.warmup_fraction * total))
+    if step < w:
+        return (step + 1) / w
+    if cfg.kind == "constant":
+        return 1.0
+    p = min(1.0, max(0.0, (step - w) / (total - 1 - w))) if total - 1 > w else 1.0
+    shape = 0.5 * (1.0 + math.cos(math.pi * p)) if cfg.kind == "cosine" else 1.0 - p
+    return cfg.floor + (1.0 - cfg.floor) * shape
 
 
 class CurveLogger:
