@@ -103,19 +103,15 @@ def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
     return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
 
 
-def entropy_of_rate(rate: float) -> float:
-    """H(p) = -p log p - (1 - p) log(1 - p); NaN when p is 0 or 1 (no reference entropy)."""
-    if not 0.0 < rate < 1.0:
-        return math.nan
-    return float(-rate * math.log(rate) - (1.0 - rate) * math.log1p(-rate))
-
-
 def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
-    """LogLoss / H(positive rate of this same set)."""
+    """LogLoss / H(positive rate p of this same set), H(p) = -p log p - (1 - p) log(1 - p); NaN when p is 0 or 1
+    (no reference entropy)."""
     y = as_labels(labels)
     if y.size == 0:
         return math.nan
-    return logloss(y, probs) / entropy_of_rate(float(np.mean(y)))
+    rate = float(np.mean(y))
+    entropy = -rate * math.log(rate) - (1.0 - rate) * math.log1p(-rate) if 0.0 < rate < 1.0 else math.nan
+    return logloss(y, probs) / entropy
 
 
 def duration_bucket(duration_ms: np.ndarray) -> np.ndarray:
