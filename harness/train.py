@@ -533,12 +533,17 @@ class CurveLogger:
 
     def __init__(self, run_dir: Path, every: int, device: torch.device, task_names: Sequence[str] = ()) -> None:
         self.every, self.dir, self.task_names = every, Path(run_dir) / CURVES_DIR, tuple(task_names)
-        self._task_loss = torch.zeros((), dtype=torch.float64)  # [T] summed per-task losses since the last point
         self._writer: Any = None
-        self._loss = torch.zeros((), dtype=torch.float64, device=device)
-        self._norm = torch.zeros((), dtype=torch.float64, device=device)
+        self._on_cpu = device.type == "cpu"  # reading a CPU scalar is cheaper than adding tensors
+        self._start_point()
+
+    def _start_point(self) -> None:
+        """Empty sums since the last point: loss and grad norm (Python floats on a CPU; on an accelerator tensors
+        added on the device and read once per point), per-task losses [T], targets, norms and the clock."""
+        self._loss: Any = 0.0
+        self._norm: Any = 0.0
+        self._task_loss = torch.zeros((), dtype=torch.float64)
         self._targets = self._norms = 0
-        self._loss_f = self._norm_f = 0.0
         self._t0 = time.perf_counter()
 
     def writer(self) -> Any:
@@ -556,31 +561,23 @@ class CurveLogger:
             return
         if task_losses is not None:
             self._task_loss = self._task_loss + task_losses.double()
-        if loss_sum.device.type == "cpu":  # reading a CPU scalar is cheaper than adding tensors
-            self._loss_f += float(loss_sum)
-            self._norm_f += float(grad_norm) if grad_norm is not None else 0.0
-        else:  # on an accelerator: add on the device, read once per point
-            self._loss += loss_sum.double()
-            if grad_norm is not None:
-                self._norm += grad_norm.double()
-        self._norms += grad_norm is not None
+        self._loss = self._loss + (float(loss_sum) if self._on_cpu else loss_sum.double())
+        if grad_norm is not None:
+            self._norm = self._norm + (float(grad_norm) if self._on_cpu else grad_norm.double())
+            self._norms += 1
         self._targets += n_targets
         if global_step % self.every:
             return
         now = time.perf_counter()
         w = self.writer()
-        w.add_scalar("train/loss", (float(self._loss) + self._loss_f) / max(self._targets, 1), global_step)
+        w.add_scalar("train/loss", float(self._loss) / max(self._targets, 1), global_step)
         w.add_scalar("train/lr", lr, global_step)
         for name, value in zip(self.task_names, self._task_loss.tolist() if self._task_loss.dim() else ()):
             w.add_scalar(f"train/loss{tasks.SEPARATOR}{name}", value / max(self._targets, 1), global_step)
         if self._norms:
-            w.add_scalar("train/grad_norm", (float(self._norm) + self._norm_f) / self._norms, global_step)
+            w.add_scalar("train/grad_norm", float(self._norm) / self._norms, global_step)
         w.add_scalar("train/targets_per_s", self._targets / max(now - self._t0, 1e-9), global_step)
-        self._loss.zero_(), self._norm.zero_()
-        self._task_loss = torch.zeros((), dtype=torch.float64)
-        self._targets = self._norms = 0
-        self._loss_f = self._norm_f = 0.0
-        self._t0 = time.perf_counter()
+        self._start_point()
 
     def exclude(self, seconds: float) -> None:
         """Leave `seconds` spent on something else (a mid-epoch evaluation) out of the throughput."""
