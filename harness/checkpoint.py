@@ -91,6 +91,13 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys if a.get(k) != b.get(k)]
 
 
+def refuse_config_differences(path: Path, saved: dict[str, Any], current: dict[str, Any], whose: str) -> None:
+    """ResumeRefused naming `path` and listing `config_differences` from `saved`, the config of `whose`."""
+    diffs = config_differences(saved, current)
+    if diffs:
+        raise ResumeRefused(f"{path}: refusing to resume: the config differs from {whose}:\n  " + "\n  ".join(diffs))
+
+
 def save_checkpoint(
     path: Path,
     *,
@@ -177,10 +184,6 @@ def load_checkpoint(path: Path, *, config: dict[str, Any], data_fingerprint: str
             f"{path}: refusing to resume: the checkpoint was trained on data {payload['data_fingerprint']}, "
             f"this run uses {data_fingerprint}"
         )
-    diffs = config_differences(payload["config"], config)
-    if diffs:
-        raise ResumeRefused(
-            f"{path}: refusing to resume: the config differs from the checkpoint's:\n  " + "\n  ".join(diffs)
-        )
+    refuse_config_differences(path, payload["config"], config, "the checkpoint's")
     payload["position"] = Position(**payload["position"])
     return payload

@@ -35,8 +35,8 @@ from . import run_folder as RF
 from .checkpoint import (
     Position,
     ResumeRefused,
-    config_differences,
     load_checkpoint,
+    refuse_config_differences,
     save_checkpoint,
     set_rng_states,
 )
@@ -118,12 +118,7 @@ def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *
     # the same run: the folder's config.yaml and recorded data fingerprint, even before a first checkpoint
     saved = RF.read_config(out_dir)
     if saved is not None:
-        diffs = config_differences(saved, RF.normalised_config(config))
-        if diffs:
-            raise ResumeRefused(
-                f"{out_dir / CONFIG_FILE}: refusing to resume: the config differs from the run folder's:\n  "
-                + "\n  ".join(diffs)
-            )
+        refuse_config_differences(out_dir / CONFIG_FILE, saved, RF.normalised_config(config), "the run folder's")
     saved_fp = RF.read_data_fingerprint(out_dir)
     if saved_fp is not None and saved_fp != data_fingerprint:
         raise ResumeRefused(
