@@ -1,7 +1,6 @@
-"""Resumable training checkpoints: model, optimisers, position inside the epoch and every RNG state, with the run
-config and the data fingerprint that a resume must match (only `config.RESUME_SAFE_KEYS` may change). Loading
-runs no code from the file (`torch.load(weights_only=True)` and `_numpy_globals`): docs/reliability.md ("What
-we load and how"); checkpoints and resume: docs/training.md ("Checkpoints and resume").
+"""Resumable training checkpoints and the checks a resume must pass (only `config.RESUME_SAFE_KEYS` may change):
+docs/training.md ("Checkpoints and resume"). Loading runs no code from the file (`torch.load(weights_only=True)`,
+`_numpy_globals`): docs/reliability.md ("What we load and how").
 """
 from __future__ import annotations
 
@@ -29,10 +28,7 @@ class ResumeRefused(RecscaleError):
 
 @dataclass
 class Position:
-    """Where training stands: the next batch to run is `batch` of `epoch`.
-
-    `epochs_without_improvement` and `best_metric` carry early-stopping state across a resume.
-    """
+    """Where training stands (the next batch to run is `batch` of `epoch`), early-stopping state included."""
 
     epoch: int = 0
     batch: int = 0

@@ -177,10 +177,7 @@ RUN_KEYS: tuple[str, ...] = ("arch", "data", "model", "train", "seed")
 
 def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) -> dict[str, Any]:
     """`--set KEY=VALUE` options as nested overrides; a key without a section (`dim=32`) means `model.dim`.
-
-    `sections` are the top-level keys the command takes (`recscale flops` takes only `model`); any other
-    is refused naming it. Values are parsed as YAML scalars.
-    """
+    `sections`: the top-level keys the command takes (`recscale flops` takes only `model`); others are refused."""
     out: dict[str, Any] = {}
     for key, value in parse_set_options(items).items():
         if key not in RUN_KEYS:

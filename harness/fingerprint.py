@@ -84,11 +84,8 @@ def cpu_affinity() -> str:
 
 
 def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
-    """The facts that decide a run's floating-point results, as flat `env_*` keys (strings and ints).
-
-    `device` is the torch device the run trained on; on CUDA the GPU's name and the CUDA version are
-    recorded, since they then decide the kernels instead of the CPU's instruction sets.
-    """
+    """The facts that decide a run's floating-point results on `device` (the torch device it trained on), as flat
+    `env_*` keys (strings and ints; docs/reproducibility.md)."""
     import numpy as np
     import scipy
     import torch

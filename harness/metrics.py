@@ -1,9 +1,6 @@
-"""Evaluation metrics computed on a full prediction set (never averaged over batches): AUC, LogLoss, NE, GAUC,
-UAUC and the rows of every reported group, as docs/training.md ("Metrics") defines them. The registry
-(`harness/metric_registry.py`) names them with their direction and label.
-
-Undefined values (AUC of a set with one class, NE of a set with no positives) are NaN.
-All functions take numpy arrays and work in float64; they are vectorised (one sort per call).
+"""Evaluation metrics of a full prediction set (AUC, LogLoss, NE, GAUC, UAUC; registered with their direction and
+label in harness/metric_registry.py) and the masks of the reported groups, as docs/training.md ("Metrics") defines
+them. Undefined values are NaN; numpy arrays in, float64, vectorised (one sort per call).
 """
 from __future__ import annotations
 

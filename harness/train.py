@@ -1,8 +1,6 @@
-"""`train_run`: the recipe of one run, top to bottom: open the data, check the run folder, build the model and
-optimisers, resume (or record a fresh start), train the epochs, select the epoch, evaluate, write metrics.json.
-Resume, stop signals, checkpoints and timing are calls from that sequence (the `Session` and `Meter` methods,
-`StopSignals`), not logic inside the batch loop. The training rules, evaluation and epoch selection,
-checkpoints, resume, the run-folder checks and signals: docs/training.md.
+"""`train_run`: the recipe of one run, top to bottom, and the pieces only it uses (session, schedule, curve logger,
+stop signals), called from that sequence rather than written into the batch loop. The training rules, evaluation
+and epoch selection, checkpoints, resume, the run-folder checks and signals: docs/training.md.
 """
 from __future__ import annotations
 
@@ -57,10 +55,8 @@ def train_run(
     final_checkpoint: bool = True,
     verify: bool = True,
 ) -> dict[str, Any]:
-    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict (the contract, `resume`,
-    `final_checkpoint` and `verify`: docs/contracts.md, "Training"; resume and signals: docs/training.md).
-    `resume=True` continues from the folder's checkpoint, starts afresh when none was written yet and returns
-    the saved metrics of a finished run; SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`."""
+    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict (the contract: docs/contracts.md,
+    "Training"; `resume`, a finished run and signals: docs/training.md, "Checkpoints and resume")."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
     config = run_config_dict(cfg)
@@ -601,10 +597,8 @@ def where(position: Position) -> str:
 
 
 class StopSignals:
-    """While installed (main thread only), SIGINT / SIGTERM set `signum` instead of stopping the process:
-    the loop then writes its checkpoint and raises `TrainingInterrupted`. A second signal puts the previous
-    handlers back and raises `TrainingAborted` where the main thread is (so a third one gets the default
-    behaviour). Outside the main thread (a Ray Tune function trainable) nothing is installed."""
+    """While installed (main thread only: not in a Ray Tune function trainable), SIGINT / SIGTERM set `signum`; a
+    second restores the previous handlers and raises `TrainingAborted` (docs/training.md, "Checkpoints and resume")."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -646,10 +640,8 @@ class TrainingInterrupted(RecscaleError):
 
 
 class TrainingAborted(BaseException):
-    """A second SIGINT / SIGTERM: training stops at once, without finishing the checkpoint being written.
-
-    A BaseException (like KeyboardInterrupt), so that no `except Exception` on the way swallows it.
-    `last_checkpoint` says what checkpoint.pt holds (set by `train_run`); `exit_code` as `TrainingInterrupted`."""
+    """A second SIGINT / SIGTERM: training stops at once, even mid-checkpoint. A BaseException (like
+    KeyboardInterrupt), so that no `except Exception` on the way swallows it; `exit_code` as `TrainingInterrupted`."""
 
     def __init__(self, signum: int, out_dir: Path | None = None, last_checkpoint: str | None = None,
                  during_write: bool = False) -> None:
