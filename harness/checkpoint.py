@@ -44,10 +44,6 @@ class Position:
     finished: bool = False
     history: list[dict[str, float]] = field(default_factory=list)
 
-    def add_loss(self, value: float) -> None:
-        self.loss_sum += value
-        self.epoch_loss_sum += value
-
 
 def rng_states() -> dict[str, Any]:
     """Every random state a run may consume: Python, numpy, torch CPU and each CUDA device."""

@@ -135,9 +135,8 @@ def prepare_folder(out_dir: Path, *, resume: bool) -> bool:
 
 # -- set-up and resume ------------------------------------------------------------------------------------------
 
-#: Forward FLOPs and parameter counts (`matmul.count_cost`, on one validation batch) of (architecture, model
-#: config, data fingerprint, device) already counted in this process: a sweep worker that trains the same model
-#: on the same data again (another seed) reuses them instead of tracing the model once more.
+#: `matmul.count_cost` (on one validation batch) of every model, data and device already counted in this process:
+#: a sweep worker that trains the same model on the same data again (another seed) reuses it.
 _COST_CACHE: dict[str, dict[str, float]] = {}
 
 
@@ -230,9 +229,8 @@ def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> Non
 
 
 def validate_mid_epoch(session: Session, curves: CurveLogger, global_step: int) -> float:
-    """Evaluate the validation split with the current weights and log it at `global_step`
-    (`train.eval_every_steps`); returns the seconds it took. Reads the weights only: `predict` switches the
-    model to eval mode and back, uses no random state and its own loader, so no trained number changes."""
+    """Evaluate the validation split with the current weights and log it at `global_step` (`train.eval_every_steps`);
+    returns the seconds it took. Reads the weights only: no trained number changes (docs/training.md, "Curves")."""
     t = time.perf_counter()
     ev, lab, sc = session.predict("valid")
     if np.isfinite(sc).all():
@@ -473,7 +471,9 @@ class Meter:
 
     def settle(self, position: Position) -> None:
         position.train_seconds += time.perf_counter() - self.t0
-        position.add_loss(float(self.loss))
+        loss = float(self.loss)
+        position.loss_sum += loss
+        position.epoch_loss_sum += loss
         self.loss.zero_()
 
 
