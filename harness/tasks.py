@@ -1,7 +1,6 @@
-"""Multi-task runs (`train.tasks`; docs/tasks.md): the harness's work per task. Task 0 keeps every one-task
-name (metric keys, prediction columns, curve tags, health keys); task t > 0 adds `@<name>` (`suffixes`). The loss
-is the weighted sum of the tasks' summed BCE losses (`weighted_loss`); a split's metrics (`evaluate.split_metrics`),
-its predictions and a run's health are those of each task's labels and scores, through the one-task code.
+"""Multi-task runs (`train.tasks`; docs/tasks.md): the harness's work per task (`weighted_loss`, `per_task`). Task
+0 keeps every one-task name (metric keys, prediction columns, curve tags, health keys); task t > 0 adds `@<name>`
+(`suffixes`). A split's metrics, its predictions and a run's health are those of each task's labels and scores.
 """
 from __future__ import annotations
 
