@@ -1,7 +1,6 @@
-"""One optimisation step (forward, loss, backward, clip, optimiser update) with its optimisers, and the device
-it runs on: shared by the training loop (harness/train.py) and the step timings (harness/speed/), so both
-measure the same work. The loss, the optimisers (dense and sparse mode) and the clipping: docs/training.md
-("Training rules"); with `train.tasks` the loss is the tasks' weighted sum (harness/tasks.py).
+"""One optimisation step (forward, loss, backward, clip, update) with its optimisers and device: shared by the training
+loop (harness/train.py) and the step timings (harness/speed/), so both measure the same work. The loss (with
+`train.tasks`: harness/tasks.py), the optimisers and the clipping: docs/training.md ("Training rules").
 """
 from __future__ import annotations
 

@@ -197,8 +197,7 @@ def train_epochs(session: Session, curves: CurveLogger, *, progress: bool) -> No
 
 
 def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> None:
-    """The rest of the current epoch from `position.batch`: one optimiser step per batch, then what is due
-    (a mid-epoch validation, a checkpoint, the stop a signal asked for)."""
+    """The rest of the current epoch from `position.batch`, one optimiser step per batch, then what is due."""
     cfg, tc, position, step, schedule = session.cfg, session.tc, session.position, session.step, session.schedule
     n_targets = session.dataset.num_targets("train")
     batches = session.dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
@@ -271,8 +270,7 @@ def _is_better(metric: str, value: float, best: float | None) -> bool:
 # -- selection, evaluation, outputs -----------------------------------------------------------------------------
 
 def select_epoch(session: Session, *, final_checkpoint: bool) -> None:
-    """Load the best validation epoch's weights when one was kept; training is finished (checkpointed unless
-    a sweep asked for no final checkpoint)."""
+    """Load the best validation epoch's weights if kept; training is finished (checkpointed unless a sweep asks not)."""
     if session.best_state is not None:
         session.model.load_state_dict(session.best_state)
     session.position.finished = True
@@ -312,8 +310,7 @@ def evaluate(session: Session) -> Evaluation:
 
 
 def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint: bool) -> dict[str, Any]:
-    """metrics.json: the evaluation, cost, training record, timings, machine and run health; a sweep's run
-    drops its checkpoint once it is written. Returns what was written."""
+    """Write metrics.json (docs/training.md, "Metrics"), then drop a sweep run's checkpoint; returns what it wrote."""
     position, device, tc = session.position, session.device, session.tc
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
     result = dict(evaluation.metrics)
@@ -417,8 +414,7 @@ class Session:
         return bool(every) and self.global_step % every == 0 and not ends_validated
 
     def checkpoint_due(self) -> bool:
-        """After a batch: every `checkpoint_every_batches` batches, `checkpoint_every_s` seconds after the last
-        checkpoint, or when a signal asks to stop."""
+        """Whether a checkpoint is due after the batch just trained (also when a signal asks to stop)."""
         tc = self.tc
         return bool(tc.checkpoint_every_batches and self.position.batch % tc.checkpoint_every_batches == 0) or (
             time.perf_counter() - self.last_save >= tc.checkpoint_every_s) or self.stop.signum is not None
@@ -627,8 +623,7 @@ class StopSignals:
 
 
 class TrainingInterrupted(RecscaleError):
-    """SIGINT / SIGTERM arrived during training; the checkpoint of the current position was written.
-    `recscale train` exits with `exit_code`: 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+    """SIGINT / SIGTERM arrived and the checkpoint was written; `recscale train` exits `exit_code` (128 + signum)."""
 
     def __init__(self, signum: int, out_dir: Path, position: Position) -> None:
         self.signum, self.exit_code = int(signum), 128 + int(signum)
