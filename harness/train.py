@@ -71,9 +71,8 @@ def train_run(
     session = build(cfg, out_dir, config, dataset, started)
     if resume:
         resume_from_checkpoint(session)
-    else:  # a fresh run: its config and data fingerprint go into the folder before any checkpoint
-        RF.write_config(out_dir, config)
-        RF.write_data_fingerprint(out_dir, dataset.fingerprint)
+    else:
+        RF.write_run_start(out_dir, config, dataset.fingerprint)
     session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
     session.setup_seconds = time.perf_counter() - started
 
