@@ -1,7 +1,6 @@
-"""Resumable training checkpoints: model, optimisers, position inside the epoch and every RNG state, with the run
-config and the data fingerprint that a resume must match (only `config.RESUME_SAFE_KEYS` may change). Loading
-runs no code from the file (`torch.load(weights_only=True)` and `_numpy_globals`): docs/reliability.md ("What
-we load and how"); checkpoints and resume: docs/training.md ("Checkpoints and resume").
+"""Resumable training checkpoints and the checks a resume must pass (only `config.RESUME_SAFE_KEYS` may change):
+docs/training.md ("Checkpoints and resume"). Loading runs no code from the file (`torch.load(weights_only=True)`,
+`_numpy_globals`): docs/reliability.md ("What we load and how").
 """
 from __future__ import annotations
 
@@ -29,10 +28,7 @@ class ResumeRefused(RecscaleError):
 
 @dataclass
 class Position:
-    """Where training stands: the next batch to run is `batch` of `epoch`.
-
-    `epochs_without_improvement` and `best_metric` carry early-stopping state across a resume.
-    """
+    """Where training stands (the next batch to run is `batch` of `epoch`), early-stopping state included."""
 
     epoch: int = 0
     batch: int = 0
@@ -47,10 +43,6 @@ class Position:
     epochs_without_improvement: int = 0
     finished: bool = False
     history: list[dict[str, float]] = field(default_factory=list)
-
-    def add_loss(self, value: float) -> None:
-        self.loss_sum += value
-        self.epoch_loss_sum += value
 
 
 def rng_states() -> dict[str, Any]:
@@ -89,6 +81,13 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[s
     a, b = _effective(flat_keys(saved)), _effective(flat_keys(current))
     keys = sorted((set(a) | set(b)) - set(RESUME_SAFE_KEYS))
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def refuse_config_differences(path: Path, saved: dict[str, Any], current: dict[str, Any], whose: str) -> None:
+    """ResumeRefused naming `path` and listing `config_differences` from `saved`, the config of `whose`."""
+    diffs = config_differences(saved, current)
+    if diffs:
+        raise ResumeRefused(f"{path}: refusing to resume: the config differs from {whose}:\n  " + "\n  ".join(diffs))
 
 
 def save_checkpoint(
@@ -177,10 +176,6 @@ def load_checkpoint(path: Path, *, config: dict[str, Any], data_fingerprint: str
             f"{path}: refusing to resume: the checkpoint was trained on data {payload['data_fingerprint']}, "
             f"this run uses {data_fingerprint}"
         )
-    diffs = config_differences(payload["config"], config)
-    if diffs:
-        raise ResumeRefused(
-            f"{path}: refusing to resume: the config differs from the checkpoint's:\n  " + "\n  ".join(diffs)
-        )
+    refuse_config_differences(path, payload["config"], config, "the checkpoint's")
     payload["position"] = Position(**payload["position"])
     return payload

@@ -1,4 +1,4 @@
-"""Run configuration: `TaskConfig`, `TrainConfig` and `RunConfig` (architecture, model overrides, prepared dataset,
+"""Run configuration: `TaskConfig`, `ScheduleConfig`, `TrainConfig` and `RunConfig` (arch, model overrides, data,
 training, seed), loaded from YAML and `--set` overrides through `core.typed_config`, and `parse_set`, the one `--set`
 parser of `recscale train` and `recscale flops`. Keys, defaults and the seed's training rules: docs/training.md.
 """
@@ -17,7 +17,6 @@ from core.errors import one_line
 from core.typed_config import ConfigError, from_dict, merged, parse_set_options, to_dict
 from protocols.schema import TASK_LABELS
 
-from .lr_schedule import ScheduleConfig
 from .metric_registry import check_split_metric
 
 
@@ -38,6 +37,32 @@ class TaskConfig:
             raise ConfigError(f"label: {self.label!r} is not a label column (allowed: {', '.join(TASK_LABELS)})")
         if not (self.weight >= 0 and math.isfinite(self.weight)):
             raise ConfigError(f"weight: must be a finite number >= 0, got {self.weight!r}")
+
+
+@dataclass
+class ScheduleConfig:
+    """`train.schedule`: linear warm-up over `warmup_steps`, or `warmup_fraction` of the run's steps (0 = none; not
+    both), then `kind`: "constant", or "cosine" / "linear" decay to `floor` x `train.lr` at the last step."""
+
+    kind: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: int = 0
+    warmup_fraction: float = 0.0
+    floor: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError(f"train.schedule.warmup_steps must be >= 0, got {self.warmup_steps!r}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ConfigError(f"train.schedule.warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
+        if self.warmup_steps and self.warmup_fraction:
+            raise ConfigError("train.schedule.warmup_fraction: give warmup_steps or warmup_fraction, not both")
+        if not 0.0 <= self.floor <= 1.0:
+            raise ConfigError(f"train.schedule.floor must be in [0, 1], got {self.floor!r}")
+
+    @property
+    def is_constant(self) -> bool:
+        """No warm-up and no decay: the seed's constant learning rate."""
+        return self.kind == "constant" and not self.warmup_steps and not self.warmup_fraction
 
 
 @dataclass
@@ -152,10 +177,7 @@ RUN_KEYS: tuple[str, ...] = ("arch", "data", "model", "train", "seed")
 
 def parse_set(items: list[str] | None, *, sections: tuple[str, ...] = RUN_KEYS) -> dict[str, Any]:
     """`--set KEY=VALUE` options as nested overrides; a key without a section (`dim=32`) means `model.dim`.
-
-    `sections` are the top-level keys the command takes (`recscale flops` takes only `model`); any other
-    is refused naming it. Values are parsed as YAML scalars.
-    """
+    `sections`: the top-level keys the command takes (`recscale flops` takes only `model`); others are refused."""
     out: dict[str, Any] = {}
     for key, value in parse_set_options(items).items():
         if key not in RUN_KEYS:

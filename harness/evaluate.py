@@ -1,7 +1,6 @@
-"""Full-set evaluation: predict every target of a split, compute metrics on the whole set, and recompute a
-finished run's metrics from its prediction files (`recscale metrics RUN --recompute`; docs/training.md).
-Predictions are float64 probabilities from the logits, written to `predictions_<split>.parquet` and used for
-metrics.json alike, so a recomputation reproduces every number exactly.
+"""Full-set evaluation: predict every target of a split (float64 probabilities, the prediction files' and the
+metrics' alike), compute metrics on the whole set, and recompute a finished run's metrics from its prediction files
+(`recscale metrics RUN --recompute`; docs/training.md, "Metrics").
 """
 from __future__ import annotations
 

@@ -84,11 +84,8 @@ def cpu_affinity() -> str:
 
 
 def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
-    """The facts that decide a run's floating-point results, as flat `env_*` keys (strings and ints).
-
-    `device` is the torch device the run trained on; on CUDA the GPU's name and the CUDA version are
-    recorded, since they then decide the kernels instead of the CPU's instruction sets.
-    """
+    """The facts that decide a run's floating-point results on `device` (the torch device it trained on), as flat
+    `env_*` keys (strings and ints; docs/reproducibility.md)."""
     import numpy as np
     import scipy
     import torch
@@ -117,13 +114,8 @@ def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
     }
 
 
-def fingerprint_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The `env_*` entries of a metrics.json dict or a runs.parquet row (empty for runs that predate them)."""
-    return {k: record[k] for k in record if str(k).startswith(PREFIX)}
-
-
 def fingerprint_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(key without the prefix, a's value, b's value) for every fingerprint entry that differs (a missing
-    entry reads None)."""
-    fa, fb = fingerprint_of(a), fingerprint_of(b)
-    return [(k[len(PREFIX):], fa.get(k), fb.get(k)) for k in sorted({*fa, *fb}) if fa.get(k) != fb.get(k)]
+    """(key without the prefix, a's value, b's value) for every `env_*` entry of two metrics.json dicts or runs.parquet
+    rows that differs (a missing entry, as in runs that predate them, reads None)."""
+    keys = sorted(k for k in {*a, *b} if str(k).startswith(PREFIX))
+    return [(k[len(PREFIX):], a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]

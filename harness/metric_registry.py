@@ -25,11 +25,9 @@ MetricFn = Callable[..., float]
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """One registered metric."""
+    """One registered metric (what its name and function make of it: docs/training.md, "Metrics")."""
 
-    #: the suffix of the flat keys in metrics.json and the columns of runs.parquet (`<split>_<name>`,
-    #: `oracle_<split>_<name>`) and the spelling used in `analysis.metrics` and `search.metric: valid_<name>`
-    name: str
+    name: str  # `<name>` of the keys `<split>_<name>`, `oracle_<split>_<name>` and of `analysis.metrics`
     #: the function of one full prediction set, `(labels, scores) -> float`, or `(labels, scores, user_ids) -> float`
     #: when `needs_users` is set (functions live in `harness/metrics.py`)
     compute: MetricFn

@@ -1,9 +1,6 @@
-"""Evaluation metrics computed on a full prediction set (never averaged over batches): AUC, LogLoss, NE, GAUC,
-UAUC and the rows of every reported group, as docs/training.md ("Metrics") defines them. The registry
-(`harness/metric_registry.py`) names them with their direction and label.
-
-Undefined values (AUC of a set with one class, NE of a set with no positives) are NaN.
-All functions take numpy arrays and work in float64; they are vectorised (one sort per call).
+"""Evaluation metrics of a full prediction set (AUC, LogLoss, NE, GAUC, UAUC; registered with their direction and
+label in harness/metric_registry.py) and the masks of the reported groups, as docs/training.md ("Metrics") defines
+them. Undefined values are NaN; numpy arrays in, float64, vectorised (one sort per call).
 """
 from __future__ import annotations
 
@@ -103,19 +100,15 @@ def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
     return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
 
 
-def entropy_of_rate(rate: float) -> float:
-    """H(p) = -p log p - (1 - p) log(1 - p); NaN when p is 0 or 1 (no reference entropy)."""
-    if not 0.0 < rate < 1.0:
-        return math.nan
-    return float(-rate * math.log(rate) - (1.0 - rate) * math.log1p(-rate))
-
-
 def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
-    """LogLoss / H(positive rate of this same set)."""
+    """LogLoss / H(positive rate p of this same set), H(p) = -p log p - (1 - p) log(1 - p); NaN when p is 0 or 1
+    (no reference entropy)."""
     y = as_labels(labels)
     if y.size == 0:
         return math.nan
-    return logloss(y, probs) / entropy_of_rate(float(np.mean(y)))
+    rate = float(np.mean(y))
+    entropy = -rate * math.log(rate) - (1.0 - rate) * math.log1p(-rate) if 0.0 < rate < 1.0 else math.nan
+    return logloss(y, probs) / entropy
 
 
 def duration_bucket(duration_ms: np.ndarray) -> np.ndarray:

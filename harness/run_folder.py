@@ -48,8 +48,10 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_config(run_dir: Path, config: dict[str, Any]) -> None:
+def write_run_start(run_dir: Path, config: dict[str, Any], data_fingerprint: str) -> None:
+    """A fresh run's config.yaml and the fingerprint of the data it starts on, written before any checkpoint."""
     write_text(run_dir / layout.CONFIG_FILE, yaml.safe_dump(config, sort_keys=False))
+    write_text(run_dir / layout.DATA_FINGERPRINT_FILE, data_fingerprint + "\n")
 
 
 def _rebuild_hint(run_dir: Path) -> str:
@@ -147,10 +149,6 @@ def clean_stale_temporaries(run_dir: Path) -> None:
     for name in RUN_FILES:
         for tmp in run_dir.glob(atomic_write.temporary_glob(name)):
             tmp.unlink(missing_ok=True)
-
-
-def write_data_fingerprint(run_dir: Path, fingerprint: str) -> None:
-    write_text(run_dir / layout.DATA_FINGERPRINT_FILE, fingerprint + "\n")
 
 
 def read_data_fingerprint(run_dir: Path) -> str | None:

@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from .metric_registry import all_metrics
-
 OK, DIVERGED, COLLAPSED, UNDERTRAINED = "ok", "diverged", "collapsed", "undertrained"
 #: Every status, in the order they are checked.
 STATUSES: tuple[str, ...] = (OK, DIVERGED, COLLAPSED, UNDERTRAINED)
@@ -194,29 +192,3 @@ def trend_fields(trend: Trend | str | None) -> dict[str, Any]:
         return {FALL_KEY: None, FALL_LOW_KEY: None, FALL_CURVE_KEY: NOT_CHECKED + (trend or "no curve")}
     return {FALL_KEY: trend.fall, FALL_LOW_KEY: trend.fall_low,
             FALL_CURVE_KEY: f"{trend.source} steps {trend.first_step}-{trend.last_step}, {trend.points} points"}
-
-
-def weights_finite(model: Any) -> bool:
-    """Whether every parameter of a torch module is finite (one pass over the weights, after training)."""
-    import torch
-
-    with torch.no_grad():
-        return all(bool(torch.isfinite(p).all()) for p in model.parameters())
-
-
-def record(metrics: Mapping[str, Any], model: Any, valid_scores: Any, trend: Trend | str) -> dict[str, Any]:
-    """The health keys `train_run` adds to metrics.json: `weights_finite`, `valid_pred_std` (of the validation
-    probabilities), the still-falling measurement and the status fields. Reads the trained model, scores and
-    curves only; uses no random state."""
-    out: dict[str, Any] = {"weights_finite": weights_finite(model),
-                           "valid_pred_std": float(np.std(np.asarray(valid_scores, dtype=np.float64))),
-                           **trend_fields(trend)}
-    return {**out, **classify({**metrics, **out}, trend).fields()}
-
-
-def undefined_metrics(split: str, labels: Any) -> dict[str, float]:
-    """Flat metrics of a split whose scores are not finite (a diverged run): the counts, and NaN for every
-    registered metric, so the run still gets a metrics.json that records it as `diverged`."""
-    y = np.asarray(labels, dtype=np.float64)
-    return {f"{split}_n": int(y.size), f"{split}_positives": int(y.sum()),
-            **{f"{split}_{m.name}": math.nan for m in all_metrics()}}

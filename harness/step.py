@@ -1,7 +1,6 @@
-"""One optimisation step (forward, loss, backward, clip, optimiser update) with its optimisers, and the device
-it runs on: shared by the training loop (harness/train.py) and the step timings (harness/speed/), so both
-measure the same work. The loss, the optimisers (dense and sparse mode) and the clipping: docs/training.md
-("Training rules"); with `train.tasks` the loss is the tasks' weighted sum (harness/tasks.py).
+"""One optimisation step (forward, loss, backward, clip, update) with its optimisers and device: shared by the training
+loop (harness/train.py) and the step timings (harness/speed/), so both measure the same work. The loss (with
+`train.tasks`: harness/tasks.py), the optimisers and the clipping: docs/training.md ("Training rules").
 """
 from __future__ import annotations
 
@@ -47,16 +46,12 @@ class TrainStep:
         self.optimizers = build_optimizers(model, tc, device)
         self.batch_size = tc.batch_size
         self.grad_clip = tc.grad_clip
-        self.device_type = device.type
         self.bf16 = tc.use_bf16(device)
+        self.autocast: contextlib.AbstractContextManager = (  # entered around every forward, as in evaluate.predict
+            torch.autocast(device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext())
         self.grad_norm: torch.Tensor | None = None  # of the last step (train.CurveLogger logs it)
         self.task_weights = torch.tensor([t.weight for t in tc.tasks], device=device) if tc.tasks else None
         self.task_losses: torch.Tensor | None = None  # [T] summed loss of each task in the last step
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.bf16:
-            return torch.autocast(self.device_type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         loss_sum = self.forward_loss(batch)
@@ -68,7 +63,7 @@ class TrainStep:
 
     def forward_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The batch's summed loss (with its graph)."""
-        with self.autocast():  # attentions run with the model's kernel (architectures.build(attention=...))
+        with self.autocast:  # attentions run with the model's kernel (architectures.build(attention=...))
             logits = self.forward(batch)  # [B]
         if self.task_weights is None:
             return F.binary_cross_entropy_with_logits(logits.float(), batch["label"], reduction="sum")

@@ -1,8 +1,6 @@
-"""`train_run`: the recipe of one run, top to bottom: open the data, check the run folder, build the model and
-optimisers, resume (or record a fresh start), train the epochs, select the epoch, evaluate, write metrics.json.
-Resume, stop signals, checkpoints and timing are calls from that sequence (the `Session` and `Meter` methods,
-`StopSignals`), not logic inside the batch loop. The training rules, evaluation and epoch selection,
-checkpoints, resume, the run-folder checks and signals: docs/training.md.
+"""`train_run`: the recipe of one run, top to bottom, and the pieces only it uses (session, schedule, curve logger,
+stop signals), called from that sequence rather than written into the batch loop. The training rules, evaluation
+and epoch selection, checkpoints, resume, the run-folder checks and signals: docs/training.md.
 """
 from __future__ import annotations
 
@@ -35,15 +33,14 @@ from . import run_folder as RF
 from .checkpoint import (
     Position,
     ResumeRefused,
-    config_differences,
     load_checkpoint,
+    refuse_config_differences,
     save_checkpoint,
     set_rng_states,
 )
-from .config import RunConfig, TrainConfig, run_config_dict
+from .config import RunConfig, ScheduleConfig, TrainConfig, run_config_dict
 from .evaluate import loader_options, move_batch, open_dataset, predict, split_metrics, target_columns
 from .fingerprint import machine_fingerprint
-from .lr_schedule import ScheduleConfig, factor
 from .metric_registry import check_split_metric
 from .speed import matmul
 from .step import TrainStep, place
@@ -58,10 +55,8 @@ def train_run(
     final_checkpoint: bool = True,
     verify: bool = True,
 ) -> dict[str, Any]:
-    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict (the contract, `resume`,
-    `final_checkpoint` and `verify`: docs/contracts.md, "Training"; resume and signals: docs/training.md).
-    `resume=True` continues from the folder's checkpoint, starts afresh when none was written yet and returns
-    the saved metrics of a finished run; SIGINT / SIGTERM write a checkpoint and raise `TrainingInterrupted`."""
+    """Train, evaluate and write the run folder `out_dir`; returns the metrics dict (the contract: docs/contracts.md,
+    "Training"; `resume`, a finished run and signals: docs/training.md, "Checkpoints and resume")."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
     config = run_config_dict(cfg)
@@ -76,9 +71,8 @@ def train_run(
     session = build(cfg, out_dir, config, dataset, started)
     if resume:
         resume_from_checkpoint(session)
-    else:  # a fresh run: its config and data fingerprint go into the folder before any checkpoint
-        RF.write_config(out_dir, config)
-        RF.write_data_fingerprint(out_dir, dataset.fingerprint)
+    else:
+        RF.write_run_start(out_dir, config, dataset.fingerprint)
     session.matmul_rate = matmul.matmul_rate_cached(session.device, matmul.compute_dtype(session.step.bf16))
     session.setup_seconds = time.perf_counter() - started
 
@@ -119,12 +113,7 @@ def check_folder(out_dir: Path, config: dict[str, Any], data_fingerprint: str, *
     # the same run: the folder's config.yaml and recorded data fingerprint, even before a first checkpoint
     saved = RF.read_config(out_dir)
     if saved is not None:
-        diffs = config_differences(saved, RF.normalised_config(config))
-        if diffs:
-            raise ResumeRefused(
-                f"{out_dir / CONFIG_FILE}: refusing to resume: the config differs from the run folder's:\n  "
-                + "\n  ".join(diffs)
-            )
+        refuse_config_differences(out_dir / CONFIG_FILE, saved, RF.normalised_config(config), "the run folder's")
     saved_fp = RF.read_data_fingerprint(out_dir)
     if saved_fp is not None and saved_fp != data_fingerprint:
         raise ResumeRefused(
@@ -145,9 +134,8 @@ def prepare_folder(out_dir: Path, *, resume: bool) -> bool:
 
 # -- set-up and resume ------------------------------------------------------------------------------------------
 
-#: Forward FLOPs and parameter counts (`matmul.count_cost`, on one validation batch) of (architecture, model
-#: config, data fingerprint, device) already counted in this process: a sweep worker that trains the same model
-#: on the same data again (another seed) reuses them instead of tracing the model once more.
+#: `matmul.count_cost` (on one validation batch) of every model, data and device already counted in this process:
+#: a sweep worker that trains the same model on the same data again (another seed) reuses it.
 _COST_CACHE: dict[str, dict[str, float]] = {}
 
 
@@ -208,8 +196,7 @@ def train_epochs(session: Session, curves: CurveLogger, *, progress: bool) -> No
 
 
 def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> None:
-    """The rest of the current epoch from `position.batch`: one optimiser step per batch, then what is due
-    (a mid-epoch validation, a checkpoint, the stop a signal asked for)."""
+    """The rest of the current epoch from `position.batch`, one optimiser step per batch, then what is due."""
     cfg, tc, position, step, schedule = session.cfg, session.tc, session.position, session.step, session.schedule
     n_targets = session.dataset.num_targets("train")
     batches = session.dataset.batches("train", tc.batch_size, seed=cfg.seed, epoch=position.epoch,
@@ -240,9 +227,8 @@ def train_epoch(session: Session, curves: CurveLogger, *, progress: bool) -> Non
 
 
 def validate_mid_epoch(session: Session, curves: CurveLogger, global_step: int) -> float:
-    """Evaluate the validation split with the current weights and log it at `global_step`
-    (`train.eval_every_steps`); returns the seconds it took. Reads the weights only: `predict` switches the
-    model to eval mode and back, uses no random state and its own loader, so no trained number changes."""
+    """Evaluate the validation split with the current weights and log it at `global_step` (`train.eval_every_steps`);
+    returns the seconds it took. Reads the weights only: no trained number changes (docs/training.md, "Curves")."""
     t = time.perf_counter()
     ev, lab, sc = session.predict("valid")
     if np.isfinite(sc).all():
@@ -283,8 +269,7 @@ def _is_better(metric: str, value: float, best: float | None) -> bool:
 # -- selection, evaluation, outputs -----------------------------------------------------------------------------
 
 def select_epoch(session: Session, *, final_checkpoint: bool) -> None:
-    """Load the best validation epoch's weights when one was kept; training is finished (checkpointed unless
-    a sweep asked for no final checkpoint)."""
+    """Load the best validation epoch's weights if kept; training is finished (checkpointed unless a sweep asks not)."""
     if session.best_state is not None:
         session.model.load_state_dict(session.best_state)
     session.position.finished = True
@@ -324,8 +309,7 @@ def evaluate(session: Session) -> Evaluation:
 
 
 def write_outputs(session: Session, evaluation: Evaluation, *, final_checkpoint: bool) -> dict[str, Any]:
-    """metrics.json: the evaluation, cost, training record, timings, machine and run health; a sweep's run
-    drops its checkpoint once it is written. Returns what was written."""
+    """Write metrics.json (docs/training.md, "Metrics"), then drop a sweep run's checkpoint; returns what it wrote."""
     position, device, tc = session.position, session.device, session.tc
     throughput = position.targets_seen / position.train_seconds if position.train_seconds > 0 else math.nan
     result = dict(evaluation.metrics)
@@ -429,8 +413,7 @@ class Session:
         return bool(every) and self.global_step % every == 0 and not ends_validated
 
     def checkpoint_due(self) -> bool:
-        """After a batch: every `checkpoint_every_batches` batches, `checkpoint_every_s` seconds after the last
-        checkpoint, or when a signal asks to stop."""
+        """Whether a checkpoint is due after the batch just trained (also when a signal asks to stop)."""
         tc = self.tc
         return bool(tc.checkpoint_every_batches and self.position.batch % tc.checkpoint_every_batches == 0) or (
             time.perf_counter() - self.last_save >= tc.checkpoint_every_s) or self.stop.signum is not None
@@ -483,12 +466,15 @@ class Meter:
 
     def settle(self, position: Position) -> None:
         position.train_seconds += time.perf_counter() - self.t0
-        position.add_loss(float(self.loss))
+        loss = float(self.loss)
+        position.loss_sum += loss
+        position.epoch_loss_sum += loss
         self.loss.zero_()
 
 
 class LRSchedule:
-    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule)."""
+    """Sets each optimiser group's learning rate for a global step (no-op for a constant schedule): `train.lr` x
+    `factor`, a pure function of the global step, so that a resume is exact."""
 
     def __init__(self, cfg: ScheduleConfig, optimizers: Sequence, *, steps_per_epoch: int, epochs: int) -> None:
         self.cfg, self.steps_per_epoch = cfg, steps_per_epoch
@@ -515,17 +501,35 @@ class LRSchedule:
         return float(self.optimizers[0].param_groups[0]["lr"])
 
 
+def factor(cfg: ScheduleConfig, step: int, total: int) -> float:
+    """Multiplier of `train.lr` at 0-based global step `step` of a run of `total` steps (the formulas:
+    docs/training.md, "Schedule")."""
+    w = cfg.warmup_steps if cfg.warmup_steps else int(round(cfg.warmup_fraction * total))
+    if step < w:
+        return (step + 1) / w
+    if cfg.kind == "constant":
+        return 1.0
+    p = min(1.0, max(0.0, (step - w) / (total - 1 - w))) if total - 1 > w else 1.0
+    shape = 0.5 * (1.0 + math.cos(math.pi * p)) if cfg.kind == "cosine" else 1.0 - p
+    return cfg.floor + (1.0 - cfg.floor) * shape
+
+
 class CurveLogger:
     """Accumulates per-step values and writes a point every `every` global steps (`every=0`: off)."""
 
     def __init__(self, run_dir: Path, every: int, device: torch.device, task_names: Sequence[str] = ()) -> None:
         self.every, self.dir, self.task_names = every, Path(run_dir) / CURVES_DIR, tuple(task_names)
-        self._task_loss = torch.zeros((), dtype=torch.float64)  # [T] summed per-task losses since the last point
         self._writer: Any = None
-        self._loss = torch.zeros((), dtype=torch.float64, device=device)
-        self._norm = torch.zeros((), dtype=torch.float64, device=device)
+        self._on_cpu = device.type == "cpu"  # reading a CPU scalar is cheaper than adding tensors
+        self._start_point()
+
+    def _start_point(self) -> None:
+        """Empty sums since the last point: loss and grad norm (Python floats on a CPU; on an accelerator tensors
+        added on the device and read once per point), per-task losses [T], targets, norms and the clock."""
+        self._loss: Any = 0.0
+        self._norm: Any = 0.0
+        self._task_loss = torch.zeros((), dtype=torch.float64)
         self._targets = self._norms = 0
-        self._loss_f = self._norm_f = 0.0
         self._t0 = time.perf_counter()
 
     def writer(self) -> Any:
@@ -543,31 +547,23 @@ class CurveLogger:
             return
         if task_losses is not None:
             self._task_loss = self._task_loss + task_losses.double()
-        if loss_sum.device.type == "cpu":  # reading a CPU scalar is cheaper than adding tensors
-            self._loss_f += float(loss_sum)
-            self._norm_f += float(grad_norm) if grad_norm is not None else 0.0
-        else:  # on an accelerator: add on the device, read once per point
-            self._loss += loss_sum.double()
-            if grad_norm is not None:
-                self._norm += grad_norm.double()
-        self._norms += grad_norm is not None
+        self._loss = self._loss + (float(loss_sum) if self._on_cpu else loss_sum.double())
+        if grad_norm is not None:
+            self._norm = self._norm + (float(grad_norm) if self._on_cpu else grad_norm.double())
+            self._norms += 1
         self._targets += n_targets
         if global_step % self.every:
             return
         now = time.perf_counter()
         w = self.writer()
-        w.add_scalar("train/loss", (float(self._loss) + self._loss_f) / max(self._targets, 1), global_step)
+        w.add_scalar("train/loss", float(self._loss) / max(self._targets, 1), global_step)
         w.add_scalar("train/lr", lr, global_step)
         for name, value in zip(self.task_names, self._task_loss.tolist() if self._task_loss.dim() else ()):
             w.add_scalar(f"train/loss{tasks.SEPARATOR}{name}", value / max(self._targets, 1), global_step)
         if self._norms:
-            w.add_scalar("train/grad_norm", (float(self._norm) + self._norm_f) / self._norms, global_step)
+            w.add_scalar("train/grad_norm", float(self._norm) / self._norms, global_step)
         w.add_scalar("train/targets_per_s", self._targets / max(now - self._t0, 1e-9), global_step)
-        self._loss.zero_(), self._norm.zero_()
-        self._task_loss = torch.zeros((), dtype=torch.float64)
-        self._targets = self._norms = 0
-        self._loss_f = self._norm_f = 0.0
-        self._t0 = time.perf_counter()
+        self._start_point()
 
     def exclude(self, seconds: float) -> None:
         """Leave `seconds` spent on something else (a mid-epoch evaluation) out of the throughput."""
@@ -596,10 +592,8 @@ def where(position: Position) -> str:
 
 
 class StopSignals:
-    """While installed (main thread only), SIGINT / SIGTERM set `signum` instead of stopping the process:
-    the loop then writes its checkpoint and raises `TrainingInterrupted`. A second signal puts the previous
-    handlers back and raises `TrainingAborted` where the main thread is (so a third one gets the default
-    behaviour). Outside the main thread (a Ray Tune function trainable) nothing is installed."""
+    """While installed (main thread only: not in a Ray Tune function trainable), SIGINT / SIGTERM set `signum`; a
+    second restores the previous handlers and raises `TrainingAborted` (docs/training.md, "Checkpoints and resume")."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -628,8 +622,7 @@ class StopSignals:
 
 
 class TrainingInterrupted(RecscaleError):
-    """SIGINT / SIGTERM arrived during training; the checkpoint of the current position was written.
-    `recscale train` exits with `exit_code`: 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
+    """SIGINT / SIGTERM arrived and the checkpoint was written; `recscale train` exits `exit_code` (128 + signum)."""
 
     def __init__(self, signum: int, out_dir: Path, position: Position) -> None:
         self.signum, self.exit_code = int(signum), 128 + int(signum)
@@ -641,10 +634,8 @@ class TrainingInterrupted(RecscaleError):
 
 
 class TrainingAborted(BaseException):
-    """A second SIGINT / SIGTERM: training stops at once, without finishing the checkpoint being written.
-
-    A BaseException (like KeyboardInterrupt), so that no `except Exception` on the way swallows it.
-    `last_checkpoint` says what checkpoint.pt holds (set by `train_run`); `exit_code` as `TrainingInterrupted`."""
+    """A second SIGINT / SIGTERM: training stops at once, even mid-checkpoint. A BaseException (like
+    KeyboardInterrupt), so that no `except Exception` on the way swallows it; `exit_code` as `TrainingInterrupted`."""
 
     def __init__(self, signum: int, out_dir: Path | None = None, last_checkpoint: str | None = None,
                  during_write: bool = False) -> None:

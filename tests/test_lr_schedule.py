@@ -1,5 +1,6 @@
-"""harness.lr_schedule: the factor against hand-computed values, the config rules of `recipe`, and a run with a
-schedule that is interrupted and resumed ending bit-identical to an uninterrupted one."""
+"""The learning-rate schedule (harness.train.factor, harness.config.ScheduleConfig): the factor against hand-computed
+values, the config rules of `recipe`, and a run with a schedule that is interrupted and resumed ending bit-identical
+to an uninterrupted one."""
 from __future__ import annotations
 
 import math
@@ -9,9 +10,8 @@ import pytest
 import torch
 
 from core.typed_config import ConfigError
-from harness.config import TrainConfig, load_run_config, run_config_dict
-from harness.lr_schedule import ScheduleConfig, factor
-from harness.train import LRSchedule, train_run
+from harness.config import ScheduleConfig, TrainConfig, load_run_config, run_config_dict
+from harness.train import LRSchedule, factor, train_run
 from tests.faults import Interrupted, interrupt_training_after
 from tests.fixtures_data import TINY_SPLITS, tiny_artifact, tiny_log  # noqa: F401
 
