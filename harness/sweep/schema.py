@@ -201,7 +201,7 @@ class TuningSection:
 @dataclass
 class RetrySection:
     """A sweep's `retry:` section (keys and rules: docs/sweeps.md, "Retry"), checked on its own when it is built;
-    what the retry does with it: `harness.sweep.retry`."""
+    what the retry does with it: `harness.sweep.trainable.train_with_retries`."""
 
     when: list[str] = field(default_factory=lambda: [H.DIVERGED, H.COLLAPSED])
     lr_factor: float = 0.5
