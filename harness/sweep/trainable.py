@@ -158,7 +158,8 @@ def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start
     copied = _copy_tuning_twin(trial, context, run_dir if policy is None else attempt_dir(run_dir, 0))
     # finished before this call, or copied from its tuning twin: train_run only reads it back
     reused = run_folder.is_finished(run_dir) or copied is not None
-    resume = reused or (run_dir / CHECKPOINT_FILE).exists() or retry_started(run_dir)
+    # or a retry had begun an attempt, which the resumed trial continues
+    resume = reused or (run_dir / CHECKPOINT_FILE).exists() or (run_dir / layout.ATTEMPTS_DIR).is_dir()
     keep = context.sweep.config.keep_checkpoints
     if policy is not None:
         metrics = train_with_retries(
@@ -217,11 +218,6 @@ def retry_policy(sweep: Sweep, stage: str) -> RetrySection | None:
 
 def attempt_dir(run_dir: Path, attempt: int) -> Path:
     return Path(run_dir) / layout.ATTEMPTS_DIR / str(attempt)
-
-
-def retry_started(run_dir: Path) -> bool:
-    """Whether a trial with retries had begun an attempt (a resumed trial continues it)."""
-    return (Path(run_dir) / layout.ATTEMPTS_DIR).is_dir()
 
 
 def retry_metrics(policy: RetrySection, attempts: list[dict[str, Any]]) -> dict[str, Any]:
