@@ -133,11 +133,12 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
     plan_rows = None
+    seeds = len({t.seed for t in plan.trials})  # the seeds planned per setting
     if args.pilot:  # the power plan's rows (analysis/power_plan.py)
         from analysis.power_plan import load_pilot, power_plan
 
         pilot = load_pilot(args.pilot, analysis_config(sweep.config.analysis))
-        plan_rows = power_plan(pilot, _planned_seeds(plan), records, {t: e.total_s for t, e in estimate.trials.items()})
+        plan_rows = power_plan(pilot, seeds, records, {t: e.total_s for t, e in estimate.trials.items()})
     if args.json:
         print(json.dumps({
             "sweep": sweep.name,
@@ -160,10 +161,6 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
         if plan_rows is not None:
             from analysis.power_plan import format_power_plan
 
-            print("\n" + format_power_plan(plan_rows, args.pilot, _planned_seeds(plan), estimate.slots,
+            print("\n" + format_power_plan(plan_rows, args.pilot, seeds, estimate.slots,
                                            analysis_config(sweep.config.analysis).power))
     return 0
-
-
-def _planned_seeds(plan) -> int:
-    return len({t.seed for t in plan.trials})
