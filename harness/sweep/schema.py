@@ -796,9 +796,7 @@ def metric_spec(t: TuningSection) -> MetricSpec:
 
 
 def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float]:
-    """The tuning section on its own (`section_values`) and against the rest of the sweep: no
-    search beside it, the tuned key set by no grid axis, every value a valid TrainConfig, and a training-set
-    fraction only where every dataset has a count of training targets."""
+    """The tuning section on its own (`section_values`) and against the rest of the sweep."""
     t = cfg.tuning
     if t is None:
         return []
@@ -857,8 +855,7 @@ def check_raw(raw: Any) -> None:
 
 
 def _check_retry(cfg: SweepConfig) -> None:
-    """The retry section against the tuning stage: tuning trials are retried only when asked, and never when the
-    stage chooses the learning rate the retry would change."""
+    """The retry section against the tuning stage (docs/sweeps.md, "Retry")."""
     r = cfg.retry
     if r is not None and r.tuning_trials:
         if cfg.tuning is None:
