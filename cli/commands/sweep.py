@@ -15,6 +15,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -72,10 +73,8 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(sweep, results_root=args.results, resume=args.resume, address=args.address,
                         num_cpus=args.num_cpus, verbose=args.verbose, open_runs=open_runs)
     if args.json:
-        print(json.dumps({"sweep_dir": str(outcome.sweep_dir), "planned": outcome.planned,
-                          "finished": outcome.finished, "failed": outcome.failed,
-                          "interrupted": outcome.interrupted, "summary": outcome.summary,
-                          **({"tuning": outcome.tuning} if outcome.tuning is not None else {})}, indent=1))
+        fields = {k: v for k, v in dataclasses.asdict(outcome).items() if v is not None}  # `tuning` only with one
+        print(json.dumps(fields, indent=1, default=str))
     else:
         if outcome.tuning is not None:
             t = outcome.tuning
