@@ -121,8 +121,7 @@ def _resume_command(args: argparse.Namespace) -> str:
 def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.config import analysis_config
     from analysis.fits.reference import check_planned
-    from harness.speed.sweep_estimate import estimate_costs, estimate_sweep, known_vocabularies
-    from harness.sweep.dry_run import format_plan
+    from harness.sweep.dry_run import estimate_costs, estimate_sweep, format_plan, known_vocabularies
     from harness.sweep.plan import plan_sweep
 
     plan = plan_sweep(sweep)

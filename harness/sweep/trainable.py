@@ -31,7 +31,6 @@ from harness import run_folder
 from harness import run_health as H
 from harness import runs_columns as C
 from harness.config import RunConfig, TrainConfig
-from harness.speed.sweep_estimate import trial_threads
 from harness.train import train_run
 
 from .collect import scalar_metrics, write_trial_record
@@ -62,6 +61,12 @@ class TrialContext:
         """Where this stage's run folders go: `runs/`, or `tuning/runs/` for the tuning stage."""
         root = Path(self.sweep_dir)
         return (root / TUNING_DIR if self.stage == TUNING_STAGE else root) / RUNS_DIR
+
+
+def trial_threads(trial: Any, resources: Any) -> int:
+    """Torch threads a trial trains with: its `train.num_threads`, else the sweep's CPUs per trial (the dry run's
+    step timing uses the same)."""
+    return int(trial.train.get("num_threads") or max(1, int(resources.cpu)))
 
 
 def search_trial_id(tune_trial_id: str) -> str:
