@@ -3,9 +3,8 @@
 start, attempt, failure and end goes to trials.jsonl; a failure a retry would repeat (`fails_alike`) is reported to
 Tune before it is raised, so the trial ends without retries (docs/sweeps.md, "Interruptions, failures, resume").
 
-A run that ends unhealthy is trained again at a lower learning rate under the `retry:` section
-(`train_with_retries`): each attempt a run folder `RUN/attempts/<k>/`, whether to retry read from its metrics.json (so
-a resumed trial takes the same path), the last one promoted into RUN (docs/sweeps.md, "Retry").
+A run that ends unhealthy is trained again at a lower learning rate under the `retry:` section, each attempt a run
+folder of its own, the last one promoted into the trial's (`train_with_retries`; docs/sweeps.md, "Retry").
 """
 from __future__ import annotations
 
