@@ -744,8 +744,7 @@ def log_grid(low: float, high: float, points: int) -> list[float]:
 
 def section_values(t: TuningSection) -> list[float]:
     """Validate the section on its own; return its grid values, ascending. Errors name the `tuning.` key."""
-    if t.param not in TUNABLE_PARAMS:
-        raise ConfigError(f"tuning.param: unknown value {t.param!r}; valid: {', '.join(TUNABLE_PARAMS)}")
+    _check_choice("tuning.param", t.param, list(TUNABLE_PARAMS))
     metric_spec(t)
     g = t.grid
     logs = {"log_min": g.log_min, "log_max": g.log_max, "points": g.points}
