@@ -28,7 +28,7 @@ TUNED = "tuned"
 #: The round of seeds a trial ran in (1, 2, ...; sweeps with `rounds:` only: harness/sweep/launcher.py).
 ROUND = "round"
 
-#: The retrains of a trial under a sweep's `retry:` (harness/sweep/retry.py): what each column holds and why
+#: The retrains of a trial under a sweep's `retry:` (harness/sweep/trainable.py): what each column holds and why
 #: `train.lr` keeps the planned rate: docs/sweeps.md ("Retry").
 RETRY_ATTEMPTS = "retry_attempts"
 RETRY_LR_INITIAL = "retry_lr_initial"

@@ -64,7 +64,7 @@ def run_trial_dying_once(config: dict[str, Any], context: Any) -> dict[str, Any]
     """`run_trial`, except that a trial whose run folder name (its trial id) contains DIE_ONCE kills
     its worker (os._exit(3)) after 3 training batches on its first attempt; a marker file in the run
     folder remembers that it happened."""
-    from harness.sweep import retry, trainable
+    from harness.sweep import trainable
 
     real_train_run = trainable.train_run
 
@@ -80,12 +80,12 @@ def run_trial_dying_once(config: dict[str, Any], context: Any) -> dict[str, Any]
         with interrupt_training_after(3, die):
             return real_train_run(cfg, out_dir, **kwargs)
 
-    # where run_trial (and train_with_retries, for a sweep with retry:) look train_run up when called
-    trainable.train_run = retry.train_run = train_run
+    # where run_trial (and train_with_retries, for a sweep with retry:) looks train_run up when called
+    trainable.train_run = train_run
     try:
         return trainable.run_trial(config, context)
     finally:
-        trainable.train_run = retry.train_run = real_train_run
+        trainable.train_run = real_train_run
 
 
 def run_trial_failing_alike(config: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pytest
 from architectures.flops import count_flops
 from cli.main import main as cli_main
 from harness.config import RunConfig, TrainConfig
-from harness.speed import sweep_estimate
-from harness.speed.sweep_estimate import estimate_sweep
+from harness.sweep import dry_run
+from harness.sweep.dry_run import estimate_sweep
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 from harness.train import train_run
@@ -151,11 +151,11 @@ def test_dry_run_times_each_configuration_once_and_packs_the_trials(tmp_path, ca
         assert step_s > 0
         assert t["estimated_eval_s"] == pytest.approx(300 * step_s / 256 / 3)
         assert t["estimated_total_s"] == pytest.approx(t["estimated_train_s"] + t["estimated_eval_s"]
-                                                       + sweep_estimate.OVERHEAD_S)
+                                                       + dry_run.OVERHEAD_S)
     assert len(by_config) == 4 and all(len(v) == 1 for v in by_config.values())
-    wall = _makespan([t["estimated_total_s"] for t in out["trials"]], 2) + sweep_estimate.START_S
+    wall = _makespan([t["estimated_total_s"] for t in out["trials"]], 2) + dry_run.START_S
     assert out["estimated_wall_s"] == pytest.approx(wall)
-    lo, hi = sweep_estimate.RANGE
+    lo, hi = dry_run.RANGE
     assert out["estimated_wall_range_s"] == pytest.approx([wall * lo, wall * hi]) and hi / lo <= 4
     assert cli_main(["sweep", str(path), "--dry-run", "--num-cpus", "4", "--results", str(tmp_path / "results")]) == 0
     captured = capsys.readouterr()
@@ -176,7 +176,7 @@ def test_a_gpu_sweep_without_cuda_times_nothing(tmp_path):
 
 def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(tmp_path, tiny_artifact):  # noqa: F811
     from core.results_layout import DATASETS_FILE
-    from harness.speed.sweep_estimate import known_vocabularies
+    from harness.sweep.dry_run import known_vocabularies
     from protocols.artifact import PreparedDataset
 
     sweep = parse_sweep(SWEEP.replace("n_test: 100}", f"n_test: 100, out: {tiny_artifact.parent}}}"))
@@ -190,7 +190,7 @@ def test_known_vocabularies_come_from_the_artifacts_an_earlier_launch_prepared(t
 
 
 def test_makespan_matches_brute_force_over_orders():
-    from harness.speed.sweep_estimate import _makespan as fast
+    from harness.sweep.dry_run import _makespan as fast
 
     for durations in itertools.permutations([3.0, 1.0, 2.0, 5.0, 0.5]):
         for slots in (1, 2, 3):

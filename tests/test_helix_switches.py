@@ -132,8 +132,7 @@ def test_self_attention_is_matched_to_mptf_at_every_named_size(size):
 def test_matched_compute_sweep_matches_params_and_flops_within_5_percent_of_helix():
     from pathlib import Path
 
-    from harness.speed.sweep_estimate import estimate_costs
-    from harness.sweep.dry_run import format_plan
+    from harness.sweep.dry_run import estimate_costs, format_plan
     from harness.sweep.plan import plan_sweep
     from harness.sweep.schema import load_sweep
 

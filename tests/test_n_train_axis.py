@@ -9,9 +9,8 @@ import yaml
 
 from analysis.collect import config_columns
 from core.typed_config import ConfigError
-from harness.speed.sweep_estimate import estimate_costs
 from harness.sweep.collect import collect_runs, write_trial_record
-from harness.sweep.dry_run import format_plan
+from harness.sweep.dry_run import estimate_costs, format_plan
 from harness.sweep.plan import plan_sweep
 from harness.sweep.schema import parse_sweep
 

@@ -1,4 +1,4 @@
-"""Retrying an unhealthy run at a lower learning rate (harness/sweep/retry.py), with real training, without Ray.
+"""Retrying an unhealthy run at a lower learning rate (harness/sweep/trainable.py), with real training, without Ray.
 
 The data: the tiny synthetic log prepared with 768 / 256 / 256 targets; DeepFM (dim 8, batch 64, one epoch, one
 thread) at a learning rate of 0.16 diverges (validation NE far above 1.5), as it does at 0.08, and no longer at
@@ -25,8 +25,8 @@ import torch
 from core import results_layout as layout
 from harness import run_folder as RF
 from harness.config import RunConfig, TrainConfig
-from harness.sweep.retry import attempt_dir, train_with_retries
 from harness.sweep.schema import RetrySection
+from harness.sweep.trainable import attempt_dir, train_with_retries
 from harness.train import train_run
 from tests.faults import Interrupted, interrupt_training_after
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from core.typed_config import ConfigError
-from harness.sweep.retry import policy_for
 from harness.sweep.schema import RetrySection, parse_sweep
+from harness.sweep.trainable import retry_policy
 
 BASE = """
 name: t
@@ -77,11 +77,11 @@ def test_a_bare_on_key_is_explained():
 
 def test_tuning_trials_are_not_retried_unless_asked_and_never_when_tuning_the_rate():
     sweep = parse_sweep(_with(retry={}, tuning=TUNING))
-    assert policy_for(sweep, "grid") is sweep.config.retry
-    assert policy_for(sweep, "tuning") is None and policy_for(sweep, "search") is None
+    assert retry_policy(sweep, "grid") is sweep.config.retry
+    assert retry_policy(sweep, "tuning") is None and retry_policy(sweep, "search") is None
     msg = _error(_with(retry={"tuning_trials": True}, tuning=TUNING))
     assert "retry.tuning_trials" in msg and "chooses train.lr" in msg
     decay = {**TUNING, "param": "train.weight_decay"}
     sweep = parse_sweep(_with(retry={"tuning_trials": True}, tuning=decay))
-    assert policy_for(sweep, "tuning") is sweep.config.retry
-    assert policy_for(parse_sweep(BASE), "grid") is None
+    assert retry_policy(sweep, "tuning") is sweep.config.retry
+    assert retry_policy(parse_sweep(BASE), "grid") is None

@@ -11,9 +11,8 @@ import yaml
 
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
-from harness.sweep.model_keys import config_fields
 from harness.sweep.plan import grid_points, plan_sweep
-from harness.sweep.schema import load_sweep, parse_sweep
+from harness.sweep.schema import config_fields, load_sweep, parse_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 

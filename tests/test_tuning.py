@@ -280,7 +280,7 @@ def test_tuned_key_is_no_setting_column():
 
 
 def test_estimate_counts_tuning_trials_before_the_grid():
-    from harness.speed.sweep_estimate import _makespan, estimate_sweep
+    from harness.sweep.dry_run import _makespan, estimate_sweep
 
     sweep = _sweep(tuning={**BASE["tuning"], "grid": {"values": [1e-4, 1e-3, 1e-2]}, "run_seeds": [0]})
     plan = plan_sweep(sweep)

@@ -7,7 +7,7 @@ with full histories (vocabularies from --data when given), and reports targets/s
 utilisation against a matmul rate measured in the same run in the step's own dtype (bfloat16 when
 train.bf16 autocasts, else float32), peak memory and the device. Like `recscale train`, the command
 re-executes itself once under the glibc malloc settings of harness/perf.py. (`recscale sweep --dry-run`
-times its own trials' steps the same way: harness/speed/sweep_estimate.py.)
+times its own trials' steps the same way: harness/sweep/dry_run.py.)
 
 examples:
   recscale bench --data artifacts/prepared/synthetic-exposure-<hash>

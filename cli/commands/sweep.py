@@ -15,6 +15,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -72,10 +73,8 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(sweep, results_root=args.results, resume=args.resume, address=args.address,
                         num_cpus=args.num_cpus, verbose=args.verbose, open_runs=open_runs)
     if args.json:
-        print(json.dumps({"sweep_dir": str(outcome.sweep_dir), "planned": outcome.planned,
-                          "finished": outcome.finished, "failed": outcome.failed,
-                          "interrupted": outcome.interrupted, "summary": outcome.summary,
-                          **({"tuning": outcome.tuning} if outcome.tuning is not None else {})}, indent=1))
+        fields = {k: v for k, v in dataclasses.asdict(outcome).items() if v is not None}  # `tuning` only with one
+        print(json.dumps(fields, indent=1, default=str))
     else:
         if outcome.tuning is not None:
             t = outcome.tuning
@@ -122,8 +121,7 @@ def _resume_command(args: argparse.Namespace) -> str:
 def _dry_run(sweep, args: argparse.Namespace) -> int:
     from analysis.config import analysis_config
     from analysis.fits.reference import check_planned
-    from harness.speed.sweep_estimate import estimate_costs, estimate_sweep, known_vocabularies
-    from harness.sweep.dry_run import format_plan
+    from harness.sweep.dry_run import estimate_costs, estimate_sweep, format_plan, known_vocabularies
     from harness.sweep.plan import plan_sweep
 
     plan = plan_sweep(sweep)
@@ -133,11 +131,12 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
     records = [{**t.record(), "flops_per_target": costs[t.trial_id].flops_per_target} for t in plan.trials]
     reference = check_planned(records, sweep.config.analysis)  # refuses a reference inside a fitted family
     plan_rows = None
+    seeds = len({t.seed for t in plan.trials})  # the seeds planned per setting
     if args.pilot:  # the power plan's rows (analysis/power_plan.py)
         from analysis.power_plan import load_pilot, power_plan
 
         pilot = load_pilot(args.pilot, analysis_config(sweep.config.analysis))
-        plan_rows = power_plan(pilot, _planned_seeds(plan), records, {t: e.total_s for t, e in estimate.trials.items()})
+        plan_rows = power_plan(pilot, seeds, records, {t: e.total_s for t, e in estimate.trials.items()})
     if args.json:
         print(json.dumps({
             "sweep": sweep.name,
@@ -160,10 +159,6 @@ def _dry_run(sweep, args: argparse.Namespace) -> int:
         if plan_rows is not None:
             from analysis.power_plan import format_power_plan
 
-            print("\n" + format_power_plan(plan_rows, args.pilot, _planned_seeds(plan), estimate.slots,
+            print("\n" + format_power_plan(plan_rows, args.pilot, seeds, estimate.slots,
                                            analysis_config(sweep.config.analysis).power))
     return 0
-
-
-def _planned_seeds(plan) -> int:
-    return len({t.seed for t in plan.trials})

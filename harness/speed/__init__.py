@@ -1,4 +1,4 @@
 """Speed: the counted cost and matmul rate (`matmul`), timing and profiling training steps and the
-loader's rate (`throughput`) and a sweep's compute and wall time (`sweep_estimate`). What each measures:
-docs/training.md ("Speed") and docs/sweeps.md.
+loader's rate (`throughput`; a sweep's wall-time estimate times its steps with it: `harness.sweep.dry_run`).
+What each measures: docs/training.md ("Speed") and docs/sweeps.md.
 """

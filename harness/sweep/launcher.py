@@ -384,8 +384,7 @@ def _max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[str, Any]:
     """Timings of this launch: per trial, training, evaluation and overhead (docs/sweeps.md, "Wall-time estimate
-    and per-trial timings"). `overhead_per_trial_s` is the stages' wall time x trial slots in use, minus
-    training and evaluation, per trial."""
+    and per-trial timings")."""
     events = [e for e in read_events(sweep_dir) if e["time"] >= since]
     ends = [e for e in events if e["event"] == "end"]
     trained = [e for e in ends if e.get("train_loop_s") is not None]
@@ -489,9 +488,8 @@ def run_sweep(
 
 def _grid_rounds(ctx: TrialContext, resume: bool, open_runs: OpenRuns | None, timings: dict[str, float]
                  ) -> tuple[_StageOutcome, int, dict[str, Any]]:
-    """The grid in rounds of seeds, one Tune experiment each, later rounds for the cells whose runs `open_runs` names
-    (docs/sweeps.md, "Seeds in rounds"). Returns the last round's outcome, the trials planned and the rounds' record
-    for the summary."""
+    """The grid in rounds of seeds, steered by `open_runs` (docs/sweeps.md, "Seeds in rounds"): the last round's
+    outcome, the trials planned and the rounds' record for the summary."""
     sweep, sweep_dir, rounds = ctx.sweep, Path(ctx.sweep_dir), cast(RoundsSection, ctx.sweep.config.rounds)
     points = grid_points(sweep)
     cell = {trial_id_for(sweep, p): setting_id(sweep, p) for p in points}

@@ -1,6 +1,7 @@
 """The sweep YAML schema: the typed sections of a sweep file (`SweepConfig`), their validation at load
-(`load_sweep`; every key and rule: docs/sweeps.md, "The sweep file") and the grid-axis vocabulary the planner
-shares. Errors name the offending key; nothing here starts Ray.
+(`load_sweep`; every key and rule: docs/sweeps.md, "The sweep file"), the grid-axis vocabulary the planner
+shares and the model keys, shared or scoped to one architecture. Errors name the offending key; nothing here
+starts Ray.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import re
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast, get_args
 
@@ -31,8 +33,6 @@ from harness import runs_columns as C
 from harness.config import TrainConfig, model_config
 from harness.metric_registry import MetricSpec, check_split_metric
 from protocols.prepare import DEFAULT_TASK, DEFAULT_VOCABULARY, PrepareConfig
-
-from . import model_keys
 
 #: PrepareConfig fields that are the same for every dataset of a sweep: the log (one per sweep) and
 #: where prepared datasets go.
@@ -201,7 +201,7 @@ class TuningSection:
 @dataclass
 class RetrySection:
     """A sweep's `retry:` section (keys and rules: docs/sweeps.md, "Retry"), checked on its own when it is built;
-    what the retry does with it: `harness.sweep.retry`."""
+    what the retry does with it: `harness.sweep.trainable.train_with_retries`."""
 
     when: list[str] = field(default_factory=lambda: [H.DIVERGED, H.COLLAPSED])
     lr_factor: float = 0.5
@@ -361,7 +361,7 @@ def _applicable(point: dict[str, Any]) -> dict[str, Any]:
     keep = {}
     for axis, value in point.items():
         keys = list(section_settings(axis_settings(axis, value), "model"))
-        if keys and not any(model_keys.applies(k, arch) for k in keys):
+        if keys and not any(model_key_applies(k, arch) for k in keys):
             continue
         keep[axis] = value
     return keep
@@ -394,10 +394,84 @@ def trial_model(cfg: SweepConfig, arch: str, settings: Mapping[str, Any], histor
     """The flat model fields of one trial of `arch` (the one place nested model keys become a trial's fields):
     the `model:` section, replaced by the trial's `model.` settings; `<arch>.<field>` keys win over a shared
     key of the same mapping. `history_len` is the dataset's (every model config has it, architectures/contract.py)."""
-    model = model_keys.for_arch(arch, model_keys.flatten(cfg.model, "model"))
-    model.update(model_keys.for_arch(arch, section_settings(settings, "model")))
+    model = model_for_arch(arch, flatten_model(cfg.model, "model"))
+    model.update(model_for_arch(arch, section_settings(settings, "model")))
     model["history_len"] = history_len
     return model
+
+
+# ----------------------------------------------------------------------------------------------
+# model keys (docs/sweeps.md, "Model keys"): inside the planner a `model.<field>` / `model.<arch>.<field>` key is
+# kept flat, as `<field>` / `<arch>.<field>`
+
+
+@cache
+def config_fields(arch: str) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(architectures.entry(arch).config_cls))
+
+
+def model_scope(key: str) -> tuple[str | None, str]:
+    """A flat model key as (architecture or None for every architecture, field)."""
+    arch, dot, name = key.partition(".")
+    return (arch, name) if dot else (None, key)
+
+
+def flatten_model(mapping: Any, where: str) -> dict[str, Any]:
+    """A model mapping as flat keys: `<field>` and `<arch>.<field>` for the per-architecture mappings."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {mapping!r}")
+    archs = architectures.names()
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in archs:
+            if not isinstance(value, Mapping) or not value:
+                raise ConfigError(f"{where}.{key}: expected a mapping of {key}'s config fields "
+                                  f"(settings for {key} only), got {value!r}")
+            for name, v in value.items():
+                out[f"{key}.{name}"] = v
+        else:
+            out[str(key)] = value
+    return out
+
+
+def model_key_applies(key: str, arch: str) -> bool:
+    """Whether flat key `key` sets a field of `arch` (shared keys are checked to exist everywhere)."""
+    return model_scope(key)[0] in (None, arch)
+
+
+def model_for_arch(arch: str, flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields `flat` sets for `arch`: shared keys, then that architecture's own (which win)."""
+    out = {k: v for k, v in flat.items() if model_scope(k)[0] is None}
+    out.update({model_scope(k)[1]: v for k, v in flat.items() if model_scope(k)[0] == arch})
+    return out
+
+
+def check_model_key(where: str, key: str, archs: list[str]) -> None:
+    """Refuse a flat key that is not a field of an architecture it applies to, naming both.
+
+    `where` is how the user spelled the key (`model.num_heads`, `grid.model[1].helix.size`, ...)."""
+    owner, name = model_scope(key)
+    if name == "history_len":
+        raise ConfigError(f"{where}: the model's history length follows the data; "
+                          "set data.history_len (or sweep `history_len`) instead")
+    if owner is not None:
+        if owner not in archs:
+            raise ConfigError(f"{where}: {owner} is not an architecture of this sweep ({', '.join(archs)})")
+        if name not in config_fields(owner):
+            valid = sorted(set(config_fields(owner)) - {"history_len"})
+            raise ConfigError(f"{where}: not a config field of {owner}; valid: {', '.join(valid)}")
+        return
+    lacking = [a for a in archs if name not in config_fields(a)]
+    if len(lacking) == len(archs):
+        valid = sorted({f for a in archs for f in config_fields(a)} - {"history_len"})
+        raise ConfigError(f"{where}: not a config field of {', '.join(archs)}; valid: {', '.join(valid)}")
+    if lacking:
+        owners = [a for a in archs if a not in lacking]
+        raise ConfigError(
+            f"{where}: architecture {', '.join(lacking)} has no config field {name!r} (only "
+            f"{', '.join(owners)} {'has' if len(owners) == 1 else 'have'} it); a shared model key must be a field "
+            f"of every architecture of the sweep. Set it for the ones that have it, e.g. "
+            f"`model: {{{owners[0]}: {{{name}: ...}}}}` or the grid axis model.{owners[0]}.{name}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -447,9 +521,9 @@ def _check_data_root(data: DataSection) -> Path | None:
 
 def axis_settings(axis: str, value: Any) -> dict[str, Any]:
     """The canonical `section.field` settings one axis value makes (bundles set several at once); a model
-    bundle's per-architecture mappings become `model.<arch>.<field>` (harness/sweep/model_keys.py)."""
+    bundle's per-architecture mappings become `model.<arch>.<field>` (`flatten_model`)."""
     if axis == "model":
-        fields = model_keys.flatten({k: v for k, v in value.items() if k != "name"}, "grid.model")
+        fields = flatten_model({k: v for k, v in value.items() if k != "name"}, "grid.model")
         return {f"model.{k}": v for k, v in fields.items()}
     if axis in BUNDLE_AXES:
         return {f"{axis}.{k}": v for k, v in value.items() if k != "name"}
@@ -541,7 +615,7 @@ def _check_bundle(axis: str, values: list[Any]) -> None:
                 if k != "name" and k not in data_fields:
                     raise ConfigError(f"grid.data[{i}].{k}: not a data field a grid may vary; valid: {valid_data}")
         if axis == "model":
-            model_keys.flatten({k: x for k, x in v.items() if k != "name"}, f"grid.model[{i}]")
+            flatten_model({k: x for k, x in v.items() if k != "name"}, f"grid.model[{i}]")
     if names and len(names) != len(values):
         raise ConfigError(f"grid.{axis}: give every entry a `name` or none")
     if len(set(names)) != len(names):
@@ -580,20 +654,20 @@ def _check_model_keys(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: li
     """Every model key must be a field of every architecture it applies to (a shared key: all of them; `<arch>.<field>`:
     that one), and no grid axis may set a field another axis sets for the same architecture (the values are validated
     with each trial's config: `_check_model_configs`). Returns (architecture, field) -> the grid axis that sets it."""
-    base = model_keys.flatten(cfg.model, "model")
+    base = flatten_model(cfg.model, "model")
     for key in base:
-        model_keys.check_key(f"model.{key}", key, archs)
-    # the grid axes that set model fields -> per value, the flat model keys it sets (model_keys.flatten)
+        check_model_key(f"model.{key}", key, archs)
+    # the grid axes that set model fields -> per value, the flat model keys it sets (flatten_model)
     flats_of = {axis: [section_settings(axis_settings(axis, v), "model") for v in vs] for axis, vs in axes.items()}
     model_axes = {axis: flats for axis, flats in flats_of.items() if any(flats)}
     for axis, flats in model_axes.items():
         for i, flat in enumerate(flats):
             for key in flat:
-                model_keys.check_key(f"grid.{axis}" if axis != "model" else f"grid.model[{i}].{key}", key, archs)
+                check_model_key(f"grid.{axis}" if axis != "model" else f"grid.model[{i}].{key}", key, archs)
     owner: dict[tuple[str, str], str] = {}
     for a in archs:
         for axis, flats in model_axes.items():
-            for name in sorted({n for flat in flats for n in model_keys.for_arch(a, flat)}):
+            for name in sorted({n for flat in flats for n in model_for_arch(a, flat)}):
                 if (a, name) in owner:
                     raise ConfigError(f"grid.{axis}: sets model.{name} for {a}, which grid.{owner[a, name]} also "
                                       "sets; keep one")
@@ -644,9 +718,9 @@ def _check_search(cfg: SweepConfig, axes: Mapping[str, list[Any]], archs: list[s
         if key in {k for a, vs in axes.items() for v in vs for k in axis_settings(a, v)}:
             raise ConfigError(f"search.space.{key}: also a grid axis; the grid runs at the searched value, drop one")
         if section == "model":
-            model_keys.check_key(f"search.space.{key}", sub, archs)
-            name = model_keys.scope(sub)[1]
-            clash = next((a for a in archs if model_keys.applies(sub, a) and (a, name) in grid_model_fields), None)
+            check_model_key(f"search.space.{key}", sub, archs)
+            name = model_scope(sub)[1]
+            clash = next((a for a in archs if model_key_applies(sub, a) and (a, name) in grid_model_fields), None)
             if clash is not None:
                 raise ConfigError(f"search.space.{key}: grid.{grid_model_fields[clash, name]} also sets model.{name} "
                                   f"for {clash}; the grid runs at the searched value, drop one")
@@ -670,8 +744,7 @@ def log_grid(low: float, high: float, points: int) -> list[float]:
 
 def section_values(t: TuningSection) -> list[float]:
     """Validate the section on its own; return its grid values, ascending. Errors name the `tuning.` key."""
-    if t.param not in TUNABLE_PARAMS:
-        raise ConfigError(f"tuning.param: unknown value {t.param!r}; valid: {', '.join(TUNABLE_PARAMS)}")
+    _check_choice("tuning.param", t.param, list(TUNABLE_PARAMS))
     metric_spec(t)
     g = t.grid
     logs = {"log_min": g.log_min, "log_max": g.log_max, "points": g.points}
@@ -722,9 +795,7 @@ def metric_spec(t: TuningSection) -> MetricSpec:
 
 
 def _check_tuning(cfg: SweepConfig, axes: Mapping[str, list[Any]]) -> list[float]:
-    """The tuning section on its own (`section_values`) and against the rest of the sweep: no
-    search beside it, the tuned key set by no grid axis, every value a valid TrainConfig, and a training-set
-    fraction only where every dataset has a count of training targets."""
+    """The tuning section on its own (`section_values`) and against the rest of the sweep."""
     t = cfg.tuning
     if t is None:
         return []
@@ -783,8 +854,7 @@ def check_raw(raw: Any) -> None:
 
 
 def _check_retry(cfg: SweepConfig) -> None:
-    """The retry section against the tuning stage: tuning trials are retried only when asked, and never when the
-    stage chooses the learning rate the retry would change."""
+    """The retry section against the tuning stage (docs/sweeps.md, "Retry")."""
     r = cfg.retry
     if r is not None and r.tuning_trials:
         if cfg.tuning is None:
@@ -796,11 +866,11 @@ def _check_retry(cfg: SweepConfig) -> None:
 
 
 def _check_search_value(where: str, cfg: SweepConfig, sub: str, value: Any, archs: list[str]) -> None:
-    base = model_keys.flatten(cfg.model, "model")
+    base = flatten_model(cfg.model, "model")
     for a in archs:
-        if model_keys.applies(sub, a):
+        if model_key_applies(sub, a):
             try:
-                model_config(a, {**model_keys.for_arch(a, base), model_keys.scope(sub)[1]: value})
+                model_config(a, {**model_for_arch(a, base), model_scope(sub)[1]: value})
             except ConfigError as e:
                 raise ConfigError(f"{where}: {e} (architecture {a})") from None
 

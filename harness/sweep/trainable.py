@@ -2,14 +2,19 @@
 (`tuning/runs/<trial>/` in the tuning stage), its grid point resolved by the dry run's `plan.resolve_trial`. Every
 start, attempt, failure and end goes to trials.jsonl; a failure a retry would repeat (`fails_alike`) is reported to
 Tune before it is raised, so the trial ends without retries (docs/sweeps.md, "Interruptions, failures, resume").
+
+A run that ends unhealthy is trained again at a lower learning rate under the `retry:` section, each attempt a run
+folder of its own, the last one promoted into the trial's (`train_with_retries`; docs/sweeps.md, "Retry").
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,19 +22,19 @@ from typing import Any
 
 import torch
 
+from core import results_layout as layout
 from core.errors import RecscaleError, one_line
 from core.results_layout import CHECKPOINT_FILE, EVENTS_FILE, MANIFEST_FILE, METRICS_FILE, RUNS_DIR, TUNING_DIR
 from core.typed_config import from_dict
 from harness import run_folder
+from harness import run_health as H
+from harness import runs_columns as C
 from harness.config import RunConfig, TrainConfig
-from harness.runs_columns import RAY_NODE, RETRY_ATTEMPTS
-from harness.speed.sweep_estimate import trial_threads
 from harness.train import train_run
 
-from . import retry
 from .collect import scalar_metrics, write_trial_record
 from .plan import TrialPlan, resolve_trial, tuning_twin
-from .schema import Sweep
+from .schema import RetrySection, Sweep
 
 #: Name of the tuning stage (its run folders go under TUNING_DIR; `harness.sweep.tuning`).
 TUNING_STAGE = "tuning"
@@ -55,6 +60,12 @@ class TrialContext:
         """Where this stage's run folders go: `runs/`, or `tuning/runs/` for the tuning stage."""
         root = Path(self.sweep_dir)
         return (root / TUNING_DIR if self.stage == TUNING_STAGE else root) / RUNS_DIR
+
+
+def trial_threads(trial: Any, resources: Any) -> int:
+    """Torch threads a trial trains with: its `train.num_threads`, else the sweep's CPUs per trial (the dry run's
+    step timing uses the same)."""
+    return int(trial.train.get("num_threads") or max(1, int(resources.cpu)))
 
 
 def search_trial_id(tune_trial_id: str) -> str:
@@ -146,15 +157,16 @@ def _train_trial(trial: TrialPlan, context: TrialContext, run_dir: Path, t_start
     cfg = RunConfig(arch=trial.arch, data=context.dataset_paths[trial.dataset.dataset_id],
                     model=trial.model_config, train=train, seed=trial.seed)
     check_dataset_readable(cfg.data)
-    write_trial_record(run_dir, {**trial.record(), RAY_NODE: ray_node()})
-    policy = retry.policy_for(context.sweep, context.stage)
-    copied = _copy_tuning_twin(trial, context, run_dir if policy is None else retry.attempt_dir(run_dir, 0))
+    write_trial_record(run_dir, {**trial.record(), C.RAY_NODE: ray_node()})
+    policy = retry_policy(context.sweep, context.stage)
+    copied = _copy_tuning_twin(trial, context, run_dir if policy is None else attempt_dir(run_dir, 0))
     # finished before this call, or copied from its tuning twin: train_run only reads it back
     reused = run_folder.is_finished(run_dir) or copied is not None
-    resume = reused or (run_dir / CHECKPOINT_FILE).exists() or retry.started(run_dir)
+    # or a retry had begun an attempt, which the resumed trial continues
+    resume = reused or (run_dir / CHECKPOINT_FILE).exists() or (run_dir / layout.ATTEMPTS_DIR).is_dir()
     keep = context.sweep.config.keep_checkpoints
     if policy is not None:
-        metrics = retry.train_with_retries(
+        metrics = train_with_retries(
             cfg, run_dir, policy, final_checkpoint=keep,
             on_attempt=lambda a: log_event(sweep_dir, trial=trial.trial_id, event="attempt", **a))
     else:
@@ -180,8 +192,88 @@ def _copy_tuning_twin(trial: TrialPlan, context: TrialContext, dst: Path) -> str
     if twin is None or any((dst / name).exists() for name in (METRICS_FILE, CHECKPOINT_FILE)):
         return None
     src = Path(context.sweep_dir) / TUNING_DIR / RUNS_DIR / twin.trial_id
-    if not run_folder.is_finished(src) or run_folder.read_metrics(src).get(RETRY_ATTEMPTS):
+    if not run_folder.is_finished(src) or run_folder.read_metrics(src).get(C.RETRY_ATTEMPTS):
         return None
     dst.mkdir(parents=True, exist_ok=True)
     run_folder.copy_run(src, dst)
     return str(src.relative_to(context.sweep_dir))
+
+
+# ----------------------------------------------------------------------------------------------
+# retry at a lower learning rate
+
+#: metrics.json key of the retry record (a mapping: not a runs.parquet column).
+RETRY_KEY = "retry"
+#: Validation metrics each attempt's record keeps beside its rate and health.
+ATTEMPT_METRICS: tuple[str, ...] = ("valid_auc", "valid_ne", "train_loss")
+#: Files of a finished attempt moved into the run folder (metrics.json is written there last, with the record).
+PROMOTED: tuple[str, ...] = tuple(n for n in run_folder.RUN_FILES
+                                  if n not in (METRICS_FILE, layout.TRIAL_RECORD_FILE)) + (layout.CURVES_DIR,)
+
+
+def retry_policy(sweep: Sweep, stage: str) -> RetrySection | None:
+    """The retry policy of a trial of `stage`: the grid's trials, and the tuning stage's only with
+    `retry.tuning_trials`; search trials never (a searched rate must be credited with its own result)."""
+    r = sweep.config.retry
+    if r is None or stage == "search" or (stage == "tuning" and not r.tuning_trials):
+        return None
+    return r
+
+
+def attempt_dir(run_dir: Path, attempt: int) -> Path:
+    return Path(run_dir) / layout.ATTEMPTS_DIR / str(attempt)
+
+
+def retry_metrics(policy: RetrySection, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metrics.json keys of the retry: the nested record and its flat columns."""
+    return {RETRY_KEY: {"policy": dataclasses.asdict(policy), "attempts": attempts},
+            C.RETRY_ATTEMPTS: len(attempts) - 1, C.RETRY_LR_INITIAL: attempts[0]["lr"],
+            C.RETRY_LR_USED: attempts[-1]["lr"],
+            C.RETRY_HISTORY: " → ".join(f"{a['lr']:g} {a[H.STATUS_KEY]}" for a in attempts)}  # 0.16 diverged → 0.08 ok
+
+
+def _with_lr(cfg: RunConfig, lr: float) -> RunConfig:
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, lr=lr))
+
+
+def train_with_retries(cfg: RunConfig, run_dir: Path, policy: RetrySection, *, final_checkpoint: bool,
+                       on_attempt: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Train `cfg` into `run_dir` under `policy` (module docstring); returns the final metrics.json.
+    `on_attempt` is called with each attempt's record (and whether it was read back) as it finishes."""
+    run_dir = Path(run_dir)
+    if run_folder.is_finished(run_dir):  # promoted already: read it back (checked) at the rate it ended with
+        shutil.rmtree(run_dir / layout.ATTEMPTS_DIR, ignore_errors=True)  # killed between promotion and clean-up
+        used = run_folder.read_metrics(run_dir).get(C.RETRY_LR_USED, cfg.train.lr)
+        return train_run(_with_lr(cfg, used), run_dir, resume=True, progress=False,
+                         final_checkpoint=final_checkpoint, verify=False)
+    attempts: list[dict[str, Any]] = []
+    for k in range(policy.max_retries + 1):
+        lr = policy.lr_of(cfg.train.lr, k)
+        folder = attempt_dir(run_dir, k)
+        reused = run_folder.is_finished(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        metrics = train_run(_with_lr(cfg, lr), folder, resume=True, progress=False,
+                            final_checkpoint=final_checkpoint, verify=False)
+        attempts.append({"attempt": k, "lr": lr, H.STATUS_KEY: metrics[H.STATUS_KEY],
+                         H.REASONS_KEY: metrics[H.REASONS_KEY], **{m: metrics.get(m) for m in ATTEMPT_METRICS}})
+        if on_attempt is not None:
+            on_attempt({**attempts[-1], "reused": reused})
+        if metrics[H.STATUS_KEY] not in policy.when:
+            break
+    return promote(folder, run_dir, retry_metrics(policy, attempts))
+
+
+def promote(folder: Path, run_dir: Path, retry_record: dict[str, Any]) -> dict[str, Any]:
+    """Make the finished attempt in `folder` the run in `run_dir`: move its files up (those moved by an
+    interrupted promotion are skipped), write metrics.json with `retry_record` last, remove the attempts."""
+    for name in PROMOTED:
+        src, dst = folder / name, run_dir / name
+        if not src.exists():
+            continue
+        if dst.is_dir():  # a stale folder (a promotion moves the whole folder in one rename)
+            shutil.rmtree(dst)
+        os.replace(src, dst)
+    metrics = {**run_folder.read_metrics(folder), **retry_record}
+    run_folder.write_metrics(run_dir, metrics)  # integrity record of the moved prediction files; the run is finished
+    shutil.rmtree(run_dir / layout.ATTEMPTS_DIR)
+    return run_folder.read_metrics(run_dir)
