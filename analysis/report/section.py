@@ -12,7 +12,7 @@ import numpy as np
 from harness import metric_registry
 from harness.sweep.tuning import SettingChoice
 
-from ..compare.delong_seeds import DeLongSeed
+from ..compare.delong_seeds import DeLongResult, DeLongSeed
 from ..compare.protocol import ArmFacts, DiD
 from ..compare.questions import MetricComparison
 from ..fits.axes import Convention
@@ -25,7 +25,6 @@ from ..fits.reference import ReferenceSlope
 from ..headline import Headline, HeadlineRow
 from ..result import AnalysisResult
 from ..stats.bootstrap import SeedInterval
-from ..stats.delong import DeLongResult
 from ..stats.paired import PairedStats
 
 #: Where a section's method is stated once: the report points there instead of repeating it.
