@@ -8,8 +8,7 @@ import numpy as np
 
 from ..fits.data_scaling import EXPONENT_BOUNDS, FLOPS_PER_PARAM_TARGET, FORM, HUBER_DELTA, DataScaling
 from ..result import AnalysisResult
-from ..stats.bootstrap import METHOD as BOOTSTRAP_METHOD
-from ..stats.bootstrap import Estimate
+from ..stats.paired import BOOTSTRAP_METHOD, Estimate
 from .section import METHOD_POINTER, Section, as_json, bound_text, markdown_table, metric_label, num
 from .section import estimate_text as _est
 

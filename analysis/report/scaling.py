@@ -15,8 +15,7 @@ from ..fits.marginal_returns import STEP_EFFECT, MarginalReturns
 from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
-from ..stats.bootstrap import SeedInterval
-from ..stats.paired import ALPHA
+from ..stats.paired import ALPHA, SeedInterval
 from .section import METHOD_POINTER, Section, as_json, figures
 from .section import estimate_text as _est
 from .section import metric_label as _label

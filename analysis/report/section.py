@@ -24,8 +24,7 @@ from ..fits.powerlaw import PowerLawFit
 from ..fits.reference import ReferenceSlope
 from ..headline import Headline, HeadlineRow
 from ..result import AnalysisResult
-from ..stats.bootstrap import SeedInterval
-from ..stats.paired import PairedStats
+from ..stats.paired import PairedStats, SeedInterval
 
 #: Where a section's method is stated once: the report points there instead of repeating it.
 METHOD_POINTER = "method: docs/analysis.md"
