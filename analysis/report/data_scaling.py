@@ -33,8 +33,7 @@ def _section(res: AnalysisResult) -> list[str]:
     out += [f"- left out: {d}" for d in ds.dropped] + [f"- note: {n}" for n in ds.notes]
     if ds.dropped or ds.notes:
         out.append("")
-    s = ds.surface
-    if s is None:
+    if ds.surface is None:
         return out
     if ds.intervals:
         rows = [[k, _est(ds.intervals[k])] for k in ("E", "A", "B", "alpha", "beta")]
@@ -79,13 +78,12 @@ def _json(res: AnalysisResult) -> dict[str, Any]:
     ds = res.data_scaling
     if ds is None:
         return {}
-    s = ds.surface
     return {"data_scaling": {
         "form": FORM, "metric": ds.metric, "split": ds.split, "n_points": len(ds.points), "n_seeds": ds.n_seeds,
         "dropped": ds.dropped, "notes": ds.notes,
         "method": {"fit": f"Huber (delta {HUBER_DELTA:g}) on log residuals, grid of starts, L-BFGS-B",
                    "intervals": BOOTSTRAP_METHOD, "compute": f"C = {FLOPS_PER_PARAM_TARGET:g} N D"},
-        "surface": None if s is None else {**s.params(), "identified": s.identified},
+        "surface": as_json(ds.surface),
         "intervals": as_json(ds.intervals), "frontier": ds.frontier.to_dict(orient="records"),
         "measured_compute": list(ds.measured_c), "held_out": as_json(ds.held_out),
         "counted_training_flops_over_6nd": {str(int(n)): r for n, r in ds.counted_ratio.items()},
