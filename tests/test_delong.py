@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from analysis.stats.delong import delong_covariance, delong_paired
+from analysis.compare.delong_seeds import delong_covariance, delong_paired
 
 ASAH_POOR = (  # 1 = poor outcome (the case class in pROC), one character per patient
     "000011010010110010111010000000001001101100000000011000100"

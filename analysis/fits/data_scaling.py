@@ -14,8 +14,7 @@ from scipy.special import huber, logsumexp
 from harness import runs_columns as C
 
 from ..collect import SweepResults
-from ..stats.bootstrap import Estimate, SeedInterval, seed_interval
-from ..stats.paired import minimum_detectable_effect
+from ..stats.paired import Estimate, SeedInterval, minimum_detectable_effect, seed_interval
 from .axes import TRAINING_MULTIPLIER
 
 #: The fit's name in analysis.json (`form`); an iterative fit (forms.py ITERATIVE_FORMS).
@@ -122,7 +121,7 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
 FRONTIER_REACH = 10.0
 FRONTIER_POINTS = 25
 #: A seed resample whose fit is not determined (an exponent at its bound) counts at this value, the upper end
-#: of every interval (analysis/stats/bootstrap.py); the report prints an end this large as "undetermined".
+#: of every interval (analysis/stats/paired.py, `seed_interval`); the report prints an end this large as "undetermined".
 UNDETERMINED = 1e30
 
 

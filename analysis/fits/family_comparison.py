@@ -11,8 +11,7 @@ import numpy as np
 from harness import runs_columns as C
 
 from ..config import ScalingConfig
-from ..stats.bootstrap import Estimate, SeedInterval
-from ..stats.paired import holm, mean_t_interval, seed_mean, seeds_for_power
+from ..stats.paired import Estimate, SeedInterval, holm, mean_t_interval, seed_mean, seeds_for_power
 from .axes import HELIX_CTR, UNIT_NAMES, Convention
 from .forms import LOG_LINEAR, interval_text, open_seed_interval
 from .powerlaw import LEVEL, PowerLawFit

@@ -10,7 +10,7 @@ from functools import partial
 import numpy as np
 from scipy import optimize, stats
 
-from ..stats.bootstrap import LEVEL, SeedInterval, seed_interval
+from ..stats.paired import LEVEL, SeedInterval, seed_interval
 from .axes import Convention
 from .data_scaling import FORM as LOSS_SURFACE
 from .powerlaw import PARAMETERS, seed_lines

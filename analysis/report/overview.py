@@ -34,10 +34,9 @@ def _title(res: AnalysisResult) -> list[str]:
 
 
 def _sweep_json(res: AnalysisResult) -> dict[str, Any]:
-    ref, rounds = res.reference, res.results.rounds
+    rounds = res.results.rounds
     return {"sweep": res.results.name, "runs": len(res.results.runs), "baseline": res.results.baseline,
-            "reference": None if ref is None else {"selector": ref.selector, "arch": ref.arch,
-                                                   "setting": ref.setting, "families": ref.families},
+            "reference": as_json(res.reference),
             **({} if rounds is None else {"rounds": {**vars(rounds), "ran": int(res.results.runs[C.ROUND].max())}})}
 
 

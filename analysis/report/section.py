@@ -12,7 +12,7 @@ import numpy as np
 from harness import metric_registry
 from harness.sweep.tuning import SettingChoice
 
-from ..compare.delong_seeds import DeLongSeed
+from ..compare.delong_seeds import DeLongResult, DeLongSeed
 from ..compare.protocol import ArmFacts, DiD
 from ..compare.questions import MetricComparison
 from ..fits.axes import Convention
@@ -21,12 +21,10 @@ from ..fits.family_comparison import FamilyComparison, PairedContrast
 from ..fits.forms import FormCheck, FormResult, HeldOutError
 from ..fits.marginal_returns import Step
 from ..fits.powerlaw import PowerLawFit
-from ..fits.reference import ReferenceSlope
+from ..fits.reference import Reference, ReferenceSlope
 from ..headline import Headline, HeadlineRow
 from ..result import AnalysisResult
-from ..stats.bootstrap import SeedInterval
-from ..stats.delong import DeLongResult
-from ..stats.paired import PairedStats
+from ..stats.paired import PairedStats, SeedInterval
 
 #: Where a section's method is stated once: the report points there instead of repeating it.
 METHOD_POINTER = "method: docs/analysis.md"
@@ -103,6 +101,7 @@ KEYS: dict[type, dict[str, str | tuple[str, ...] | None]] = {
     FormResult: {"largest": None, "lof_f": None, "lof_df": None, "lof_p": None, "lof_p_holm": None},
     PowerLawFit: {"slope_ci_per_point": "slope_ci_per_point_pseudo_replicated", "dropped": "dropped_points",
                   **dict.fromkeys(("band_x", "band_lo", "band_hi", "obs_x", "band_method"))},
+    Reference: dict.fromkeys(("mask", "fixed", "notes", "size_keys")),
     ReferenceSlope: {"is_chosen": "chosen", "ci": "slope_ci"},
     FamilyComparison: {"convention": None, "log_linear_diff": "log_linear_slope_diff"},
     MetricComparison: {"metric": None, "stats": "", "seeds": None},

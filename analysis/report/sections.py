@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..result import AnalysisResult
-from .data_scaling import DATA_SCALING
 from .overview import ABLATIONS, CURVES, GROUPED, HEADLINE, HEALTH, QUESTIONS, RETRIED, TITLE, TUNING, WARNINGS
 from .protocol import ANSWER, PROTOCOL
-from .scaling import FAMILY_COMPARISONS, SCALING
+from .scaling import DATA_SCALING, FAMILY_COMPARISONS, SCALING
 from .section import Section
 
 SECTIONS: tuple[Section, ...] = (

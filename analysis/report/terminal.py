@@ -8,8 +8,8 @@ from harness import runs_columns as C
 
 from ..fits.powerlaw import CI_METHOD
 from ..result import AnalysisResult
-from .data_scaling import data_scaling_lines
 from .overview import best, family_note
+from .scaling import data_scaling_lines
 from .section import estimate_text as _est
 from .section import mean_sd as _pm
 from .section import metric_label as _label

@@ -1,8 +1,9 @@
-"""Seed-level statistics of one paired comparison (mean, sd, BCa interval, paired t, Wilcoxon, sign flip), Holm, its
-decision levels, the per-seed t-test and t intervals of every paired result, power, the MDE (docs/analysis.md)."""
+"""Seed-level statistics: one paired comparison's (mean, sd, BCa interval, paired t, Wilcoxon, sign flip), Holm and its
+decision levels, t intervals, power, the MDE, and the seed bootstrap of a whole study (docs/analysis.md)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,7 +12,7 @@ from scipy import optimize, stats
 DECIDED = "decided"
 NOT_DECIDED = "not decided"
 UNTESTABLE = "not testable"
-#: The level of the t intervals of fits, steps and contrasts, and the alpha of their Holm-corrected tests.
+#: The level of the t intervals of fits, steps and contrasts and of the seed bootstrap, and the alpha of their tests.
 LEVEL = 0.95
 ALPHA = 0.05
 
@@ -198,3 +199,56 @@ def seeds_for_power(std: float, effect: float, *, alpha: float = 0.05, power: fl
         else:
             lo = mid
     return float(hi)
+
+
+#: The seed bootstrap (`seed_interval`): docs/analysis.md, *Scaling fits*.
+BOOTSTRAP_RESAMPLES = 999
+BOOTSTRAP_METHOD = ("seed bootstrap (seeds resampled with replacement, whole fit redone; scipy.stats.bootstrap "
+                    "percentile)")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A value with a 95% interval."""
+
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class SeedInterval:
+    lo: float
+    hi: float
+    undefined_share: float  # share of draws where the statistic was NaN or infinite
+    n_seeds: int
+
+
+def seed_interval(n_seeds: int, statistic: Callable[[np.ndarray], float], *, level: float = LEVEL,
+                  n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                  clip: tuple[float, float] = (-1e6, 1e6)) -> SeedInterval:
+    """Percentile interval of `statistic(seed indices)` over seed resamples, each distinct multiset computed once (an
+    undefined draw counts in `undefined_share`, at the upper end); NaN bounds with < 2 seeds."""
+    nan = float("nan")
+    if n_seeds < 2:
+        return SeedInterval(nan, nan, nan, n_seeds)
+    cache: dict[bytes, tuple[float, bool]] = {}
+    undefined = []
+
+    def cached(idx: np.ndarray) -> float:
+        chosen = np.sort(idx.astype(np.int64))
+        key = chosen.tobytes()
+        if key not in cache:
+            value = float(statistic(chosen))
+            bad = not np.isfinite(value)
+            if np.isnan(value):  # undefined counts as beyond the upper end; the share says how often
+                value = clip[1]
+            cache[key] = (min(max(value, clip[0]), clip[1]), bad)
+        value, bad = cache[key]
+        undefined.append(bad)
+        return value
+
+    res = stats.bootstrap((np.arange(n_seeds),), cached, vectorized=False, method="percentile",
+                          n_resamples=n_resamples, confidence_level=level, random_state=np.random.default_rng(seed))
+    return SeedInterval(float(res.confidence_interval.low), float(res.confidence_interval.high),
+                        float(np.mean(undefined)) if undefined else nan, n_seeds)
