@@ -11,8 +11,7 @@ from typing import Any
 
 import torch.nn as nn
 
-from core.discovery import Discovery, file_of
-from core.registry import Registry
+from core.registry import Discovery, Registry, file_of
 from core.typed_config import from_dict
 from protocols.schema import FeatureSpec
 

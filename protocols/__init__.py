@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from core.discovery import Discovery
-from core.registry import Registry
+from core.registry import Discovery, Registry
 
 if TYPE_CHECKING:
     from .log import ExposureLog
