@@ -145,8 +145,3 @@ def source(name: str) -> SourceEntry:
     """The registered source `name` (an unknown name is an error listing the registered ones)."""
     load_components()
     return SOURCES.get(name)
-
-
-def source_defaults(name: str) -> SourceDefaults:
-    """The defaults `name` registered with (an unknown source is an error listing the registered ones)."""
-    return source(name).defaults
