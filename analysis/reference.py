@@ -14,7 +14,7 @@ from scipy import stats
 from core.errors import RecscaleError
 from core.results_layout import DATASETS_FILE, SEEDS_ADDED_FILE, TUNING_FILE, score_ranks_file
 from harness import runs_columns as C
-from harness.fingerprint import PREFIX as FINGERPRINT_PREFIX
+from harness.fingerprint import fingerprint_differences
 
 from .collect import RUNS_FILE, SWEEP_FILE, config_columns, load_results, read_runs
 from .compare.delong_seeds import write_score_ranks
@@ -161,8 +161,8 @@ def _shift_p(standardised: pd.Series) -> float | None:
 
 def _fingerprints(table: pd.DataFrame) -> dict[str, str]:
     """Each `env_*` column's distinct values, joined ("" for a table that predates fingerprints)."""
-    return {c[len(FINGERPRINT_PREFIX):]: " | ".join(sorted({str(v) for v in table[c].dropna()}))
-            for c in table.columns if c.startswith(FINGERPRINT_PREFIX)}
+    return {c: " | ".join(sorted({str(v) for v in table[c].dropna()}))
+            for c in table.columns if c.startswith(C.ENV_PREFIX)}
 
 
 def _config_differences(fresh: pd.DataFrame, ref: pd.DataFrame, both: pd.Index) -> list[tuple[str, str, str, str]]:
@@ -202,9 +202,7 @@ def compare_with_reference(fresh_dir: Path | str, reference_dir: Path | str, *,
             f"|difference| <= {sd_fraction:g} x the seed SD of the trial's setting in the reference (at least "
             "the median setting's), "
             f"and no systematic shift (one-sample t-test of the differences in SD units, p < {SHIFT_ALPHA:g})")
-    ff, fr = _fingerprints(fresh), _fingerprints(ref)
-    fp_diff = [(k, ff.get(k, "(not recorded)"), fr.get(k, "(not recorded)")) for k in sorted({*ff, *fr})
-               if ff.get(k) != fr.get(k)]
+    fp_diff = fingerprint_differences(_fingerprints(fresh), _fingerprints(ref), missing="(not recorded)")
     return ReproductionCheck(
         matched=len(both), missing=sorted(set(ref.index) - set(fresh.index)),
         extra=sorted(set(fresh.index) - set(ref.index)), metrics=agreements, tolerance_rule=rule,

@@ -11,8 +11,7 @@ from typing import Any
 
 import torch.nn as nn
 
-from core.discovery import Discovery, file_of
-from core.registry import Registry
+from core.registry import Discovery, Registry
 from core.typed_config import from_dict
 from protocols.schema import FeatureSpec
 
@@ -30,6 +29,7 @@ class ArchitectureEntry:
     name: str
     builder: Callable[..., nn.Module]
     config_cls: type
+    module: str  # the builder's module (named when another file registers the same name)
 
     @property
     def supports_request_reuse(self) -> bool:
@@ -45,11 +45,7 @@ def register(name: str, *, config: type) -> Callable:
     check_config_class(name, config)
 
     def decorator(builder: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        if name in ARCHITECTURES and ARCHITECTURES.get(name).builder is not builder:
-            first = file_of(ARCHITECTURES.get(name).builder.__module__)
-            raise ValueError(f"registers architecture {name!r}, which {first} registered already; "
-                             "give one of them another name")
-        ARCHITECTURES.register(name)(ArchitectureEntry(name, builder, config))
+        ARCHITECTURES.register(name)(ArchitectureEntry(name, builder, config, builder.__module__))
         return builder
 
     return decorator

@@ -114,8 +114,9 @@ def machine_fingerprint(device: Any = "cpu") -> dict[str, Any]:
     }
 
 
-def fingerprint_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def fingerprint_differences(a: Mapping[str, Any], b: Mapping[str, Any],
+                            missing: Any = None) -> list[tuple[str, Any, Any]]:
     """(key without the prefix, a's value, b's value) for every `env_*` entry of two metrics.json dicts or runs.parquet
-    rows that differs (a missing entry, as in runs that predate them, reads None)."""
+    rows that differs (a missing entry, as in runs that predate them, reads `missing`)."""
     keys = sorted(k for k in {*a, *b} if str(k).startswith(PREFIX))
-    return [(k[len(PREFIX):], a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+    return [(k[len(PREFIX):], a.get(k, missing), b.get(k, missing)) for k in keys if a.get(k) != b.get(k)]

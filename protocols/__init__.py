@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from core.discovery import Discovery
-from core.registry import Registry
+from core.registry import Discovery, Registry
 
 if TYPE_CHECKING:
     from .log import ExposureLog
@@ -146,8 +145,3 @@ def source(name: str) -> SourceEntry:
     """The registered source `name` (an unknown name is an error listing the registered ones)."""
     load_components()
     return SOURCES.get(name)
-
-
-def source_defaults(name: str) -> SourceDefaults:
-    """The defaults `name` registered with (an unknown source is an error listing the registered ones)."""
-    return source(name).defaults

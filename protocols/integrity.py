@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from core.errors import RecscaleError
 from core.results_layout import MANIFEST_FILE
 
@@ -84,17 +86,6 @@ def read_manifest(folder: Path) -> dict:
     return manifest
 
 
-def _progress_bar(folder: Path, entries: dict[str, Any], show: bool) -> Any:
-    """A tqdm bar over the bytes to checksum (None when not shown or below PROGRESS_MIN_BYTES)."""
-    total = sum(int(e.get("bytes", 0)) for e in entries.values() if isinstance(e, dict))
-    if not show or total < PROGRESS_MIN_BYTES:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="B", unit_scale=True, desc=f"verifying {folder.name}", file=sys.stderr,
-                dynamic_ncols=True, leave=False)
-
-
 def file_problems(folder: Path, manifest: dict, *, checksums: bool, only: list[str] | None = None,
                   recorded_in: str = MANIFEST_FILE, progress: bool = False) -> list[str]:
     """One line per recorded file (of `only`, when given) that is missing, has another size or (with
@@ -107,15 +98,14 @@ def file_problems(folder: Path, manifest: dict, *, checksums: bool, only: list[s
         return [f"{folder / recorded_in}: unknown checksum algorithm {algorithm!r}"]
     problems = []
     entries = {rel: e for rel, e in record.get("files", {}).items() if only is None or rel in only}
-    bar = _progress_bar(folder, entries, progress and checksums)
-    try:
+    total = sum(int(e.get("bytes", 0)) for e in entries.values() if isinstance(e, dict))
+    shown = progress and checksums and total >= PROGRESS_MIN_BYTES  # a bar over the bytes to checksum
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"verifying {folder.name}", file=sys.stderr,
+              dynamic_ncols=True, leave=False, disable=not shown) as bar:
         for rel, entry in entries.items():
-            problem = _file_problem(folder, rel, entry, checksums, recorded_in, bar.update if bar else None)
+            problem = _file_problem(folder, rel, entry, checksums, recorded_in, bar.update if shown else None)
             if problem:
                 problems.append(problem)
-    finally:
-        if bar is not None:
-            bar.close()
     return problems
 
 

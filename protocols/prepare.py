@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from core import results_layout as layout
-from core.discovery import file_of
 from core.errors import RecscaleError
+from core.registry import file_of
 from core.typed_config import ConfigError, from_dict, to_dict
 
 from . import PROTOCOLS, SOURCES, load_components, parameter_names, protocol_parameters

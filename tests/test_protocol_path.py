@@ -222,11 +222,11 @@ def test_the_protocol_contract_is_checked_at_registration(cls_text, why):
 
 def test_a_source_and_its_defaults_are_one_entry_and_an_unknown_source_is_an_error():
     import protocols
-    from protocols import source_defaults
     from protocols.movielens import MOVIELENS_DEFAULTS
     from protocols.recflow import RECFLOW_DEFAULTS
 
     assert protocols.source("movielens100k").defaults is MOVIELENS_DEFAULTS
-    assert source_defaults("recflow") is RECFLOW_DEFAULTS and source_defaults("synthetic") is RECFLOW_DEFAULTS
+    assert protocols.source("recflow").defaults is RECFLOW_DEFAULTS
+    assert protocols.source("synthetic").defaults is RECFLOW_DEFAULTS
     with pytest.raises(KeyError, match=r"unknown source 'recflw'; valid: movielens100k, recflow, synthetic"):
-        source_defaults("recflw")  # no silent fallback to RecFlow's defaults
+        protocols.source("recflw")  # no silent fallback to RecFlow's defaults

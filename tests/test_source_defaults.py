@@ -13,7 +13,6 @@ from tiny_logs import random_log, tiny_source
 import protocols
 from cli.main import main as cli_main
 from core.typed_config import ConfigError
-from protocols import source_defaults
 from protocols.artifact import PreparedDataset
 from protocols.prepare import PrepareConfig, default_size, plan_targets, prepare, prepare_log
 from protocols.split import SplitConfig, SplitSettings
@@ -32,7 +31,7 @@ def _utc_date(ms: int) -> dt.date:
 def test_recflow_and_synthetic_keep_the_seed_split_and_scaled_sizes():
     log = random_log(1, span_ms=37 * DAY_MS, n_requests=600, grid_ms=60_000)
     for source in ("recflow", "synthetic"):
-        d = source_defaults(source)
+        d = protocols.source(source).defaults
         assert d.split(log) == SplitConfig() and d.sizes == "scaled"
     plan = plan_targets(log, PrepareConfig.of(source="synthetic", root="x"))
     assert plan.split == SplitConfig()
