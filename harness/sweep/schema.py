@@ -369,10 +369,7 @@ def _applicable(point: dict[str, Any]) -> dict[str, Any]:
 
 def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
     """A grid point as flat canonical settings (`data.delay_s`, `model.dim`, ...; bundles expanded)."""
-    out: dict[str, Any] = {}
-    for axis, value in point.items():
-        out.update(axis_settings(axis, value))
-    return out
+    return {k: v for axis, value in point.items() for k, v in axis_settings(axis, value).items()}
 
 
 def prepare_settings(cfg: SweepConfig, settings: Mapping[str, Any]) -> dict[str, Any]:
