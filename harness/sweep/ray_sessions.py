@@ -49,9 +49,7 @@ TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
 
 
 #: Variables of the driver's environment that every Ray worker must see too, on whichever node it runs
-#: (a node started with `ray start` elsewhere has its own environment): out-of-tree models, the cache, and
-#: OpenMP's wait policy and thread binding (read once, when a worker's torch starts its thread pool; the
-#: thread policy, docs/training.md "Threads"; each run records what it trained under).
+#: (docs/sweeps.md, "Ray settings" and "Running on a Ray cluster"; docs/training.md, "Threads").
 FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES")
 
 
