@@ -212,7 +212,6 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     always shut down. A local start first removes the stale sessions of killed drivers."""
     import ray
 
-    # every worker (the job's runtime_env) gets the glibc malloc settings and the driver's FORWARDED_ENV that are set
     worker_env = {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
                                   runtime_env={"env_vars": worker_env})
