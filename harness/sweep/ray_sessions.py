@@ -319,10 +319,7 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
 def read_records() -> tuple[list[SessionRecord], list[str]]:
     """Every record (of any host) and one line per record file that cannot be read."""
     out, problems = [], []
-    folder = records_dir()
-    if not folder.is_dir():
-        return [], []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(records_dir().glob("*.json")):  # none when the folder does not exist
         try:
             raw = json.loads(path.read_text())
             rec = SessionRecord(session=str(raw["session"]), host=str(raw["host"]), driver_pid=int(raw["driver_pid"]),
