@@ -5,6 +5,7 @@ are prepared once", "What a sweep writes", "Interruptions, failures, resume"). R
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -367,11 +368,7 @@ def _stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[dict]
 
 def _max_overlap(intervals: list[tuple[float, float]]) -> int:
     edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
-    level = peak = 0
-    for _, step in edges:
-        level += step
-        peak = max(peak, level)
-    return peak
+    return max([0, *itertools.accumulate(step for _, step in edges)])
 
 
 def _summary(sweep_dir: Path, since: float, timings: dict[str, float]) -> dict[str, Any]:
