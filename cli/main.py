@@ -11,6 +11,7 @@ import atexit
 import importlib
 import os
 import sys
+from contextlib import suppress
 from pathlib import Path
 from types import ModuleType
 
@@ -120,10 +121,8 @@ def exit_without_teardown(code: int) -> None:
     EXIT_WITHOUT_TEARDOWN (they close every file they write), and only when `main()` runs as the program."""
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code)
 
 

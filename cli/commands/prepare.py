@@ -27,14 +27,8 @@ from protocols.split import SplitSettings
 
 #: Flag (argparse dest) -> PrepareConfig key it sets (dotted for nested sections).
 FLAG_KEYS: dict[str, str] = {
-    "source": "source",
-    "root": "root",
-    "protocol": "protocol",
-    "delay_s": "delay_s",
-    "history_len": "history_len",
-    "train": "n_train",
-    "valid": "n_valid",
-    "test": "n_test",
+    **{key: key for key in ("source", "root", "protocol", "delay_s", "history_len")},
+    **{split: f"n_{split}" for split in ("train", "valid", "test")},
     "seed": "sample_seed",
     "out": "out",
     **{f.name: f"split.{f.name}" for f in dataclasses.fields(SplitSettings)},

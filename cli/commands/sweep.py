@@ -25,8 +25,7 @@ from cli.main import reexec_under_malloc
 from core.results_layout import RUNS_FILE, TUNING_FILE
 from core.typed_config import ConfigError
 
-#: Skip the interpreter's unloading of torch and Ray at exit (~1.5 s; cli.main.exit_without_teardown), so
-#: a Ctrl-C'd sweep is back at the prompt within a few seconds.
+#: Skip the interpreter's unloading of torch and Ray at exit (`cli.main.exit_without_teardown`).
 EXIT_WITHOUT_TEARDOWN = True
 
 

@@ -106,9 +106,9 @@ def measure(
             extra["phases_ms"] = phase_times(step, source, device, steps=breakdown_steps)
         extra["loader_measured"] = dataset is not None
         bd = profile_steps(step, batches, device, steps=breakdown_steps)
-        extra["breakdown"] = bd.to_dict()
-        extra["utilisation_if_only_products"] = matmul.utilisation(
-            flops, bd.targets_per_s_if_only_products(tc.batch_size), rate)
+        extra["breakdown"] = {**asdict(bd), "product_share": bd.product_share}  # asdict: top_other as dicts too
+        products_only = tc.batch_size / (bd.product_ms / 1e3) if bd.product_ms else float("nan")  # targets/s
+        extra["utilisation_if_only_products"] = matmul.utilisation(flops, products_only, rate)
     return {
         "arch": arch,
         "batch_size": tc.batch_size,
@@ -210,13 +210,6 @@ class StepBreakdown:
     @property
     def product_share(self) -> float:
         return self.product_ms / self.total_ms if self.total_ms else 0.0
-
-    def targets_per_s_if_only_products(self, batch_size: int) -> float:
-        """The training rate if the products were the whole step (the ceiling's numerator)."""
-        return batch_size / (self.product_ms / 1e3) if self.product_ms else float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "product_share": self.product_share}  # asdict: top_other as dicts too
 
 
 def profile_steps(step: Callable[[Any], Any], batches: list[Any], device: torch.device, *, steps: int = 3,

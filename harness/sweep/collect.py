@@ -60,12 +60,6 @@ def row_digests(table: pa.Table) -> list[str]:
             for row in table.select(cols).to_pylist()]
 
 
-def with_digests(frame: pd.DataFrame) -> pa.Table:
-    """`frame` as the Arrow table runs.parquet holds: every row with its (re)computed ROW_DIGEST."""
-    table = pa.Table.from_pandas(frame.drop(columns=[C.ROW_DIGEST], errors="ignore"), preserve_index=False)
-    return table.append_column(C.ROW_DIGEST, pa.array(row_digests(table), pa.string()))
-
-
 def collect_runs(sweep_dir: Path) -> pd.DataFrame:
     """Build and atomically write `runs.parquet`; returns the table (empty when nothing finished)."""
     sweep_dir = Path(sweep_dir)
@@ -78,7 +72,8 @@ def collect_runs(sweep_dir: Path) -> pd.DataFrame:
         table = table.sort_values([C.STAGE, C.TRIAL_ID], kind="stable").reset_index(drop=True)
         for col in config:  # mixed python types (e.g. int and None) -> let pandas pick one dtype
             table[col] = pd.Series(table[col].tolist(), dtype=object).infer_objects()
-    written = with_digests(table)
+    written = pa.Table.from_pandas(table.drop(columns=[C.ROW_DIGEST], errors="ignore"), preserve_index=False)
+    written = written.append_column(C.ROW_DIGEST, pa.array(row_digests(written), pa.string()))
     table[C.ROW_DIGEST] = written.column(C.ROW_DIGEST).to_pylist()  # the table as written
     write_parquet(sweep_dir / RUNS_FILE, written)
     return table

@@ -1,7 +1,5 @@
-"""`datasets.json`: what the prepared datasets of a sweep hold, and how every two of them differ (docs/sweeps.md,
-"Datasets are prepared once"). Written by the sweep driver right after preparing, so that `recscale analyze`
-and a published reference study read it without the artifacts. History membership compares the set of
-history events by event_id (order and length cap aside), on the targets both datasets hold.
+"""`datasets.json`: what the prepared datasets of a sweep hold, and how every two of them differ, written by the sweep
+driver right after preparing (docs/sweeps.md, "Datasets are prepared once").
 """
 from __future__ import annotations
 

@@ -49,9 +49,7 @@ TUNE_DRIVER_ENV: dict[str, str] = {"RAY_AIR_NEW_OUTPUT": "0", **TUNE_ENV}
 
 
 #: Variables of the driver's environment that every Ray worker must see too, on whichever node it runs
-#: (a node started with `ray start` elsewhere has its own environment): out-of-tree models, the cache, and
-#: OpenMP's wait policy and thread binding (read once, when a worker's torch starts its thread pool; the
-#: thread policy, docs/training.md "Threads"; each run records what it trained under).
+#: (docs/sweeps.md, "Ray settings" and "Running on a Ray cluster"; docs/training.md, "Threads").
 FORWARDED_ENV = ("RECSCALE_MODEL_PATH", "RECSCALE_CACHE_DIR", "OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES")
 
 
@@ -214,7 +212,6 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None,
     always shut down. A local start first removes the stale sessions of killed drivers."""
     import ray
 
-    # every worker (the job's runtime_env) gets the glibc malloc settings and the driver's FORWARDED_ENV that are set
     worker_env = {**MALLOC_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False,
                                   runtime_env={"env_vars": worker_env})
@@ -322,10 +319,7 @@ def recorded_session(session: str, temp_dir: str) -> Iterator[None]:
 def read_records() -> tuple[list[SessionRecord], list[str]]:
     """Every record (of any host) and one line per record file that cannot be read."""
     out, problems = [], []
-    folder = records_dir()
-    if not folder.is_dir():
-        return [], []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(records_dir().glob("*.json")):  # none when the folder does not exist
         try:
             raw = json.loads(path.read_text())
             rec = SessionRecord(session=str(raw["session"]), host=str(raw["host"]), driver_pid=int(raw["driver_pid"]),

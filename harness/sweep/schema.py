@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal, cast, get_args
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import yaml
@@ -63,8 +63,6 @@ BUNDLE_AXES: tuple[str, ...] = ("data", "model", "train")
 SEARCH_KINDS: tuple[str, ...] = ("choice", "uniform", "loguniform", "int")
 #: The type of the sweep's `tracking` field (None: no tracker; docs/sweeps.md, "Experiment tracking").
 Tracker = Literal["mlflow"]
-#: Per tracker: (the module it needs, the recscale extra that installs it).
-TRACKER_REQUIREMENTS: dict[str, tuple[str, str]] = {t: (t, "tracking") for t in get_args(Tracker)}
 #: Statuses a retry may be triggered by: every unhealthy one.
 RETRY_STATUSES: tuple[str, ...] = tuple(s for s in H.STATUSES if s != H.OK)
 #: Training keys the tuning stage can choose: a positive float of TrainConfig each.
@@ -369,10 +367,7 @@ def _applicable(point: dict[str, Any]) -> dict[str, Any]:
 
 def point_settings(point: Mapping[str, Any]) -> dict[str, Any]:
     """A grid point as flat canonical settings (`data.delay_s`, `model.dim`, ...; bundles expanded)."""
-    out: dict[str, Any] = {}
-    for axis, value in point.items():
-        out.update(axis_settings(axis, value))
-    return out
+    return {k: v for axis, value in point.items() for k, v in axis_settings(axis, value).items()}
 
 
 def prepare_settings(cfg: SweepConfig, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -763,7 +758,6 @@ def section_values(t: TuningSection) -> list[float]:
         if missing:
             raise ConfigError(f"tuning.grid.{missing[0]}: missing; give log_min, log_max and points "
                               "(or `values`)")
-        # none is missing (checked above)
         log_min, log_max, points = cast(float, g.log_min), cast(float, g.log_max), cast(int, g.points)
         if not (math.isfinite(log_min) and log_min > 0):
             raise ConfigError(f"tuning.grid.log_min: must be a finite number > 0, got {g.log_min!r}")
@@ -898,18 +892,17 @@ def _parse_dimension(key: str, spec: Any) -> SearchDimension:
     return SearchDimension(kind=kind, low=low, high=high)
 
 
-def check_installed(tracker: str | None, key: str = "tracking") -> None:
-    """Refuse a tracker whose package cannot be imported, naming the extra that installs it."""
+def check_installed(tracker: str | None) -> None:
+    """Refuse a tracker whose package (named as the tracker) cannot be imported, naming the extra that installs it."""
     if tracker is None:
         return
-    module, extra = TRACKER_REQUIREMENTS[tracker]
     found = False
     with suppress(ImportError, ValueError):  # a parent package missing, or a module without a spec
-        found = importlib.util.find_spec(module) is not None
+        found = importlib.util.find_spec(tracker) is not None
     if not found:
-        raise ConfigError(f"{key}: {tracker} needs the `{module}` package, which is not installed here; install "
-                          f"recscale's `{extra}` extra (pip install 'recscale[{extra}]', or -e '.[{extra}]' in a "
-                          f"checkout), or remove `{key}:`")
+        raise ConfigError(f"tracking: {tracker} needs the `{tracker}` package, which is not installed here; install "
+                          "recscale's `tracking` extra (pip install 'recscale[tracking]', or -e '.[tracking]' in a "
+                          "checkout), or remove `tracking:`")
 
 
 def _check_resources(cfg: SweepConfig) -> None:

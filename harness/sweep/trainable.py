@@ -1,10 +1,8 @@
 """The Ray Tune function trainable: one trial = one `train_run(resume=True)` into `results/<sweep>/runs/<trial>/`
-(`tuning/runs/<trial>/` in the tuning stage), its grid point resolved by the dry run's `plan.resolve_trial`. Every
-start, attempt, failure and end goes to trials.jsonl; a failure a retry would repeat (`fails_alike`) is reported to
-Tune before it is raised, so the trial ends without retries (docs/sweeps.md, "Interruptions, failures, resume").
-
-A run that ends unhealthy is trained again at a lower learning rate under the `retry:` section, each attempt a run
-folder of its own, the last one promoted into the trial's (`train_with_retries`; docs/sweeps.md, "Retry").
+(`tuning/runs/<trial>/` in the tuning stage), its start, attempts, failures and end logged to trials.jsonl
+(docs/sweeps.md, "Interruptions, failures, resume"). A run that ends unhealthy is trained again at a lower learning
+rate under `retry:`, each attempt a run folder of its own, the last one promoted into the trial's (docs/sweeps.md,
+"Retry").
 """
 from __future__ import annotations
 

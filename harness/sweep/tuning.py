@@ -16,11 +16,9 @@ import numpy as np
 from core.atomic_write import write_text
 from core.errors import RecscaleError
 from core.results_layout import TUNING_FILE
+from harness import run_health as H
 from harness.run_folder import json_safe
 
-from ..run_health import REASONS_KEY as HEALTH_REASONS
-from ..run_health import STATUS_KEY as HEALTH_STATUS
-from ..run_health import learned
 from .plan import setting_id, settings, trial_id_for, tuning_plan
 from .schema import Sweep, TuningSection, metric_spec
 
@@ -102,10 +100,10 @@ def choose(sweep: Sweep, rows: Sequence[Mapping[str, Any]]) -> TuningChoice:
             sid, value, seed = where[row["trial_id"]]
             metric = row.get(t.metric)
             tables.setdefault(sid, {})[(value, seed)] = None if metric is None or not math.isfinite(metric) else metric
-            status = row.get(HEALTH_STATUS)
+            status = row.get(H.STATUS_KEY)
             health.setdefault(sid, {})[(value, seed)] = status if isinstance(status, str) else None
-            reasons = row.get(HEALTH_REASONS)
-            if isinstance(status, str) and not learned(status, reasons if isinstance(reasons, str) else ""):
+            reasons = row.get(H.REASONS_KEY)
+            if isinstance(status, str) and not H.learned(status, reasons if isinstance(reasons, str) else ""):
                 failed.setdefault(sid, set()).add((value, seed))
     out = []
     for sid, point in settings(sweep).items():
