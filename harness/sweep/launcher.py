@@ -128,6 +128,11 @@ def _last_summary(sweep_dir: Path) -> dict[str, Any]:
     return json.loads(summary.read_text()) if summary.exists() else {}
 
 
+def _started(sweep_dir: Path) -> bool:
+    """Whether any trial of the sweep in `sweep_dir` ever started (a run folder or Ray state exists)."""
+    return any(p.exists() and any(p.iterdir()) for p in (sweep_dir / RUNS_DIR, sweep_dir / RAY_DIR))
+
+
 def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resume: bool) -> tuple[Path, bool]:
     """Create or check `results/<name>/`, store the sweep file there (atomically); returns the folder and whether
     to resume. An existing folder needs `--resume` (docs/sweeps.md), unless no trial of it ever started (no run
@@ -150,7 +155,7 @@ def prepare_sweep_dir(sweep: Sweep, plan: SweepPlan, results_root: Path, *, resu
             atomic_write.write_json(record, [*earlier, {"seeds": added, "after": after}], indent=1)
             shutil.rmtree(sweep_dir / RAY_DIR / "grid", ignore_errors=True)
             resume = True
-        if not resume and any(p.exists() and any(p.iterdir()) for p in (sweep_dir / RUNS_DIR, sweep_dir / RAY_DIR)):
+        if not resume and _started(sweep_dir):
             if not _all_finished(sweep_dir, plan):
                 raise SweepError(f"{sweep_dir} holds an unfinished run of sweep {sweep.name!r}; pass --resume to "
                                  "continue it (finished trials are kept) or remove the folder to start over")
@@ -364,6 +369,9 @@ def _stage(ctx: TrialContext, *, resume: bool, n_trials: int, points: list[dict]
     failed = _failures(results)
     interrupted = not failed and results.num_terminated < n_trials
     return _StageOutcome(results, time.perf_counter() - t0, failed, interrupted)
+
+
+# ----------------------------------------------------------------------------------------------
 
 
 def _max_overlap(intervals: list[tuple[float, float]]) -> int:

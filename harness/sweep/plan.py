@@ -100,6 +100,9 @@ class SweepPlan:
         return bool(self.tuning_trials) and tuning_twin(self.sweep, trial, self.sweep.tuning_values[0]) is not None
 
 
+# ----------------------------------------------------------------------------------------------
+
+
 def dataset_for(sweep: Sweep, point: Mapping[str, Any]) -> DatasetPlan:
     """The dataset a grid point needs (its settings: `schema.prepare_settings`), with its hashed id."""
     prep = prepare_settings(sweep.config, point_settings(point))
