@@ -13,9 +13,9 @@ import pandas as pd
 from core.results_layout import RUNS_FILE
 from harness import run_health as H
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from .collect import SweepResults
-from .columns import plain
 from .headline import Headline
 
 

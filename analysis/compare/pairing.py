@@ -11,9 +11,10 @@ import pandas as pd
 from core.results_layout import RUNS_FILE
 from core.typed_config import ConfigError
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from ..collect import SweepResults
-from ..columns import DATASET_IDENTITY, plain, show, varies_data
+from ..columns import DATASET_IDENTITY, show, varies_data
 from ..config import QuestionConfig
 
 
