@@ -119,10 +119,6 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     h.has_health = True
 
 
-# ----------------------------------------------------------------------------------------------
-# retried runs
-
-
 @dataclass(frozen=True)
 class RetriedRun:
     trial: str
