@@ -57,8 +57,7 @@ class Curve:
     identified: bool = True  # False: a saturating fit whose exponent sits at a bound (see fit_saturating)
 
 
-#: least_squares' stopping tolerances, far below the default 1e-8: the cost is fixed to 1e-14 relative, so the
-#: parameters to about its square root (1e-7) times the fit's conditioning (docs/reproducibility.md).
+#: least_squares' stopping tolerances, far below the default 1e-8 (docs/reproducibility.md).
 FIT_TOL = 1e-14
 #: A saturating exponent within this relative distance of ALPHA_BOUNDS counts as at the bound.
 BOUND_SLACK = 1e-6
