@@ -89,7 +89,6 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
         label = setting[C.ARCH] + "".join(f", {c.removeprefix(C.MODEL_PREFIX)}={show(setting[c])}" for c in shown
                                           if isinstance(setting[c], tuple) or bool(pd.notna(setting[c])))
         oracle, share = _column_mean(rows, oracle_col), float("nan")
-        # one fixed model only
         is_ref = bool(usable_ref and reference is not None and reference.mask[rows.index.to_numpy()].all())
         if has_oracle and usable_ref and reference is not None:
             ref, _ = reference_rows(runs, reference, rows, context)
