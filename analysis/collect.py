@@ -17,6 +17,7 @@ from core.results_layout import METRICS_FILE, RUNS_FILE, SWEEP_FILE, predictions
 from core.typed_config import from_dict
 from harness import run_folder
 from harness import runs_columns as C
+from harness.sweep.collect import folder_row, row_digests
 from harness.sweep.schema import RoundsSection
 from protocols.errors import DataValidationError
 
@@ -128,8 +129,6 @@ def rows_per_task(runs: pd.DataFrame) -> pd.DataFrame:
 def verify_digests(table: pa.Table, path: Path) -> None:
     """Raise naming the first row whose `row_digest` does not match its values (docs/analysis.md, opening); a table
     without digests passes."""
-    from harness.sweep.collect import folder_row, row_digests
-
     if C.ROW_DIGEST not in table.column_names:
         return
     bad = [i for i, (a, b) in enumerate(zip(table.column(C.ROW_DIGEST).to_pylist(), row_digests(table))) if a != b]

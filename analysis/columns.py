@@ -45,11 +45,6 @@ def labelled_columns(runs: pd.DataFrame, family_cols: list[str]) -> list[str]:
             and bool((runs.groupby(C.ARCH, dropna=False)[c].nunique(dropna=False) > 1).any())]
 
 
-def plain(value: Any) -> Any:
-    """A numpy scalar as the Python number it holds (anything else unchanged)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def same_setting(runs: pd.DataFrame, setting: dict[str, Any]) -> np.ndarray:
     """Mask of the rows whose columns read as every value of `setting` (compared as text)."""
     mask = np.ones(len(runs), dtype=bool)

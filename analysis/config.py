@@ -79,8 +79,7 @@ class QuestionConfig:
 
 @dataclass
 class ScalingConfig:
-    """How scaling points, families, the reference, the axes and family comparisons are formed (the axis, unit and
-    gain conventions: docs/analysis.md, *Scaling fits*)."""
+    """How scaling points, families, the reference, the axes and family comparisons are formed (docs/analysis.md)."""
 
     reference: dict[str, Any] = field(default_factory=dict)
     size_by: list[str] = field(default_factory=list)
@@ -109,8 +108,7 @@ class ScalingConfig:
 
 @dataclass
 class DataScalingConfig:
-    """The L(N, D) fit of a sweep that varies `data.n_train` (analysis/fits/data_scaling.py): the loss-like
-    `metric` (logloss or ne) on `split` (validation by default, as in Chinchilla)."""
+    """The L(N, D) fit of a sweep that varies `data.n_train`: docs/analysis.md, "Data as a compute axis"."""
 
     metric: Literal["logloss", "ne"] = "logloss"
     split: Literal["valid", "test"] = "valid"

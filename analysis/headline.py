@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from .collect import SweepResults
-from .columns import context_columns, family_columns, plain, show, size_columns
+from .columns import context_columns, family_columns, show, size_columns
 from .fits.reference import Reference, reference_rows
 
 
@@ -84,11 +85,10 @@ def headline(results: SweepResults, reference: Reference | None) -> Headline:
     out = []
     for key, rows in runs.groupby(cols, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        setting = {c: plain(v) for c, v in zip(cols, key)}
+        setting: dict[str, Any] = {c: plain(v) for c, v in zip(cols, key)}
         label = setting[C.ARCH] + "".join(f", {c.removeprefix(C.MODEL_PREFIX)}={show(setting[c])}" for c in shown
                                           if isinstance(setting[c], tuple) or bool(pd.notna(setting[c])))
         oracle, share = _column_mean(rows, oracle_col), float("nan")
-        # one fixed model only
         is_ref = bool(usable_ref and reference is not None and reference.mask[rows.index.to_numpy()].all())
         if has_oracle and usable_ref and reference is not None:
             ref, _ = reference_rows(runs, reference, rows, context)

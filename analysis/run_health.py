@@ -13,9 +13,9 @@ import pandas as pd
 from core.results_layout import RUNS_FILE
 from harness import run_health as H
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from .collect import SweepResults
-from .columns import plain
 from .headline import Headline
 
 
@@ -117,10 +117,6 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     for r in h.rows:
         r.health = labels.get(tuple(str(r.setting[c]) for c in cols), "")
     h.has_health = True
-
-
-# ----------------------------------------------------------------------------------------------
-# retried runs
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import pandas as pd
 from core.results_layout import RUNS_FILE
 from core.typed_config import ConfigError
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from ..collect import SweepResults
-from ..columns import DATASET_IDENTITY, plain, show, varies_data
+from ..columns import DATASET_IDENTITY, show, varies_data
 from ..config import QuestionConfig
 
 
@@ -68,10 +69,6 @@ def select(runs: pd.DataFrame, selector: dict[str, Any]) -> np.ndarray:
     return mask
 
 
-def _filled(frame: pd.DataFrame, column: str) -> bool:
-    return bool(frame[column].notna().any())
-
-
 def pair_runs(results: SweepResults, comparison: QuestionConfig) -> list[PairedRuns]:
     """One `PairedRuns` per stratum; a comparison without matching runs gives one empty entry with a note."""
     runs = results.runs
@@ -85,9 +82,11 @@ def pair_runs(results: SweepResults, comparison: QuestionConfig) -> list[PairedR
                            [f"no runs match side {which} ({selector}, within {comparison.where or 'all runs'})"], data)]
     keys = [c for c in results.config_columns if c not in comparison.a and c not in comparison.b
             and not (data and c in DATASET_IDENTITY)]
-    shared = [c for c in keys if _filled(side_a, c) and _filled(side_b, c)]
-    only_a = [c for c in keys if c not in shared and _filled(side_a, c)]
-    only_b = [c for c in keys if c not in shared and _filled(side_b, c)]
+    filled_a = set(side_a.columns[side_a.notna().any()])  # columns with a value in some run of the side
+    filled_b = set(side_b.columns[side_b.notna().any()])
+    shared = [c for c in keys if c in filled_a and c in filled_b]
+    only_a = [c for c in keys if c not in shared and c in filled_a]
+    only_b = [c for c in keys if c not in shared and c in filled_b]
     left = side_a[[C.SEED, *shared, *only_a]].assign(_row_a=side_a.index.to_numpy())
     right = side_b[[C.SEED, *shared, *only_b]].assign(_row_b=side_b.index.to_numpy())
     merged = left.merge(right, on=[C.SEED, *shared], how="inner")

@@ -1,6 +1,5 @@
-"""The study's questions (`analysis.questions`) and `evaluate_questions`: every comparison stratum in one Holm family
-or the sequential rule, slope questions read from the fits (docs/analysis.md, *Questions*); `question_deltas`
-gives a question's per-seed deltas per stratum for the power plan."""
+"""The study's questions (`analysis.questions`): `evaluate_questions` answers them, `question_deltas` gives each
+stratum's per-seed deltas to the power plan (docs/analysis.md, *Questions*)."""
 from __future__ import annotations
 
 import dataclasses

@@ -30,11 +30,9 @@ FLOPS_PER_PARAM_TARGET = 6.0
 _EXPONENT_GRID = (0.05, 0.15, 0.3, 0.5, 0.8, 1.2, 2.0)
 _E_SHARES = (0.5, 0.8, 0.9, 0.97, 0.995)      # E as a share of the smallest observed loss
 _AB_SHARES = (1e-3, 1e-2, 0.05, 0.2, 0.6)     # A (B) at the geometric-mean size, as a share of the mean loss
-#: L-BFGS-B stops on a projected gradient below GTOL or when its line search can no longer decrease the
-#: objective; its relative-decrease rule is off (ftol=0: why, docs/reproducibility.md).
+#: L-BFGS-B's projected-gradient tolerance; its relative-decrease rule is off (ftol=0): docs/reproducibility.md.
 GTOL = 1e-12
-#: E's floor as a share of the smallest loss, below which the objective is flat in E and an unbounded E wanders
-#: (kernel-dependent): docs/analysis.md, "Data as a compute axis".
+#: E's floor as a share of the smallest loss: docs/analysis.md, "Data as a compute axis".
 E_FLOOR = 1e-6
 PARAMS = ("E", "A", "B", "alpha", "beta")
 
@@ -120,8 +118,7 @@ def fit_surface(n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> Surface | Non
 #: largest measured compute 6 N D; beyond the measured range it is an extrapolation (the report says so).
 FRONTIER_REACH = 10.0
 FRONTIER_POINTS = 25
-#: A seed resample whose fit is not determined (an exponent at its bound) counts at this value, the upper end
-#: of every interval (analysis/stats/paired.py, `seed_interval`); the report prints an end this large as "undetermined".
+#: Where a seed resample whose fit is not determined counts (docs/analysis.md, "Data as a compute axis", Intervals).
 UNDETERMINED = 1e30
 
 

@@ -73,10 +73,6 @@ class FamilyComparison:
         return len(self.seeds)
 
 
-def _named(f: FamilyScaling, name: str) -> bool:
-    return name in (f.family, f.arch)
-
-
 def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[list[FamilyComparison], list[str]]:
     """The comparisons of the `compare` pairs (docs/analysis.md, *Family comparisons*) and notes on empty pairs."""
     fitted = [f for f in fams if f.fit is not None]
@@ -91,7 +87,7 @@ def family_comparisons(fams: list[FamilyScaling], cfg: ScalingConfig) -> tuple[l
             pairs += list(itertools.combinations(sorted(members, key=lambda f: f.family), 2))
     for name_a, name_b in cfg.compare:
         found = [(fa, fb) for members in groups.values() for fa in members for fb in members
-                 if _named(fa, name_a) and _named(fb, name_b)]
+                 if name_a in (fa.family, fa.arch) and name_b in (fb.family, fb.arch)]
         if not found:
             have = sorted({f.family for f in fitted}) or ["none"]
             notes.append(f"analysis.scaling.compare [{name_a}, {name_b}]: no pair of fitted families with these "

@@ -57,18 +57,10 @@ class Curve:
     identified: bool = True  # False: a saturating fit whose exponent sits at a bound (see fit_saturating)
 
 
-#: least_squares' stopping tolerances, far below the default 1e-8: the cost is fixed to 1e-14 relative, so the
-#: parameters to about its square root (1e-7) times the fit's conditioning (docs/reproducibility.md).
+#: least_squares' stopping tolerances, far below the default 1e-8 (docs/reproducibility.md).
 FIT_TOL = 1e-14
 #: A saturating exponent within this relative distance of ALPHA_BOUNDS counts as at the bound.
 BOUND_SLACK = 1e-6
-
-
-def fit_log_linear(lx: np.ndarray, y: np.ndarray) -> Curve | None:
-    if len(np.unique(lx)) < 2:
-        return None
-    b, a = np.polyfit(lx, y, 1)
-    return Curve(LOG_LINEAR, {"a": float(a), "b": float(b)}, lambda q: a + b * np.asarray(q))
 
 
 def _saturating(params: np.ndarray, lx: np.ndarray, sign: float) -> np.ndarray:
@@ -187,7 +179,10 @@ class Ladder:
         if len(lx) == 0:
             return None
         if form == LOG_LINEAR:
-            return fit_log_linear(lx, y)
+            if len(np.unique(lx)) < 2:
+                return None
+            b, a = np.polyfit(lx, y, 1)
+            return Curve(LOG_LINEAR, {"a": float(a), "b": float(b)}, lambda q: a + b * np.asarray(q))
         if form == SATURATING:
             return fit_saturating(lx, y, higher_is_better=self.higher_is_better, scale=self.seed_sd())
         ok = np.isfinite(g)  # the mean of the per-seed power laws of the gain (analysis/fits/powerlaw.py)

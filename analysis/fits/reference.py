@@ -10,9 +10,10 @@ import pandas as pd
 
 from core.errors import RecscaleError
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from ..collect import config_columns, default_baseline, hashable_lists
-from ..columns import is_data_column, plain, same_setting, show, size_columns
+from ..columns import is_data_column, same_setting, show, size_columns
 from ..compare.pairing import select
 from ..config import AnalysisConfig, analysis_config
 from .powerlaw import fit_power_law

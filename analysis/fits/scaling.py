@@ -10,9 +10,10 @@ import pandas as pd
 
 from harness import metric_registry
 from harness import runs_columns as C
+from protocols.errors import plain
 
 from ..collect import SweepResults
-from ..columns import context_columns, family_columns, labelled_columns, plain, same_setting, show, size_columns
+from ..columns import context_columns, family_columns, labelled_columns, same_setting, show, size_columns
 from ..headline import oracle_gap_share
 from .axes import Convention, PaperComparison, compare_with_helix
 from .forms import ComputeForGain, FormCheck, Ladder, check_forms, extrapolations
@@ -106,7 +107,7 @@ def scaling_analysis(results: SweepResults, reference: Reference,
     labelled = labelled_columns(runs, fam_cols)
     out: list[FamilyScaling] = []
     for key, arch_rows in runs.groupby(fam_cols, dropna=False, sort=True):
-        setting = {c: plain(v) for c, v in zip(fam_cols, key)}
+        setting: dict[str, Any] = {c: plain(v) for c, v in zip(fam_cols, key)}
         if setting[C.ARCH] not in reference.families:
             continue
         whole = setting[C.ARCH] + "".join(f", {c}={show(setting[c])}" for c in labelled)
