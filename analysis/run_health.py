@@ -119,6 +119,10 @@ def annotate_headline(h: Headline, runs: pd.DataFrame, cols: list[str], health: 
     h.has_health = True
 
 
+# ----------------------------------------------------------------------------------------------
+# retried runs
+
+
 @dataclass(frozen=True)
 class RetriedRun:
     trial: str
