@@ -211,6 +211,4 @@ class ShallowHybrid(nn.Module):
         m = batch["hist_mask"].unsqueeze(-1).to(h.dtype)  # [B, L, 1]
         summary = (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # [B, D]
         x = torch.cat([self.tokens(batch), summary.unsqueeze(1)], dim=1)  # [B, 14, D]
-        for layer in self.layers:
-            x = layer(x)  # [B, 8, D]
-        return self.head(x)  # [B] or [B, T]
+        return self.head(self.layers(x))  # [B, 8, D] -> [B] or [B, T]
