@@ -169,9 +169,8 @@ class Whale(nn.Module):
     def _memories(self, hist: History) -> list[Memory]:
         """Everything candidate-independent: each layer's fusion memory (K, V or the mean)."""
         outs = self.history(hist)  # num_layers x [B, L, D]
-        valid = hist["hist_mask"]
         fusions = cast(list[Fusion], self.fusions)
-        return [fusion.read.memory(h, valid) for fusion, h in zip(fusions, outs)]
+        return [fusion.read.memory(h, hist["hist_mask"]) for fusion, h in zip(fusions, outs)]
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
