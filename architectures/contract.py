@@ -1,8 +1,6 @@
-"""The model contract: what every registered architecture takes, is configured by and reports.
-
-The contract (config fields, request reuse, forward signature, history, accounting) and how to add a
-model: docs/architectures.md, "Adding a model" and "The model contract". `check_config_class` checks the
-config part when a model registers; tests/test_model_conformance.py checks the rest for every model.
+"""The model contract: what every registered architecture takes, is configured by and reports, and how to add a
+model (docs/architectures.md, "Adding a model" and "The model contract"). `check_config_class` checks the config
+part when a model registers; tests/test_model_conformance.py checks the rest for every model.
 """
 from __future__ import annotations
 

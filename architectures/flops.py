@@ -30,8 +30,7 @@ with warnings.catch_warnings():  # fvcore.nn scripts a few losses at import: tor
 
 def _matmul_macs(inputs: list[Any], outputs: list[Any]) -> int:
     """torch.matmul with broadcasting: every output element is one length-K dot product."""
-    a = get_shape(inputs[0])
-    return prod(get_shape(outputs[0])) * a[-1]
+    return prod(get_shape(outputs[0])) * get_shape(inputs[0])[-1]
 
 
 def _baddbmm_macs(inputs: list[Any], outputs: list[Any]) -> int:

@@ -20,7 +20,7 @@ from core.typed_config import ConfigError
 from protocols.schema import Batch, FeatureSpec
 
 from . import register
-from .blocks.config_checks import check_choices, require_divisible, require_non_negative, require_positive
+from .blocks.config_checks import check_choices, require_at_least, require_divisible
 from .blocks.embeddings import FieldEmbeddings, HistoryEventTokenizer, NonSequenceTokens
 from .blocks.helix_encoder import Compression, HelixEncoder
 from .blocks.history import History, gather_rows, hard_search, history_per_request, recent_history
@@ -94,12 +94,12 @@ class HelixConfig:
     def __post_init__(self) -> None:
         check_choices(self)
         v = SimpleNamespace(**self._merged())
-        require_positive(v, "dim", "num_layers", "num_heads", "retained_tokens", "mix_tokens", "embed_dim",
+        require_at_least(v, 1, "dim", "num_layers", "num_heads", "retained_tokens", "mix_tokens", "embed_dim",
                          "history_len", "hard_search_len", "ffn_mult")
-        require_non_negative(v, "mixformer_layers", "gather_quotas")
+        require_at_least(v, 0, "mixformer_layers", "gather_quotas")
         require_divisible(v, "dim", "mix_tokens", "num_heads")  # Mixup; attention heads
         if v.kv_heads is not None:
-            require_positive(v, "kv_heads")
+            require_at_least(v, 1, "kv_heads")
             require_divisible(v, "num_heads", "kv_heads")  # GQA groups
         if len(v.gather_quotas) != 3:
             raise ConfigError(f"model.gather_quotas: {v.gather_quotas!r} is not allowed (allowed: 3 entries, for "

@@ -166,18 +166,15 @@ class Whale(nn.Module):
         )
         self.head = PredictionHead((cfg.fmb_tokens + cfg.lcb_tokens) * D, cfg.head_hidden or 2 * D, spec.num_tasks)
 
-    def _memories(self, hist: History) -> tuple[torch.Tensor, ...]:
-        """Everything candidate-independent: each layer's fusion memory (K, V or the mean), flattened."""
+    def _memories(self, hist: History) -> list[Memory]:
+        """Everything candidate-independent: each layer's fusion memory (K, V or the mean)."""
         outs = self.history(hist)  # num_layers x [B, L, D]
-        valid = hist["hist_mask"]
         fusions = cast(list[Fusion], self.fusions)
-        return tuple(t for fusion, h in zip(fusions, outs) for t in fusion.read.memory(h, valid))
+        return [fusion.read.memory(h, hist["hist_mask"]) for fusion, h in zip(fusions, outs)]
 
     def forward(self, batch: Batch) -> torch.Tensor:
         batch = recent_history(batch, self.cfg.history_len)
-        flat = history_per_request(self._memories, batch, enabled=self.cfg.reuse_requests)
-        per_layer = len(flat) // self.cfg.num_layers
-        memories: list[Memory] = [flat[i * per_layer:(i + 1) * per_layer] for i in range(self.cfg.num_layers)]
+        memories = history_per_request(self._memories, batch, enabled=self.cfg.reuse_requests)
         valid = batch["hist_mask"]  # [B, L]
         n = self.tokens(batch)  # [B, 13, D]
         for wukong, fusion, memory in zip(self.wukong, self.fusions, memories):
@@ -213,6 +210,4 @@ class ShallowHybrid(nn.Module):
         m = batch["hist_mask"].unsqueeze(-1).to(h.dtype)  # [B, L, 1]
         summary = (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # [B, D]
         x = torch.cat([self.tokens(batch), summary.unsqueeze(1)], dim=1)  # [B, 14, D]
-        for layer in self.layers:
-            x = layer(x)  # [B, 8, D]
-        return self.head(x)  # [B] or [B, T]
+        return self.head(self.layers(x))  # [B, 8, D] -> [B] or [B, T]

@@ -48,7 +48,5 @@ class Wukong(nn.Module):
                                    spec.num_tasks)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        x = self.tokens(batch)  # [B, 13, D]
-        for layer in self.layers:
-            x = layer(x)  # [B, 8, D]
+        x = self.layers(self.tokens(batch))  # [B, 13, D] -> [B, 8, D]
         return self.head(x)  # [B] or [B, T]

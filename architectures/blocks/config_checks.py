@@ -35,23 +35,14 @@ def check_choices(cfg: DataclassInstance) -> None:
             raise ConfigError(f"model.{f.name}: {value!r} is not allowed (allowed: {list(allowed)})")
 
 
-def _require_at_least(cfg: object, names: tuple[str, ...], low: int) -> None:
+def require_at_least(cfg: object, low: int, *names: str) -> None:
+    """Each listed field (an int, None, or a tuple of ints checked entry by entry) is >= `low` when set."""
     for name in names:
         value = getattr(cfg, name)
         values = value if isinstance(value, (tuple, list)) else (value,)
         if any(v is not None and v < low for v in values):
             raise ConfigError(f"model.{name}: {value!r} is not allowed (allowed: integers >= {low}"
                               f"{', each entry' if isinstance(value, (tuple, list)) else ''})")
-
-
-def require_positive(cfg: object, *names: str) -> None:
-    """Each listed field (an int, None, or a tuple of ints checked entry by entry) is >= 1 when set."""
-    _require_at_least(cfg, names, 1)
-
-
-def require_non_negative(cfg: object, *names: str) -> None:
-    """Each listed field (an int, None, or a tuple of ints checked entry by entry) is >= 0 when set."""
-    _require_at_least(cfg, names, 0)
 
 
 def require_divisible(cfg: object, name: str, *by: str) -> None:
@@ -89,6 +80,6 @@ class CheckedConfig:
         check_choices(cfg)
         hints = typing.get_type_hints(type(self))
         names = [f.name for f in dataclasses.fields(cfg)]
-        require_positive(self, *(n for n in names if hints[n] in _COUNT_TYPES and n not in self.NON_NEGATIVE))
-        require_non_negative(self, *self.NON_NEGATIVE)
+        require_at_least(self, 1, *(n for n in names if hints[n] in _COUNT_TYPES and n not in self.NON_NEGATIVE))
+        require_at_least(self, 0, *self.NON_NEGATIVE)
         require_positive_number(self, *(n for n in names if hints[n] is float))

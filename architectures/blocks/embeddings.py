@@ -71,9 +71,7 @@ class HistoryEventTokenizer(nn.Module):
     def __init__(self, spec: FeatureSpec, dim: int, embeddings: FieldEmbeddings, hidden: int | None = None) -> None:
         super().__init__()
         self.embeddings = embeddings
-        n_item = len(spec.hist_cat_fields)
-        self.in_dim = (n_item + len(HIST_FB_FIELDS)) * dim + 1
-        self.mlp = MLP(self.in_dim, hidden or 2 * dim, dim)
+        self.mlp = MLP((len(spec.hist_cat_fields) + len(HIST_FB_FIELDS)) * dim + 1, hidden or 2 * dim, dim)
 
     def forward(self, batch: History) -> torch.Tensor:
         item = self.embeddings.item_tokens(batch["hist_cat"]).flatten(-2)  # [B, L, 5D]

@@ -1,12 +1,9 @@
 """The history part of a batch (`HISTORY_KEYS`, `History`: what candidate-independent code such as the history
-encoders may read): cutting it to the model's history length (`recent_history`; why: docs/architectures.md,
-"The model contract"); request reuse (`history_per_request`: a function of it computed once per request, on its
-first candidate, and gathered back to every candidate, whose gradients the gathers' backward sums; the one
-implementation behind every model's `reuse_requests` switch, docs/architectures.md, "Configuration"); and
-vectorised selections over it (topk / gather, no per-row Python): HELIX's user-only sequences
-(`user_only_masks`) and user x candidate hard search (`hard_search`), over `most_recent` (docs/helix.md, "HELIX in
-recscale"). Valid events are left-aligned in ascending time (`protocols/schema.py`), so the most recent k of a row
-with n valid events sit at positions max(n - k, 0) .. n - 1.
+encoders may read): cut to the model's history length (`recent_history`), computed once per request
+(`history_per_request`, behind every model's `reuse_requests` switch), and vectorised selections over it for
+HELIX (`user_only_masks`, `hard_search`, over `most_recent`): docs/architectures.md, "The model contract" and
+"Configuration"; docs/helix.md, "HELIX in recscale". Valid events are left-aligned in ascending time
+(`protocols/schema.py`), so the most recent k of a row with n valid events sit at positions max(n - k, 0) .. n - 1.
 """
 from __future__ import annotations
 

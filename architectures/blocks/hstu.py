@@ -200,7 +200,6 @@ class HSTUEncoder(nn.Module):
                  num_buckets: int = DEFAULT_NUM_BUCKETS, eps: float = DEFAULT_LAYER_NORM_EPS,
                  kernel: HSTUKernel = HSTUKernel()) -> None:
         super().__init__()
-        self.max_len = max_len
         self.kernel = kernel
         self.layers = nn.ModuleList(
             [HSTULayer(dim, num_heads=num_heads, head_dim=head_dim, max_len=max_len, num_buckets=num_buckets,

@@ -1,9 +1,8 @@
-"""Softmax attention: which kernel computes it, the explicit matmuls written in each block (the reference op) or
-torch's fused `scaled_dot_product_attention` (`sdpa_attention`, with the explicit ops' masking rule exactly),
-an op taking it as an argument and a module holding it (docs/architectures.md, "Shared blocks"; docs/training.md,
-"Speed"); and multi-head attention with key masks (HELIX, OneTrans, RankMixer+Transformer), whose reference op
-`explicit_attend` is plain `matmul`s (so fvcore counts them). Keys not allowed get zero weight exactly, and a
-query with no allowed key reads zero (as WHALE's fusion).
+"""Softmax attention with key masks: its kernel, the explicit matmuls (the reference op, which fvcore counts) or
+torch's fused `sdpa_attention` (the same masking rule exactly), held by each module that runs one and passed to
+the op; and multi-head attention (HELIX, OneTrans, RankMixer+Transformer). Keys not allowed get zero weight
+exactly, and a query with no allowed key reads zero (as WHALE's fusion). docs/architectures.md, "Shared blocks";
+docs/training.md, "Speed".
 """
 from __future__ import annotations
 

@@ -17,15 +17,14 @@ class WukongLayer(nn.Module):
 
     def __init__(self, n_in: int, dim: int, *, fmb_tokens: int = 4, lcb_tokens: int = 4, hidden: int | None = None):
         super().__init__()
-        self.n_in, self.dim = n_in, dim
-        self.fmb_tokens, self.lcb_tokens = fmb_tokens, lcb_tokens
-        self.n_out = fmb_tokens + lcb_tokens
+        self.dim, self.fmb_tokens = dim, fmb_tokens
+        n_out = fmb_tokens + lcb_tokens
         self.gram_norm = nn.LayerNorm(n_in * n_in)
         self.fmb = MLP(n_in * n_in, hidden or 2 * dim, fmb_tokens * dim)
         self.lcb = nn.Parameter(torch.empty(lcb_tokens, n_in))  # W_L
         nn.init.kaiming_uniform_(self.lcb, a=5**0.5)
-        if self.n_out != n_in:
-            self.residual = nn.Parameter(torch.empty(self.n_out, n_in))  # W_R over the token axis
+        if n_out != n_in:
+            self.residual = nn.Parameter(torch.empty(n_out, n_in))  # W_R over the token axis
             nn.init.kaiming_uniform_(self.residual, a=5**0.5)
         else:
             self.register_parameter("residual", None)
@@ -42,11 +41,8 @@ class WukongLayer(nn.Module):
 
 
 def wukong_stack(n_in: int, dim: int, num_layers: int, *, fmb_tokens: int = 4, lcb_tokens: int = 4,
-                 hidden: int | None = None) -> nn.ModuleList:
+                 hidden: int | None = None) -> nn.Sequential:
     """`num_layers` Wukong layers; the first maps n_in tokens to fmb_tokens + lcb_tokens, the rest keep that count."""
-    layers = []
-    n = n_in
-    for _ in range(num_layers):
-        layers.append(WukongLayer(n, dim, fmb_tokens=fmb_tokens, lcb_tokens=lcb_tokens, hidden=hidden))
-        n = fmb_tokens + lcb_tokens
-    return nn.ModuleList(layers)
+    n_out = fmb_tokens + lcb_tokens
+    return nn.Sequential(*(WukongLayer(n_out if i else n_in, dim, fmb_tokens=fmb_tokens, lcb_tokens=lcb_tokens,
+                                       hidden=hidden) for i in range(num_layers)))

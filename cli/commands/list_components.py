@@ -17,10 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    archs = {}
-    for name in architectures.names():
-        cfg = architectures.entry(name).config_cls()
-        archs[name] = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    configs = {name: architectures.entry(name).config_cls() for name in architectures.names()}
+    archs = {name: {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} for name, cfg in configs.items()}
     out: dict[str, Any] = {
         "architectures": archs,
         "protocols": {name: protocols.protocol_parameters(name) for name in protocols.protocol_names()},
