@@ -109,7 +109,6 @@ def history_per_request(
     return groups.expand_tree(fn({k: groups.select(v) for k, v in history.items()}))
 
 
-
 def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """x [B, L, ...], idx [B, K] -> [B, K, ...]"""
     rows = torch.arange(x.shape[0], device=x.device)[:, None]
