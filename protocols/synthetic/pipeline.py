@@ -253,17 +253,12 @@ def write_day(
     feather.write_feather(realshow, str(Path(root) / REALSHOW_DIR / f"{day.isoformat()}.feather"))
     feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
     if author50 is not None:
-        write_author50_day(root, day, author50, requests)
+        write_author50(author50_path(root, day), author50, requests)
 
 
-def write_author50_day(root: Path, day: dt.date, author50: EffectiveViewIndex, requests: dict[str, np.ndarray],
-                       folder: Path | None = None) -> None:
-    """Write one day's 50-history pickle: request_id -> int64 [50, 10], for the day's requests.
-
-    `root` is the log folder (the file goes to `seq_effective_50_dict/DAY.pkl` there) unless `folder`
-    names the folder that receives `DAY.pkl` directly."""
+def write_author50(path: Path, author50: EffectiveViewIndex, requests: dict[str, np.ndarray]) -> None:
+    """Write one day's 50-history pickle at `path`: request_id -> int64 [50, 10], for the day's requests."""
     arrays = author50.arrays(requests["user_id"], requests["request_timestamp"])
-    path = Path(folder) / author50_path(root, day).name if folder is not None else author50_path(root, day)
     with open(path, "wb") as f:
         pickle.dump(dict(zip(requests["request_id"].tolist(), arrays)), f, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -389,7 +384,7 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{AUTHOR50_DIR}.tmp-", dir=out))
     try:
         for i, day in enumerate(tqdm(days, desc="author50", disable=not progress, unit="day")):
-            write_author50_day(out, day, index, log.requests(i), folder=tmp)
+            write_author50(tmp / author50_path(out, day).name, index, log.requests(i))
         os.rename(tmp, out / AUTHOR50_DIR)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
