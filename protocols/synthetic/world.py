@@ -70,8 +70,7 @@ class World:
     def psi(self, video_index: np.ndarray) -> np.ndarray:
         """psi_v of internal video indices: [n, k] float32."""
         v = self.videos
-        noise = (self.codebook[v.noise_codes[video_index,
-                                             0]] + self.codebook[v.noise_codes[video_index, 1]]) / np.sqrt(2)
+        noise = self.codebook[v.noise_codes[video_index]].sum(axis=1) / np.sqrt(2)  # [n, k]: the sum of its two rows
         return self.categories.phi[v.category_two[video_index]] + self.video_noise * noise
 
 
