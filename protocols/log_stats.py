@@ -14,7 +14,7 @@ _USER_SHIFT = 42
 
 
 def request_table(log: ExposureLog) -> dict[str, np.ndarray]:
-    """One row per request_id (sorted by id): user, timestamp, exposures, summed playing_time, first row."""
+    """One row per request_id (sorted by id): user, timestamp, exposures, summed playing_time, `inverse` per row."""
     rid = log["request_id"]
     ids, first, inverse, counts = np.unique(rid, return_index=True, return_inverse=True, return_counts=True)
     play = np.bincount(inverse, weights=log["playing_time"].astype(np.float64), minlength=len(ids))
@@ -24,7 +24,6 @@ def request_table(log: ExposureLog) -> dict[str, np.ndarray]:
         "request_timestamp": log["request_timestamp"][first],
         "exposures": counts,
         "playing_time_sum": play.astype(np.int64),
-        "first_row": first,
         "inverse": inverse,
     }
 
