@@ -41,8 +41,7 @@ from ..recflow import (
 )
 from . import labels as L
 from .config import DEFAULT_WORLD, RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
-from .exposures import make_exposures
-from .sessions import Requests, make_requests
+from .sessions import Requests, make_exposures, make_requests
 from .world import World, make_world
 
 FORMAT_VERSION = 1
