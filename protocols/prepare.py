@@ -418,7 +418,6 @@ def _write_artifact(
 
 
 def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig, task: str) -> pa.Table:
-    video_col, author_col = CAT_FIELDS.index("video_id"), CAT_FIELDS.index("author_id")
     columns = {
         "event_id": log["event_id"][rows],
         "row": rows.astype(np.int64),
@@ -430,8 +429,8 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         "user_id": log["user_id"][rows],
         "video_id": log["video_id"][rows],
         "author_id": log["author_id"][rows],
-        "video_unseen": cat[:, video_col] == UNK,
-        "author_unseen": cat[:, author_col] == UNK,
+        "video_unseen": cat[:, CAT_FIELDS.index("video_id")] == UNK,
+        "author_unseen": cat[:, CAT_FIELDS.index("author_id")] == UNK,
         "duration_ms": log["duration"][rows],
         "history_length": lengths,
     }
