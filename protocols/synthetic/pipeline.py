@@ -316,20 +316,19 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         raise RecscaleError(f"{out}: exists and is not a synthetic log written with {params}; choose another --out")
     check_writable(out, "the synthetic log")
     out.parent.mkdir(parents=True, exist_ok=True)
-    days = DEFAULT_DAYS
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        log = build_log(cfg, seed, days, progress=progress)
+        log = build_log(cfg, seed, DEFAULT_DAYS, progress=progress)
         for sub in (REALSHOW_DIR, TRUTH_DIR) + ((AUTHOR50_DIR,) if cfg.scale.author50 else ()):
             (tmp / sub).mkdir()
         index = log.effective_view_index() if cfg.scale.author50 else None
         rows = log.day_rows
-        for i, day in enumerate(tqdm(days, desc="write", disable=not progress, unit="day")):
+        for i, day in enumerate(tqdm(DEFAULT_DAYS, desc="write", disable=not progress, unit="day")):
             day_slice = slice(rows[i], rows[i + 1])
             write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index, log.requests(i))
         summary = {
             **params,
-            "days": [d.isoformat() for d in days],
+            "days": [d.isoformat() for d in DEFAULT_DAYS],
             "exposures": len(log),
             "requests": int(len(log.req.user)),
             "users": int(len(np.unique(log.req.user))),
