@@ -90,8 +90,7 @@ def summarize(log: ExposureLog) -> dict:
     _, train_end_ms, test_start_ms, _ = SplitConfig().boundaries_ms()
     train, test = ts < train_end_ms, ts >= test_start_ms
     if train.any() and test.any():
-        train_videos = np.unique(video[train])
-        in_train = np.isin(video[test], train_videos, assume_unique=False)
+        in_train = np.isin(video[test], video[train])
         out["test_unseen_vs_train"] = float(1.0 - in_train.mean())
         sensitive = delay_sensitive_requests(req)[req["inverse"]]
         out["test_delay_sensitive_share_0s_60s"] = float(sensitive[test].mean())
