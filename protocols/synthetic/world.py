@@ -104,7 +104,6 @@ def make_users(cfg: SyntheticConfig, num_days: int, rng: np.random.Generator) ->
     province = rng.choice(w.num_provinces, size=U, p=zipf_probs(w.num_provinces, 0.8)[rng.permutation(w.num_provinces)])
     has_second = rng.random(U) < w.second_device_share
     devices = rng.permutation(U + int(has_second.sum()))
-    device = devices[:U]
     second = np.full(U, -1, dtype=np.int64)
     second[has_second] = devices[U:]
     return Users(
@@ -113,7 +112,7 @@ def make_users(cfg: SyntheticConfig, num_days: int, rng: np.random.Generator) ->
         age=age.astype(np.int64),
         gender=gender.astype(np.int64),
         province=province.astype(np.int64),
-        device=device.astype(np.int64),
+        device=devices[:U].astype(np.int64),
         second_device=second,
         external_id=rng.permutation(U).astype(np.int64),
     )
