@@ -157,9 +157,8 @@ class PreparedDataset:
         labels: tuple[str, ...] = (),
     ) -> Iterator[dict[str, torch.Tensor]]:
         """Batches of the batch schema (`protocols.schema.Batch`) from `start_batch` on; the options: docs/protocols.md,
-        "Batch loader". Valid and test are never masked, whatever `id_mask_prob` says; `protocols.schema.widen`
-        restores `narrow` fields to the schema's types; `pin_memory` needs a CUDA build. `labels` (label columns, one
-        per task) makes `label` [B, T] from `task_labels`; empty: the dataset's one label [B]."""
+        "Batch loader" (`protocols.schema.widen` restores `narrow` fields; `pin_memory` needs a CUDA build). `labels`
+        (label columns, one per task) makes `label` [B, T] from `task_labels`; empty: the dataset's one label [B]."""
         if batch_size < 1:
             raise RecscaleError(f"batch_size must be >= 1, got {batch_size}")
         p = (DEFAULT_ID_MASK_PROB if id_mask_prob is None else float(id_mask_prob)) if split == "train" else 0.0

@@ -94,9 +94,7 @@ def fit_numeric_stats(duration_ms: np.ndarray, upload_ts_s: np.ndarray, request_
         x = x[~np.isnan(x)]
         return (float(x.mean()), float(x.std())) if len(x) else (0.0, 0.0)
 
-    d_mean, d_std = moments(log_duration)
-    a_mean, a_std = moments(log_age)
-    return NumericStats(d_mean, d_std, a_mean, a_std)
+    return NumericStats(*moments(log_duration), *moments(log_age))
 
 
 def _standardise(x: np.ndarray, mean: float, std: float) -> np.ndarray:

@@ -170,9 +170,6 @@ def link_entries(log: ExposureLog, lookup: _ExposureLookup, target: np.ndarray, 
     key, lo, count = lookup.candidates(entries[:, _COL_REQUEST_ID], entries[:, _COL_VIDEO])
     linked = np.where(count > 0, lookup.order[np.minimum(lo, len(lookup.order) - 1)], PAD_ROW).astype(np.int64)
     amb = np.flatnonzero(count > 1)
-    stats = {"rows_disambiguated": int(len(amb)), "resolved_by_fields": 0, "resolved_by_feedback": 0, "still_tied": 0}
-    if not len(amb):
-        return linked, stats
     # expand each ambiguous entry into its candidates: entry index e, candidate row c
     n_cand = count[amb]
     e = np.repeat(amb, n_cand)
@@ -196,10 +193,12 @@ def link_entries(log: ExposureLog, lookup: _ExposureLookup, target: np.ndarray, 
     rank_in_best = cum - np.concatenate([[0], cum])[start][seg] - 1
     pick = is_best & (rank_in_best == (k % n_best)[seg])
     linked[e[pick]] = c[pick]
-    stats["resolved_by_fields"] = int((n_best_fields == 1).sum())
-    stats["resolved_by_feedback"] = int(((n_best_fields > 1) & (n_best == 1)).sum())
-    stats["still_tied"] = int((n_best > 1).sum())
-    return linked, stats
+    return linked, {
+        "rows_disambiguated": int(len(amb)),
+        "resolved_by_fields": int((n_best_fields == 1).sum()),
+        "resolved_by_feedback": int(((n_best_fields > 1) & (n_best == 1)).sum()),
+        "still_tied": int((n_best > 1).sum()),
+    }
 
 
 def author50_history_rows(

@@ -14,7 +14,7 @@ _USER_SHIFT = 42
 
 
 def request_table(log: ExposureLog) -> dict[str, np.ndarray]:
-    """One row per request_id (sorted by id): user, timestamp, exposures, summed playing_time, first row."""
+    """One row per request_id (sorted by id): user, timestamp, exposures, summed playing_time, `inverse` per row."""
     rid = log["request_id"]
     ids, first, inverse, counts = np.unique(rid, return_index=True, return_inverse=True, return_counts=True)
     play = np.bincount(inverse, weights=log["playing_time"].astype(np.float64), minlength=len(ids))
@@ -24,7 +24,6 @@ def request_table(log: ExposureLog) -> dict[str, np.ndarray]:
         "request_timestamp": log["request_timestamp"][first],
         "exposures": counts,
         "playing_time_sum": play.astype(np.int64),
-        "first_row": first,
         "inverse": inverse,
     }
 
@@ -91,8 +90,7 @@ def summarize(log: ExposureLog) -> dict:
     _, train_end_ms, test_start_ms, _ = SplitConfig().boundaries_ms()
     train, test = ts < train_end_ms, ts >= test_start_ms
     if train.any() and test.any():
-        train_videos = np.unique(video[train])
-        in_train = np.isin(video[test], train_videos, assume_unique=False)
+        in_train = np.isin(video[test], video[train])
         out["test_unseen_vs_train"] = float(1.0 - in_train.mean())
         sensitive = delay_sensitive_requests(req)[req["inverse"]]
         out["test_delay_sensitive_share_0s_60s"] = float(sensitive[test].mean())

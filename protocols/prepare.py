@@ -331,19 +331,18 @@ def _write_artifact(
     # 2. vocabularies (rule: PrepareConfig.vocabulary), from training-period inputs only
     train_rows = plan.rows["train"]
     if cfg.vocabulary_rule == "train_window":  # every exposure before the training split ends: no protocol in it
-        window = np.flatnonzero(log["request_timestamp"] < plan.split.interval_ms("train")[1])
-        vocabs = {f: fit_vocabulary(log[f][window]) for f in (*USER_CONTEXT_FIELDS, *HIST_CAT_FIELDS)}
-        del window
+        user_rows = item_rows = np.flatnonzero(log["request_timestamp"] < plan.split.interval_ms("train")[1])
     else:  # the training targets and the events of their histories
+        user_rows = train_rows
         train_requests = np.unique(request_idx[split_of == 0])
         item_rows = np.zeros(len(log), dtype=bool)
         item_rows[train_rows] = True
         for start in range(0, len(train_requests), 65_536):  # chunked: no full copy of the train histories
             hist = history.rows[train_requests[start : start + 65_536]]
             item_rows[hist[hist != PAD_ROW]] = True
-        vocabs = {f: fit_vocabulary(log[f][train_rows]) for f in USER_CONTEXT_FIELDS}
-        vocabs.update({f: fit_vocabulary(log[f][item_rows]) for f in HIST_CAT_FIELDS})
-        del item_rows
+    vocabs = {f: fit_vocabulary(log[f][user_rows]) for f in USER_CONTEXT_FIELDS}
+    vocabs.update({f: fit_vocabulary(log[f][item_rows]) for f in HIST_CAT_FIELDS})
+    del user_rows, item_rows
     (folder / layout.VOCAB_DIR).mkdir()
     for f, v in vocabs.items():
         np.save(folder / layout.VOCAB_DIR / layout.vocab_file(f), v)
@@ -419,7 +418,6 @@ def _write_artifact(
 
 
 def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig, task: str) -> pa.Table:
-    video_col, author_col = CAT_FIELDS.index("video_id"), CAT_FIELDS.index("author_id")
     columns = {
         "event_id": log["event_id"][rows],
         "row": rows.astype(np.int64),
@@ -431,8 +429,8 @@ def _targets_table(log: ExposureLog, rows, req, cat, lengths, split: SplitConfig
         "user_id": log["user_id"][rows],
         "video_id": log["video_id"][rows],
         "author_id": log["author_id"][rows],
-        "video_unseen": cat[:, video_col] == UNK,
-        "author_unseen": cat[:, author_col] == UNK,
+        "video_unseen": cat[:, CAT_FIELDS.index("video_id")] == UNK,
+        "author_unseen": cat[:, CAT_FIELDS.index("author_id")] == UNK,
         "duration_ms": log["duration"][rows],
         "history_length": lengths,
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -255,29 +256,24 @@ def read_recflow(
     check_requests(files, columns)
     loader = None
     if (root / AUTHOR50_DIR).is_dir():
-        loader = Author50Reader(root, day_list)
+        loader = partial(read_author50, root, day_list)
     return ExposureLog(
         columns=columns, days=day_list, source=source, root=root, fingerprint=digest.hexdigest(), author50_loader=loader
     )
 
 
-class Author50Reader:
-    """Callable file_index -> {request_id: int64 [50, 10]} for the days of an ExposureLog."""
-
-    def __init__(self, root: Path, days: tuple[dt.date, ...]):
-        self.root, self.days = Path(root), tuple(days)
-
-    def __call__(self, file_index: int) -> dict[int, np.ndarray]:
-        path = author50_path(self.root, self.days[file_index])
-        if not path.exists():
-            raise DataValidationError(str(path), "(file)", f"no author-50 file for day {self.days[file_index]}")
-        arrays = load_int_array_dict(path)
-        for request_id, arr in arrays.items():
-            if arr.shape != AUTHOR50_SHAPE:
-                raise DataValidationError(str(path), "(array shape)",
-                                          f"array of request_id {request_id} must be {AUTHOR50_SHAPE}",
-                                          value=str(arr.shape))
-        return {k: v.astype(np.int64, copy=False) for k, v in arrays.items()}
+def read_author50(root: Path, days: tuple[dt.date, ...], file_index: int) -> dict[int, np.ndarray]:
+    """{request_id: int64 [50, 10]} of day `days[file_index]`; a log's `author50_loader` binds `root` and `days`."""
+    path = author50_path(root, days[file_index])
+    if not path.exists():
+        raise DataValidationError(str(path), "(file)", f"no author-50 file for day {days[file_index]}")
+    arrays = load_int_array_dict(path)
+    for request_id, arr in arrays.items():
+        if arr.shape != AUTHOR50_SHAPE:
+            raise DataValidationError(str(path), "(array shape)",
+                                      f"array of request_id {request_id} must be {AUTHOR50_SHAPE}",
+                                      value=str(arr.shape))
+    return {k: v.astype(np.int64, copy=False) for k, v in arrays.items()}
 
 
 @register_source("recflow", defaults=RECFLOW_DEFAULTS)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
@@ -52,7 +51,7 @@ def compare(log, cfg: PrepareConfig, split: str, delays_s: tuple[float, float], 
     history_len = cfg.protocol_config().history_len
     differs = delay_membership_difference(
         UserTimeline.build(log), log["user_id"][request_rows], log["request_timestamp"][request_rows],
-        history_len, cast(tuple[int, int], tuple(int(round(d * 1000)) for d in delays_s)), progress=progress,
+        history_len, (int(round(delays_s[0] * 1000)), int(round(delays_s[1] * 1000))), progress=progress,
     )
     n_diff = int(differs[request_of_target].sum())
     return {"split": split, "delays_s": list(delays_s), "history_len": history_len,

@@ -33,8 +33,7 @@ def run(args: argparse.Namespace) -> int:
         options["progress"] = not args.quiet
         if args.days:
             options["days"] = [d for d in args.days.split(",") if d.strip()]
-    protocols.load_components()
-    log = protocols.SOURCES.get(source)(args.root, **options)
+    log = protocols.source(source)(args.root, **options)
     stats = summarize(log)
     if args.json:
         print(json.dumps(stats, indent=2))

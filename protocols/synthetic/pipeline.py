@@ -41,8 +41,7 @@ from ..recflow import (
 )
 from . import labels as L
 from .config import DEFAULT_WORLD, RECFLOW_DAILY_REQUESTS, SyntheticConfig, scale_config
-from .exposures import make_exposures
-from .sessions import Requests, make_requests
+from .sessions import Requests, make_exposures, make_requests
 from .world import World, make_world
 
 FORMAT_VERSION = 1
@@ -253,17 +252,12 @@ def write_day(
     feather.write_feather(realshow, str(Path(root) / REALSHOW_DIR / f"{day.isoformat()}.feather"))
     feather.write_feather(pa.table({"true_p": true_p}), str(truth_path(root, day)))
     if author50 is not None:
-        write_author50_day(root, day, author50, requests)
+        write_author50(author50_path(root, day), author50, requests)
 
 
-def write_author50_day(root: Path, day: dt.date, author50: EffectiveViewIndex, requests: dict[str, np.ndarray],
-                       folder: Path | None = None) -> None:
-    """Write one day's 50-history pickle: request_id -> int64 [50, 10], for the day's requests.
-
-    `root` is the log folder (the file goes to `seq_effective_50_dict/DAY.pkl` there) unless `folder`
-    names the folder that receives `DAY.pkl` directly."""
+def write_author50(path: Path, author50: EffectiveViewIndex, requests: dict[str, np.ndarray]) -> None:
+    """Write one day's 50-history pickle at `path`: request_id -> int64 [50, 10], for the day's requests."""
     arrays = author50.arrays(requests["user_id"], requests["request_timestamp"])
-    path = Path(folder) / author50_path(root, day).name if folder is not None else author50_path(root, day)
     with open(path, "wb") as f:
         pickle.dump(dict(zip(requests["request_id"].tolist(), arrays)), f, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -322,20 +316,19 @@ def generate(scale: str, out: Path, seed: int = 0, *, author50: bool | None = No
         raise RecscaleError(f"{out}: exists and is not a synthetic log written with {params}; choose another --out")
     check_writable(out, "the synthetic log")
     out.parent.mkdir(parents=True, exist_ok=True)
-    days = DEFAULT_DAYS
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        log = build_log(cfg, seed, days, progress=progress)
+        log = build_log(cfg, seed, DEFAULT_DAYS, progress=progress)
         for sub in (REALSHOW_DIR, TRUTH_DIR) + ((AUTHOR50_DIR,) if cfg.scale.author50 else ()):
             (tmp / sub).mkdir()
         index = log.effective_view_index() if cfg.scale.author50 else None
         rows = log.day_rows
-        for i, day in enumerate(tqdm(days, desc="write", disable=not progress, unit="day")):
+        for i, day in enumerate(tqdm(DEFAULT_DAYS, desc="write", disable=not progress, unit="day")):
             day_slice = slice(rows[i], rows[i + 1])
             write_day(tmp, day, log.columns(day_slice), log.true_p[day_slice], index, log.requests(i))
         summary = {
             **params,
-            "days": [d.isoformat() for d in days],
+            "days": [d.isoformat() for d in DEFAULT_DAYS],
             "exposures": len(log),
             "requests": int(len(log.req.user)),
             "users": int(len(np.unique(log.req.user))),
@@ -389,7 +382,7 @@ def add_author50(out: Path, *, progress: bool = False) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{AUTHOR50_DIR}.tmp-", dir=out))
     try:
         for i, day in enumerate(tqdm(days, desc="author50", disable=not progress, unit="day")):
-            write_author50_day(out, day, index, log.requests(i), folder=tmp)
+            write_author50(tmp / author50_path(out, day).name, index, log.requests(i))
         os.rename(tmp, out / AUTHOR50_DIR)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -70,8 +70,7 @@ class World:
     def psi(self, video_index: np.ndarray) -> np.ndarray:
         """psi_v of internal video indices: [n, k] float32."""
         v = self.videos
-        noise = (self.codebook[v.noise_codes[video_index,
-                                             0]] + self.codebook[v.noise_codes[video_index, 1]]) / np.sqrt(2)
+        noise = self.codebook[v.noise_codes[video_index]].sum(axis=1) / np.sqrt(2)  # [n, k]: the sum of its two rows
         return self.categories.phi[v.category_two[video_index]] + self.video_noise * noise
 
 
@@ -105,7 +104,6 @@ def make_users(cfg: SyntheticConfig, num_days: int, rng: np.random.Generator) ->
     province = rng.choice(w.num_provinces, size=U, p=zipf_probs(w.num_provinces, 0.8)[rng.permutation(w.num_provinces)])
     has_second = rng.random(U) < w.second_device_share
     devices = rng.permutation(U + int(has_second.sum()))
-    device = devices[:U]
     second = np.full(U, -1, dtype=np.int64)
     second[has_second] = devices[U:]
     return Users(
@@ -114,7 +112,7 @@ def make_users(cfg: SyntheticConfig, num_days: int, rng: np.random.Generator) ->
         age=age.astype(np.int64),
         gender=gender.astype(np.int64),
         province=province.astype(np.int64),
-        device=device.astype(np.int64),
+        device=devices[:U].astype(np.int64),
         second_device=second,
         external_id=rng.permutation(U).astype(np.int64),
     )
