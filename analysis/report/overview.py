@@ -22,7 +22,7 @@ from ..config import describe
 from ..headline import Headline, HeadlineRow
 from ..result import AnalysisResult
 from ..run_health import why_kept
-from .section import Section, as_json, figures, markdown_table, mean_sd, num, signed_delta
+from .section import Section, as_json, figures, markdown_table, mean_sd, metric_label, num, signed_delta
 
 
 def _title(res: AnalysisResult) -> list[str]:
@@ -41,10 +41,6 @@ def _sweep_json(res: AnalysisResult) -> dict[str, Any]:
 
 
 TITLE = Section("title", _title, _sweep_json)
-
-
-# ----------------------------------------------------------------------------------------------
-# headline
 
 
 def _headline_table(h: Headline, split: str) -> list[str]:
@@ -86,10 +82,6 @@ def _headline_json(res: AnalysisResult) -> dict[str, Any]:
 HEADLINE = Section("headline", _headline, _headline_json)
 
 
-# ----------------------------------------------------------------------------------------------
-# questions: the report's first table; the terminal summary prints the same answers (report/terminal.py)
-
-
 SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
 
 
@@ -126,21 +118,21 @@ def _unmetered(q: QuestionResult) -> tuple:
 
 
 def _questions(res: AnalysisResult) -> list[str]:
+    """The report's first table; the terminal summary prints the same answers (report/terminal.py)."""
     if not res.questions:
         return ["## Answers", "", "No questions: a single architecture and no `analysis.questions`.", ""]
-    split = res.results.config.split
     siblings = Counter(_unmetered(q) for q in res.questions)  # > 1: one question asked on several metrics
     rows: list[list[str]] = []
     previous = None
     for q in res.questions:
-        label = metric_registry.get(q.question.metric).label
+        label = metric_label(q.question.metric)
         answer = "<br>".join(f"{where}: {a}" if where else a for where, a in q.answers)
         same = _unmetered(q)  # one question asked on several metrics
         if rows and same == previous:  # its rows become one: each metric's answer in turn
             rows[-1][1] += f" / {label}"
             rows[-1][3] += f"<br>{label}: {answer}"
         else:
-            rows.append([q.question.name, f"{split} {label}", _expected(q),
+            rows.append([q.question.name, f"{res.results.config.split} {label}", _expected(q),
                          f"{label}: {answer}" if siblings[same] > 1 else answer])
         previous = same
     top = best(res)
@@ -183,7 +175,6 @@ def _ablation_rows(res: AnalysisResult, metric: str) -> list[list[str]]:
 def _ablations(res: AnalysisResult) -> list[str]:
     if not res.ablations:
         return []
-    alpha = res.results.config.alpha
     out = ["## Comparisons: seed variance and significance", "",
            "Delta = A − B per seed, runs paired by seed and every shared setting (docs/analysis.md, *Questions*). "
            f"The answer: {family_note(res)}.", ""]
@@ -197,7 +188,7 @@ def _ablations(res: AnalysisResult) -> list[str]:
                     *markdown_table(header, rows), ""]
     if res.results.config.delong:
         once = {r.paired.runs: r for r in reversed(res.ablations)}  # DeLong is AUC's: one row per pair of runs
-        rows = [[r.label, delong_summary(r.delong, alpha),
+        rows = [[r.label, delong_summary(r.delong, res.results.config.alpha),
                  ", ".join(f"{d.seed}: Δ {d.result.delta:+.4f}, z {d.result.z:+.2f}" for d in r.delong
                            if d.result is not None) or "–"] for r in res.ablations if once[r.paired.runs] is r]
         out += ["### DeLong's paired AUC test per seed", "",
@@ -218,10 +209,6 @@ def _ablation_json(r: AblationResult) -> dict[str, Any]:
 
 
 ABLATIONS = Section("ablations", _ablations, lambda res: {"ablations": [_ablation_json(r) for r in res.ablations]})
-
-
-# ----------------------------------------------------------------------------------------------
-# figures and warnings
 
 
 def _curves(res: AnalysisResult) -> list[str]:
@@ -317,8 +304,7 @@ def tuning_section(choice: TuningChoice | None) -> list[str]:
     """report.md's `## Tuning` table (docs/sweeps.md, "Tuning")."""
     if choice is None:
         return []
-    header = ["setting", f"chosen {choice.param}", "at the edge",
-              *(f"{num(v, 'g')}" for v in choice.grid)]
+    header = ["setting", f"chosen {choice.param}", "at the edge", *(num(v, "g") for v in choice.grid)]
     rows = []
     for s in choice.settings:
         means = [num(m, ".4f") + ("" if ok else " (not ok)")

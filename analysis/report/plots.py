@@ -84,8 +84,8 @@ def save_figure(fig: plt.Figure, path: Path, *, bottom: float = 0.0, dpi: int = 
 
 def _helix_line(ax: plt.Axes, fits: list[FamilyScaling]) -> None:
     """HELIX's CTR line over our measured x range only, without moving the axes (text when out of view)."""
-    xs = np.geomspace(*ax.get_xlim(), 50)
-    (ylo, yhi), limits = ax.get_ylim(), (ax.get_xlim(), ax.get_ylim())
+    xlim, (ylo, yhi) = ax.get_xlim(), ax.get_ylim()
+    xs = np.geomspace(*xlim, 50)
     ys = np.exp(HELIX_CTR["intercept"]) * xs ** HELIX_CTR["slope"]
     lo_x = min(f.fit.x_range[0] for f in fits if f.fit is not None)
     hi_x = max(f.fit.x_range[1] for f in fits if f.fit is not None)
@@ -97,8 +97,7 @@ def _helix_line(ax: plt.Axes, fits: list[FamilyScaling]) -> None:
         where = "below" if ys[keep].max() < ylo else "above"
         ax.text(0.99, 0.02, f"{label}:\n{where} this plot (dAUC {ys[keep].min():.2g}–{ys[keep].max():.2g} here)",
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="grey")
-    ax.set_xlim(limits[0])
-    ax.set_ylim(limits[1])
+    ax.set(xlim=xlim, ylim=(ylo, yhi))
 
 
 def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: bool = True) -> Path | None:
@@ -128,21 +127,15 @@ def plot_scaling(fits: list[FamilyScaling], metric: str, path: Path, *, helix: b
         ax.scatter(x[ok], g[ok], s=60, color=colour, edgecolor="black", lw=0.6, zorder=3, label=label)
     ax.set_xscale("log")
     ax.axhline(0.0, color="grey", lw=0.8, ls=":")
-    conv = fits[0].convention
     if helix and any(f.helix is not None and f.helix.comparable for f in fits):
         _helix_line(ax, fits)
-    ax.set_xlabel(f"{conv.x_label} (log scale)")
+    ax.set_xlabel(f"{fits[0].convention.x_label} (log scale)")
     ax.set_ylabel(fits[0].gain_label)
     ax.set_title(textwrap.fill(f"{fits[0].gain_label} vs {fits[0].reference} against compute, one colour per family",
                                80) + "\nsmall dots: seeds; large: seed means; line: fitted power law; band: its "
                  "95% t band", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False)
     return save_figure(fig, path)
-
-
-def _xlabel(metric: str) -> str:
-    spec = metric_registry.get(metric)
-    return f"$\\Delta$ {spec.label} (A $-$ B) $\\times 10^{{-3}}$, {spec.better} is better for A"
 
 
 def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
@@ -159,6 +152,9 @@ def _comparison_grid(ablations: list[AblationResult], metrics: list[str]):
     n = len(labels)
     fig, axes = _panels(len(metrics), 2, lambda cols, rows: (6.2 * cols + 2.0, rows * (1.6 + 0.55 * n) + 0.6),
                         sharey=True)
+    for ax, spec in zip(axes, map(metric_registry.get, metrics)):
+        ax.set_xlabel(f"$\\Delta$ {spec.label} (A $-$ B) $\\times 10^{{-3}}$, {spec.better} is better for A",
+                      fontsize=9)
     return frame, labels, fig, axes
 
 
@@ -181,7 +177,6 @@ def plot_forest(ablations: list[AblationResult], metrics: list[str], path: Path)
         ax.axvline(0.0, color="grey", lw=1, ls="--")
         ax.set_yticks(y, labels)
         ax.set_ylim(len(labels) - 0.5, -0.5)
-        ax.set_xlabel(_xlabel(m), fontsize=9)
         ax.set_title(f"test {metric_label(m)}: mean paired delta over seeds,\ninterval at the level Holm decides it at")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=2, fontsize=9, frameon=False)
@@ -202,7 +197,6 @@ def plot_seed_strip(ablations: list[AblationResult], metrics: list[str], path: P
         means = sub.drop_duplicates("comparison").set_index("comparison").reindex(labels)["mean"]
         ax.scatter(means, np.arange(len(labels)), marker="|", s=400, color="black", zorder=3)
         ax.axvline(0.0, color="grey", lw=1, ls="--")
-        ax.set_xlabel(_xlabel(m), fontsize=9)
         ax.set_ylabel("")
         ax.set_title(f"test {metric_label(m)}")
     handles, names = axes[0].get_legend_handles_labels()
@@ -279,8 +273,7 @@ def plot_groups(groups: pd.DataFrame, path: Path) -> Path | None:
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=9, frameon=False)
     fig.suptitle("Grouped test metrics (largest model of each architecture; error bar: seed sd)", fontsize=12)
-    rows = int(np.ceil(len(names) / 3))
-    return save_figure(fig, path, bottom=(0.15 + 0.25 * rows) / fig.get_figheight())
+    return save_figure(fig, path, bottom=(0.15 + 0.25 * np.ceil(len(names) / 3)) / fig.get_figheight())
 
 
 def _runs_varying_only(results: SweepResults, column: str) -> pd.DataFrame:

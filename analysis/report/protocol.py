@@ -15,8 +15,7 @@ from ..compare.protocol import ArmFacts, RankComparison
 from ..compare.questions import AblationResult
 from ..result import AnalysisResult
 from ..stats.paired import DECIDED
-from .section import METHOD_POINTER, Section, as_json, metric_label, num, table_block
-from .section import markdown_table as _table
+from .section import METHOD_POINTER, Section, as_json, markdown_table, metric_label, num, table_block
 
 
 def _d(x: float, fmt: str = "+.4f") -> str:
@@ -70,12 +69,11 @@ def _membership(f: ArmFacts | None) -> str:
 
 
 def _comparison_line(res: AnalysisResult, name: str, items: list[tuple[int, AblationResult]]) -> str:
-    alpha = res.results.config.alpha
     facts = [res.arm_facts.get(i) for i, _ in items]
     first = next((f for f in facts if f is not None), None)
     same = first is None or all(f is None or (f.dataset_a, f.dataset_b) == (first.dataset_a, first.dataset_b)
                                 for f in facts)
-    per = [f"{_stratum(r)} {_d(mc.stats.mean)} ({r.answer}; {_delong(r, alpha)})"
+    per = [f"{_stratum(r)} {_d(mc.stats.mean)} ({r.answer}; {_delong(r, res.results.config.alpha)})"
            for _, r in items if (mc := r.metrics.get("auc")) is not None]
     hits = sum(1 for _, r in items if "auc" in r.metrics and r.metrics["auc"].verdict == DECIDED)
     head = _membership(first) + ". " if same else ""
@@ -108,9 +106,6 @@ def _ranking_lines(rc: RankComparison) -> list[str]:
     orders = "; ".join(f"{a}: " + " > ".join(rc.order(a)) for a in rc.arms)
     taus = ", ".join(f"{p} vs {q} {tau:+.2f}" for p, q, tau, _ in rc.kendall)
     swaps = [d for d in rc.did if d.swaps]
-    sig = [d for d in rc.did if d.verdict == DECIDED]
-    out = [f"- **Ranking** (seed-mean {metric_label(rc.metric)}, best first): {orders}. "
-           f"Kendall τ between arms: {taus}."]
     swap_text = ("no pair of models changes order between arms" if not swaps else
                  f"{len(swaps)} (pair, arm pair) order swaps, "
                  f"{sum(d.verdict == DECIDED for d in swaps)} of them decided")
@@ -118,9 +113,10 @@ def _ranking_lines(rc: RankComparison) -> list[str]:
     big = ("" if largest is None else f" Largest |DiD|: ({largest.x} − {largest.y}) under {largest.arm_p} minus under "
            f"{largest.arm_q} = {_d(largest.mean)} [{_d(largest.ci[0])}, {_d(largest.ci[1])}], Holm p "
            f"{_d(largest.p_holm, '.3g')}.")
-    out.append(f"- **Between-arm differences of model pairs** (difference-in-differences over seeds): {swap_text}; "
-               f"{len(sig)} of {len(rc.did)} DiDs decided after Holm.{big}")
-    return out
+    return [f"- **Ranking** (seed-mean {metric_label(rc.metric)}, best first): {orders}. "
+            f"Kendall τ between arms: {taus}.",
+            f"- **Between-arm differences of model pairs** (difference-in-differences over seeds): {swap_text}; "
+            f"{sum(d.verdict == DECIDED for d in rc.did)} of {len(rc.did)} DiDs decided after Holm.{big}"]
 
 
 def _so_line(res: AnalysisResult) -> str:
@@ -172,7 +168,6 @@ def answer_lines(res: AnalysisResult) -> list[str]:
 
 
 def _facts_rows(res: AnalysisResult) -> list[list[str]]:
-    alpha = res.results.config.alpha
     rows = []
     shown = {i for items in _groups(res).values() for i, _ in items}
     for i, r in ((i, r) for i, r in enumerate(res.ablations) if i in shown):  # in the order of the comparisons
@@ -184,7 +179,7 @@ def _facts_rows(res: AnalysisResult) -> list[list[str]]:
                                              _d(mc.p_holm, ".3g"), r.answer]
         seeds = ", ".join(f"{d.seed}: {d.result.delta:+.4f} (p {d.result.p_value:.2g})" for d in r.delong
                           if d.result is not None) or "–"
-        rows.append([r.label, *facts, *auc, _delong(r, alpha), seeds])
+        rows.append([r.label, *facts, *auc, _delong(r, res.results.config.alpha), seeds])
     return rows
 
 
@@ -222,11 +217,11 @@ def protocol_section(res: AnalysisResult) -> list[str]:
         out += ["## Rank order of the models per data arm", "",
                 f"Seed-mean {split} {label} per arm, best first (seeds in parentheses). Kendall τ of the seed means "
                 "between arms: " + ", ".join(f"{p} vs {q} {t:+.2f} (p {pv:.2g})" for p, q, t, pv in rc.kendall) + ".",
-                "", *_table(["rank", *rc.arms], _rank_rows(rc)), "",
+                "", *markdown_table(["rank", *rc.arms], _rank_rows(rc)), "",
                 "### Between-arm difference of each model pair (difference-in-differences)", "",
                 f"DiD = (X − Y) under arm P minus (X − Y) under arm Q, per seed; {DID_METHOD}.", "",
-                *_table(["X − Y", "P vs Q", "gap under P", "gap under Q", "DiD [95% t CI]", "seeds", "p", "p Holm",
-                         "verdict", "order"], _did_rows(rc)), ""]
+                *markdown_table(["X − Y", "P vs Q", "gap under P", "gap under Q", "DiD [95% t CI]", "seeds", "p",
+                                 "p Holm", "verdict", "order"], _did_rows(rc)), ""]
         out += [f"_{n}_" for n in rc.notes] + ([""] if rc.notes else [])
     return out
 

@@ -18,10 +18,8 @@ from ..fits.reference import slope_range
 from ..fits.scaling import FamilyScaling
 from ..result import AnalysisResult
 from ..stats.paired import ALPHA, BOOTSTRAP_METHOD, Estimate, SeedInterval
-from .section import METHOD_POINTER, Section, as_json, bound_text, figures, markdown_table
+from .section import METHOD_POINTER, Section, as_json, bound_text, figures, markdown_table, metric_label, num
 from .section import estimate_text as _est
-from .section import metric_label as _label
-from .section import num as _f
 from .section import signed_delta as _delta
 from .section import table_block as _block
 
@@ -33,10 +31,6 @@ def _seeds(n: float) -> str:
     return "–" if not np.isfinite(n) and n != np.inf else ("> 1000" if n == np.inf else f"{n:.0f}")
 
 
-# ----------------------------------------------------------------------------------------------
-# power law of the gain
-
-
 def _power_rows(res) -> list[list[str]]:
     rows = []
     for f in res.scaling:
@@ -46,18 +40,14 @@ def _power_rows(res) -> list[list[str]]:
                          "; ".join(f.notes) or "–"])
             continue
         lo, hi = slope_range(f.reference_slopes)
-        rng = "–" if not f.reference_slopes else f"{_f(lo, '.3f')} … {_f(hi, '.3f')} ({len(f.reference_slopes)} refs)"
+        rng = "–" if not f.reference_slopes else f"{num(lo, '.3f')} … {num(hi, '.3f')} ({len(f.reference_slopes)} refs)"
         pp = fit.slope_ci_per_point
         rows.append([f.family, f.gain_label, f"{fit.n_points}/{n_all} × {fit.n_seeds} ({fit.n_obs} points)",
-                     f"{fit.slope:.3f} [{_f(fit.slope_ci[0], '.3f')}, {_f(fit.slope_ci[1], '.3f')}] (df {fit.df})",
+                     f"{fit.slope:.3f} [{num(fit.slope_ci[0], '.3f')}, {num(fit.slope_ci[1], '.3f')}] (df {fit.df})",
                      ", ".join(f"{v:.3f}" for v in fit.seed_slopes.values()),
-                     f"[{_f(pp[0], '.3f')}, {_f(pp[1], '.3f')}]", _f(fit.r2_means, ".3f"), rng,
+                     f"[{num(pp[0], '.3f')}, {num(pp[1], '.3f')}]", num(fit.r2_means, ".3f"), rng,
                      "; ".join(f.notes) or "–"])
     return rows
-
-
-# ----------------------------------------------------------------------------------------------
-# forms
 
 
 def _interval(i: SeedInterval | None, fmt: str = ".3g") -> str:
@@ -68,7 +58,7 @@ def _params(r: FormResult) -> str:
     if not r.identified:
         return (f"not identified (exponent at a bound of {ALPHA_BOUNDS[0]:g}-{ALPHA_BOUNDS[1]:g}; "
                 "the curve still predicts)")
-    return "; ".join(f"{k} {_f(v, '.4g')}{_interval(r.intervals.get(k), '.4g')}" for k, v in r.params.items()) or "–"
+    return "; ".join(f"{k} {num(v, '.4g')}{_interval(r.intervals.get(k), '.4g')}" for k, v in r.params.items()) or "–"
 
 
 def _in_se(x: float, se: float) -> str:
@@ -82,7 +72,7 @@ def lack_of_fit_words(r: FormResult, seed_se: float) -> str:
     if not np.isfinite(r.lof_p):
         stat = "F test not possible: " + ("; ".join(r.notes) or "no pure error")
     else:
-        stat = f"F({r.lof_df[0]}, {r.lof_df[1]}) = {r.lof_f:.2f}, p {r.lof_p:.3g}, Holm p {_f(r.lof_p_holm)}"
+        stat = f"F({r.lof_df[0]}, {r.lof_df[1]}) = {r.lof_f:.2f}, p {r.lof_p:.3g}, Holm p {num(r.lof_p_holm)}"
     if np.isfinite(r.lof_p_holm) and r.lof_p_holm < ALPHA:
         return f"**lack of fit** ({stat})"
     if seed_se > 0 and np.isfinite(r.rmse) and r.rmse > HELD_OUT_LIMIT * seed_se:
@@ -98,8 +88,8 @@ def _form_rows(res) -> list[list[str]]:
             continue
         for r in check.forms:
             best = " **best**" if r.form == check.best else ""
-            rows.append([f.family, _label(f.metric), r.form + best, _params(r),
-                         "–" if not r.held_out else f"{_f(r.rmse, '.4g')} ({r.rmse / check.seed_se:.1f} SE)",
+            rows.append([f.family, metric_label(f.metric), r.form + best, _params(r),
+                         "–" if not r.held_out else f"{num(r.rmse, '.4g')} ({r.rmse / check.seed_se:.1f} SE)",
                          "–" if r.largest is None else f"{r.largest.label}: {_in_se(r.largest.error, check.seed_se)}",
                          lack_of_fit_words(r, check.seed_se)])
     return rows
@@ -114,13 +104,13 @@ def _best_lines(res) -> list[str]:
         margin = ("" if not np.isfinite(c.best_margin_se) else
                   f", ahead of the next form by {c.best_margin_se:.1f} seed SEs of a size mean"
                   + (" (not told apart at these seeds)" if c.best_margin_se < 2 else ""))
-        out.append(f"- {f.family}, {_label(f.metric)}: smallest leave-one-size-out error: **{c.best}** "
+        out.append(f"- {f.family}, {metric_label(f.metric)}: smallest leave-one-size-out error: **{c.best}** "
                    f"(over {', '.join(c.compared_on)}{margin}; seed SE of a size mean {c.seed_se:.2g})")
     return out
 
 
 def _extrapolation_rows(res) -> list[list[str]]:
-    return [[f.family, _label(f.metric), e.form, f"{e.step:+.4g}",
+    return [[f.family, metric_label(f.metric), e.form, f"{e.step:+.4g}",
              f"{e.words} {UNIT_NAMES[f.convention.x_unit]}" if e.determined else e.words]
             for f in res.scaling for e in f.extrapolations]
 
@@ -131,14 +121,10 @@ def _reference_rows(res) -> list[list[str]]:
         if len(f.reference_slopes) < 2:
             continue
         lo, hi = slope_range(f.reference_slopes)
-        each = "; ".join(f"{s.reference}{' (chosen)' if s.is_chosen else ''}: {_f(s.slope, '.3f')}"
-                         f" [{_f(s.ci[0], '.3f')}, {_f(s.ci[1], '.3f')}]" for s in f.reference_slopes)
-        rows.append([f.family, f.gain_label, each, f"{_f(lo, '.3f')} … {_f(hi, '.3f')}"])
+        each = "; ".join(f"{s.reference}{' (chosen)' if s.is_chosen else ''}: {num(s.slope, '.3f')}"
+                         f" [{num(s.ci[0], '.3f')}, {num(s.ci[1], '.3f')}]" for s in f.reference_slopes)
+        rows.append([f.family, f.gain_label, each, f"{num(lo, '.3f')} … {num(hi, '.3f')}"])
     return rows
-
-
-# ----------------------------------------------------------------------------------------------
-# points and marginal returns
 
 
 def _points_section(res) -> list[str]:
@@ -152,9 +138,9 @@ def _points_section(res) -> list[str]:
     oracle = any(np.isfinite(p.oracle_gap_closed) for f in base for p in f.points)
     header = ["family", "point", "forward MFLOPs / target", "x", "seeds",
               *[f"{labels[m]} (seed mean)" for m in metrics], *(["share of oracle gap closed"] if oracle else [])]
-    rows = [[f.family, p.size_label, _f(p.flops / 1e6, ".4g"), _f(p.x, ".4g"), str(p.n_seeds),
-             *[_f(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics],
-             *([_f(p.oracle_gap_closed, ".1%")] if oracle else [])] for f in base for p in f.points]
+    rows = [[f.family, p.size_label, num(p.flops / 1e6, ".4g"), num(p.x, ".4g"), str(p.n_seeds),
+             *[num(gains.get((f.family, m, p.label), float("nan")), "+.4g") for m in metrics],
+             *([num(p.oracle_gap_closed, ".1%")] if oracle else [])] for f in base for p in f.points]
     text = "" if oracle else f" No oracle AUC in {RUNS_FILE} (only synthetic logs know it): no share of the oracle gap."
     return _block("### Points of each fit", "Seed-mean gains over the reference (every run, as measured), x on the "
                   "fit's axis." + text, header, rows)
@@ -165,9 +151,9 @@ def _step_row(family: str, m: MarginalReturns, k: int) -> list[str]:
     better = "yes" if s.improves else ("not testable" if not s.testable else "no")
     lo, hi = s.per_doubling_ci
     per = "–" if not np.isfinite(s.per_doubling) else f"{_delta(s.per_doubling)} [{_delta(lo)}, {_delta(hi)}]"
-    return [family, _label(m.metric), f"{s.start} → {s.end}", _f(s.flops_ratio, ".3g"), str(s.n),
-            f"{_delta(s.mean)} ± {_f(s.sd, '.5f')}", f"[{_delta(s.ci[0])}, {_delta(s.ci[1])}]", _f(s.p_value, ".3g"),
-            _f(s.p_holm, ".3g"), per, _seeds(s.seeds_for_80), better]
+    return [family, metric_label(m.metric), f"{s.start} → {s.end}", num(s.flops_ratio, ".3g"), str(s.n),
+            f"{_delta(s.mean)} ± {num(s.sd, '.5f')}", f"[{_delta(s.ci[0])}, {_delta(s.ci[1])}]", num(s.p_value, ".3g"),
+            num(s.p_holm, ".3g"), per, _seeds(s.seeds_for_80), better]
 
 
 def _marginal_section(res) -> list[str]:
@@ -176,7 +162,7 @@ def _marginal_section(res) -> list[str]:
         return []
     level = fams[0].marginal.level
     rows = [_step_row(f.family, f.marginal, k) for f in fams for k in range(len(f.marginal.steps))]
-    verdicts = [f"- {f.family}, {_label(f.metric)}: **{f.marginal.verdict}**"
+    verdicts = [f"- {f.family}, {metric_label(f.metric)}: **{f.marginal.verdict}**"
                 + (f" ({'; '.join(f.marginal.notes)})" if f.marginal.notes else "") for f in fams]
     return _block("### Marginal returns",
                   "Each step from one point to the next by FLOPs: Δ = metric(next) − metric(previous), paired by seed; "
@@ -258,21 +244,17 @@ SCALING = Section("scaling", scaling_section,
                   lambda res: {"scaling": [_family_json(f) for f in res.scaling], "scaling_notes": res.notes})
 
 
-# ----------------------------------------------------------------------------------------------
-# family comparisons
-
-
 def contrast_words(c: PairedContrast | None, what: str) -> str:
     if c is None or not np.isfinite(c.p_value):
         return f"{what}: not testable"
     if np.isfinite(c.p_holm) and c.p_holm < ALPHA:
         return f"{what} differs (Holm p {c.p_holm:.3g})"
-    return (f"no significant {what} difference (Holm p {_f(c.p_holm)}; not evidence of equality: "
+    return (f"no significant {what} difference (Holm p {num(c.p_holm)}; not evidence of equality: "
             f"{_seeds(c.seeds_for_80)} seeds for 80% power at {c.effect:g})")
 
 
 def _contrast(c: PairedContrast | None, fmt: str) -> str:
-    return "–" if c is None else f"{_est(c.estimate, fmt)}, p {_f(c.p_value)}, Holm {_f(c.p_holm)}"
+    return "–" if c is None else f"{_est(c.estimate, fmt)}, p {num(c.p_value)}, Holm {num(c.p_holm)}"
 
 
 def _comparison_rows(res) -> list[list[str]]:
@@ -280,7 +262,7 @@ def _comparison_rows(res) -> list[list[str]]:
     for c in res.comparisons:
         unit = UNIT_NAMES[c.convention.x_unit]
         iso = "–" if c.iso_x is None else f"{c.iso_x:.4g} {unit}"
-        value = (f"{_f(c.value_a, '.4f')} vs {_f(c.value_b, '.4f')}" if c.iso_x is not None and np.isfinite(c.value_a)
+        value = (f"{num(c.value_a, '.4f')} vs {num(c.value_b, '.4f')}" if c.iso_x is not None and np.isfinite(c.value_a)
                  else "–")
         rows.append([c.label, c.convention.gain_label(c.metric), str(c.n_seeds),
                      f"{c.slope_a:.3f} − {c.slope_b:.3f} = {_contrast(c.slope_diff, '+.3f')}",
@@ -302,17 +284,12 @@ def family_comparison_section(res: AnalysisResult) -> list[str]:
                   ["A vs B", "gain", "seeds", "slope A − B [95% CI]", "log-linear b A − B [95% CI]", "x* (iso-FLOP)",
                    "gain A at x*", "gain B at x*", "A − B at x*", "A / B at x*", "metric A vs B at x*", "crossover"],
                   _comparison_rows(res),
-                  *[f"- {c.label} ({_label(c.metric)}): " + "; ".join(_comparison_words(c)) for c in res.comparisons],
-                  "")
+                  *[f"- {c.label} ({metric_label(c.metric)}): " + "; ".join(_comparison_words(c))
+                    for c in res.comparisons], "")
 
 
 FAMILY_COMPARISONS = Section("family comparisons", family_comparison_section, lambda res: {"family_comparisons": [
     as_json(c, **as_json(c.convention), words=_comparison_words(c)) for c in res.comparisons]})
-
-
-# ----------------------------------------------------------------------------------------------
-# data as a compute axis: L(N, D) (analysis/fits/data_scaling.py); an exponent whose interval reaches its bound or
-# spans more than a factor 10 reads "not determined"
 
 
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
@@ -320,6 +297,7 @@ FRONTIER_STEP = 4
 
 
 def _determined(lo: float, hi: float) -> bool:
+    """False for an exponent whose interval reaches its bound or spans more than a factor 10 ("not determined")."""
     return (np.isfinite(lo) and np.isfinite(hi) and lo > EXPONENT_BOUNDS[0] * 1.01
             and hi < EXPONENT_BOUNDS[1] * 0.99 and hi < 10 * lo)
 
@@ -328,7 +306,7 @@ def data_scaling_section(res: AnalysisResult) -> list[str]:
     ds, plots = res.data_scaling, res.plots
     if ds is None:
         return []
-    label = f"{ds.split} {_label(ds.metric)}"
+    label = f"{ds.split} {metric_label(ds.metric)}"
     out = ["## Data as a compute axis: L(N, D)", "",
            f"L(N, D) = E + A / N^alpha + B / D^beta fitted to {label} of every run ({len(ds.points)} runs, "
            f"{ds.n_seeds} seeds; N = non-embedding parameters, D = training targets seen), 95% seed-bootstrap "
@@ -345,13 +323,13 @@ def data_scaling_section(res: AnalysisResult) -> list[str]:
         words = []
         for k, axis in (("alpha", "model size"), ("beta", "data")):
             e = ds.intervals[k]
-            words.append(f"the {axis} exponent {k} is {_f(e.value)}" if _determined(e.lo, e.hi) else
+            words.append(f"the {axis} exponent {k} is {num(e.value)}" if _determined(e.lo, e.hi) else
                          f"the {axis} exponent {k} is not determined by these sizes (interval "
                          f"{bound_text(e.lo)} to {bound_text(e.hi)})")
         out += ["Reading: " + "; ".join(words) + ".", ""]
     if ds.held_out:
-        rows = [[h.left_out, f"{h.n:,.0f}", f"{h.d:,.0f}", _f(h.observed, ".4f"), _f(h.predicted, ".4f"),
-                 _f(h.error, "+.4f"), _f(h.error / h.se if h.se > 0 else float("nan"), "+.1f")]
+        rows = [[h.left_out, f"{h.n:,.0f}", f"{h.d:,.0f}", num(h.observed, ".4f"), num(h.predicted, ".4f"),
+                 num(h.error, "+.4f"), num(h.error / h.se if h.se > 0 else float("nan"), "+.1f")]
                 for h in ds.held_out]
         out += ["Form check on held-out sizes (refit without the largest D, then without the largest N):", ""]
         out += markdown_table(["left out", "N", "D", "observed", "predicted", "error", "error / seed SE"], rows)
@@ -360,10 +338,10 @@ def data_scaling_section(res: AnalysisResult) -> list[str]:
     if not ds.frontier.empty:
         f = ds.frontier.iloc[::FRONTIER_STEP]
         rows = [[f"{r.c:.3g}", _est(Estimate(r.n_opt, r.n_lo, r.n_hi)), _est(Estimate(r.d_opt, r.d_lo, r.d_hi)),
-                 _f(r.loss_opt, ".4f"), "yes" if r.measured else "no: extrapolated"] for r in f.itertuples()]
+                 num(r.loss_opt, ".4f"), "yes" if r.measured else "no: extrapolated"] for r in f.itertuples()]
         out += [f"Compute-optimal allocation for C = {FLOPS_PER_PARAM_TARGET:g} N D (measured C: "
                 f"{ds.measured_c[0]:.3g} to {ds.measured_c[1]:.3g} FLOPs):", ""]
-        out += markdown_table(["C (FLOPs)", "N*(C) [95%]", "D*(C) [95%]", f"fitted {_label(ds.metric)}",
+        out += markdown_table(["C (FLOPs)", "N*(C) [95%]", "D*(C) [95%]", f"fitted {metric_label(ds.metric)}",
                                "N*, D* within the measured sizes?"], rows) + [""]
     if ds.counted_ratio:
         ratios = ", ".join(f"N = {n:,.0f}: {r:.2f}" for n, r in sorted(ds.counted_ratio.items()))
@@ -401,7 +379,7 @@ def data_scaling_lines(ds: DataScaling | None) -> list[str]:
     """The terminal summary's lines: the exponents with their intervals and the frontier's exponent."""
     if ds is None or ds.surface is None:
         return []
-    head = f"data scaling  L(N, D) = E + A/N^alpha + B/D^beta on {ds.split} {_label(ds.metric)}"
+    head = f"data scaling  L(N, D) = E + A/N^alpha + B/D^beta on {ds.split} {metric_label(ds.metric)}"
     if not ds.intervals:
         return [head, "  an exponent ends at its bound: not determined by these sizes"]
     i = ds.intervals

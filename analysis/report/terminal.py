@@ -2,6 +2,9 @@
 same objects, each part cut to a few rows (docs/analysis.md)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from harness import runs_columns as C
@@ -10,16 +13,15 @@ from ..fits.powerlaw import CI_METHOD
 from ..result import AnalysisResult
 from .overview import best, family_note
 from .scaling import data_scaling_lines
-from .section import estimate_text as _est
-from .section import mean_sd as _pm
-from .section import metric_label as _label
-from .section import num as _f
+from .section import estimate_text, mean_sd, metric_label, num
 
 
-def _cut(items: list, n: int, out: list[str], what: str) -> list:
-    if len(items) > n:
-        out.append(f"  ... {len(items) - n} more {what} in the report")  # appended after the shown ones
-    return items[:n]
+def _cut(items: list, n: int, out: list[str], what: str, keep: Callable[[Any], bool] = lambda item: False) -> list:
+    """The first `n` items and every one `keep` names; `out` gets a line counting the others, shown after them."""
+    shown = [x for i, x in enumerate(items) if i < n or keep(x)]
+    if len(items) > len(shown):
+        out.append(f"  ... {len(items) - len(shown)} more {what} in the report")
+    return shown
 
 
 def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 12) -> str:
@@ -27,15 +29,15 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
     split = res.results.config.split
     out = [f"sweep {res.results.name}: {len(res.results.runs)} runs, baseline {res.results.baseline}"]
     out += answer_lines(res, max_rows=2 * max_rows)
-    h = res.headline
+    h, baseline = res.headline, res.results.baseline
     if h is not None and h.rows:
         oracle = "  oracle gap" if h.has_oracle else ""
         out.append(f"  {'architecture (setting)':<40} seeds  {split} AUC        LogLoss          MFLOPs{oracle}")
         more: list[str] = []
-        for r in _keep_baseline(h.rows, max_rows, more, res.results.baseline):
+        for r in _cut(h.rows, max_rows, more, "rows", lambda r: bool(baseline) and r.setting.get(C.ARCH) == baseline):
             share = f"  {r.share_oracle_gap:6.1%}" if h.has_oracle and np.isfinite(r.share_oracle_gap) else ""
-            out.append(f"  {r.label[:40]:<40} {r.n_seeds:>5}  {_pm(r.auc)}  {_pm(r.logloss)}  "
-                       f"{_f(r.flops_per_target / 1e6, '.4g'):>7}{share}")
+            out.append(f"  {r.label[:40]:<40} {r.n_seeds:>5}  {mean_sd(r.auc)}  {mean_sd(r.logloss)}  "
+                       f"{num(r.flops_per_target / 1e6, '.4g'):>7}{share}")
         out += more
     fitted = [f for f in res.scaling if f.fit is not None and f.metric == "auc"]
     if fitted:
@@ -45,7 +47,7 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
             lo, hi = f.fit.slope_ci
             best = f"  best form: {f.forms.best}" if f.forms is not None and f.forms.best else ""
             out.append(f"  {f.family[:28]:<28} {f.gain_label} vs {f.convention.x_unit} {f.convention.x_axis}: slope "
-                       f"{f.fit.slope:+.3f} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]  "
+                       f"{f.fit.slope:+.3f} [{num(lo, '+.3f')}, {num(hi, '+.3f')}]  "
                        f"sizes={f.fit.n_points} seeds={f.fit.n_seeds}{best}")
         out += more
     n_dropped = sum(len(f.fit.dropped) for f in fitted if f.fit is not None)
@@ -59,21 +61,13 @@ def terminal_summary(res: AnalysisResult, report_path: str, *, max_rows: int = 1
         more = []
         for c in _cut(auc_comparisons, 6, more, "family comparisons"):
             d = c.slope_diff
-            out.append(f"  {c.label[:30]:<30} slope diff {_est(None if d is None else d.estimate, '+.3f')} "
-                       f"Holm p={_f(float('nan') if d is None else d.p_holm, '.2g')}; {c.crossover.split(';')[0]}")
+            out.append(f"  {c.label[:30]:<30} slope diff {estimate_text(None if d is None else d.estimate, '+.3f')} "
+                       f"Holm p={num(float('nan') if d is None else d.p_holm, '.2g')}; {c.crossover.split(';')[0]}")
         out += more
     more = []
     out += [f"warning: {w}" for w in _cut(res.warnings, 4, more, "warnings")] + more
     out.append(f"report: {report_path}")
     return "\n".join(out)
-
-
-def _keep_baseline(rows: list, n: int, out: list[str], baseline: str | None) -> list:
-    """The first `n` headline rows plus every row of the baseline architecture (never cut)."""
-    shown = [r for i, r in enumerate(rows) if i < n or (baseline and r.setting.get(C.ARCH) == baseline)]
-    if len(rows) > len(shown):
-        out.append(f"  ... {len(rows) - len(shown)} more rows in the report")
-    return shown
 
 
 def answer_lines(res: AnalysisResult, *, max_rows: int = 24) -> list[str]:
@@ -93,7 +87,7 @@ def _marginal_lines(res: AnalysisResult) -> list[str]:
     by_family: dict[str, list[str]] = {}
     for f in res.scaling:
         if f.marginal is not None:
-            by_family.setdefault(f.family, []).append(f"{_label(f.metric)} {f.marginal.verdict}")
+            by_family.setdefault(f.family, []).append(f"{metric_label(f.metric)} {f.marginal.verdict}")
     if not by_family:
         return []
     out = ["marginal returns  (consecutive points by FLOPs, paired t over seeds, Holm over each ladder)"]
