@@ -43,6 +43,10 @@ def _sweep_json(res: AnalysisResult) -> dict[str, Any]:
 TITLE = Section("title", _title, _sweep_json)
 
 
+# ----------------------------------------------------------------------------------------------
+# headline
+
+
 def _headline_table(h: Headline, split: str) -> list[str]:
     """Each column a header and its cell; the health, params and oracle columns only where the runs have them."""
     columns: list[tuple[str, Callable[[HeadlineRow], str]]] = [
@@ -82,6 +86,10 @@ def _headline_json(res: AnalysisResult) -> dict[str, Any]:
 HEADLINE = Section("headline", _headline, _headline_json)
 
 
+# ----------------------------------------------------------------------------------------------
+# questions: the report's first table; the terminal summary prints the same answers (report/terminal.py)
+
+
 SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
 
 
@@ -118,7 +126,6 @@ def _unmetered(q: QuestionResult) -> tuple:
 
 
 def _questions(res: AnalysisResult) -> list[str]:
-    """The report's first table; the terminal summary prints the same answers (report/terminal.py)."""
     if not res.questions:
         return ["## Answers", "", "No questions: a single architecture and no `analysis.questions`.", ""]
     siblings = Counter(_unmetered(q) for q in res.questions)  # > 1: one question asked on several metrics
@@ -209,6 +216,10 @@ def _ablation_json(r: AblationResult) -> dict[str, Any]:
 
 
 ABLATIONS = Section("ablations", _ablations, lambda res: {"ablations": [_ablation_json(r) for r in res.ablations]})
+
+
+# ----------------------------------------------------------------------------------------------
+# figures and warnings
 
 
 def _curves(res: AnalysisResult) -> list[str]:

@@ -31,6 +31,10 @@ def _seeds(n: float) -> str:
     return "–" if not np.isfinite(n) and n != np.inf else ("> 1000" if n == np.inf else f"{n:.0f}")
 
 
+# ----------------------------------------------------------------------------------------------
+# power law of the gain
+
+
 def _power_rows(res) -> list[list[str]]:
     rows = []
     for f in res.scaling:
@@ -48,6 +52,10 @@ def _power_rows(res) -> list[list[str]]:
                      f"[{num(pp[0], '.3f')}, {num(pp[1], '.3f')}]", num(fit.r2_means, ".3f"), rng,
                      "; ".join(f.notes) or "–"])
     return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# forms
 
 
 def _interval(i: SeedInterval | None, fmt: str = ".3g") -> str:
@@ -125,6 +133,10 @@ def _reference_rows(res) -> list[list[str]]:
                          f" [{num(s.ci[0], '.3f')}, {num(s.ci[1], '.3f')}]" for s in f.reference_slopes)
         rows.append([f.family, f.gain_label, each, f"{num(lo, '.3f')} … {num(hi, '.3f')}"])
     return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# points and marginal returns
 
 
 def _points_section(res) -> list[str]:
@@ -244,6 +256,10 @@ SCALING = Section("scaling", scaling_section,
                   lambda res: {"scaling": [_family_json(f) for f in res.scaling], "scaling_notes": res.notes})
 
 
+# ----------------------------------------------------------------------------------------------
+# family comparisons
+
+
 def contrast_words(c: PairedContrast | None, what: str) -> str:
     if c is None or not np.isfinite(c.p_value):
         return f"{what}: not testable"
@@ -292,12 +308,16 @@ FAMILY_COMPARISONS = Section("family comparisons", family_comparison_section, la
     as_json(c, **as_json(c.convention), words=_comparison_words(c)) for c in res.comparisons]})
 
 
+# ----------------------------------------------------------------------------------------------
+# data as a compute axis: L(N, D) (analysis/fits/data_scaling.py); an exponent whose interval reaches its bound or
+# spans more than a factor 10 reads "not determined"
+
+
 #: Computes shown in the frontier table: every FRONTIER_STEP-th row of the frontier grid.
 FRONTIER_STEP = 4
 
 
 def _determined(lo: float, hi: float) -> bool:
-    """False for an exponent whose interval reaches its bound or spans more than a factor 10 ("not determined")."""
     return (np.isfinite(lo) and np.isfinite(hi) and lo > EXPONENT_BOUNDS[0] * 1.01
             and hi < EXPONENT_BOUNDS[1] * 0.99 and hi < 10 * lo)
 

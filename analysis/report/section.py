@@ -38,6 +38,10 @@ class Section:
     json: Callable[[AnalysisResult], dict[str, Any]] = lambda res: {}
 
 
+# ----------------------------------------------------------------------------------------------
+# text
+
+
 def metric_label(metric: str) -> str:
     """The registered display label ("AUC", "LogLoss")."""
     return metric_registry.get(metric).label
@@ -82,6 +86,9 @@ def figures(res: AnalysisResult, *names: str) -> list[str]:
     """The links to those of the named figures that were drawn, each followed by a blank line."""
     return [line for n in names if n in res.plots for line in (f"![{n}]({res.plots[n]})", "")]
 
+
+# ----------------------------------------------------------------------------------------------
+# analysis.json
 
 #: analysis.json's key for a field where it is not the field's name: None leaves the field out, "" writes a
 #: nested dataclass's keys into its parent's, a tuple of keys writes a tuple field's items under them.
